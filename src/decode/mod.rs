@@ -1,0 +1,1 @@
+//! Sans-IO stream decoders: bytes in, events out. No async, no IO.
