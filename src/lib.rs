@@ -1,7 +1,24 @@
 //! llm-probe: synthetic streaming probes for LLM inference endpoints.
 //!
 //! The modules follow the data flow (see `DESIGN.md` §4):
-//! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`.
+//! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`,
+//! with `daemon` wiring them together, `simulate` the scripted test endpoint, and `app`, `cli`,
+//! `demo` and `report` the command line.
 
 pub mod config;
 pub mod decode;
+pub mod measure;
+pub mod metrics;
+pub mod probe;
+pub mod protocol;
+pub mod schedule;
+pub mod server;
+
+pub mod daemon;
+pub mod history;
+pub mod simulate;
+
+pub mod app;
+pub mod cli;
+pub mod demo;
+pub mod report;

@@ -1,0 +1,215 @@
+//! What each subcommand does. `main` parses the command line and calls [`run`].
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Command, LogFormat, Output};
+use crate::config::{self, Config};
+use crate::daemon::Daemon;
+use crate::probe::Prober;
+use crate::simulate::{Script, Simulator};
+use crate::{demo, report};
+
+/// Installs the `tracing` subscriber on stderr with `level` (a level or filter directive).
+pub fn init_logging(level: &str, format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| {
+        eprintln!("llm-probe: --log.level {level:?} is not a level (error, warn, info, debug, trace); using info");
+        tracing_subscriber::EnvFilter::new("info")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Runs one subcommand to completion; the exit code follows the CLI contract (1 on invalid
+/// config or a failed probe).
+pub async fn run(cli: Cli) -> ExitCode {
+    init_logging(&cli.log_level, cli.log_format);
+    let result = match cli.command {
+        Command::Run {
+            config_file,
+            listen,
+        } => match load(&config_file) {
+            Some(cfg) => serve_until_signal(cfg, listen).await,
+            None => return ExitCode::FAILURE,
+        },
+        Command::CheckConfig { config_file } => return check_config(&config_file),
+        Command::ProbeOnce {
+            config_file,
+            target,
+            scenario,
+            output,
+        } => match load(&config_file) {
+            Some(cfg) => {
+                return probe_once(&cfg, target.as_deref(), scenario.as_deref(), output).await
+            }
+            None => return ExitCode::FAILURE,
+        },
+        Command::Simulate {
+            listen,
+            ttft,
+            itl,
+            tokens,
+            tokens_per_event,
+            reasoning_tokens,
+            model,
+            fault,
+        } => {
+            let script = Script {
+                ttft,
+                itl,
+                tokens,
+                tokens_per_event,
+                reasoning_tokens,
+                model,
+                fault,
+            };
+            simulate(listen, script).await
+        }
+        Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("llm-probe: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: &std::path::Path) -> Option<Config> {
+    match config::load(path) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("{e}");
+            None
+        }
+    }
+}
+
+fn check_config(path: &std::path::Path) -> ExitCode {
+    let Some(cfg) = load(path) else {
+        return ExitCode::FAILURE;
+    };
+    println!(
+        "{}: OK, {} targets, {} scenarios",
+        cfg.source,
+        cfg.targets.len(),
+        cfg.scenarios.len()
+    );
+    for t in &cfg.targets {
+        println!("  {}", t.summary());
+    }
+    ExitCode::SUCCESS
+}
+
+/// A token cancelled on SIGINT or SIGTERM.
+pub fn shutdown_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing a SIGTERM handler");
+            tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+        t.cancel();
+    });
+    token
+}
+
+async fn serve_until_signal(cfg: Config, listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    let daemon = Daemon::start(cfg, listen).await?;
+    eprintln!(
+        "llm-probe: serving metrics on http://{}/metrics",
+        daemon.addr
+    );
+    shutdown_signal().cancelled().await;
+    daemon.stop().await;
+    Ok(())
+}
+
+async fn probe_once(
+    cfg: &Config,
+    target: Option<&str>,
+    scenario: Option<&str>,
+    output: Output,
+) -> ExitCode {
+    let targets: Vec<_> = cfg
+        .targets
+        .iter()
+        .filter(|t| target.is_none_or(|n| t.name == n))
+        .collect();
+    if targets.is_empty() {
+        let names: Vec<_> = cfg.targets.iter().map(|t| t.name.as_str()).collect();
+        eprintln!(
+            "llm-probe: no target named {:?} in {}; targets: {}",
+            target.unwrap_or(""),
+            cfg.source,
+            names.join(", ")
+        );
+        return ExitCode::FAILURE;
+    }
+    let mut ran = 0;
+    let mut failed = 0;
+    for t in targets {
+        let prober = match Prober::new(Arc::clone(t)) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!(
+                    "llm-probe: target {:?}: cannot build an HTTP client: {e}",
+                    t.name
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        for s in t
+            .scenarios
+            .iter()
+            .filter(|s| scenario.is_none_or(|n| s.name == n))
+        {
+            let outcome = prober.probe(s).await;
+            ran += 1;
+            failed += usize::from(!outcome.is_success());
+            match output {
+                Output::Json => println!("{}", report::to_json(&outcome)),
+                Output::Text => print!("{}", report::to_text(&outcome)),
+            }
+        }
+    }
+    if ran == 0 {
+        eprintln!(
+            "llm-probe: no scenario named {:?} on the selected targets",
+            scenario.unwrap_or("")
+        );
+        return ExitCode::FAILURE;
+    }
+    if failed > 0 {
+        eprintln!("llm-probe: {failed} of {ran} probes failed");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Result<()> {
+    let desc = format!("{script:?}");
+    let sim = Simulator::start(listen, script).await?;
+    eprintln!(
+        "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc})",
+        sim.base_url()
+    );
+    shutdown_signal().cancelled().await;
+    Ok(())
+}

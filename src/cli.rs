@@ -1,0 +1,117 @@
+//! The command line: flags follow the Prometheus exporter convention (`--config.file`,
+//! `--web.listen-address`, `--log.level`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Synthetic streaming probes for LLM inference endpoints: TTFT, TPOT, ITL, output tokens per
+/// second and E2E latency as Prometheus histograms.
+#[derive(Debug, Parser)]
+#[command(name = "llm-probe", version, about)]
+pub struct Cli {
+    /// Log level: error, warn, info, debug or trace (or a tracing filter directive).
+    #[arg(long = "log.level", default_value = "info", global = true)]
+    pub log_level: String,
+    /// Log format on stderr.
+    #[arg(long = "log.format", value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event, with key=value fields.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Output formats of `probe-once`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    /// A short block of text per probe.
+    Text,
+    /// One JSON object per probe, one per line.
+    Json,
+}
+
+/// Default address of the exporter (the port is in Prometheus' default port allocations range).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: probe every target on its interval and serve /metrics.
+    Run {
+        /// The probes file (YAML).
+        #[arg(long = "config.file", default_value = "probes.yaml")]
+        config_file: PathBuf,
+        /// Address to serve /metrics on.
+        #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
+        listen: SocketAddr,
+    },
+    /// Validate the probes file and print one line per target; exit 1 on errors.
+    CheckConfig {
+        /// The probes file (YAML).
+        #[arg(long = "config.file", default_value = "probes.yaml")]
+        config_file: PathBuf,
+    },
+    /// Run each selected (target, scenario) once, print what was measured; exit 1 if any failed.
+    ProbeOnce {
+        /// The probes file (YAML).
+        #[arg(long = "config.file", default_value = "probes.yaml")]
+        config_file: PathBuf,
+        /// Only this target.
+        #[arg(long)]
+        target: Option<String>,
+        /// Only this scenario.
+        #[arg(long)]
+        scenario: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Serve a built-in OpenAI-compatible streaming endpoint with scripted timing.
+    Simulate {
+        /// Address to listen on.
+        #[arg(long = "web.listen-address", default_value = "127.0.0.1:8000")]
+        listen: SocketAddr,
+        /// Time from request arrival to the first token.
+        #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+        ttft: Duration,
+        /// Time between token events.
+        #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+        itl: Duration,
+        /// Output tokens per response (capped by the request's max_tokens).
+        #[arg(long, default_value_t = 64)]
+        tokens: u32,
+        /// Tokens per event (more than 1 imitates speculative decoding or server-side chunking).
+        #[arg(long, default_value_t = 1)]
+        tokens_per_event: u32,
+        /// How many of the first tokens are reasoning tokens.
+        #[arg(long, default_value_t = 0)]
+        reasoning_tokens: u32,
+        /// The model name the simulator reports.
+        #[arg(long, default_value = "llm-probe-simulator")]
+        model: String,
+        /// A fault to inject: none, error-after-tokens, error-only, done-only, http-500,
+        /// http-429, no-usage, stall, reset, collapsed, no-terminator, keepalive.
+        #[arg(long, default_value = "none")]
+        fault: crate::simulate::Fault,
+    },
+    /// First run: start the simulator, probe it, serve /metrics and print a live summary.
+    Demo {
+        /// Address to serve /metrics on.
+        #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
+        listen: SocketAddr,
+        /// Print the summary this often.
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        every: Duration,
+    },
+}

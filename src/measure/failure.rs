@@ -1,0 +1,107 @@
+//! Why a probe failed: a fixed set of reasons, each with a `&'static str` metric label.
+
+use std::fmt;
+
+/// The fixed set of failure reasons; the `reason` label of `llm_probe_probe_failures_total`.
+///
+/// The set is closed on purpose: labels never carry error strings (`DESIGN.md` §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureReason {
+    /// The host name did not resolve.
+    Dns,
+    /// TCP connect refused, reset or unreachable before a response.
+    Connect,
+    /// TLS handshake or certificate failure.
+    Tls,
+    /// The probe's deadline (`timeout`) passed before the stream ended.
+    Timeout,
+    /// The server answered with a non-2xx status.
+    HttpStatus,
+    /// The HTTP exchange itself was malformed (bad response head, body framing).
+    HttpProtocol,
+    /// The server sent an error inside a 2xx stream (error event, `finish_reason: "error"`).
+    StreamError,
+    /// The stream could not be decoded: invalid UTF-8, or a data line that looks like JSON but isn't.
+    Decode,
+    /// The stream ended (reset or closed) before it was complete.
+    Truncated,
+    /// The stream completed without a single token (e.g. only `[DONE]`).
+    EmptyStream,
+    /// The stream exceeded a size cap (bytes per probe, bytes per event, or token events per probe).
+    TooLarge,
+}
+
+impl FailureReason {
+    /// Every reason, in label order (for pre-registering series and documentation).
+    pub const ALL: [FailureReason; 11] = [
+        FailureReason::Dns,
+        FailureReason::Connect,
+        FailureReason::Tls,
+        FailureReason::Timeout,
+        FailureReason::HttpStatus,
+        FailureReason::HttpProtocol,
+        FailureReason::StreamError,
+        FailureReason::Decode,
+        FailureReason::Truncated,
+        FailureReason::EmptyStream,
+        FailureReason::TooLarge,
+    ];
+
+    /// The metric label value (snake_case, stable).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Dns => "dns",
+            FailureReason::Connect => "connect",
+            FailureReason::Tls => "tls",
+            FailureReason::Timeout => "timeout",
+            FailureReason::HttpStatus => "http_status",
+            FailureReason::HttpProtocol => "http_protocol",
+            FailureReason::StreamError => "stream_error",
+            FailureReason::Decode => "decode",
+            FailureReason::Truncated => "truncated",
+            FailureReason::EmptyStream => "empty_stream",
+            FailureReason::TooLarge => "too_large",
+        }
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed probe: the reason (for metrics) and a bounded human-readable detail (for logs and
+/// `probe-once` only; never a label). The detail never contains request headers, so never a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The label.
+    pub reason: FailureReason,
+    /// What happened, at most [`Failure::MAX_DETAIL`] bytes.
+    pub detail: String,
+}
+
+impl Failure {
+    /// Cap on `detail`, in bytes.
+    pub const MAX_DETAIL: usize = 512;
+
+    /// A failure with `detail` cut to [`Failure::MAX_DETAIL`] bytes on a character boundary.
+    pub fn new(reason: FailureReason, detail: impl Into<String>) -> Self {
+        let mut detail = detail.into();
+        if detail.len() > Self::MAX_DETAIL {
+            let mut cut = Self::MAX_DETAIL;
+            while !detail.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            detail.truncate(cut);
+            detail.push('…');
+        }
+        Failure { reason, detail }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason, self.detail)
+    }
+}

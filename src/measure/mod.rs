@@ -1,0 +1,16 @@
+//! The measurement contract (`DESIGN.md` §2): a probe's timeline of monotonic instants, what the
+//! server said about itself, and the pure math that turns both into TTFT, TPOT, ITL, output
+//! tokens per second and E2E. No async and no IO: everything here is tested on hand-built
+//! timelines.
+
+mod derive;
+mod failure;
+mod observations;
+mod outcome;
+mod timeline;
+
+pub use derive::{measure, Measurement, TokenCountSource};
+pub use failure::{Failure, FailureReason};
+pub use observations::{Anomaly, Identity, Observations, ServerTimings, Usage};
+pub use outcome::ProbeOutcome;
+pub use timeline::{Timeline, TokenEvent, TokenKind};

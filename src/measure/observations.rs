@@ -1,0 +1,165 @@
+//! Everything a probe learns from one exchange, written by the protocol adapters as the stream
+//! arrives and read by [`crate::measure::measure`].
+
+use std::time::Instant;
+
+use super::timeline::{Timeline, TokenKind};
+
+/// Token counts the server reported in the stream. `None` = the server did not say (never 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Generated tokens (`usage.completion_tokens`, Anthropic `output_tokens`); includes reasoning.
+    pub completion_tokens: Option<u64>,
+    /// Prompt tokens as the server tokenized them (`usage.prompt_tokens`).
+    pub prompt_tokens: Option<u64>,
+    /// Prompt tokens served from the server's prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`).
+    pub cached_prompt_tokens: Option<u64>,
+}
+
+/// The server's own timing and counts, where it reports them (llama.cpp's `timings` object on the
+/// last chunk). Units as the server sends them are converted: durations in seconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerTimings {
+    /// Prompt (prefill) processing time, seconds (llama.cpp `timings.prompt_ms / 1000`).
+    pub prompt_seconds: Option<f64>,
+    /// Prompt tokens the server evaluated, excluding cached ones (llama.cpp `timings.prompt_n`).
+    pub prompt_tokens: Option<u64>,
+    /// Generated tokens by the server's count (llama.cpp `timings.predicted_n`).
+    pub predicted_tokens: Option<u64>,
+    /// Generation (decode) time, seconds (llama.cpp `timings.predicted_ms / 1000`).
+    pub predicted_seconds: Option<f64>,
+}
+
+/// What the backend revealed about itself; the labels of `llm_probe_endpoint_info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The `model` field of the response chunks (may differ from the configured model).
+    pub response_model: Option<String>,
+    /// `system_fingerprint` (llama.cpp build, TGI version, …), when present and non-empty.
+    pub system_fingerprint: Option<String>,
+    /// The HTTP `server` response header.
+    pub server_header: Option<String>,
+}
+
+/// Something that does not fail a probe but makes its numbers less trustworthy. A fixed set:
+/// the `kind` label of `llm_probe_stream_anomalies_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Anomaly {
+    /// Most tokens arrived within a few milliseconds at the end: a buffering proxy.
+    CollapsedStream,
+    /// The server counted more tokens than there were token-bearing events.
+    MultiTokenEvents,
+    /// The stream carried no usage/token count; N was counted from events.
+    MissingUsage,
+    /// Bytes after the last complete event at end of stream (not a harmless `[DONE]`).
+    TrailingBytes,
+    /// A `data:` payload that is neither JSON nor a known sentinel (e.g. `data: : keepalive`).
+    NonJsonData,
+    /// An event type or shape this protocol does not know.
+    UnknownEvent,
+    /// The stream closed cleanly after a finish reason but without its terminator.
+    MissingTerminator,
+}
+
+impl Anomaly {
+    /// Every kind, in label order.
+    pub const ALL: [Anomaly; 7] = [
+        Anomaly::CollapsedStream,
+        Anomaly::MultiTokenEvents,
+        Anomaly::MissingUsage,
+        Anomaly::TrailingBytes,
+        Anomaly::NonJsonData,
+        Anomaly::UnknownEvent,
+        Anomaly::MissingTerminator,
+    ];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Anomaly::CollapsedStream => "collapsed_stream",
+            Anomaly::MultiTokenEvents => "multi_token_events",
+            Anomaly::MissingUsage => "missing_usage",
+            Anomaly::TrailingBytes => "trailing_bytes",
+            Anomaly::NonJsonData => "non_json_data",
+            Anomaly::UnknownEvent => "unknown_event",
+            Anomaly::MissingTerminator => "missing_terminator",
+        }
+    }
+}
+
+/// The running record of one probe, filled in by the probe loop and the protocol adapter.
+#[derive(Debug, Clone)]
+pub struct Observations {
+    /// The marks.
+    pub timeline: Timeline,
+    /// HTTP status, once headers arrived.
+    pub http_status: Option<u16>,
+    /// Server-reported counts.
+    pub usage: Usage,
+    /// Server-reported timing (llama.cpp).
+    pub server_timings: ServerTimings,
+    /// Backend identity.
+    pub identity: Identity,
+    /// Anomalies seen, each at most once, in the order first seen.
+    pub anomalies: Vec<Anomaly>,
+    /// The protocol's terminator was seen (`[DONE]`, `message_stop`, …).
+    pub terminated: bool,
+    /// A finish/stop reason was seen (the generation is complete even if the terminator is missing).
+    pub finished: bool,
+    /// An error reported inside the stream (bounded text), if any.
+    pub stream_error: Option<String>,
+    /// Body bytes received.
+    pub bytes: u64,
+}
+
+impl Observations {
+    /// Empty observations for a request sent at `sent`.
+    pub fn new(sent: Instant) -> Self {
+        Observations {
+            timeline: Timeline::new(sent),
+            http_status: None,
+            usage: Usage::default(),
+            server_timings: ServerTimings::default(),
+            identity: Identity::default(),
+            anomalies: Vec::new(),
+            terminated: false,
+            finished: false,
+            stream_error: None,
+            bytes: 0,
+        }
+    }
+
+    /// Records a token-bearing event.
+    pub fn token(&mut self, at: Instant, kind: TokenKind) {
+        self.timeline.token(at, kind);
+    }
+
+    /// Records an anomaly once.
+    pub fn anomaly(&mut self, kind: Anomaly) {
+        if !self.anomalies.contains(&kind) {
+            self.anomalies.push(kind);
+        }
+    }
+
+    /// Records an error reported inside the stream; the first one wins. `message` is cut to
+    /// 512 bytes.
+    pub fn stream_error(&mut self, message: &str) {
+        if self.stream_error.is_none() {
+            let mut cut = message.len().min(512);
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.stream_error = Some(message[..cut].to_string());
+        }
+    }
+
+    /// Sets a field of the identity if the value is present and non-empty, keeping the first.
+    pub fn identity_field(slot: &mut Option<String>, value: Option<&str>) {
+        if slot.is_none() {
+            if let Some(v) = value.filter(|v| !v.is_empty()) {
+                *slot = Some(v.chars().take(128).collect());
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! A probe's marks on the monotonic clock (`DESIGN.md` §2, "Marks on one probe's timeline").
+
+use std::time::Instant;
+
+/// What a token-bearing event carried.
+///
+/// Source: `DESIGN.md` §2. `Reasoning` is reasoning text (`delta.reasoning_content`,
+/// `delta.reasoning`, Anthropic `thinking_delta`, Ollama `message.thinking`); `Output` is answer
+/// text or tool-call arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// Reasoning ("thinking") text: counts for TTFT, not for time to first output token.
+    Reasoning,
+    /// Answer text or tool-call arguments.
+    Output,
+}
+
+/// One token-bearing event: the instant its read returned, and what it carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenEvent {
+    /// When the network read that completed this event returned (before any parsing).
+    pub at: Instant,
+    /// Reasoning or output text.
+    pub kind: TokenKind,
+}
+
+/// The marks of one probe. Instants only; durations are methods of [`crate::measure::Measurement`].
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    /// Just before the request was handed to the HTTP client.
+    pub sent: Instant,
+    /// Status line and headers received.
+    pub headers: Option<Instant>,
+    /// Every token-bearing event, in arrival order (non-decreasing instants).
+    pub token_events: Vec<TokenEvent>,
+    /// Stream finished: terminator seen, or clean close after the last event.
+    pub ended: Option<Instant>,
+}
+
+impl Timeline {
+    /// A timeline whose `sent` mark is `sent`; no other marks yet.
+    pub fn new(sent: Instant) -> Self {
+        Timeline {
+            sent,
+            headers: None,
+            token_events: Vec::new(),
+            ended: None,
+        }
+    }
+
+    /// Records a token-bearing event that arrived `at` (the read's instant).
+    pub fn token(&mut self, at: Instant, kind: TokenKind) {
+        self.token_events.push(TokenEvent { at, kind });
+    }
+
+    /// First event carrying generated text of any kind (reasoning included).
+    pub fn first_token(&self) -> Option<Instant> {
+        self.token_events.first().map(|e| e.at)
+    }
+
+    /// First event carrying non-reasoning text (answer or tool call).
+    pub fn first_output(&self) -> Option<Instant> {
+        self.token_events
+            .iter()
+            .find(|e| e.kind == TokenKind::Output)
+            .map(|e| e.at)
+    }
+
+    /// Last token-bearing event.
+    pub fn last_token(&self) -> Option<Instant> {
+        self.token_events.last().map(|e| e.at)
+    }
+}

@@ -1,0 +1,494 @@
+//! Every metric the exporter publishes (`DESIGN.md` §3), owned by one [`Metrics`] value whose
+//! domain methods (`observe`, `forget`, …) are the only way to change them. The only module that
+//! touches `prometheus-client` types.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::config::Slo;
+use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome};
+
+/// Labels of every probe series: the config's names, never a URL or prompt text.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ProbeLabels {
+    /// Target name.
+    pub target: String,
+    /// Configured model.
+    pub model: String,
+    /// Scenario name.
+    pub scenario: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    target: String,
+    model: String,
+    scenario: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnomalyLabels {
+    target: String,
+    model: String,
+    scenario: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabels {
+    target: String,
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    target: String,
+    model: String,
+    response_model: String,
+    system_fingerprint: String,
+    server: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// Bucket upper bounds (seconds) for TTFT and time to first output token.
+pub const TTFT_BUCKETS: &[f64] = &[
+    0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5,
+    10.0, 15.0, 20.0, 30.0, 60.0,
+];
+/// Bucket upper bounds (seconds) for TPOT and inter-token latency.
+pub const TOKEN_TIME_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
+    0.2, 0.3, 0.5, 0.75, 1.0, 2.5,
+];
+/// Bucket upper bounds (tokens/s) for output tokens per second.
+pub const TOKENS_PER_SECOND_BUCKETS: &[f64] = &[
+    1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 75.0, 100.0, 125.0, 150.0,
+    200.0, 250.0, 300.0, 400.0, 500.0, 750.0, 1000.0, 2000.0,
+];
+/// Bucket upper bounds (seconds) for end-to-end request duration.
+pub const E2E_BUCKETS: &[f64] = &[
+    0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0,
+    120.0, 180.0, 300.0,
+];
+
+#[derive(Clone)]
+struct Buckets(Arc<[f64]>);
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
+    }
+}
+
+/// `base` with `extra` merged in, sorted, deduplicated.
+fn with_thresholds(base: &[f64], extra: impl IntoIterator<Item = f64>) -> Buckets {
+    let mut v: Vec<f64> = base
+        .iter()
+        .copied()
+        .chain(extra)
+        .filter(|b| b.is_finite() && *b > 0.0)
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    Buckets(v.into())
+}
+
+type Hist = Family<ProbeLabels, Histogram, Buckets>;
+type F64Gauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// The exporter's metrics. Cheap to share (`Arc<Metrics>`); all methods take `&self`.
+pub struct Metrics {
+    registry: Registry,
+    ttft: Hist,
+    ttfo: Hist,
+    tpot: Hist,
+    itl: Hist,
+    tokens_per_second: Hist,
+    e2e: Hist,
+    probes: Family<ProbeLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    anomalies: Family<AnomalyLabels, Counter>,
+    output_tokens: Family<ProbeLabels, Counter>,
+    prompt_tokens: Family<ProbeLabels, Counter>,
+    cached_prompt_tokens: Family<ProbeLabels, Counter>,
+    last_success: Family<ProbeLabels, Gauge>,
+    last_timestamp: Family<ProbeLabels, F64Gauge>,
+    slo_ttft: Family<TargetLabels, F64Gauge>,
+    slo_tokens_per_second: Family<TargetLabels, F64Gauge>,
+    endpoint_info: Family<EndpointLabels, Gauge>,
+    current_identity: Mutex<HashMap<String, EndpointLabels>>,
+    reload_success: Gauge,
+    reload_timestamp: F64Gauge,
+    ttft_boundaries: Arc<[f64]>,
+    tps_boundaries: Arc<[f64]>,
+}
+
+impl Metrics {
+    /// Registers every metric. Each SLO threshold in `slos` (TTFT in seconds, tokens/s floor)
+    /// is added to the bucket boundaries so that "P95 above the SLO" and "share under the SLO
+    /// below 95 %" are the same question (`DESIGN.md` §3).
+    pub fn new(slos: &[Slo]) -> Self {
+        let ttft_b = with_thresholds(TTFT_BUCKETS, slos.iter().map(|s| s.ttft_p95.as_secs_f64()));
+        let tps_b = with_thresholds(
+            TOKENS_PER_SECOND_BUCKETS,
+            slos.iter().map(|s| s.output_tokens_per_second_min),
+        );
+        let token_b = with_thresholds(TOKEN_TIME_BUCKETS, []);
+        let e2e_b = with_thresholds(E2E_BUCKETS, []);
+        let mut m = Metrics {
+            registry: Registry::with_prefix("llm_probe"),
+            ttft: Family::new_with_constructor(ttft_b.clone()),
+            ttfo: Family::new_with_constructor(ttft_b.clone()),
+            tpot: Family::new_with_constructor(token_b.clone()),
+            itl: Family::new_with_constructor(token_b),
+            tokens_per_second: Family::new_with_constructor(tps_b.clone()),
+            e2e: Family::new_with_constructor(e2e_b),
+            probes: Family::default(),
+            failures: Family::default(),
+            anomalies: Family::default(),
+            output_tokens: Family::default(),
+            prompt_tokens: Family::default(),
+            cached_prompt_tokens: Family::default(),
+            last_success: Family::default(),
+            last_timestamp: Family::default(),
+            slo_ttft: Family::default(),
+            slo_tokens_per_second: Family::default(),
+            endpoint_info: Family::default(),
+            current_identity: Mutex::new(HashMap::new()),
+            reload_success: Gauge::default(),
+            reload_timestamp: F64Gauge::default(),
+            ttft_boundaries: ttft_b.0,
+            tps_boundaries: tps_b.0,
+        };
+        let r = &mut m.registry;
+        r.register_with_unit("time_to_first_token", "Time to first token (TTFT): first token-bearing event (reasoning included) minus request sent", Unit::Seconds, m.ttft.clone());
+        r.register_with_unit(
+            "time_to_first_output_token",
+            "Time to first output token: first non-reasoning token event minus request sent",
+            Unit::Seconds,
+            m.ttfo.clone(),
+        );
+        r.register_with_unit(
+            "time_per_output_token",
+            "Time per output token (TPOT): (last token - first token) / (output tokens - 1)",
+            Unit::Seconds,
+            m.tpot.clone(),
+        );
+        r.register_with_unit(
+            "inter_token_latency",
+            "Inter-token latency: every gap between consecutive token-bearing events",
+            Unit::Seconds,
+            m.itl.clone(),
+        );
+        r.register(
+            "output_tokens_per_second",
+            "Output tokens per second: (output tokens - 1) / (last token - first token) = 1 / TPOT",
+            m.tokens_per_second.clone(),
+        );
+        r.register_with_unit(
+            "request_duration",
+            "End-to-end request duration (E2E): stream end minus request sent",
+            Unit::Seconds,
+            m.e2e.clone(),
+        );
+        r.register(
+            "probes",
+            "Probes finished, successful or not",
+            m.probes.clone(),
+        );
+        r.register(
+            "probe_failures",
+            "Failed probes by reason",
+            m.failures.clone(),
+        );
+        r.register("stream_anomalies", "Streams that succeeded or failed with something that makes their numbers less trustworthy, by kind", m.anomalies.clone());
+        r.register(
+            "output_tokens",
+            "Output tokens generated for the probe's own requests (the probe's token spend)",
+            m.output_tokens.clone(),
+        );
+        r.register(
+            "prompt_tokens",
+            "Prompt tokens sent by the probe, as counted by the server",
+            m.prompt_tokens.clone(),
+        );
+        r.register(
+            "prompt_cached_tokens",
+            "Prompt tokens the server reports it served from its prefix cache",
+            m.cached_prompt_tokens.clone(),
+        );
+        r.register(
+            "last_probe_success",
+            "1 if the last probe succeeded, 0 if it failed",
+            m.last_success.clone(),
+        );
+        r.register_with_unit(
+            "last_probe_timestamp",
+            "Unix time the last probe finished",
+            Unit::Seconds,
+            m.last_timestamp.clone(),
+        );
+        r.register_with_unit(
+            "slo_time_to_first_token",
+            "Configured P95 TTFT objective of the target",
+            Unit::Seconds,
+            m.slo_ttft.clone(),
+        );
+        r.register(
+            "slo_output_tokens_per_second",
+            "Configured output tokens per second floor of the target",
+            m.slo_tokens_per_second.clone(),
+        );
+        r.register("endpoint_info", "What the backend reveals about itself (value 1); a new label set marks a model or framework change", m.endpoint_info.clone());
+        r.register(
+            "config_last_reload_successful",
+            "1 if the last configuration load succeeded",
+            m.reload_success.clone(),
+        );
+        r.register_with_unit(
+            "config_last_reload_success_timestamp",
+            "Unix time of the last successful configuration load",
+            Unit::Seconds,
+            m.reload_timestamp.clone(),
+        );
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        r.register("build_info", "Build information (value 1)", build);
+        m
+    }
+
+    /// Bucket boundaries of the TTFT histograms, seconds (for start-up checks and tests).
+    pub fn ttft_boundaries(&self) -> &[f64] {
+        &self.ttft_boundaries
+    }
+
+    /// Bucket boundaries of the output-tokens-per-second histogram, tokens/s.
+    pub fn tokens_per_second_boundaries(&self) -> &[f64] {
+        &self.tps_boundaries
+    }
+
+    /// Creates the series of one (target, model, scenario) at zero, so that dashboards and
+    /// `rate()` see them before the first probe (and the first failure) happens; exports the
+    /// target's SLO.
+    pub fn register_probe(&self, labels: &ProbeLabels, slo: &Slo) {
+        let _ = self.probes.get_or_create(labels);
+        for reason in FailureReason::ALL {
+            let _ = self.failures.get_or_create(&failure_labels(labels, reason));
+        }
+        let t = TargetLabels {
+            target: labels.target.clone(),
+            model: labels.model.clone(),
+        };
+        self.slo_ttft
+            .get_or_create(&t)
+            .set(slo.ttft_p95.as_secs_f64());
+        self.slo_tokens_per_second
+            .get_or_create(&t)
+            .set(slo.output_tokens_per_second_min);
+    }
+
+    /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
+    pub fn forget(&self, labels: &ProbeLabels) {
+        for h in [
+            &self.ttft,
+            &self.ttfo,
+            &self.tpot,
+            &self.itl,
+            &self.tokens_per_second,
+            &self.e2e,
+        ] {
+            h.remove(labels);
+        }
+        for c in [
+            &self.probes,
+            &self.output_tokens,
+            &self.prompt_tokens,
+            &self.cached_prompt_tokens,
+        ] {
+            c.remove(labels);
+        }
+        self.last_success.remove(labels);
+        self.last_timestamp.remove(labels);
+        for reason in FailureReason::ALL {
+            self.failures.remove(&failure_labels(labels, reason));
+        }
+        for kind in Anomaly::ALL {
+            self.anomalies.remove(&anomaly_labels(labels, kind));
+        }
+    }
+
+    /// Removes the per-target series (SLO, endpoint identity) of a target that left the config.
+    pub fn forget_target(&self, target: &str, model: &str) {
+        let t = TargetLabels {
+            target: target.into(),
+            model: model.into(),
+        };
+        self.slo_ttft.remove(&t);
+        self.slo_tokens_per_second.remove(&t);
+        if let Some(old) = self
+            .current_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(target)
+        {
+            self.endpoint_info.remove(&old);
+        }
+    }
+
+    /// Records one finished probe: counters and gauges always; the latency and rate histograms
+    /// only for a success (a failed stream's partial timings are never observed).
+    pub fn observe(&self, outcome: &ProbeOutcome) {
+        let labels = ProbeLabels {
+            target: outcome.target.to_string(),
+            model: outcome.model.to_string(),
+            scenario: outcome.scenario.to_string(),
+        };
+        self.probes.get_or_create(&labels).inc();
+        let obs = &outcome.observations;
+        if let Some(n) = obs.usage.prompt_tokens {
+            self.prompt_tokens.get_or_create(&labels).inc_by(n);
+        }
+        if let Some(n) = obs.usage.cached_prompt_tokens {
+            self.cached_prompt_tokens.get_or_create(&labels).inc_by(n);
+        }
+        for &kind in &obs.anomalies {
+            self.anomalies
+                .get_or_create(&anomaly_labels(&labels, kind))
+                .inc();
+        }
+        self.update_identity(&labels, &obs.identity);
+        match &outcome.result {
+            Ok(m) => {
+                self.ttft
+                    .get_or_create(&labels)
+                    .observe(m.ttft.as_secs_f64());
+                if let Some(t) = m.time_to_first_output_token {
+                    self.ttfo.get_or_create(&labels).observe(t.as_secs_f64());
+                }
+                if let Some(t) = m.tpot {
+                    self.tpot.get_or_create(&labels).observe(t.as_secs_f64());
+                }
+                if let Some(r) = m.output_tokens_per_second {
+                    self.tokens_per_second.get_or_create(&labels).observe(r);
+                }
+                let itl = self.itl.get_or_create(&labels);
+                for gap in &m.inter_token_latencies {
+                    itl.observe(gap.as_secs_f64());
+                }
+                drop(itl);
+                self.e2e.get_or_create(&labels).observe(m.e2e.as_secs_f64());
+                self.output_tokens
+                    .get_or_create(&labels)
+                    .inc_by(m.output_tokens);
+                self.last_success.get_or_create(&labels).set(1);
+            }
+            Err(f) => {
+                self.failures
+                    .get_or_create(&failure_labels(&labels, f.reason))
+                    .inc();
+                // Tokens the server generated before failing were still spent.
+                if let Some(n) = obs.usage.completion_tokens {
+                    self.output_tokens.get_or_create(&labels).inc_by(n);
+                }
+                self.last_success.get_or_create(&labels).set(0);
+            }
+        }
+        self.last_timestamp
+            .get_or_create(&labels)
+            .set(unix_seconds(SystemTime::now()));
+    }
+
+    fn update_identity(&self, labels: &ProbeLabels, id: &Identity) {
+        if id.response_model.is_none()
+            && id.system_fingerprint.is_none()
+            && id.server_header.is_none()
+        {
+            return;
+        }
+        let new = EndpointLabels {
+            target: labels.target.clone(),
+            model: labels.model.clone(),
+            response_model: id.response_model.clone().unwrap_or_default(),
+            system_fingerprint: id.system_fingerprint.clone().unwrap_or_default(),
+            server: id.server_header.clone().unwrap_or_default(),
+        };
+        let mut current = self
+            .current_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if current.get(&labels.target) != Some(&new) {
+            if let Some(old) = current.insert(labels.target.clone(), new.clone()) {
+                self.endpoint_info.remove(&old);
+            }
+            self.endpoint_info.get_or_create(&new).set(1);
+        }
+    }
+
+    /// Records the result of loading the configuration at `at`.
+    pub fn config_loaded(&self, success: bool, at: SystemTime) {
+        self.reload_success.set(i64::from(success));
+        if success {
+            self.reload_timestamp.set(unix_seconds(at));
+        }
+    }
+
+    /// Renders the registry in the format the `Accept` header asks for: OpenMetrics when it
+    /// names `application/openmetrics-text`, else the Prometheus text format 0.0.4.
+    /// Returns `(content type, body)`.
+    pub fn render(&self, accept: Option<&str>) -> (&'static str, String) {
+        let mut out = String::with_capacity(16 * 1024);
+        if accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
+            prometheus_client::encoding::text::encode(&mut out, &self.registry)
+                .expect("writing to a String cannot fail");
+            (
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                out,
+            )
+        } else {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+                .expect("writing to a String cannot fail");
+            ("text/plain; version=0.0.4; charset=utf-8", out)
+        }
+    }
+}
+
+fn failure_labels(l: &ProbeLabels, reason: FailureReason) -> FailureLabels {
+    FailureLabels {
+        target: l.target.clone(),
+        model: l.model.clone(),
+        scenario: l.scenario.clone(),
+        reason: reason.as_str(),
+    }
+}
+
+fn anomaly_labels(l: &ProbeLabels, kind: Anomaly) -> AnomalyLabels {
+    AnomalyLabels {
+        target: l.target.clone(),
+        model: l.model.clone(),
+        scenario: l.scenario.clone(),
+        kind: kind.as_str(),
+    }
+}
+
+fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs_f64()
+}

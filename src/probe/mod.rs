@@ -1,0 +1,335 @@
+//! The only module that does network IO for probes: sends one streaming request, stamps each
+//! read as it returns, feeds the bytes to the decoder and the events to the protocol adapter,
+//! and concludes a [`ProbeOutcome`]. No retries, one deadline per probe.
+
+mod client;
+mod errors;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, SERVER};
+use tokio::time::Instant;
+
+use crate::config::{PrefixCache, Scenario, Target};
+use crate::decode::sse::{SseDecoder, SseEvent};
+use crate::decode::DEFAULT_MAX_EVENT_BYTES;
+use crate::measure::{Anomaly, Failure, FailureReason, Observations, ProbeOutcome};
+use crate::protocol::{self, Flow, StreamProtocol};
+
+pub use client::build_client;
+
+/// Caps that keep one probe's memory bounded whatever the server sends.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Body bytes per probe (default 16 MiB) → `too_large`.
+    pub max_stream_bytes: u64,
+    /// Bytes per SSE line or event (default 1 MiB) → `too_large`.
+    pub max_event_bytes: usize,
+    /// Token-bearing events per probe (default 100,000) → `too_large`.
+    pub max_token_events: usize,
+    /// How long to keep reading after the terminator, to see trailing bytes and let the
+    /// connection be reused (default 100 ms). Not part of any measurement.
+    pub drain_after_end: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_stream_bytes: 16 << 20,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            max_token_events: 100_000,
+            drain_after_end: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Probes one target: owns its HTTP client (connections are reused between probes).
+#[derive(Debug, Clone)]
+pub struct Prober {
+    client: reqwest::Client,
+    target: Arc<Target>,
+    limits: Limits,
+}
+
+impl Prober {
+    /// A prober for `target` with default [`Limits`].
+    ///
+    /// Errors: the HTTP client cannot be built (TLS backend initialisation).
+    pub fn new(target: Arc<Target>) -> Result<Self, reqwest::Error> {
+        Ok(Prober {
+            client: build_client(&target)?,
+            target,
+            limits: Limits::default(),
+        })
+    }
+
+    /// The same prober with other limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The target this prober probes.
+    pub fn target(&self) -> &Arc<Target> {
+        &self.target
+    }
+
+    /// Runs one probe of `scenario` and concludes it. Never panics on server input and never
+    /// retries; the whole exchange is bounded by the target's `timeout`.
+    pub async fn probe(&self, scenario: &Scenario) -> ProbeOutcome {
+        let nonce = (scenario.prefix_cache == PrefixCache::Cold).then(protocol::new_nonce);
+        let spec = protocol::build_request(&self.target, scenario, nonce.as_deref());
+        let mut adapter = protocol::stream_for(self.target.protocol);
+        let started_at = SystemTime::now();
+
+        let request = match self.request(spec) {
+            Ok(r) => r,
+            Err(f) => {
+                return self.conclude(
+                    scenario,
+                    started_at,
+                    Observations::new(Instant::now().into_std()),
+                    Some(f),
+                )
+            }
+        };
+        let sent = Instant::now();
+        let mut obs = Observations::new(sent.into_std());
+        let deadline = sent + self.target.timeout;
+        let exchange = self.exchange(request, adapter.as_mut(), &mut obs);
+        let failure = match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(result) => result.err(),
+            Err(_) => Some(Failure::new(
+                FailureReason::Timeout,
+                format!(
+                    "no complete stream within {} ({} after {} token events)",
+                    humantime::format_duration(self.target.timeout),
+                    if obs.timeline.headers.is_some() {
+                        "headers received"
+                    } else {
+                        "no response headers"
+                    },
+                    obs.timeline.token_events.len(),
+                ),
+            )),
+        };
+        self.conclude(scenario, started_at, obs, failure)
+    }
+
+    fn conclude(
+        &self,
+        scenario: &Scenario,
+        started_at: SystemTime,
+        obs: Observations,
+        failure: Option<Failure>,
+    ) -> ProbeOutcome {
+        ProbeOutcome::conclude(
+            self.target.name.as_str().into(),
+            scenario.name.as_str().into(),
+            self.target.model.as_str().into(),
+            started_at,
+            obs,
+            failure,
+        )
+    }
+
+    fn request(&self, spec: protocol::RequestSpec) -> Result<reqwest::Request, Failure> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &spec.headers {
+            let name = HeaderName::from_bytes(name.as_bytes());
+            let mut value = HeaderValue::from_str(value);
+            // The value may be a key: the error must not repeat it.
+            let (Ok(name), Ok(value)) = (name, value.as_mut()) else {
+                return Err(Failure::new(
+                    FailureReason::HttpProtocol,
+                    "a request header is not a valid HTTP header (check the key's characters)",
+                ));
+            };
+            if is_secret_header(&name) {
+                value.set_sensitive(true);
+            }
+            headers.append(name, value.clone());
+        }
+        self.client
+            .post(spec.url)
+            .headers(headers)
+            .json(&spec.body)
+            .build()
+            .map_err(|e| errors::classify(&e))
+    }
+
+    /// Sends the request and reads the stream until its end; every read is stamped as it
+    /// returns. Returns a transport/decoding failure, or Ok when the stream ended in any way
+    /// the adapter recorded in `obs` (conclusion happens in [`ProbeOutcome::conclude`]).
+    async fn exchange(
+        &self,
+        request: reqwest::Request,
+        adapter: &mut dyn StreamProtocol,
+        obs: &mut Observations,
+    ) -> Result<(), Failure> {
+        let mut response = self
+            .client
+            .execute(request)
+            .await
+            .map_err(|e| errors::classify(&e))?;
+        obs.timeline.headers = Some(std::time::Instant::now());
+        let status = response.status();
+        obs.http_status = Some(status.as_u16());
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v: &HeaderValue| v.to_str().ok())
+        };
+        Observations::identity_field(&mut obs.identity.server_header, header(SERVER));
+        let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
+        if !status.is_success() {
+            let body = read_excerpt(&mut response, 2048).await;
+            return Err(Failure::new(
+                FailureReason::HttpStatus,
+                format!("HTTP {}: {}", status.as_u16(), body.trim()),
+            ));
+        }
+        if content_type.starts_with("application/json") {
+            return Err(not_a_stream(&read_excerpt(&mut response, 2048).await, obs));
+        }
+
+        let mut decoder = SseDecoder::with_max_event_bytes(self.limits.max_event_bytes);
+        let mut events: Vec<SseEvent> = Vec::new();
+        loop {
+            let read = response.chunk().await;
+            let at = std::time::Instant::now();
+            let bytes = match read {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return self.end_of_body(decoder, adapter, at, obs),
+                Err(e) => return Err(errors::classify_body(&e, obs)),
+            };
+            obs.bytes += bytes.len() as u64;
+            if obs.bytes > self.limits.max_stream_bytes {
+                return Err(too_large(format!(
+                    "stream exceeded {} bytes",
+                    self.limits.max_stream_bytes
+                )));
+            }
+            decoder.feed(&bytes, &mut events).map_err(errors::decode)?;
+            for event in events.drain(..) {
+                match adapter.on_event(&event, at, obs) {
+                    Flow::Continue => {}
+                    Flow::Done => {
+                        obs.timeline.ended = Some(at);
+                        self.drain(&mut response, obs).await;
+                        return Ok(());
+                    }
+                    Flow::Fail(f) => return Err(f),
+                }
+                if obs.timeline.token_events.len() > self.limits.max_token_events {
+                    return Err(too_large(format!(
+                        "more than {} token events",
+                        self.limits.max_token_events
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A clean close: an unterminated `[DONE]` counts as the terminator; other leftovers are
+    /// trailing bytes. Without a terminator, a finish reason still ends the stream (anomaly
+    /// `missing_terminator`); with neither, the stream was cut short.
+    fn end_of_body(
+        &self,
+        mut decoder: SseDecoder,
+        adapter: &dyn StreamProtocol,
+        at: std::time::Instant,
+        obs: &mut Observations,
+    ) -> Result<(), Failure> {
+        let trailing = decoder.finish();
+        match &trailing.pending {
+            Some(ev) if adapter.is_terminator(ev) => obs.terminated = true,
+            _ if trailing.bytes > 0 => obs.anomaly(Anomaly::TrailingBytes),
+            _ => {}
+        }
+        if obs.terminated || obs.finished {
+            if !obs.terminated {
+                obs.anomaly(Anomaly::MissingTerminator);
+            }
+            obs.timeline.ended = Some(at);
+            Ok(())
+        } else {
+            Err(Failure::new(
+                FailureReason::Truncated,
+                format!(
+                    "the server closed the stream after {} token events without a terminator or finish reason",
+                    obs.timeline.token_events.len()
+                ),
+            ))
+        }
+    }
+
+    /// After the terminator: read what is left for a moment (not measured), so the connection
+    /// can be reused and bytes after the end are noticed.
+    async fn drain(&self, response: &mut reqwest::Response, obs: &mut Observations) {
+        let rest = async {
+            let mut extra = 0usize;
+            while let Ok(Some(b)) = response.chunk().await {
+                extra += b.iter().filter(|c| !c.is_ascii_whitespace()).count();
+                if extra > 4096 {
+                    break;
+                }
+            }
+            extra
+        };
+        if let Ok(extra) = tokio::time::timeout(self.limits.drain_after_end, rest).await {
+            if extra > 0 {
+                obs.anomaly(Anomaly::TrailingBytes);
+            }
+        }
+    }
+}
+
+/// Headers whose values are credentials: marked sensitive so that no debug output shows them.
+fn is_secret_header(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "authorization" | "api-key" | "x-api-key" | "proxy-authorization"
+    ) || name.as_str().contains("token")
+        || name.as_str().contains("secret")
+}
+
+fn too_large(detail: String) -> Failure {
+    Failure::new(FailureReason::TooLarge, detail)
+}
+
+/// A 2xx `application/json` answer: the server ignored `stream: true`, or sent an error object.
+fn not_a_stream(body: &str, obs: &mut Observations) -> Failure {
+    match serde_json::from_str::<serde_json::Value>(body).ok().and_then(|v| v.get("error").cloned()) {
+        Some(err) => {
+            let msg = match &err {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.get("message").and_then(|m| m.as_str()).map(str::to_string).unwrap_or_else(|| other.to_string()),
+            };
+            obs.stream_error(&msg);
+            Failure::new(FailureReason::StreamError, msg)
+        }
+        None => Failure::new(
+            FailureReason::Decode,
+            "the server answered with application/json, not an event stream (does it support stream: true?)",
+        ),
+    }
+}
+
+/// Up to `max` bytes of the body, lossily decoded, for error details.
+async fn read_excerpt(response: &mut reqwest::Response, max: usize) -> String {
+    let mut buf = Vec::new();
+    let read = async {
+        while let Ok(Some(b)) = response.chunk().await {
+            buf.extend_from_slice(&b);
+            if buf.len() >= max {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
+    buf.truncate(max);
+    String::from_utf8_lossy(&buf).into_owned()
+}

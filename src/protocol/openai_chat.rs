@@ -1,0 +1,326 @@
+//! OpenAI chat completions (`POST {base}/chat/completions`), as served by vLLM, SGLang,
+//! llama.cpp, TGI Messages, Ollama `/v1`, LM Studio, OpenAI and most gateways.
+//!
+//! Tokens: `choices[i].delta.content`, reasoning in `delta.reasoning_content` or
+//! `delta.reasoning`, tool-call arguments in `delta.tool_calls[].function.arguments`.
+//! Counts: the final `usage` chunk (`stream_options.include_usage`), and llama.cpp's `timings`.
+//! Terminator: `data: [DONE]`. Errors inside a 200: `{"error": …}`, `event: error`,
+//! `finish_reason: "error"`. Source: PROTOCOLS.md §1.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::json::{error_message, f64_at, has_text, looks_like_json, str_at, u64_at};
+use super::{Flow, RequestSpec, StreamProtocol};
+use crate::config::{Scenario, Target};
+use crate::decode::sse::SseEvent;
+use crate::measure::{Anomaly, Failure, FailureReason, Observations, TokenKind};
+
+/// The streaming chat request: `stream: true` with `stream_options.include_usage: true`.
+pub(super) fn build_request(
+    target: &Target,
+    scenario: &Scenario,
+    nonce: Option<&str>,
+) -> RequestSpec {
+    let mut body = json!({
+        "model": target.model,
+        "messages": super::render_messages(&scenario.messages, nonce),
+        "max_tokens": scenario.max_tokens,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+    });
+    if let Some(t) = scenario.temperature.or(target.temperature) {
+        body["temperature"] = json!(t);
+    }
+    super::merge_extra_body(&mut body, target, scenario);
+    let mut headers = super::common_headers(target);
+    if let Some(key) = &target.api_key {
+        headers.push(("authorization".into(), format!("Bearer {}", key.expose())));
+    }
+    RequestSpec {
+        url: super::join_url(&target.base_url, "chat/completions"),
+        headers,
+        body,
+    }
+}
+
+/// Interprets an OpenAI chat completion chunk stream.
+#[derive(Debug, Default)]
+pub(super) struct OpenAiChatStream;
+
+impl StreamProtocol for OpenAiChatStream {
+    fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
+        if event.data == "[DONE]" {
+            obs.terminated = true;
+            return Flow::Done;
+        }
+        if event.event.as_deref() == Some("error") {
+            obs.stream_error(&event.data);
+            return Flow::Done;
+        }
+        let chunk: Value = match serde_json::from_str(&event.data) {
+            Ok(v) => v,
+            Err(e) if looks_like_json(&event.data) => {
+                return Flow::Fail(Failure::new(
+                    FailureReason::Decode,
+                    format!("a data line is not valid JSON: {e}"),
+                ))
+            }
+            Err(_) => {
+                obs.anomaly(Anomaly::NonJsonData);
+                return Flow::Continue;
+            }
+        };
+        interpret_chunk(&chunk, at, obs)
+    }
+
+    fn is_terminator(&self, event: &SseEvent) -> bool {
+        event.data == "[DONE]"
+    }
+}
+
+/// The parts every OpenAI-style chunk shares: error objects, identity, `usage`, llama.cpp
+/// `timings`. Returns `Flow::Done` on an error object.
+pub(super) fn interpret_common(chunk: &Value, obs: &mut Observations) -> Flow {
+    if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
+        obs.stream_error(&error_message(err));
+        return Flow::Done;
+    }
+    Observations::identity_field(&mut obs.identity.response_model, str_at(chunk, "model"));
+    Observations::identity_field(
+        &mut obs.identity.system_fingerprint,
+        str_at(chunk, "system_fingerprint"),
+    );
+    if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+        // Take the last report of each field; `usage: {}` changes nothing.
+        if let Some(n) = u64_at(usage, "completion_tokens") {
+            obs.usage.completion_tokens = Some(n);
+        }
+        if let Some(n) = u64_at(usage, "prompt_tokens") {
+            obs.usage.prompt_tokens = Some(n);
+        }
+        if let Some(n) = usage
+            .get("prompt_tokens_details")
+            .and_then(|d| u64_at(d, "cached_tokens"))
+        {
+            obs.usage.cached_prompt_tokens = Some(n);
+        }
+    }
+    if let Some(t) = chunk.get("timings").filter(|t| t.is_object()) {
+        let st = &mut obs.server_timings;
+        st.prompt_seconds = f64_at(t, "prompt_ms")
+            .map(|ms| ms / 1000.0)
+            .or(st.prompt_seconds);
+        st.prompt_tokens = u64_at(t, "prompt_n").or(st.prompt_tokens);
+        st.predicted_tokens = u64_at(t, "predicted_n").or(st.predicted_tokens);
+        st.predicted_seconds = f64_at(t, "predicted_ms")
+            .map(|ms| ms / 1000.0)
+            .or(st.predicted_seconds);
+    }
+    Flow::Continue
+}
+
+fn interpret_chunk(chunk: &Value, at: Instant, obs: &mut Observations) -> Flow {
+    if !chunk.is_object() {
+        obs.anomaly(Anomaly::UnknownEvent);
+        return Flow::Continue;
+    }
+    if interpret_common(chunk, obs) == Flow::Done {
+        return Flow::Done;
+    }
+    // `choices` may be absent, null or [] (usage chunks, Azure filter chunks): no token.
+    let mut kind = None;
+    for choice in chunk
+        .get("choices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match str_at(choice, "finish_reason") {
+            Some("error") => {
+                obs.stream_error("finish_reason \"error\"");
+                return Flow::Done;
+            }
+            Some(r) if !r.is_empty() => obs.finished = true,
+            _ => {}
+        }
+        let Some(delta) = choice.get("delta") else {
+            continue;
+        };
+        if has_text(delta, "content") || has_tool_arguments(delta) {
+            kind = Some(TokenKind::Output);
+        } else if kind.is_none()
+            && (has_text(delta, "reasoning_content") || has_text(delta, "reasoning"))
+        {
+            kind = Some(TokenKind::Reasoning);
+        }
+    }
+    if let Some(kind) = kind {
+        obs.token(at, kind);
+    }
+    Flow::Continue
+}
+
+/// True when any `delta.tool_calls[].function.arguments` (or a new call's name) is non-empty.
+fn has_tool_arguments(delta: &Value) -> bool {
+    delta
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("function"))
+        .any(|f| has_text(f, "arguments") || has_text(f, "name"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ev(data: &str) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: data.into(),
+            id: None,
+        }
+    }
+
+    /// Feeds `datas` one per millisecond; returns the observations and the last flow.
+    fn run(datas: &[&str]) -> (Observations, Flow) {
+        let t0 = Instant::now();
+        let mut obs = Observations::new(t0);
+        let mut p = OpenAiChatStream;
+        let mut flow = Flow::Continue;
+        for (i, d) in datas.iter().enumerate() {
+            flow = p.on_event(&ev(d), t0 + Duration::from_millis(i as u64 + 1), &mut obs);
+            if flow != Flow::Continue {
+                break;
+            }
+        }
+        (obs, flow)
+    }
+
+    #[test]
+    fn role_only_and_empty_content_are_not_tokens() {
+        let (obs, flow) = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(flow, Flow::Done);
+        assert!(obs.terminated);
+        assert_eq!(obs.timeline.token_events.len(), 1);
+        assert_eq!(
+            obs.timeline.first_token(),
+            Some(obs.timeline.sent + Duration::from_millis(3))
+        );
+    }
+
+    #[test]
+    fn reasoning_under_either_name_is_a_token_but_not_output() {
+        for field in ["reasoning_content", "reasoning"] {
+            let first = format!(r#"{{"choices":[{{"delta":{{"{field}":"think"}}}}]}}"#);
+            let (obs, _) = run(&[&first, r#"{"choices":[{"delta":{"content":"A"}}]}"#]);
+            let tl = &obs.timeline;
+            assert_eq!(
+                tl.first_token(),
+                Some(tl.sent + Duration::from_millis(1)),
+                "{field}"
+            );
+            assert_eq!(
+                tl.first_output(),
+                Some(tl.sent + Duration::from_millis(2)),
+                "{field}"
+            );
+        }
+    }
+
+    #[test]
+    fn tool_call_arguments_are_output_tokens() {
+        let (obs, _) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]}"#,
+        ]);
+        assert_eq!(obs.timeline.token_events[0].kind, TokenKind::Output);
+    }
+
+    #[test]
+    fn azure_filter_chunk_and_null_choices_are_not_tokens() {
+        let (obs, flow) = run(&[
+            r#"{"choices":[],"prompt_filter_results":[{"prompt_index":0}]}"#,
+            r#"{"choices":null}"#,
+            r#"{"object":""}"#,
+            r#"{"choices":[{"index":0}]}"#,
+        ]);
+        assert_eq!(flow, Flow::Continue);
+        assert!(obs.timeline.token_events.is_empty());
+        assert!(obs.anomalies.is_empty());
+    }
+
+    #[test]
+    fn usage_and_llama_cpp_timings_are_read() {
+        let (obs, _) = run(&[
+            r#"{"choices":[],"model":"m1","system_fingerprint":"b1","usage":{"completion_tokens":36,"prompt_tokens":39,"prompt_tokens_details":{"cached_tokens":7}},"timings":{"prompt_n":39,"prompt_ms":210.5,"predicted_n":36,"predicted_ms":399.2}}"#,
+        ]);
+        assert_eq!(obs.usage.completion_tokens, Some(36));
+        assert_eq!(obs.usage.prompt_tokens, Some(39));
+        assert_eq!(obs.usage.cached_prompt_tokens, Some(7));
+        assert_eq!(obs.server_timings.predicted_tokens, Some(36));
+        assert_eq!(obs.server_timings.prompt_seconds, Some(0.2105));
+        assert_eq!(obs.identity.response_model.as_deref(), Some("m1"));
+        assert_eq!(obs.identity.system_fingerprint.as_deref(), Some("b1"));
+    }
+
+    #[test]
+    fn empty_usage_and_absent_fields_stay_unknown() {
+        let (obs, _) = run(&[r#"{"choices":[],"usage":{}}"#, r#"{"usage":null}"#]);
+        assert_eq!(obs.usage, Default::default());
+    }
+
+    #[test]
+    fn error_object_inside_200_is_a_stream_error() {
+        let (obs, flow) = run(&[
+            r#"{"choices":[{"delta":{"content":"A"}}]}"#,
+            r#"{"error":{"message":"model overloaded","type":"server_error"}}"#,
+        ]);
+        assert_eq!(flow, Flow::Done);
+        assert_eq!(obs.stream_error.as_deref(), Some("model overloaded"));
+        let (obs, _) = run(&[r#"{"error":"plain string"}"#]);
+        assert_eq!(obs.stream_error.as_deref(), Some("plain string"));
+    }
+
+    #[test]
+    fn finish_reason_error_is_a_stream_error_and_others_finish() {
+        let (obs, flow) = run(&[r#"{"choices":[{"delta":{},"finish_reason":"error"}]}"#]);
+        assert_eq!(flow, Flow::Done);
+        assert!(obs.stream_error.is_some());
+        let (obs, _) = run(&[r#"{"choices":[{"delta":{},"finish_reason":""}]}"#]);
+        assert!(!obs.finished, "an empty finish_reason is no finish");
+        let (obs, _) = run(&[r#"{"choices":[{"delta":{},"finish_reason":"weird_new_reason"}]}"#]);
+        assert!(obs.finished);
+    }
+
+    #[test]
+    fn non_json_sentinel_is_an_anomaly_and_broken_json_a_decode_failure() {
+        let (obs, flow) = run(&[": keepalive"]);
+        assert_eq!(flow, Flow::Continue);
+        assert_eq!(obs.anomalies, vec![Anomaly::NonJsonData]);
+        let (_, flow) = run(&[r#"{"choices":[{"delta""#]);
+        assert!(matches!(flow, Flow::Fail(f) if f.reason == FailureReason::Decode));
+    }
+
+    #[test]
+    fn event_error_type_is_a_stream_error() {
+        let t0 = Instant::now();
+        let mut obs = Observations::new(t0);
+        let e = SseEvent {
+            event: Some("error".into()),
+            data: "upstream timed out".into(),
+            id: None,
+        };
+        assert_eq!(OpenAiChatStream.on_event(&e, t0, &mut obs), Flow::Done);
+        assert_eq!(obs.stream_error.as_deref(), Some("upstream timed out"));
+    }
+}

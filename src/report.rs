@@ -1,0 +1,108 @@
+//! How `probe-once` prints an outcome: a JSON object per probe (unknown values are `null`,
+//! never 0) or a short text block.
+
+use serde_json::{json, Value};
+
+use crate::measure::ProbeOutcome;
+
+/// The JSON object of one probe. Fields: `target`, `scenario`, `model`, `success`,
+/// `failure_reason`, `failure_detail`, `http_status`, `ttft_seconds`,
+/// `time_to_first_output_token_seconds`, `tpot_seconds`, `output_tokens_per_second`,
+/// `e2e_seconds`, `output_tokens`, `token_count_source` (`usage` | `server` | `events`),
+/// `prompt_tokens`, `cached_prompt_tokens`, `token_events`, `inter_token_latencies_seconds`,
+/// `response_model`, `system_fingerprint`, `server_header`, `server_prompt_seconds`,
+/// `server_predicted_tokens`, `anomalies`. Times in seconds.
+pub fn to_json(o: &ProbeOutcome) -> Value {
+    let obs = &o.observations;
+    let m = o.result.as_ref().ok();
+    let f = o.result.as_ref().err();
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    json!({
+        "target": &*o.target,
+        "scenario": &*o.scenario,
+        "model": &*o.model,
+        "success": o.is_success(),
+        "failure_reason": f.map(|f| f.reason.as_str()),
+        "failure_detail": f.map(|f| f.detail.as_str()),
+        "http_status": obs.http_status,
+        "ttft_seconds": m.map(|m| secs(m.ttft)),
+        "time_to_first_output_token_seconds": m.and_then(|m| m.time_to_first_output_token).map(secs),
+        "tpot_seconds": m.and_then(|m| m.tpot).map(secs),
+        "output_tokens_per_second": m.and_then(|m| m.output_tokens_per_second),
+        "e2e_seconds": m.map(|m| secs(m.e2e)),
+        "output_tokens": m.map(|m| m.output_tokens),
+        "token_count_source": m.map(|m| m.token_count_source.as_str()),
+        "prompt_tokens": obs.usage.prompt_tokens,
+        "cached_prompt_tokens": obs.usage.cached_prompt_tokens,
+        "token_events": obs.timeline.token_events.len(),
+        "inter_token_latencies_seconds": m.map(|m| m.inter_token_latencies.iter().map(|d| secs(*d)).collect::<Vec<_>>()),
+        "response_model": obs.identity.response_model,
+        "system_fingerprint": obs.identity.system_fingerprint,
+        "server_header": obs.identity.server_header,
+        "server_prompt_seconds": obs.server_timings.prompt_seconds,
+        "server_predicted_tokens": obs.server_timings.predicted_tokens,
+        "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+    })
+}
+
+/// A few human-readable lines for one probe.
+pub fn to_text(o: &ProbeOutcome) -> String {
+    let obs = &o.observations;
+    let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+    let mut s = format!("{} / {} (model {})\n", o.target, o.scenario, o.model);
+    match &o.result {
+        Ok(m) => {
+            s += &format!("  ok          TTFT {}", ms(m.ttft));
+            if let Some(t) = m.time_to_first_output_token.filter(|t| *t != m.ttft) {
+                s += &format!(", first output token {}", ms(t));
+            }
+            s += &format!(", E2E {}\n", ms(m.e2e));
+            s += &format!(
+                "  decode      {} output tokens (from {}), {} events, TPOT {}, {} tokens/s\n",
+                m.output_tokens,
+                m.token_count_source.as_str(),
+                m.token_events,
+                m.tpot.map_or("-".into(), ms),
+                m.output_tokens_per_second
+                    .map_or("-".into(), |r| format!("{r:.1}")),
+            );
+        }
+        Err(f) => {
+            s += &format!(
+                "  FAILED      {} (HTTP {}): {}\n",
+                f.reason,
+                obs.http_status.map_or("-".into(), |c| c.to_string()),
+                f.detail
+            );
+        }
+    }
+    if let Some(p) = obs.usage.prompt_tokens {
+        s += &format!(
+            "  prompt      {p} tokens{}\n",
+            obs.usage
+                .cached_prompt_tokens
+                .map_or(String::new(), |c| format!(" ({c} cached)"))
+        );
+    }
+    if let Some(p) = obs.server_timings.prompt_seconds {
+        s += &format!(
+            "  server      prefill {:.1} ms by the server's own clock\n",
+            p * 1e3
+        );
+    }
+    let id = &obs.identity;
+    if id.response_model.is_some() || id.system_fingerprint.is_some() || id.server_header.is_some()
+    {
+        s += &format!(
+            "  backend     model {}, fingerprint {}, server {}\n",
+            id.response_model.as_deref().unwrap_or("-"),
+            id.system_fingerprint.as_deref().unwrap_or("-"),
+            id.server_header.as_deref().unwrap_or("-")
+        );
+    }
+    if !obs.anomalies.is_empty() {
+        let kinds: Vec<_> = obs.anomalies.iter().map(|a| a.as_str()).collect();
+        s += &format!("  anomalies   {}\n", kinds.join(", "));
+    }
+    s
+}

@@ -1,0 +1,409 @@
+//! A built-in OpenAI-compatible streaming endpoint whose timing is scripted, so tests and
+//! benchmarks know the ground truth: headers and a role-only chunk at once, the first token
+//! `ttft` after the request arrived, then one event every `itl`, a finish chunk, a usage chunk
+//! and `[DONE]`, like real servers. Event `k` is sent at `arrival + ttft + k·itl` on an absolute
+//! schedule (no drift). Fault modes reproduce the classes of PROTOCOLS.md §3.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What goes wrong, on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fault {
+    /// A well-formed stream.
+    #[default]
+    None,
+    /// Three tokens, then `{"error": …}` inside the 200 stream.
+    ErrorAfterTokens,
+    /// A 200 whose only event is an error object.
+    ErrorOnly,
+    /// A 200 with only `data: [DONE]`.
+    DoneOnly,
+    /// HTTP 500 with a JSON error body.
+    Http500,
+    /// HTTP 429 with `Retry-After: 7`.
+    Http429,
+    /// No usage chunk (tokens must be counted from events).
+    NoUsage,
+    /// Three tokens, then silence with the connection open.
+    Stall,
+    /// Three tokens, then the connection is dropped mid-body.
+    Reset,
+    /// Every event is held back and sent in one burst at the end (a buffering proxy).
+    Collapsed,
+    /// Finish and usage chunks, then a clean close without `[DONE]`.
+    NoTerminator,
+    /// `: keep-alive` comments every 10 ms while the prompt is "processed".
+    Keepalive,
+}
+
+impl Fault {
+    /// Every fault mode and its command-line name.
+    pub const NAMES: [(&'static str, Fault); 12] = [
+        ("none", Fault::None),
+        ("error-after-tokens", Fault::ErrorAfterTokens),
+        ("error-only", Fault::ErrorOnly),
+        ("done-only", Fault::DoneOnly),
+        ("http-500", Fault::Http500),
+        ("http-429", Fault::Http429),
+        ("no-usage", Fault::NoUsage),
+        ("stall", Fault::Stall),
+        ("reset", Fault::Reset),
+        ("collapsed", Fault::Collapsed),
+        ("no-terminator", Fault::NoTerminator),
+        ("keepalive", Fault::Keepalive),
+    ];
+}
+
+impl FromStr for Fault {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Fault::NAMES
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                let names: Vec<_> = Fault::NAMES.iter().map(|(n, _)| *n).collect();
+                format!("unknown fault {s:?}; expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// The scripted behaviour: the ground truth a probe's measurement is checked against.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// From request arrival to the first token event.
+    pub ttft: Duration,
+    /// Between consecutive token events.
+    pub itl: Duration,
+    /// Output tokens (capped by the request's `max_tokens`).
+    pub tokens: u32,
+    /// Tokens per event (> 1 imitates speculative decoding / server-side chunking).
+    pub tokens_per_event: u32,
+    /// How many of the first tokens are reasoning (`delta.reasoning_content`).
+    pub reasoning_tokens: u32,
+    /// The `model` field of the chunks.
+    pub model: String,
+    /// What goes wrong.
+    pub fault: Fault,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            ttft: Duration::from_millis(200),
+            itl: Duration::from_millis(20),
+            tokens: 64,
+            tokens_per_event: 1,
+            reasoning_tokens: 0,
+            model: "llm-probe-simulator".into(),
+            fault: Fault::None,
+        }
+    }
+}
+
+/// A request as the simulator received it (for tests: headers and body the probe sent).
+#[derive(Debug, Clone)]
+pub struct ReceivedRequest {
+    /// Request path.
+    pub path: String,
+    /// Header names and values.
+    pub headers: Vec<(String, String)>,
+    /// Parsed JSON body (`Null` if it was not JSON).
+    pub body: serde_json::Value,
+}
+
+/// A running simulator.
+pub struct Simulator {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    received: Arc<Mutex<Vec<ReceivedRequest>>>,
+    shutdown: CancellationToken,
+}
+
+impl Simulator {
+    /// Binds `addr` (use port 0 in tests) and serves `script` in the background until dropped.
+    ///
+    /// Errors: the address cannot be bound.
+    pub async fn start(addr: SocketAddr, script: Script) -> anyhow::Result<Simulator> {
+        let listener = crate::server::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let shutdown = CancellationToken::new();
+        let script = Arc::new(script);
+        let rec = received.clone();
+        tokio::spawn(crate::server::serve(
+            listener,
+            shutdown.clone(),
+            move |req| handle(req, script.clone(), rec.clone()),
+        ));
+        Ok(Simulator {
+            addr,
+            received,
+            shutdown,
+        })
+    }
+
+    /// The OpenAI-compatible base URL, e.g. `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every chat request received so far, oldest first.
+    pub fn received(&self) -> Vec<ReceivedRequest> {
+        self.received
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+type Sender = mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>;
+
+/// A response body fed from a channel; an `Err` item aborts the connection mid-body.
+pub struct ChannelBody(mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>);
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+fn response(
+    status: StatusCode,
+    content_type: &str,
+    extra: &[(&str, &str)],
+) -> (Sender, Response<ChannelBody>) {
+    let (tx, rx) = mpsc::channel(64);
+    let mut b = Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .header("server", "llm-probe-simulator");
+    for (k, v) in extra {
+        b = b.header(*k, *v);
+    }
+    (
+        tx,
+        b.body(ChannelBody(rx))
+            .expect("static response parts are valid"),
+    )
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    script: Arc<Script>,
+    received: Arc<Mutex<Vec<ReceivedRequest>>>,
+) -> Response<ChannelBody> {
+    let path = req.uri().path().to_string();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    if path.ends_with("/models") {
+        let (tx, resp) = response(StatusCode::OK, "application/json", &[]);
+        let body = json!({"object": "list", "data": [{"id": script.model, "object": "model", "owned_by": "llm-probe"}]});
+        let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
+        return resp;
+    }
+    if !path.ends_with("/chat/completions") {
+        let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
+        let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
+            br#"{"error":{"message":"not found"}}"#,
+        ))));
+        return resp;
+    }
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let arrival = Instant::now();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    let max_tokens = body
+        .get("max_tokens")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(u64::MAX);
+    received
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(ReceivedRequest {
+            path,
+            headers,
+            body,
+        });
+
+    match script.fault {
+        Fault::Http500 => {
+            let (tx, resp) = response(StatusCode::INTERNAL_SERVER_ERROR, "application/json", &[]);
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
+                br#"{"error":{"message":"simulated internal error","type":"server_error"}}"#,
+            ))));
+            return resp;
+        }
+        Fault::Http429 => {
+            let (tx, resp) = response(
+                StatusCode::TOO_MANY_REQUESTS,
+                "application/json",
+                &[("retry-after", "7")],
+            );
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
+                br#"{"error":{"message":"rate limited","type":"rate_limit"}}"#,
+            ))));
+            return resp;
+        }
+        _ => {}
+    }
+    let tokens = u64::from(script.tokens).min(max_tokens) as u32;
+    let (tx, resp) = response(
+        StatusCode::OK,
+        "text/event-stream",
+        &[("cache-control", "no-cache")],
+    );
+    tokio::spawn(stream(script, tokens, arrival, tx));
+    resp
+}
+
+fn chunk(model: &str, choices: serde_json::Value, usage: Option<serde_json::Value>) -> Bytes {
+    let mut c = json!({
+        "id": "chatcmpl-sim", "object": "chat.completion.chunk", "created": 0, "model": model,
+        "system_fingerprint": concat!("llm-probe-simulator-", env!("CARGO_PKG_VERSION")), "choices": choices,
+    });
+    if let Some(u) = usage {
+        c["usage"] = u;
+    }
+    Bytes::from(format!("data: {c}\n\n"))
+}
+
+/// Writes the scripted stream. Returns early (dropping the sender ends the body) when the
+/// client goes away.
+async fn stream(script: Arc<Script>, tokens: u32, arrival: Instant, tx: Sender) {
+    let send = |b: Bytes| {
+        let tx = tx.clone();
+        async move { tx.send(Ok(Frame::data(b))).await.is_ok() }
+    };
+    let m = &script.model;
+    if script.fault == Fault::DoneOnly {
+        send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+        return;
+    }
+    if !send(chunk(
+        m,
+        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        None,
+    ))
+    .await
+    {
+        return;
+    }
+    if script.fault == Fault::ErrorOnly {
+        send(Bytes::from_static(b"data: {\"error\":{\"message\":\"simulated error inside a 200 stream\",\"type\":\"server_error\"}}\n\n")).await;
+        return;
+    }
+    if script.fault == Fault::Keepalive {
+        let mut t = arrival;
+        while t + Duration::from_millis(10) < arrival + script.ttft {
+            t += Duration::from_millis(10);
+            tokio::time::sleep_until(t).await;
+            if !send(Bytes::from_static(b": keep-alive\n\n")).await {
+                return;
+            }
+        }
+    }
+    let per_event = script.tokens_per_event.max(1);
+    let events = tokens.div_ceil(per_event);
+    let mut held = Vec::new();
+    let mut sent_tokens = 0u32;
+    for k in 0..events {
+        tokio::time::sleep_until(arrival + script.ttft + script.itl * k).await;
+        let n = per_event.min(tokens - sent_tokens);
+        let text: String = (0..n).map(|i| format!(" t{}", sent_tokens + i)).collect();
+        let delta = if sent_tokens < script.reasoning_tokens {
+            json!({"reasoning_content": text})
+        } else {
+            json!({"content": text})
+        };
+        sent_tokens += n;
+        let c = chunk(
+            m,
+            json!([{"index": 0, "delta": delta, "finish_reason": null}]),
+            None,
+        );
+        if script.fault == Fault::Collapsed {
+            held.push(c);
+        } else if !send(c).await {
+            return;
+        }
+        if k == 2 {
+            match script.fault {
+                Fault::ErrorAfterTokens => {
+                    send(Bytes::from_static(b"data: {\"error\":{\"message\":\"simulated error after tokens\",\"type\":\"server_error\"}}\n\n")).await;
+                    return;
+                }
+                Fault::Stall => {
+                    tx.closed().await;
+                    return;
+                }
+                Fault::Reset => {
+                    let _ = tx
+                        .send(Err(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "simulated reset",
+                        )))
+                        .await;
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+    for c in held {
+        if !send(c).await {
+            return;
+        }
+    }
+    send(chunk(
+        m,
+        json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+        None,
+    ))
+    .await;
+    if script.fault != Fault::NoUsage {
+        let usage =
+            json!({"prompt_tokens": 12, "completion_tokens": tokens, "total_tokens": 12 + tokens});
+        send(chunk(m, json!([]), Some(usage))).await;
+    }
+    if script.fault != Fault::NoTerminator {
+        send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+    }
+}
