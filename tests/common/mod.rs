@@ -1,0 +1,84 @@
+//! Helpers shared by the integration tests: configs pointing at a local simulator, scraping
+//! `/metrics`, reading one sample out of the text exposition.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_probe::config::{self, Config};
+use llm_probe::daemon::Daemon;
+use llm_probe::measure::ProbeOutcome;
+
+/// A probes file with one target `sim` at `base_url` and the given scenarios YAML (list items)
+/// and extra target keys.
+pub fn yaml(base_url: &str, interval: &str, scenarios: &str, target_extra: &str) -> String {
+    format!(
+        "defaults:\n  interval: {interval}\n  timeout: 5s\nscenarios:\n{scenarios}\ntargets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {base_url}\n    model: sim-model\n{target_extra}"
+    )
+}
+
+/// One scenario list item.
+pub fn scenario(name: &str, max_tokens: u32) -> String {
+    format!("  - name: {name}\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {max_tokens}\n")
+}
+
+/// Parses `text` with no environment variables.
+pub fn parse(text: &str) -> Config {
+    config::parse(text, "<test>", &|_| None).unwrap_or_else(|e| panic!("test config should load:\n{e}\n---\n{text}"))
+}
+
+/// Starts a daemon on a free loopback port.
+pub async fn daemon(cfg: Config) -> Daemon {
+    Daemon::start(cfg, "127.0.0.1:0".parse().unwrap()).await.expect("daemon starts")
+}
+
+/// Waits for `n` outcomes from `rx` (at most `limit`).
+pub async fn outcomes(
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<ProbeOutcome>>,
+    n: usize,
+    limit: Duration,
+) -> Vec<Arc<ProbeOutcome>> {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    while out.len() < n {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(o)) => out.push(o),
+            Ok(Err(e)) => panic!("outcome channel: {e}"),
+            Err(_) => panic!("only {} of {n} probes finished within {limit:?}", out.len()),
+        }
+    }
+    out
+}
+
+/// GETs `http://addr/path` with an optional Accept header; returns (status, content type, body).
+pub async fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (u16, String, String) {
+    let client = reqwest::Client::new();
+    let mut req = client.get(format!("http://{addr}{path}"));
+    if let Some(a) = accept {
+        req = req.header("accept", a);
+    }
+    let resp = req.send().await.expect("GET succeeds");
+    let status = resp.status().as_u16();
+    let ct = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (status, ct, resp.text().await.unwrap())
+}
+
+/// The value of the sample `name{labels…}` in a text exposition, where every `k="v"` in
+/// `labels` must appear in the sample's label set.
+pub fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    exposition.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (metric, rest) = match series.find('{') {
+            Some(i) => (&series[..i], &series[i..]),
+            None => (series, ""),
+        };
+        if metric != name {
+            return None;
+        }
+        if !labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))) {
+            return None;
+        }
+        value.parse().ok()
+    })
+}
