@@ -139,12 +139,13 @@ impl SseDecoder {
     /// `bytes` counts every byte after the last blank line (the unterminated last line included);
     /// `pending` is the event those bytes would have formed, if it has data. An unterminated last
     /// line that is a comment or not valid UTF-8 is counted but contributes nothing to `pending`.
-    /// On a poisoned decoder `pending` is None.
+    /// On a poisoned decoder it returns `Trailing::default()`: the error returned by `feed` is the
+    /// report, and how many bytes preceded it would depend on how the reads were split.
     ///
     /// Afterwards the decoder is back at the start of a new stream (BOM, event and ID state
     /// cleared); the comment count, the cap and any poisoning are kept.
     pub fn finish(&mut self) -> Trailing {
-        let mut pending = None;
+        let mut trailing = Trailing::default();
         if self.poisoned.is_none() {
             if let Bom::Matching(matched) = self.bom {
                 // A stream shorter than a BOM that starts like one: those bytes were a line.
@@ -155,23 +156,20 @@ impl SseDecoder {
             let tail = std::mem::take(&mut self.line);
             if !tail.is_empty() && tail[0] != b':' {
                 if let Ok(text) = std::str::from_utf8(&tail) {
-                    // Only reachable error is the data cap; the pending event is then incomplete
-                    // anyway, so report it without the tail line.
+                    // The only possible error is the data cap; nothing is dispatched here, so
+                    // the pending event is reported as built (at most one line over the cap).
                     let _ = self.process_field(text);
                 }
             }
+            trailing.bytes = self.since_blank;
             if !self.data.is_empty() {
-                pending = Some(SseEvent {
+                trailing.pending = Some(SseEvent {
                     event: self.event.take(),
                     data: std::mem::take(&mut self.data),
                     id: self.last_id.clone(),
                 });
             }
         }
-        let trailing = Trailing {
-            bytes: self.since_blank,
-            pending,
-        };
         *self = SseDecoder {
             comments: self.comments,
             poisoned: self.poisoned.take(),
@@ -206,9 +204,8 @@ impl SseDecoder {
                 }
             }
             self.bom = Bom::Done;
-            if matched == BOM.len() {
-                self.since_blank += BOM.len();
-            } else if matched > 0 {
+            // A stripped BOM is not stream content: it does not count as trailing bytes.
+            if matched > 0 && matched < BOM.len() {
                 // Not a BOM after all: the bytes held back are ordinary stream bytes.
                 self.scan(&BOM[..matched], out)?;
             }
