@@ -105,6 +105,9 @@ fn rule1_bom_stripped_once_at_start_even_when_split() {
     }
     dec.feed(b"data: a\n\n", &mut events).unwrap();
     assert_eq!(events, vec![data("a")]);
+
+    // A stripped BOM is not content: a BOM-only stream ends clean.
+    assert_eq!(decode("\u{FEFF}".as_bytes()).trailing, Trailing::default());
 }
 
 #[test]
@@ -521,7 +524,8 @@ fn poisoned_after_error() {
     assert_eq!(err, DecodeError::TooLarge { limit: 8 });
     assert_eq!(dec.feed(b"\n\ndata: a\n\n", &mut events), Err(err.clone()));
     assert!(events.is_empty());
-    assert_eq!(dec.finish().pending, None);
+    // Poisoned: no trailing report (the error is the report).
+    assert_eq!(dec.finish(), Trailing::default());
     assert_eq!(dec.feed(b"data: a\n\n", &mut events), Err(err));
 
     let mut dec = SseDecoder::new();
