@@ -124,6 +124,8 @@ pub struct ReceivedRequest {
     pub headers: Vec<(String, String)>,
     /// Parsed JSON body (`Null` if it was not JSON).
     pub body: serde_json::Value,
+    /// When the whole request had arrived (the origin of the scripted TTFT).
+    pub arrived: std::time::Instant,
 }
 
 /// A running simulator.
@@ -261,6 +263,7 @@ async fn handle(
             path,
             headers,
             body,
+            arrived: arrival.into_std(),
         });
 
     match script.fault {
