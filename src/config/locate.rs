@@ -48,8 +48,17 @@ fn parent(path: &str) -> &str {
 }
 
 enum Frame {
-    Map { path: String, key: Option<String> },
-    Seq { path: String, next: usize },
+    Map {
+        path: String,
+        key: Option<String>,
+        /// yaml-rust2 marks a block mapping's start after its first key, so the
+        /// mapping is placed at its first key; this mark is the fallback when empty.
+        unplaced: Option<(usize, usize)>,
+    },
+    Seq {
+        path: String,
+        next: usize,
+    },
 }
 
 #[derive(Default)]
@@ -67,9 +76,9 @@ fn join(parent: &str, key: &str) -> String {
 }
 
 impl Walker {
-    /// Called at the start of every node; returns its path, or `None` when the node
-    /// is a mapping key.
-    fn node_path(&mut self, key_text: Option<&str>) -> Option<String> {
+    /// Called at the start of every node (at `at`); returns its path, or `None`
+    /// when the node is a mapping key.
+    fn node_path(&mut self, key_text: &str, at: (usize, usize)) -> Option<String> {
         match self.stack.last_mut() {
             None => Some(String::new()),
             Some(Frame::Seq { path, next }) => {
@@ -77,15 +86,26 @@ impl Walker {
                 *next += 1;
                 Some(p)
             }
-            Some(Frame::Map { path, key }) => match key.take() {
+            Some(Frame::Map {
+                path,
+                key,
+                unplaced,
+            }) => match key.take() {
                 Some(k) => Some(join(path, &k)),
                 None => {
-                    // This node is a key; complex keys get a placeholder.
-                    *key = Some(key_text.unwrap_or("?").to_string());
+                    if unplaced.take().is_some() {
+                        self.map.entry(path.clone()).or_insert(at);
+                    }
+                    // This node is a key; complex keys get the placeholder "?".
+                    *key = Some(key_text.to_string());
                     None
                 }
             },
         }
+    }
+
+    fn place(&mut self, path: String, at: (usize, usize)) {
+        self.map.entry(path).or_insert(at);
     }
 }
 
@@ -94,28 +114,37 @@ impl MarkedEventReceiver for Walker {
         let at = (mark.line().max(1), mark.col() + 1);
         match ev {
             Event::Scalar(ref text, ..) => {
-                if let Some(p) = self.node_path(Some(text)) {
-                    self.map.entry(p).or_insert(at);
+                if let Some(p) = self.node_path(text, at) {
+                    self.place(p, at);
                 }
             }
             Event::Alias(_) => {
-                if let Some(p) = self.node_path(Some("?")) {
-                    self.map.entry(p).or_insert(at);
+                if let Some(p) = self.node_path("?", at) {
+                    self.place(p, at);
                 }
             }
-            Event::MappingStart(..) | Event::SequenceStart(..) => {
-                let is_map = matches!(ev, Event::MappingStart(..));
-                // A collection used as a mapping key gets the placeholder path "?".
-                let p = self.node_path(None).unwrap_or_else(|| "?".to_string());
-                self.map.entry(p.clone()).or_insert(at);
-                self.stack.push(if is_map {
-                    Frame::Map { path: p, key: None }
-                } else {
-                    Frame::Seq { path: p, next: 0 }
+            Event::MappingStart(..) => {
+                let path = self.node_path("?", at).unwrap_or_else(|| "?".into());
+                self.stack.push(Frame::Map {
+                    path,
+                    key: None,
+                    unplaced: Some(at),
                 });
             }
+            Event::SequenceStart(..) => {
+                let path = self.node_path("?", at).unwrap_or_else(|| "?".into());
+                self.place(path.clone(), at);
+                self.stack.push(Frame::Seq { path, next: 0 });
+            }
             Event::MappingEnd | Event::SequenceEnd => {
-                self.stack.pop();
+                if let Some(Frame::Map {
+                    path,
+                    unplaced: Some(start),
+                    ..
+                }) = self.stack.pop()
+                {
+                    self.place(path, start);
+                }
             }
             _ => {}
         }
