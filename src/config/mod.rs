@@ -1,68 +1,254 @@
-//! TEMPORARY STUB — replaced by the config branch.
+//! Configuration: YAML loading, validation, defaults.
+//!
+//! This is the only module that knows YAML. [`load`] / [`parse`] turn a probes file
+//! (see `probes.example.yaml` at the repository root) into a fully resolved [`Config`]:
+//! defaults applied, scenario references resolved to `Arc<Scenario>`, API keys read
+//! from the environment or a file, header names and values validated.
+//!
+//! The file is strict in the spirit of blackbox_exporter: unknown keys are errors at
+//! every level. Semantic problems are collected (all of them, not just the first) and
+//! reported as full sentences in the spirit of gatus' `ValidateAndSetDefaults`, each
+//! with `file:line:column`, the path of the offending key and, for targets and
+//! scenarios, a `target "NAME": ` / `scenario "NAME": ` prefix. YAML syntax errors and
+//! type errors detected by serde stop at the first one.
+
+mod locate;
+mod raw;
+mod validate;
+
+use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Built-in default probe interval, used when neither `defaults.interval` nor the
+/// target's `interval` is set.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(15);
+/// Built-in default probe timeout, used when neither `defaults.timeout` nor the
+/// target's `timeout` is set. It is lowered to the interval when the interval is shorter.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A loaded, validated configuration. Immutable; share it behind an `Arc` and swap
+/// the whole thing on reload.
 #[derive(Debug)]
 pub struct Config {
+    /// Where it came from: the file path as given to [`load`], or the `source`
+    /// given to [`parse`] (e.g. `"<built-in>"`).
     pub source: String,
+    /// All scenarios, in file order. Names are unique.
     pub scenarios: Vec<Arc<Scenario>>,
+    /// All targets, in file order. Names are unique; each has at least one scenario.
     pub targets: Vec<Arc<Target>>,
 }
+
+/// A canned prompt sent as one streaming request.
 #[derive(Debug)]
 pub struct Scenario {
+    /// Unique name; used as the `scenario` metric label. Matches `[A-Za-z0-9_.:-]+`.
     pub name: String,
+    /// The chat messages, in order. Never empty; every content is non-empty.
     pub messages: Vec<Message>,
+    /// Maximum output tokens to request (≥ 1).
     pub max_tokens: u32,
+    /// Sampling temperature for this scenario; overrides the target's when set.
+    /// See [`Target::temperature_for`].
     pub temperature: Option<f64>,
+    /// Whether to defeat (`cold`) or use (`warm`) the server's prefix cache.
     pub prefix_cache: PrefixCache,
+    /// Extra top-level keys merged into the request JSON; wins over the target's
+    /// `extra_body`. See [`Target::extra_body_for`].
     pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
-#[derive(Debug, Clone)]
+
+/// One chat message.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
+    /// `system`, `developer`, `user` or `assistant`.
     pub role: String,
+    /// The text; never empty.
     pub content: String,
 }
+
+/// How a scenario treats the server's prefix (KV) cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PrefixCache {
+    /// Put a unique nonce at the very start of the prompt on every probe, so the
+    /// server's prefix cache cannot serve the canned prompt and flatter TTFT.
     #[default]
     Cold,
+    /// Send the prompt verbatim, to measure the cached path.
     Warm,
 }
+
+impl PrefixCache {
+    /// The YAML spelling: `"cold"` or `"warm"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrefixCache::Cold => "cold",
+            PrefixCache::Warm => "warm",
+        }
+    }
+}
+
+/// The wire protocol spoken to a target. More will come; match exhaustively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
+    /// OpenAI-compatible `POST {base_url}/chat/completions` with `stream: true`
+    /// (vLLM, SGLang, llama.cpp server, TGI, OpenAI, …). YAML: `openai-chat`.
     OpenAiChat,
 }
+
 impl Protocol {
+    /// Every protocol, in the order they are listed in error messages.
+    pub const ALL: &'static [Protocol] = &[Protocol::OpenAiChat];
+
+    /// The YAML spelling, e.g. `"openai-chat"`.
     pub fn as_str(self) -> &'static str {
-        "openai-chat"
+        match self {
+            Protocol::OpenAiChat => "openai-chat",
+        }
+    }
+
+    /// Parses the YAML spelling; `None` for anything unknown.
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Protocol::ALL.iter().copied().find(|p| p.as_str() == name)
     }
 }
-#[derive(Debug)]
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An endpoint to probe, with every default applied.
 pub struct Target {
+    /// Unique name; used as the `target` metric label. Matches `[A-Za-z0-9_.:-]+`.
     pub name: String,
+    /// Wire protocol.
     pub protocol: Protocol,
+    /// Absolute `http`/`https` URL without credentials, query or fragment, as written
+    /// (e.g. `http://127.0.0.1:8000/v1`); the protocol appends its path to it.
     pub base_url: reqwest::Url,
+    /// Model name sent in the request and used as the `model` metric label.
     pub model: String,
+    /// The API key, resolved at load time from `api_key_env` / `api_key_file`
+    /// (surrounding whitespace trimmed). `None` when neither is configured.
     pub api_key: Option<Secret>,
+    /// Where the key came from, for summaries: `"env NAME"` or `"file PATH"`. Never the key.
     pub api_key_source: Option<String>,
+    /// Extra HTTP headers: `defaults.headers` merged with the target's (the target
+    /// wins; names compare case-insensitively). Names and values are valid HTTP.
     pub headers: Vec<(String, String)>,
+    /// Time between the starts of two probes of the same scenario (> 0).
     pub interval: Duration,
+    /// Deadline for one whole probe, request and stream included (> 0, ≤ `interval`).
     pub timeout: Duration,
+    /// Target-level sampling temperature (target's, else `defaults.temperature`).
     pub temperature: Option<f64>,
+    /// Extra top-level keys merged into every request JSON to this target.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// The scenarios to run, resolved, in the order listed (all scenarios, in file
+    /// order, when the target does not list any). Never empty.
     pub scenarios: Vec<Arc<Scenario>>,
+    /// Service-level objectives (target's fields over `defaults.slo` over built-ins).
     pub slo: Slo,
 }
+
 impl Target {
+    /// One line for `check-config`: name, protocol, base_url, model, interval,
+    /// timeout, scenario names and where the key comes from (never the key).
+    ///
+    /// Example: `local-vllm: openai-chat http://127.0.0.1:8000/v1 model=my-model
+    /// interval=15s timeout=10s scenarios=[chat_short, code_completion] api_key=env LOCAL_VLLM_KEY`
     pub fn summary(&self) -> String {
-        self.name.clone()
+        let scenarios: Vec<&str> = self.scenarios.iter().map(|s| s.name.as_str()).collect();
+        format!(
+            "{}: {} {} model={} interval={} timeout={} scenarios=[{}] api_key={}",
+            self.name,
+            self.protocol,
+            self.base_url,
+            self.model,
+            humantime::format_duration(self.interval),
+            humantime::format_duration(self.timeout),
+            scenarios.join(", "),
+            self.api_key_source.as_deref().unwrap_or("none"),
+        )
+    }
+
+    /// The temperature to send for `scenario`: the scenario's, else the target's.
+    pub fn temperature_for(&self, scenario: &Scenario) -> Option<f64> {
+        scenario.temperature.or(self.temperature)
+    }
+
+    /// The extra request-body keys for `scenario`: the target's `extra_body` with
+    /// the scenario's merged over it (scenario wins, shallow merge).
+    pub fn extra_body_for(
+        &self,
+        scenario: &Scenario,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let mut merged = self.extra_body.clone();
+        for (k, v) in &scenario.extra_body {
+            merged.insert(k.clone(), v.clone());
+        }
+        merged
     }
 }
+
+/// Header names whose values are redacted in `Debug` output.
+fn is_sensitive_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n == "authorization"
+        || n == "proxy-authorization"
+        || n == "cookie"
+        || n.contains("key")
+        || n.contains("token")
+        || n.contains("secret")
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let v = if is_sensitive_header(k) {
+                    "<redacted>"
+                } else {
+                    v.as_str()
+                };
+                (k.as_str(), v)
+            })
+            .collect();
+        let scenarios: Vec<&str> = self.scenarios.iter().map(|s| s.name.as_str()).collect();
+        f.debug_struct("Target")
+            .field("name", &self.name)
+            .field("protocol", &self.protocol)
+            .field("base_url", &self.base_url.as_str())
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("api_key_source", &self.api_key_source)
+            .field("headers", &headers)
+            .field("interval", &self.interval)
+            .field("timeout", &self.timeout)
+            .field("temperature", &self.temperature)
+            .field("extra_body", &self.extra_body)
+            .field("scenarios", &scenarios)
+            .field("slo", &self.slo)
+            .finish()
+    }
+}
+
+/// Service-level objectives of a target. The metrics module makes each threshold a
+/// histogram bucket boundary.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slo {
+    /// P95 time-to-first-token objective (> 0). Default 300 ms.
     pub ttft_p95: Duration,
+    /// Floor for output tokens per second (> 0, finite). Default 30.
     pub output_tokens_per_second_min: f64,
 }
+
 impl Default for Slo {
     fn default() -> Self {
         Slo {
@@ -71,33 +257,166 @@ impl Default for Slo {
         }
     }
 }
+
+/// A secret string (an API key). `Debug` and `Display` print `<redacted>`; the only
+/// way to the value is [`Secret::expose`], to be called where the header is built.
 #[derive(Clone)]
 pub struct Secret(String);
+
 impl Secret {
-    pub fn new(s: String) -> Self {
-        Secret(s)
+    /// Wraps a secret value.
+    pub fn new(value: String) -> Self {
+        Secret(value)
     }
+
+    /// The secret value. Never log or format it.
     pub fn expose(&self) -> &str {
         &self.0
     }
 }
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
     }
 }
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Everything wrong with a config file. `Display` prints one [`Problem`] per line.
+/// Semantic problems are all collected; a YAML syntax or type error is reported alone.
 #[derive(Debug, thiserror::Error)]
-#[error("config error")]
+#[error("{}", display_lines(.problems))]
 pub struct ConfigError {
-    pub problems: Vec<String>,
+    /// At least one problem, in file order where known.
+    pub problems: Vec<Problem>,
 }
-pub fn load(_path: &std::path::Path) -> Result<Config, ConfigError> {
-    Err(ConfigError { problems: vec![] })
+
+fn display_lines(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(Problem::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
+
+impl ConfigError {
+    fn single(source: &str, message: String) -> Self {
+        ConfigError {
+            problems: vec![Problem {
+                source: source.to_string(),
+                line: None,
+                column: None,
+                path: String::new(),
+                message,
+            }],
+        }
+    }
+}
+
+/// One problem in a config file.
+///
+/// `Display`: `{source}:{line}:{column}: {path}: {message}`; `:{line}:{column}` is
+/// omitted when unknown and `{path}: ` when empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The file path, or the `source` given to [`parse`].
+    pub source: String,
+    /// 1-based line of the offending node, when known.
+    pub line: Option<usize>,
+    /// 1-based column of the offending node, when known.
+    pub column: Option<usize>,
+    /// Path of the offending key, e.g. `targets[0].interval`; empty for the whole file.
+    pub path: String,
+    /// A full sentence that names the field and says how to fix it.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)?;
+        if let (Some(line), Some(column)) = (self.line, self.column) {
+            write!(f, ":{line}:{column}")?;
+        }
+        f.write_str(": ")?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Reads and validates the config file at `path`; API keys named by `api_key_env`
+/// come from the process environment. Relative `api_key_file` paths are resolved
+/// against the directory of `path`.
+///
+/// # Errors
+/// A [`ConfigError`] if the file cannot be read, is not valid YAML, does not match
+/// the schema, or fails validation (see [`parse`]).
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::single(
+            &source,
+            format!("cannot read the config file: {e}; check the path and its permissions."),
+        )
+    })?;
+    parse(&text, &source, &|name| std::env::var(name).ok())
+}
+
+/// Parses and validates config `text`. `source` names it in errors and
+/// [`Config::source`] (a path, or `"<built-in>"`); relative `api_key_file` paths are
+/// resolved against the directory of `source`. `env` looks up environment variables
+/// (for `api_key_env`), so tests need not touch the process environment.
+///
+/// # Errors
+/// A [`ConfigError`] listing every semantic problem found, or the first YAML syntax
+/// or type error.
 pub fn parse(
-    _text: &str,
-    _source: &str,
-    _env: &dyn Fn(&str) -> Option<String>,
+    text: &str,
+    source: &str,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    Err(ConfigError { problems: vec![] })
+    validate::parse(text, source, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn public_types_are_send_sync() {
+        assert_send_sync::<Config>();
+        assert_send_sync::<Target>();
+        assert_send_sync::<Scenario>();
+        assert_send_sync::<ConfigError>();
+    }
+
+    #[test]
+    fn problem_display_omits_unknown_parts() {
+        let mut p = Problem {
+            source: "f.yaml".into(),
+            line: Some(3),
+            column: Some(5),
+            path: "targets[0].interval".into(),
+            message: "Bad.".into(),
+        };
+        assert_eq!(p.to_string(), "f.yaml:3:5: targets[0].interval: Bad.");
+        p.line = None;
+        p.path.clear();
+        assert_eq!(p.to_string(), "f.yaml: Bad.");
+    }
+
+    #[test]
+    fn secret_is_redacted() {
+        let s = Secret::new("sk-unit".into());
+        assert_eq!(format!("{s} {s:?}"), "<redacted> <redacted>");
+        assert_eq!(s.expose(), "sk-unit");
+    }
 }

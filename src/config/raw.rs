@@ -1,0 +1,72 @@
+//! The file as written: serde shapes, strict (`deny_unknown_fields`) at every level.
+//!
+//! Everything that can be checked semantically (required keys, durations, enums,
+//! ranges) is kept loose here (`Option`, `serde_yaml::Value`, `String`) so that
+//! `validate` can report *all* such problems at once instead of serde's first one.
+
+use serde::Deserialize;
+use serde_json::Map;
+use serde_yaml::{Mapping, Value};
+
+type JsonObject = Map<String, serde_json::Value>;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFile {
+    pub defaults: Option<RawDefaults>,
+    pub scenarios: Option<Vec<RawScenario>>,
+    pub targets: Option<Vec<RawTarget>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDefaults {
+    pub interval: Option<Value>,
+    pub timeout: Option<Value>,
+    pub temperature: Option<f64>,
+    pub headers: Option<Mapping>,
+    pub slo: Option<RawSlo>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSlo {
+    pub ttft_p95: Option<Value>,
+    pub output_tokens_per_second_min: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawScenario {
+    pub name: Option<String>,
+    pub messages: Option<Vec<RawMessage>>,
+    pub max_tokens: Option<i64>,
+    pub temperature: Option<f64>,
+    pub prefix_cache: Option<String>,
+    pub extra_body: Option<JsonObject>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMessage {
+    pub role: Option<String>,
+    pub content: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTarget {
+    pub name: Option<String>,
+    pub protocol: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<String>,
+    pub interval: Option<Value>,
+    pub timeout: Option<Value>,
+    pub temperature: Option<f64>,
+    pub headers: Option<Mapping>,
+    pub extra_body: Option<JsonObject>,
+    pub scenarios: Option<Vec<String>>,
+    pub slo: Option<RawSlo>,
+}

@@ -1,0 +1,1052 @@
+//! Raw file → validated [`Config`]: defaults applied, references resolved, every
+//! semantic problem collected as a full sentence.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_yaml::{Mapping, Value};
+
+use super::locate::Locations;
+use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget};
+use super::{
+    Config, ConfigError, Message, PrefixCache, Problem, Protocol, Scenario, Secret, Slo, Target,
+    DEFAULT_INTERVAL, DEFAULT_TIMEOUT,
+};
+
+type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+const DURATION_HINT: &str = "use a duration like 15s or 300ms";
+const NAME_RULE: &str = "letters, digits, \"_\", \".\", \":\" and \"-\"";
+const ROLES: &[&str] = &["system", "developer", "user", "assistant"];
+/// Request keys the protocol layer sets itself; `extra_body` may not override them.
+const RESERVED_BODY_KEYS: &[&str] = &[
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "temperature",
+    "n",
+];
+
+pub(crate) fn parse(
+    text: &str,
+    source: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    // First pass: plain YAML, so syntax errors are told apart from schema errors.
+    let doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
+    let raw: RawFile = if doc.is_null() {
+        RawFile::default()
+    } else {
+        serde_yaml::from_str(text).map_err(|e| serde_error(e, source, Some(&doc)))?
+    };
+
+    let mut v = Validator {
+        problems: Vec::new(),
+        env,
+        base_dir: base_dir(source),
+    };
+    let config = v.file(raw, source);
+    if v.problems.is_empty() {
+        if let Some(config) = config {
+            return Ok(config);
+        }
+    }
+    let locations = Locations::build(text);
+    let mut problems: Vec<Problem> = v
+        .problems
+        .into_iter()
+        .map(|(path, message)| {
+            let loc = locations.find(&path);
+            Problem {
+                source: source.to_string(),
+                line: loc.map(|l| l.0),
+                column: loc.map(|l| l.1),
+                path,
+                message,
+            }
+        })
+        .collect();
+    // Stable: problems on the same line keep validation order.
+    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    Err(ConfigError { problems })
+}
+
+/// Directory that relative `api_key_file` paths are resolved against.
+fn base_dir(source: &str) -> Option<PathBuf> {
+    if source.starts_with('<') {
+        return None;
+    }
+    Path::new(source)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+}
+
+/// Defaults after validation (unset where the file does not set them).
+#[derive(Default)]
+struct Defaults {
+    interval: Option<Duration>,
+    timeout: Option<Duration>,
+    temperature: Option<f64>,
+    headers: Vec<(String, String)>,
+    slo: Slo,
+}
+
+struct Validator<'a> {
+    problems: Vec<(String, String)>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    base_dir: Option<PathBuf>,
+}
+
+impl Validator<'_> {
+    fn problem(&mut self, path: impl Into<String>, message: String) {
+        self.problems.push((path.into(), message));
+    }
+
+    fn file(&mut self, raw: RawFile, source: &str) -> Option<Config> {
+        let defaults = self.defaults(raw.defaults.unwrap_or_default());
+
+        let raw_scenarios = raw.scenarios.unwrap_or_default();
+        if raw_scenarios.is_empty() {
+            self.problem(
+                "scenarios",
+                "no scenarios are defined; add at least one entry under scenarios: (see probes.example.yaml).".into(),
+            );
+        }
+        let mut scenarios = Vec::new();
+        let mut scenario_index: HashMap<String, usize> = HashMap::new();
+        let mut scenario_names: Vec<String> = Vec::new();
+        let mut ok = true;
+        for (i, rs) in raw_scenarios.into_iter().enumerate() {
+            let path = format!("scenarios[{i}]");
+            let name = rs.name.clone();
+            let built = self.scenario(&path, i, rs, &scenario_index);
+            if let Some(n) = name {
+                if !scenario_index.contains_key(&n) {
+                    scenario_index.insert(n.clone(), i);
+                    scenario_names.push(n);
+                }
+            }
+            match built {
+                Some(s) => scenarios.push(Arc::new(s)),
+                None => ok = false,
+            }
+        }
+
+        let raw_targets = raw.targets.unwrap_or_default();
+        if raw_targets.is_empty() {
+            self.problem(
+                "targets",
+                "no targets are defined; add at least one entry under targets: (see probes.example.yaml).".into(),
+            );
+        }
+        let mut targets = Vec::new();
+        let mut target_index: HashMap<String, usize> = HashMap::new();
+        for (i, rt) in raw_targets.into_iter().enumerate() {
+            let path = format!("targets[{i}]");
+            let name = rt.name.clone();
+            let built = self.target(
+                &path,
+                i,
+                rt,
+                &defaults,
+                &target_index,
+                &scenario_names,
+                &scenarios,
+            );
+            if let Some(n) = name {
+                target_index.entry(n).or_insert(i);
+            }
+            match built {
+                Some(t) => targets.push(Arc::new(t)),
+                None => ok = false,
+            }
+        }
+
+        (ok && self.problems.is_empty()).then(|| Config {
+            source: source.to_string(),
+            scenarios,
+            targets,
+        })
+    }
+
+    // ---- defaults -------------------------------------------------------------
+
+    fn defaults(&mut self, raw: RawDefaults) -> Defaults {
+        let mut d = Defaults::default();
+        let p = "defaults";
+        d.interval = raw
+            .interval
+            .as_ref()
+            .and_then(|v| self.positive_duration(&format!("{p}.interval"), "", "interval", v));
+        d.timeout = raw
+            .timeout
+            .as_ref()
+            .and_then(|v| self.positive_duration(&format!("{p}.timeout"), "", "timeout", v));
+        if let (Some(i), Some(t)) = (d.interval, d.timeout) {
+            if t > i {
+                self.problem(
+                    format!("{p}.timeout"),
+                    format!(
+                        "defaults.timeout {} is longer than defaults.interval {}; a probe must finish before the next one starts, so lower the timeout or raise the interval.",
+                        fmt_dur(t),
+                        fmt_dur(i)
+                    ),
+                );
+            }
+        }
+        d.temperature = raw
+            .temperature
+            .and_then(|t| self.temperature(&format!("{p}.temperature"), "", t));
+        if let Some(h) = &raw.headers {
+            d.headers = self.headers(&format!("{p}.headers"), "", h);
+        }
+        d.slo = self.slo(&format!("{p}.slo"), "", raw.slo.as_ref(), Slo::default());
+        d
+    }
+
+    // ---- scenarios ------------------------------------------------------------
+
+    fn scenario(
+        &mut self,
+        path: &str,
+        i: usize,
+        raw: RawScenario,
+        seen: &HashMap<String, usize>,
+    ) -> Option<Scenario> {
+        let before = self.problems.len();
+        let pre = entity_prefix("scenario", raw.name.as_deref(), i);
+        let name = self.name(
+            path,
+            &pre,
+            "scenario",
+            raw.name.as_deref(),
+            seen,
+            "scenarios",
+        );
+
+        let mut messages = Vec::new();
+        match raw.messages {
+            None => self.problem(
+                format!("{path}.messages"),
+                format!("{pre}messages is required; add at least one message, e.g. [{{role: user, content: \"Hello\"}}]."),
+            ),
+            Some(list) if list.is_empty() => self.problem(
+                format!("{path}.messages"),
+                format!("{pre}messages is empty; add at least one message, e.g. [{{role: user, content: \"Hello\"}}]."),
+            ),
+            Some(list) => {
+                for (j, m) in list.into_iter().enumerate() {
+                    if let Some(m) = self.message(&format!("{path}.messages[{j}]"), &pre, j, m) {
+                        messages.push(m);
+                    }
+                }
+            }
+        }
+
+        let mp = format!("{path}.max_tokens");
+        let max_tokens = match raw.max_tokens {
+            None => {
+                self.problem(
+                    mp,
+                    format!("{pre}max_tokens is required; set it to the number of output tokens each probe may generate, e.g. 64."),
+                );
+                None
+            }
+            Some(n) if n < 1 => {
+                self.problem(
+                    mp,
+                    format!("{pre}max_tokens is {n}; set it to at least 1 (it caps the output tokens each probe generates, e.g. 64)."),
+                );
+                None
+            }
+            Some(n) => match u32::try_from(n) {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    self.problem(
+                        mp,
+                        format!(
+                            "{pre}max_tokens {n} is too large; set it to at most {}.",
+                            u32::MAX
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+
+        let temperature = raw
+            .temperature
+            .and_then(|t| self.temperature(&format!("{path}.temperature"), &pre, t));
+
+        let prefix_cache = match raw.prefix_cache.as_deref() {
+            None | Some("cold") => PrefixCache::Cold,
+            Some("warm") => PrefixCache::Warm,
+            Some(other) => {
+                self.problem(
+                    format!("{path}.prefix_cache"),
+                    format!("{pre}prefix_cache \"{other}\" is not supported; use cold (a unique nonce starts every prompt so the server's prefix cache cannot serve it) or warm (the prompt is sent verbatim)."),
+                );
+                PrefixCache::Cold
+            }
+        };
+
+        let extra_body = raw.extra_body.unwrap_or_default();
+        self.extra_body(&format!("{path}.extra_body"), &pre, &extra_body);
+
+        if self.problems.len() != before {
+            return None;
+        }
+        Some(Scenario {
+            name: name?,
+            messages,
+            max_tokens: max_tokens?,
+            temperature,
+            prefix_cache,
+            extra_body,
+        })
+    }
+
+    fn message(&mut self, path: &str, pre: &str, j: usize, raw: RawMessage) -> Option<Message> {
+        let roles = ROLES.join(", ");
+        let role = match raw.role {
+            None => {
+                self.problem(
+                    format!("{path}.role"),
+                    format!("{pre}messages[{j}] has no role; set role to one of: {roles}."),
+                );
+                None
+            }
+            Some(r) if !ROLES.contains(&r.as_str()) => {
+                self.problem(
+                    format!("{path}.role"),
+                    format!(
+                        "{pre}messages[{j}].role \"{r}\" is not supported; use one of: {roles}."
+                    ),
+                );
+                None
+            }
+            Some(r) => Some(r),
+        };
+        let content = match raw.content {
+            Some(c) if !c.trim().is_empty() => Some(c),
+            _ => {
+                self.problem(
+                    format!("{path}.content"),
+                    format!(
+                        "{pre}messages[{j}] has no content; write the message text in content."
+                    ),
+                );
+                None
+            }
+        };
+        Some(Message {
+            role: role?,
+            content: content?,
+        })
+    }
+
+    // ---- targets --------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn target(
+        &mut self,
+        path: &str,
+        i: usize,
+        raw: RawTarget,
+        d: &Defaults,
+        seen: &HashMap<String, usize>,
+        scenario_names: &[String],
+        scenarios: &[Arc<Scenario>],
+    ) -> Option<Target> {
+        let before = self.problems.len();
+        let pre = entity_prefix("target", raw.name.as_deref(), i);
+        let name = self.name(path, &pre, "target", raw.name.as_deref(), seen, "targets");
+
+        let protocols: Vec<&str> = Protocol::ALL.iter().map(|p| p.as_str()).collect();
+        let protocols = protocols.join(", ");
+        let protocol = match raw.protocol.as_deref() {
+            None => {
+                self.problem(
+                    format!("{path}.protocol"),
+                    format!("{pre}protocol is required; set it to one of: {protocols}."),
+                );
+                None
+            }
+            Some(p) => {
+                let parsed = Protocol::from_name(p);
+                if parsed.is_none() {
+                    self.problem(
+                        format!("{path}.protocol"),
+                        format!("{pre}protocol \"{p}\" is not supported; use one of: {protocols}."),
+                    );
+                }
+                parsed
+            }
+        };
+
+        let base_url = self.base_url(&format!("{path}.base_url"), &pre, raw.base_url.as_deref());
+
+        let model = match raw.model.clone() {
+            Some(m) if !m.trim().is_empty() => Some(m),
+            _ => {
+                self.problem(
+                    format!("{path}.model"),
+                    format!("{pre}model is required; set it to the model name the endpoint serves (GET <base_url>/models lists them)."),
+                );
+                None
+            }
+        };
+
+        let (api_key, api_key_source) = self.api_key(path, &pre, &raw);
+
+        // Interval and timeout: target over defaults over built-ins. An unset timeout
+        // is lowered to the interval when the interval is shorter than the default.
+        let t_interval = raw
+            .interval
+            .as_ref()
+            .and_then(|v| self.positive_duration(&format!("{path}.interval"), &pre, "interval", v));
+        let t_timeout = raw
+            .timeout
+            .as_ref()
+            .and_then(|v| self.positive_duration(&format!("{path}.timeout"), &pre, "timeout", v));
+        let interval = t_interval.or(d.interval).unwrap_or(DEFAULT_INTERVAL);
+        let timeout = t_timeout
+            .or(d.timeout)
+            .unwrap_or_else(|| DEFAULT_TIMEOUT.min(interval));
+        let timeout_set_here = raw.timeout.is_some();
+        let interval_set_here = raw.interval.is_some();
+        if (timeout_set_here || interval_set_here) && timeout > interval {
+            let origin = |here: bool, key: &str, d: Duration| {
+                if here {
+                    format!("{key} {}", fmt_dur(d))
+                } else {
+                    format!("{key} {} (from defaults.{key})", fmt_dur(d))
+                }
+            };
+            self.problem(
+                format!(
+                    "{path}.{}",
+                    if timeout_set_here { "timeout" } else { "interval" }
+                ),
+                format!(
+                    "{pre}{} is longer than {}; a probe must finish before the next one starts, so lower the timeout or raise the interval.",
+                    origin(timeout_set_here, "timeout", timeout),
+                    origin(interval_set_here, "interval", interval),
+                ),
+            );
+        }
+
+        let temperature = match raw.temperature {
+            Some(t) => self.temperature(&format!("{path}.temperature"), &pre, t),
+            None => d.temperature,
+        };
+
+        let mut headers = d.headers.clone();
+        if let Some(h) = &raw.headers {
+            for (k, v) in self.headers(&format!("{path}.headers"), &pre, h) {
+                match headers
+                    .iter_mut()
+                    .find(|(dk, _)| dk.eq_ignore_ascii_case(&k))
+                {
+                    Some(slot) => *slot = (k, v),
+                    None => headers.push((k, v)),
+                }
+            }
+        }
+        if raw.api_key_env.is_some() || raw.api_key_file.is_some() {
+            if let Some((k, _)) = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            {
+                let key_field = if raw.api_key_env.is_some() {
+                    "api_key_env"
+                } else {
+                    "api_key_file"
+                };
+                self.problem(
+                    format!("{path}.{key_field}"),
+                    format!("{pre}both {key_field} and an {k} header are set, and the API key is sent as the Authorization header; keep only one of them."),
+                );
+            }
+        }
+
+        let extra_body = raw.extra_body.unwrap_or_default();
+        self.extra_body(&format!("{path}.extra_body"), &pre, &extra_body);
+
+        let resolved = self.target_scenarios(
+            path,
+            &pre,
+            raw.scenarios.as_deref(),
+            scenario_names,
+            scenarios,
+        );
+
+        let slo = self.slo(&format!("{path}.slo"), &pre, raw.slo.as_ref(), d.slo);
+
+        if self.problems.len() != before {
+            return None;
+        }
+        Some(Target {
+            name: name?,
+            protocol: protocol?,
+            base_url: base_url?,
+            model: model?,
+            api_key,
+            api_key_source,
+            headers,
+            interval,
+            timeout,
+            temperature,
+            extra_body,
+            scenarios: resolved?,
+            slo,
+        })
+    }
+
+    fn base_url(&mut self, path: &str, pre: &str, raw: Option<&str>) -> Option<reqwest::Url> {
+        const EXAMPLE: &str = "e.g. http://127.0.0.1:8000/v1";
+        let Some(s) = raw else {
+            self.problem(
+                path,
+                format!(
+                    "{pre}base_url is required; set it to the API root of the endpoint, {EXAMPLE}."
+                ),
+            );
+            return None;
+        };
+        let url = match reqwest::Url::parse(s) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => u,
+            _ => {
+                self.problem(
+                    path,
+                    format!("{pre}base_url \"{s}\" is not an absolute http(s) URL; write the scheme and host, {EXAMPLE}."),
+                );
+                return None;
+            }
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            // Do not echo the URL: it holds a credential.
+            self.problem(
+                path,
+                format!("{pre}base_url contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."),
+            );
+            return None;
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            self.problem(
+                path,
+                format!("{pre}base_url \"{s}\" has a query string or fragment; remove it, because the protocol appends its own path (e.g. /chat/completions) to base_url."),
+            );
+            return None;
+        }
+        Some(url)
+    }
+
+    fn api_key(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: &RawTarget,
+    ) -> (Option<Secret>, Option<String>) {
+        match (&raw.api_key_env, &raw.api_key_file) {
+            (None, None) => (None, None),
+            (Some(_), Some(_)) => {
+                self.problem(
+                    format!("{path}.api_key_file"),
+                    format!(
+                        "{pre}api_key_env and api_key_file are both set; keep only one of them."
+                    ),
+                );
+                (None, None)
+            }
+            (Some(var), None) => {
+                let p = format!("{path}.api_key_env");
+                if var.trim().is_empty() {
+                    self.problem(
+                        p,
+                        format!("{pre}api_key_env is empty; set it to the name of the environment variable that holds the API key, or remove it."),
+                    );
+                    return (None, None);
+                }
+                let source = format!("env {var}");
+                match (self.env)(var) {
+                    None => {
+                        self.problem(
+                            p,
+                            format!("{pre}api_key_env names the environment variable {var}, which is not set; export it before starting llm-probe, or remove api_key_env if the endpoint needs no key."),
+                        );
+                        (None, None)
+                    }
+                    Some(value) => {
+                        let key = self.key_value(&p, pre, &source, &value);
+                        (key, Some(source))
+                    }
+                }
+            }
+            (None, Some(file)) => {
+                let p = format!("{path}.api_key_file");
+                let mut resolved = PathBuf::from(file);
+                if resolved.is_relative() {
+                    if let Some(dir) = &self.base_dir {
+                        resolved = dir.join(resolved);
+                    }
+                }
+                let shown = resolved.display().to_string();
+                let source = format!("file {shown}");
+                match std::fs::read_to_string(&resolved) {
+                    Err(e) => {
+                        self.problem(
+                            p,
+                            format!("{pre}api_key_file {shown} cannot be read ({}); check the path and that llm-probe may read it.", io_reason(&e)),
+                        );
+                        (None, None)
+                    }
+                    Ok(value) => {
+                        let key = self.key_value(&p, pre, &source, &value);
+                        (key, Some(source))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Trims and checks a key value; messages name where it came from, never the value.
+    fn key_value(&mut self, path: &str, pre: &str, source: &str, value: &str) -> Option<Secret> {
+        let value = value.trim();
+        let (what, field) = match source.split_once(' ') {
+            Some(("env", name)) => (format!("the environment variable {name}"), "api_key_env"),
+            Some((_, file)) => (format!("the file {file}"), "api_key_file"),
+            None => (source.to_string(), "api_key_env"),
+        };
+        if value.is_empty() {
+            self.problem(
+                path,
+                format!("{pre}{what} named by {field} is empty; put the API key in it, or remove {field} if the endpoint needs no key."),
+            );
+            return None;
+        }
+        if HeaderValue::from_str(&format!("Bearer {value}")).is_err() {
+            self.problem(
+                path,
+                format!("{pre}the API key in {what} contains characters that cannot be sent in an HTTP header (control characters or non-ASCII); check its contents."),
+            );
+            return None;
+        }
+        Some(Secret::new(value.to_string()))
+    }
+
+    fn target_scenarios(
+        &mut self,
+        path: &str,
+        pre: &str,
+        listed: Option<&[String]>,
+        names: &[String],
+        scenarios: &[Arc<Scenario>],
+    ) -> Option<Vec<Arc<Scenario>>> {
+        let by_name = |n: &str| scenarios.iter().find(|s| s.name == n).cloned();
+        let Some(listed) = listed else {
+            return Some(scenarios.to_vec());
+        };
+        if listed.is_empty() {
+            self.problem(
+                format!("{path}.scenarios"),
+                format!("{pre}scenarios is an empty list; list at least one scenario name, or remove the key to run all scenarios."),
+            );
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (j, n) in listed.iter().enumerate() {
+            let p = format!("{path}.scenarios[{j}]");
+            if !names.iter().any(|k| k == n) {
+                let known = names.join(", ");
+                let message = match closest(n, names.iter().map(String::as_str)) {
+                    Some(c) => format!("{pre}scenario \"{n}\" is not defined; did you mean \"{c}\"? The defined scenarios are {known}."),
+                    None => format!("{pre}scenario \"{n}\" is not defined; use one of the scenarios defined under scenarios: {known}."),
+                };
+                self.problem(p, message);
+                ok = false;
+            } else if listed[..j].contains(n) {
+                self.problem(
+                    p,
+                    format!("{pre}scenario \"{n}\" is listed twice; remove the duplicate."),
+                );
+                ok = false;
+            } else if let Some(s) = by_name(n) {
+                out.push(s);
+            } else {
+                // Defined but invalid: already reported at the scenario.
+                ok = false;
+            }
+        }
+        ok.then_some(out)
+    }
+
+    // ---- shared field checks --------------------------------------------------
+
+    fn name(
+        &mut self,
+        path: &str,
+        pre: &str,
+        kind: &str,
+        name: Option<&str>,
+        seen: &HashMap<String, usize>,
+        list: &str,
+    ) -> Option<String> {
+        let p = format!("{path}.name");
+        let label = if kind == "target" {
+            "target"
+        } else {
+            "scenario"
+        };
+        let Some(name) = name else {
+            self.problem(
+                p,
+                format!("{pre}name is required; give the {kind} a unique name made of {NAME_RULE} (it becomes the \"{label}\" metric label)."),
+            );
+            return None;
+        };
+        if name.is_empty() {
+            self.problem(
+                p,
+                format!("{pre}name is empty; give the {kind} a unique name made of {NAME_RULE} (it becomes the \"{label}\" metric label)."),
+            );
+            return None;
+        }
+        if !name.chars().all(is_name_char) {
+            let suggestion: String = name
+                .chars()
+                .map(|c| if is_name_char(c) { c } else { '_' })
+                .collect();
+            self.problem(
+                p,
+                format!("{pre}name may only contain {NAME_RULE}, because it becomes the \"{label}\" metric label; rename it, e.g. \"{suggestion}\"."),
+            );
+            return None;
+        }
+        if let Some(first) = seen.get(name) {
+            self.problem(
+                p,
+                format!("{pre}name is already used by {list}[{first}]; {kind} names must be unique, so rename one of them."),
+            );
+            return None;
+        }
+        Some(name.to_string())
+    }
+
+    fn positive_duration(
+        &mut self,
+        path: &str,
+        pre: &str,
+        field: &str,
+        v: &Value,
+    ) -> Option<Duration> {
+        let d = match v {
+            Value::String(s) => match humantime::parse_duration(s.trim()) {
+                Ok(d) => d,
+                Err(_) => {
+                    self.problem(
+                        path,
+                        format!("{pre}{field} \"{s}\" is not a duration; {DURATION_HINT}."),
+                    );
+                    return None;
+                }
+            },
+            Value::Number(n) => {
+                self.problem(
+                    path,
+                    format!(
+                        "{pre}{field} is the bare number {n}, which has no unit; {DURATION_HINT}."
+                    ),
+                );
+                return None;
+            }
+            _ => {
+                self.problem(
+                    path,
+                    format!("{pre}{field} must be a duration; {DURATION_HINT}."),
+                );
+                return None;
+            }
+        };
+        if d.is_zero() {
+            self.problem(
+                path,
+                format!("{pre}{field} is zero; it must be greater than zero, {DURATION_HINT}."),
+            );
+            return None;
+        }
+        Some(d)
+    }
+
+    fn temperature(&mut self, path: &str, pre: &str, t: f64) -> Option<f64> {
+        if t.is_finite() && (0.0..=2.0).contains(&t) {
+            Some(t)
+        } else {
+            self.problem(
+                path,
+                format!("{pre}temperature {t} is out of range; set it between 0 and 2 (0 makes output most repeatable)."),
+            );
+            None
+        }
+    }
+
+    fn headers(&mut self, path: &str, pre: &str, raw: &Mapping) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (k, v) in raw {
+            let Some(name) = k.as_str() else {
+                self.problem(
+                    path,
+                    format!("{pre}every header name must be a string; quote the header names under headers."),
+                );
+                continue;
+            };
+            let p = format!("{path}.{name}");
+            if HeaderName::from_bytes(name.as_bytes()).is_err() {
+                self.problem(
+                    p,
+                    format!("{pre}header name \"{name}\" is not a valid HTTP header name; use only letters, digits and \"-\", e.g. X-Team."),
+                );
+                continue;
+            }
+            let Some(value) = v.as_str() else {
+                self.problem(
+                    p,
+                    format!("{pre}the value of header \"{name}\" must be a string; quote it, e.g. \"1\"."),
+                );
+                continue;
+            };
+            if HeaderValue::from_str(value).is_err() {
+                // Do not echo the value: headers may carry credentials.
+                self.problem(
+                    p,
+                    format!("{pre}the value of header \"{name}\" is not a valid HTTP header value (it has control characters such as a newline, or non-ASCII); fix the value."),
+                );
+                continue;
+            }
+            if out.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                self.problem(
+                    p,
+                    format!("{pre}header \"{name}\" is set twice (header names ignore case); keep only one."),
+                );
+                continue;
+            }
+            out.push((name.to_string(), value.to_string()));
+        }
+        out
+    }
+
+    fn slo(&mut self, path: &str, pre: &str, raw: Option<&RawSlo>, base: Slo) -> Slo {
+        let mut slo = base;
+        let Some(raw) = raw else { return slo };
+        if let Some(v) = &raw.ttft_p95 {
+            if let Some(d) =
+                self.positive_duration(&format!("{path}.ttft_p95"), pre, "slo.ttft_p95", v)
+            {
+                slo.ttft_p95 = d;
+            }
+        }
+        if let Some(x) = raw.output_tokens_per_second_min {
+            if x.is_finite() && x > 0.0 {
+                slo.output_tokens_per_second_min = x;
+            } else {
+                self.problem(
+                    format!("{path}.output_tokens_per_second_min"),
+                    format!("{pre}slo.output_tokens_per_second_min is {x}; it must be a number greater than zero, e.g. 30."),
+                );
+            }
+        }
+        slo
+    }
+
+    fn extra_body(&mut self, path: &str, pre: &str, body: &JsonObject) {
+        for key in body.keys() {
+            if RESERVED_BODY_KEYS.contains(&key.as_str()) {
+                let fix = match key.as_str() {
+                    "max_tokens" => "use the scenario's max_tokens field instead",
+                    "temperature" => "use the temperature field instead",
+                    _ => "llm-probe sets it itself",
+                };
+                self.problem(
+                    format!("{path}.{key}"),
+                    format!("{pre}extra_body sets \"{key}\", which llm-probe controls; remove it ({fix})."),
+                );
+            }
+        }
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')
+}
+
+/// `target "NAME": `, or `target #N: ` when the name is missing.
+fn entity_prefix(kind: &str, name: Option<&str>, i: usize) -> String {
+    match name {
+        Some(n) => format!("{kind} \"{n}\": "),
+        None => format!("{kind} #{}: ", i + 1),
+    }
+}
+
+fn fmt_dur(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// The OS reason without the "(os error N)" noise.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// The candidate within edit distance 2 (or a third of the word) of `word`, if any.
+fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).clamp(1, 3);
+    candidates
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+// ---- serde_yaml errors ---------------------------------------------------------
+
+/// Turns a serde_yaml error into a single problem with a rewritten, full-sentence
+/// message. `doc` is the parsed document when the YAML itself was valid (schema
+/// error), used to name the target or scenario the error is in.
+fn serde_error(err: serde_yaml::Error, source: &str, doc: Option<&Value>) -> ConfigError {
+    let loc = err.location().map(|l| (l.line(), l.column()));
+    let mut text = err.to_string();
+    if let Some((line, col)) = loc {
+        let at = format!(" at line {line} column {col}");
+        if let Some(i) = text.find(&at) {
+            text.replace_range(i..i + at.len(), "");
+        }
+    }
+    // serde_yaml prefixes schema errors with the path: "targets[0]: unknown field …".
+    let (mut path, msg) = match text.split_once(": ") {
+        Some((p, m)) if !p.is_empty() && !p.contains([' ', '`', '"']) => {
+            (p.to_string(), m.to_string())
+        }
+        _ => (String::new(), text.clone()),
+    };
+    // Point the path at the offending key itself, not at its mapping.
+    let key = if msg.starts_with("duplicate entry with key") {
+        msg.split('"').nth(1)
+    } else if msg.starts_with("unknown field") || msg.starts_with("duplicate field") {
+        ticked(&msg).first().copied()
+    } else {
+        None
+    };
+    if let Some(key) = key {
+        path = if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        };
+    }
+    let message = match doc {
+        None if msg.starts_with("duplicate entry with key") => {
+            let key = msg.trim_start_matches("duplicate entry with key").trim();
+            format!("the key {key} appears twice in the same mapping; keep only one of them.")
+        }
+        None => format!("the file is not valid YAML: {msg}; check the indentation and quoting on this line and the lines just above it."),
+        Some(doc) => format!("{}{}", doc_prefix(doc, &path), schema_message(&path, &msg)),
+    };
+    ConfigError {
+        problems: vec![Problem {
+            source: source.to_string(),
+            line: loc.map(|l| l.0),
+            column: loc.map(|l| l.1),
+            path,
+            message,
+        }],
+    }
+}
+
+/// `target "NAME": ` / `scenario "NAME": ` for paths inside `targets[i]` / `scenarios[i]`.
+fn doc_prefix(doc: &Value, path: &str) -> String {
+    for (list, kind) in [("targets", "target"), ("scenarios", "scenario")] {
+        let Some(rest) = path.strip_prefix(list).and_then(|r| r.strip_prefix('[')) else {
+            continue;
+        };
+        let Some(i) = rest.split(']').next().and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        let name = doc
+            .get(list)
+            .and_then(|l| l.get(i))
+            .and_then(|e| e.get("name"))
+            .and_then(Value::as_str);
+        return entity_prefix(kind, name, i);
+    }
+    String::new()
+}
+
+/// Backtick-quoted words in a serde message, in order.
+fn ticked(msg: &str) -> Vec<&str> {
+    msg.split('`').skip(1).step_by(2).collect()
+}
+
+fn schema_message(path: &str, msg: &str) -> String {
+    let field = path
+        .rsplit('.')
+        .next()
+        .filter(|f| !f.is_empty())
+        .unwrap_or("the file");
+    let key = ticked(msg).first().copied().unwrap_or("?");
+    if msg.starts_with("unknown field") {
+        let words = ticked(msg);
+        let allowed = words.get(1..).unwrap_or_default();
+        let allowed_list = allowed.join(", ");
+        return match closest(key, allowed.iter().copied()) {
+            _ if allowed.is_empty() => format!("unknown key \"{key}\"; no keys are allowed here, so remove it."),
+            Some(c) => format!("unknown key \"{key}\"; did you mean \"{c}\"? The keys allowed here are: {allowed_list}."),
+            None => format!("unknown key \"{key}\"; remove it or use one of the keys allowed here: {allowed_list}."),
+        };
+    }
+    if msg.starts_with("missing field") {
+        return format!("the required key \"{key}\" is missing; add it.");
+    }
+    if msg.starts_with("duplicate field") {
+        return format!(
+            "the key \"{key}\" appears twice in the same mapping; keep only one of them."
+        );
+    }
+    if let Some(rest) = msg.strip_prefix("invalid type: ") {
+        if let Some((found, expected)) = rest.split_once(", expected ") {
+            let expected = match expected {
+                "i64" | "u32" | "u64" | "i32" => "an integer",
+                "f64" | "f32" => "a number",
+                "a sequence" => "a list",
+                e if e.starts_with("struct ") || e == "a map" => "a mapping",
+                e => e,
+            };
+            let found = found.replace("sequence", "list").replace("map", "mapping");
+            return format!("{field} must be {expected}, but it is {found}; fix the value (see probes.example.yaml).");
+        }
+    }
+    format!("{msg}; fix the value (see probes.example.yaml).")
+}

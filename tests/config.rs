@@ -1,0 +1,533 @@
+//! Config loading: one fixture per error with its exact message, defaults and
+//! overrides, the shipped example file, and secret redaction.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_probe::config::{self, Config, PrefixCache, Protocol, Slo, Target};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/config");
+const SECRET: &str = "sk-test-UNIQUE-9f3b";
+
+/// The environment the fixtures see: one empty variable and one key.
+fn env(name: &str) -> Option<String> {
+    match name {
+        "LLM_PROBE_TEST_EMPTY_KEY" => Some("  ".into()),
+        "LOCAL_VLLM_KEY" => Some(SECRET.into()),
+        _ => None,
+    }
+}
+
+fn parse(text: &str) -> Result<Config, config::ConfigError> {
+    config::parse(text, "test.yaml", &env)
+}
+
+fn fixture_error(file: &str) -> String {
+    let text = std::fs::read_to_string(format!("{FIXTURES}/{file}")).unwrap();
+    match config::parse(&text, file, &env) {
+        Ok(_) => panic!("{file} loaded without error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// (fixture file, the exact error `Display`, one problem per line).
+const ERROR_CASES: &[(&str, &str)] = &[
+    (
+        "01_yaml_syntax.yaml",
+        r#"01_yaml_syntax.yaml:4:5: the file is not valid YAML: did not find expected ',' or ']', while parsing a flow sequence at line 3 column 15; check the indentation and quoting on this line and the lines just above it."#,
+    ),
+    (
+        "02_unknown_key.yaml",
+        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, extra_body, scenarios, slo."#,
+    ),
+    (
+        "03_missing_base_url.yaml",
+        r#"03_missing_base_url.yaml:6:5: targets[0].base_url: target "local-vllm": base_url is required; set it to the API root of the endpoint, e.g. http://127.0.0.1:8000/v1."#,
+    ),
+    (
+        "04_bad_duration.yaml",
+        concat!(
+            r#"04_bad_duration.yaml:2:12: defaults.timeout: timeout "soon" is not a duration; use a duration like 15s or 300ms."#,
+            "\n",
+            r#"04_bad_duration.yaml:12:15: targets[0].interval: target "local-vllm": interval "fast" is not a duration; use a duration like 15s or 300ms."#,
+            "\n",
+            r#"04_bad_duration.yaml:17:15: targets[1].interval: target "other": interval is the bare number 15, which has no unit; use a duration like 15s or 300ms."#
+        ),
+    ),
+    (
+        "05_unknown_protocol.yaml",
+        r#"05_unknown_protocol.yaml:7:15: targets[0].protocol: target "local-vllm": protocol "anthropic" is not supported; use one of: openai-chat."#,
+    ),
+    (
+        "06_unknown_scenario.yaml",
+        concat!(
+            r#"06_unknown_scenario.yaml:13:17: targets[0].scenarios[0]: target "local-vllm": scenario "chat_shrt" is not defined; did you mean "chat_short"? The defined scenarios are chat_short, code_completion."#,
+            "\n",
+            r#"06_unknown_scenario.yaml:13:28: targets[0].scenarios[1]: target "local-vllm": scenario "summarize_long" is not defined; use one of the scenarios defined under scenarios: chat_short, code_completion."#
+        ),
+    ),
+    (
+        "07_duplicate_target.yaml",
+        r#"07_duplicate_target.yaml:10:11: targets[1].name: target "local-vllm": name is already used by targets[0]; target names must be unique, so rename one of them."#,
+    ),
+    (
+        "08_duplicate_scenario.yaml",
+        r#"08_duplicate_scenario.yaml:5:11: scenarios[1].name: scenario "chat_short": name is already used by scenarios[0]; scenario names must be unique, so rename one of them."#,
+    ),
+    (
+        "09_bad_base_url.yaml",
+        concat!(
+            r#"09_bad_base_url.yaml:8:15: targets[0].base_url: target "no-scheme": base_url "127.0.0.1:8000/v1" is not an absolute http(s) URL; write the scheme and host, e.g. http://127.0.0.1:8000/v1."#,
+            "\n",
+            r#"09_bad_base_url.yaml:12:15: targets[1].base_url: target "ftp": base_url "ftp://models.internal/v1" is not an absolute http(s) URL; write the scheme and host, e.g. http://127.0.0.1:8000/v1."#,
+            "\n",
+            r#"09_bad_base_url.yaml:16:15: targets[2].base_url: target "creds": base_url contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#
+        ),
+    ),
+    (
+        "10_timeout_over_interval.yaml",
+        concat!(
+            r#"10_timeout_over_interval.yaml:12:15: targets[0].interval: target "fast": timeout 20s (from defaults.timeout) is longer than interval 5s; a probe must finish before the next one starts, so lower the timeout or raise the interval."#,
+            "\n",
+            r#"10_timeout_over_interval.yaml:18:14: targets[1].timeout: target "explicit": timeout 1m is longer than interval 30s; a probe must finish before the next one starts, so lower the timeout or raise the interval."#
+        ),
+    ),
+    (
+        "11_max_tokens_zero.yaml",
+        r#"11_max_tokens_zero.yaml:4:17: scenarios[0].max_tokens: scenario "chat_short": max_tokens is 0; set it to at least 1 (it caps the output tokens each probe generates, e.g. 64)."#,
+    ),
+    (
+        "12_nothing_defined.yaml",
+        concat!(
+            r#"12_nothing_defined.yaml:3:12: scenarios: no scenarios are defined; add at least one entry under scenarios: (see probes.example.yaml)."#,
+            "\n",
+            r#"12_nothing_defined.yaml: targets: no targets are defined; add at least one entry under targets: (see probes.example.yaml)."#
+        ),
+    ),
+    (
+        "13_api_key_env_unset.yaml",
+        concat!(
+            r#"13_api_key_env_unset.yaml:10:18: targets[0].api_key_env: target "unset": api_key_env names the environment variable LLM_PROBE_TEST_UNSET_KEY, which is not set; export it before starting llm-probe, or remove api_key_env if the endpoint needs no key."#,
+            "\n",
+            r#"13_api_key_env_unset.yaml:15:18: targets[1].api_key_env: target "empty": the environment variable LLM_PROBE_TEST_EMPTY_KEY named by api_key_env is empty; put the API key in it, or remove api_key_env if the endpoint needs no key."#
+        ),
+    ),
+    (
+        "14_both_api_key_sources.yaml",
+        r#"14_both_api_key_sources.yaml:11:19: targets[0].api_key_file: target "local-vllm": api_key_env and api_key_file are both set; keep only one of them."#,
+    ),
+    (
+        "15_zero_interval.yaml",
+        r#"15_zero_interval.yaml:10:15: targets[0].interval: target "local-vllm": interval is zero; it must be greater than zero, use a duration like 15s or 300ms."#,
+    ),
+    (
+        "16_slo_non_positive.yaml",
+        concat!(
+            r#"16_slo_non_positive.yaml:3:15: defaults.slo.ttft_p95: slo.ttft_p95 is zero; it must be greater than zero, use a duration like 15s or 300ms."#,
+            "\n",
+            r#"16_slo_non_positive.yaml:14:37: targets[0].slo.output_tokens_per_second_min: target "local-vllm": slo.output_tokens_per_second_min is -5; it must be a number greater than zero, e.g. 30."#
+        ),
+    ),
+    (
+        "17_bad_header.yaml",
+        concat!(
+            r#"17_bad_header.yaml:3:13: defaults.headers.X Team: header name "X Team" is not a valid HTTP header name; use only letters, digits and "-", e.g. X-Team."#,
+            "\n",
+            r#"17_bad_header.yaml:14:16: targets[0].headers.X-Route: target "local-vllm": the value of header "X-Route" is not a valid HTTP header value (it has control characters such as a newline, or non-ASCII); fix the value."#,
+            "\n",
+            r#"17_bad_header.yaml:15:16: targets[0].headers.X-Shard: target "local-vllm": the value of header "X-Shard" must be a string; quote it, e.g. "1"."#
+        ),
+    ),
+    (
+        "18_empty_messages.yaml",
+        r#"18_empty_messages.yaml:3:15: scenarios[0].messages: scenario "chat_short": messages is empty; add at least one message, e.g. [{role: user, content: "Hello"}]."#,
+    ),
+    (
+        "19_bad_target_name.yaml",
+        concat!(
+            r#"19_bad_target_name.yaml:6:11: targets[0].name: target "local vllm/a100": name may only contain letters, digits, "_", ".", ":" and "-", because it becomes the "target" metric label; rename it, e.g. "local_vllm_a100"."#,
+            "\n",
+            r#"19_bad_target_name.yaml:10:11: targets[1].name: target "": name is empty; give the target a unique name made of letters, digits, "_", ".", ":" and "-" (it becomes the "target" metric label)."#
+        ),
+    ),
+    (
+        "20_api_key_file_unreadable.yaml",
+        r#"20_api_key_file_unreadable.yaml:10:19: targets[0].api_key_file: target "local-vllm": api_key_file /nonexistent/llm-probe/vllm.key cannot be read (no such file); check the path and that llm-probe may read it."#,
+    ),
+    (
+        "21_unknown_prefix_cache.yaml",
+        r#"21_unknown_prefix_cache.yaml:5:19: scenarios[0].prefix_cache: scenario "chat_short": prefix_cache "hot" is not supported; use cold (a unique nonce starts every prompt so the server's prefix cache cannot serve it) or warm (the prompt is sent verbatim)."#,
+    ),
+    (
+        "22_reserved_extra_body.yaml",
+        concat!(
+            r#"22_reserved_extra_body.yaml:5:26: scenarios[0].extra_body.stream: scenario "chat_short": extra_body sets "stream", which llm-probe controls; remove it (llm-probe sets it itself)."#,
+            "\n",
+            r#"22_reserved_extra_body.yaml:11:30: targets[0].extra_body.max_tokens: target "local-vllm": extra_body sets "max_tokens", which llm-probe controls; remove it (use the scenario's max_tokens field instead)."#
+        ),
+    ),
+    (
+        "23_wrong_type.yaml",
+        r#"23_wrong_type.yaml:4:17: scenarios[0].max_tokens: scenario "chat_short": max_tokens must be an integer, but it is string "many"; fix the value (see probes.example.yaml)."#,
+    ),
+    (
+        "24_duplicate_key.yaml",
+        r#"24_duplicate_key.yaml:6:5: targets[0].model: the key "model" appears twice in the same mapping; keep only one of them."#,
+    ),
+    (
+        "25_bad_message.yaml",
+        concat!(
+            r#"25_bad_message.yaml:4:16: scenarios[0].messages[0].role: scenario "chat_short": messages[0].role "bot" is not supported; use one of: system, developer, user, assistant."#,
+            "\n",
+            r#"25_bad_message.yaml:5:10: scenarios[0].messages[1].content: scenario "chat_short": messages[1] has no content; write the message text in content."#
+        ),
+    ),
+];
+
+#[test]
+fn every_error_fixture_gives_its_exact_message() {
+    let mut failures = Vec::new();
+    for (file, expected) in ERROR_CASES {
+        let got = fixture_error(file);
+        if got != *expected {
+            failures.push(format!("{file}\n  expected: {expected}\n  got:      {got}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_fixture_file_is_in_the_table() {
+    let mut files: Vec<String> = std::fs::read_dir(FIXTURES)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    let table: Vec<&str> = ERROR_CASES.iter().map(|(f, _)| *f).collect();
+    assert_eq!(files, table);
+}
+
+#[test]
+fn problems_carry_structured_locations() {
+    let err = parse("scenarios: []\ntargets: []\n").unwrap_err();
+    let p = &err.problems[0];
+    assert_eq!(
+        (p.source.as_str(), p.line, p.column, p.path.as_str()),
+        ("test.yaml", Some(1), Some(12), "scenarios")
+    );
+    assert_eq!(err.problems.len(), 2);
+}
+
+#[test]
+fn empty_file_reports_both_missing_lists() {
+    let err = parse("").unwrap_err();
+    let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["scenarios", "targets"]);
+}
+
+#[test]
+fn load_reads_a_file_and_reports_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("key"), format!("\n  {SECRET}\n")).unwrap();
+    let path = dir.path().join("probes.yaml");
+    std::fs::write(
+        &path,
+        format!("{SCENARIOS}targets:\n  - {{name: t, protocol: openai-chat, base_url: 'http://h/v1', model: m, api_key_file: key}}\n"),
+    )
+    .unwrap();
+    let cfg = config::load(&path).unwrap();
+    assert_eq!(cfg.source, path.display().to_string());
+    let t = &cfg.targets[0];
+    // Relative to the config file's directory, trimmed.
+    assert_eq!(t.api_key.as_ref().unwrap().expose(), SECRET);
+    assert_eq!(
+        t.api_key_source.as_deref(),
+        Some(format!("file {}", dir.path().join("key").display()).as_str())
+    );
+
+    let missing = dir.path().join("nope.yaml");
+    let err = config::load(&missing).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{}: cannot read the config file: ",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("; check the path and its permissions."),
+        "{err}"
+    );
+}
+
+// ---- defaults and overrides ---------------------------------------------------
+
+const SCENARIOS: &str = "\
+scenarios:
+  - {name: a, messages: [{role: user, content: hi}], max_tokens: 8}
+  - {name: b, messages: [{role: user, content: hi}], max_tokens: 8, temperature: 0.7, prefix_cache: warm, extra_body: {top_p: 0.5, seed: 1}}
+";
+
+/// A file with `defaults` (may be empty) and one target with extra lines.
+fn one_target(defaults: &str, target_extra: &str) -> Arc<Target> {
+    let text = format!(
+        "{defaults}\n{SCENARIOS}targets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://127.0.0.1:8000/v1\n    model: m\n{target_extra}"
+    );
+    let cfg = parse(&text).unwrap_or_else(|e| panic!("{e}\n--- file:\n{text}"));
+    cfg.targets[0].clone()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn interval_timeout_defaults_and_overrides() {
+    // (defaults, target lines, expected interval, expected timeout)
+    let cases: &[(&str, &str, Duration, Duration)] = &[
+        ("", "", ms(15_000), ms(10_000)),
+        ("defaults: {interval: 1m}", "", ms(60_000), ms(10_000)),
+        (
+            "defaults: {interval: 1m, timeout: 45s}",
+            "",
+            ms(60_000),
+            ms(45_000),
+        ),
+        (
+            "defaults: {interval: 1m}",
+            "    interval: 30s\n",
+            ms(30_000),
+            ms(10_000),
+        ),
+        (
+            "defaults: {timeout: 2s}",
+            "    interval: 5s\n",
+            ms(5_000),
+            ms(2_000),
+        ),
+        // No timeout anywhere and a short interval: the default timeout is lowered.
+        ("", "    interval: 4s\n", ms(4_000), ms(4_000)),
+        (
+            "defaults: {interval: 20s, timeout: 5s}",
+            "    timeout: 20s\n",
+            ms(20_000),
+            ms(20_000),
+        ),
+        (
+            "",
+            "    interval: 1m30s\n    timeout: 500ms\n",
+            ms(90_000),
+            ms(500),
+        ),
+    ];
+    for (defaults, extra, interval, timeout) in cases {
+        let t = one_target(defaults, extra);
+        assert_eq!(
+            (t.interval, t.timeout),
+            (*interval, *timeout),
+            "{defaults} / {extra}"
+        );
+    }
+}
+
+#[test]
+fn temperature_slo_headers_defaults_and_overrides() {
+    struct Case {
+        defaults: &'static str,
+        target: &'static str,
+        temperature: Option<f64>,
+        slo: Slo,
+        headers: &'static [(&'static str, &'static str)],
+    }
+    let cases = [
+        Case { defaults: "", target: "", temperature: None, slo: Slo::default(), headers: &[] },
+        Case {
+            defaults: "defaults: {temperature: 0.5, slo: {ttft_p95: 1s}, headers: {X-Team: sre, X-Env: prod}}",
+            target: "",
+            temperature: Some(0.5),
+            slo: Slo { ttft_p95: ms(1000), output_tokens_per_second_min: 30.0 },
+            headers: &[("X-Team", "sre"), ("X-Env", "prod")],
+        },
+        Case {
+            defaults: "defaults: {temperature: 0.5, slo: {ttft_p95: 1s}, headers: {X-Team: sre, X-Env: prod}}",
+            target: "    temperature: 0\n    slo: {output_tokens_per_second_min: 12.5}\n    headers: {x-team: ml, X-Route: a}\n",
+            temperature: Some(0.0),
+            slo: Slo { ttft_p95: ms(1000), output_tokens_per_second_min: 12.5 },
+            // Target wins, case-insensitively, and keeps the defaults' order.
+            headers: &[("x-team", "ml"), ("X-Env", "prod"), ("X-Route", "a")],
+        },
+        Case {
+            defaults: "",
+            target: "    slo: {ttft_p95: 250ms, output_tokens_per_second_min: 50}\n",
+            temperature: None,
+            slo: Slo { ttft_p95: ms(250), output_tokens_per_second_min: 50.0 },
+            headers: &[],
+        },
+    ];
+    for c in cases {
+        let t = one_target(c.defaults, c.target);
+        assert_eq!(
+            t.temperature, c.temperature,
+            "{} / {}",
+            c.defaults, c.target
+        );
+        assert_eq!(t.slo, c.slo, "{} / {}", c.defaults, c.target);
+        let headers: Vec<(&str, &str)> = t
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(headers, c.headers, "{} / {}", c.defaults, c.target);
+    }
+}
+
+#[test]
+fn scenario_fields_and_target_merges() {
+    let t = one_target(
+        "defaults: {temperature: 0.1}",
+        "    extra_body: {top_p: 1, stop: [x]}\n    scenarios: [b, a]\n",
+    );
+    let names: Vec<&str> = t.scenarios.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["b", "a"], "resolved in the order listed");
+    let (b, a) = (&t.scenarios[0], &t.scenarios[1]);
+    assert_eq!(a.prefix_cache, PrefixCache::Cold, "cold is the default");
+    assert_eq!(b.prefix_cache, PrefixCache::Warm);
+    assert_eq!(a.max_tokens, 8);
+    assert_eq!(t.temperature_for(a), Some(0.1), "target's (from defaults)");
+    assert_eq!(t.temperature_for(b), Some(0.7), "scenario wins");
+    assert_eq!(
+        serde_json::Value::Object(t.extra_body_for(b)),
+        serde_json::json!({"top_p": 0.5, "stop": ["x"], "seed": 1}),
+        "scenario wins over target"
+    );
+    assert_eq!(t.protocol, Protocol::OpenAiChat);
+    assert_eq!(t.protocol.as_str(), "openai-chat");
+    // Without a list, every scenario in file order.
+    let all = one_target("", "");
+    let names: Vec<&str> = all.scenarios.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert!(all.api_key.is_none() && all.api_key_source.is_none());
+}
+
+#[test]
+fn targets_share_scenario_arcs() {
+    let text = format!(
+        "{SCENARIOS}targets:\n  - {{name: x, protocol: openai-chat, base_url: 'http://h/v1', model: m}}\n  - {{name: y, protocol: openai-chat, base_url: 'https://h/v1', model: m, scenarios: [a]}}\n"
+    );
+    let cfg = parse(&text).unwrap();
+    assert!(Arc::ptr_eq(&cfg.scenarios[0], &cfg.targets[0].scenarios[0]));
+    assert!(Arc::ptr_eq(&cfg.scenarios[0], &cfg.targets[1].scenarios[0]));
+}
+
+// ---- the shipped example --------------------------------------------------------
+
+#[test]
+fn example_config_loads_cleanly() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/probes.example.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let cfg = config::parse(&text, "probes.example.yaml", &env).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = cfg.scenarios.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "chat_short",
+            "code_completion",
+            "summarize_long",
+            "long_generation"
+        ]
+    );
+    assert!(cfg.targets.len() >= 2);
+    for t in &cfg.targets {
+        assert!(!t.scenarios.is_empty(), "{} has no scenarios", t.name);
+        assert!(t.timeout <= t.interval);
+    }
+    let by_name = |n: &str| cfg.scenarios.iter().find(|s| s.name == n).unwrap();
+    assert_eq!(by_name("chat_short").max_tokens, 64);
+    assert_eq!(by_name("long_generation").max_tokens, 512);
+    let long_words: usize = by_name("summarize_long")
+        .messages
+        .iter()
+        .map(|m| m.content.split_whitespace().count())
+        .sum();
+    assert!(
+        (1_300..=2_000).contains(&long_words),
+        "summarize_long has {long_words} words"
+    );
+    let smol = cfg
+        .targets
+        .iter()
+        .find(|t| t.model == "smollm2-135m-instruct")
+        .unwrap();
+    assert_eq!(smol.base_url.as_str(), "http://127.0.0.1:18080/v1");
+    let vllm = &cfg.targets[0];
+    assert_eq!(vllm.api_key.as_ref().map(|k| k.expose()), Some(SECRET));
+    assert_eq!(vllm.api_key_source.as_deref(), Some("env LOCAL_VLLM_KEY"));
+}
+
+// ---- secrets --------------------------------------------------------------------
+
+#[test]
+fn secret_never_appears_in_debug_summary_or_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("key");
+    std::fs::write(&key_file, SECRET).unwrap();
+    let text = format!(
+        "{SCENARIOS}targets:
+  - name: from-env
+    protocol: openai-chat
+    base_url: http://127.0.0.1:8000/v1
+    model: m
+    api_key_env: LOCAL_VLLM_KEY
+    headers: {{X-Api-Key: {SECRET}, X-Team: sre}}
+  - name: from-file
+    protocol: openai-chat
+    base_url: http://127.0.0.1:8000/v1
+    model: m
+    api_key_file: {}
+",
+        key_file.display()
+    );
+    let cfg = parse(&text).unwrap();
+    assert_eq!(cfg.targets[0].api_key.as_ref().unwrap().expose(), SECRET);
+    assert_eq!(cfg.targets[1].api_key.as_ref().unwrap().expose(), SECRET);
+    let mut outputs = vec![format!("{cfg:?}"), format!("{cfg:#?}")];
+    for t in &cfg.targets {
+        outputs.push(format!("{t:?}"));
+        outputs.push(t.summary());
+        let key = t.api_key.as_ref().unwrap();
+        outputs.push(format!("{key} {key:?}"));
+    }
+    assert!(outputs[2].contains("\"X-Team\", \"sre\""), "{}", outputs[2]);
+    assert_eq!(
+        cfg.targets[0].summary(),
+        "from-env: openai-chat http://127.0.0.1:8000/v1 model=m interval=15s timeout=10s scenarios=[a, b] api_key=env LOCAL_VLLM_KEY"
+    );
+
+    // Errors around keys: both sources, an invalid key value, a bad header value,
+    // and credentials in base_url. None may echo the secret.
+    let bad = format!(
+        "{SCENARIOS}targets:
+  - {{name: both, protocol: openai-chat, base_url: 'http://h/v1', model: m, api_key_env: LOCAL_VLLM_KEY, api_key_file: {kf}}}
+  - {{name: ctl, protocol: openai-chat, base_url: 'http://h/v1', model: m, api_key_env: NEWLINE_KEY}}
+  - {{name: hdr, protocol: openai-chat, base_url: 'http://h/v1', model: m, headers: {{Authorization: \"Bearer {SECRET}\\n\"}}}}
+  - {{name: url, protocol: openai-chat, base_url: 'https://u:{SECRET}@h/v1', model: m}}
+  - {{name: auth, protocol: openai-chat, base_url: 'http://h/v1', model: m, api_key_env: LOCAL_VLLM_KEY, headers: {{Authorization: x}}}}
+",
+        kf = key_file.display()
+    );
+    let env_with_newline = |n: &str| match n {
+        "NEWLINE_KEY" => Some(format!("{SECRET}\nx")),
+        other => env(other),
+    };
+    let err = config::parse(&bad, "bad.yaml", &env_with_newline).unwrap_err();
+    assert_eq!(err.problems.len(), 5, "{err}");
+    outputs.push(err.to_string());
+    outputs.push(format!("{err:?}"));
+
+    for out in &outputs {
+        assert!(!out.contains(SECRET), "secret leaked in: {out}");
+        assert!(!out.contains("UNIQUE-9f3b"), "secret leaked in: {out}");
+    }
+    assert!(outputs.iter().any(|o| o.contains("<redacted>")));
+}
