@@ -11,22 +11,44 @@ use llm_probe::probe::Prober;
 use llm_probe::simulate::{Script, Simulator};
 
 fn script() -> Script {
-    Script { ttft: Duration::from_millis(200), itl: Duration::from_millis(20), tokens: 50, ..Script::default() }
+    Script {
+        ttft: Duration::from_millis(200),
+        itl: Duration::from_millis(20),
+        tokens: 50,
+        ..Script::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measured_numbers_match_the_script() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script()).await.unwrap();
-    let cfg = common::parse(&common::yaml(&sim.base_url(), "1s", &common::scenario("chat", 64), ""));
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script())
+        .await
+        .unwrap();
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "5s",
+        &common::scenario("chat", 64),
+        "",
+    ));
     let target = cfg.targets[0].clone();
     let prober = Prober::new(target.clone()).unwrap();
     for round in 0..3 {
         let o = prober.probe(&target.scenarios[0]).await;
-        let m = o.result.as_ref().unwrap_or_else(|f| panic!("probe failed: {f}"));
+        let m = o
+            .result
+            .as_ref()
+            .unwrap_or_else(|f| panic!("probe failed: {f}"));
         let ttft_err = m.ttft.as_secs_f64() - 0.200;
-        assert!((0.0..=0.005).contains(&ttft_err), "round {round}: TTFT {:?} not within 5 ms of 200 ms", m.ttft);
+        assert!(
+            (0.0..=0.005).contains(&ttft_err),
+            "round {round}: TTFT {:?} not within 5 ms of 200 ms",
+            m.ttft
+        );
         let tpot = m.tpot.expect("TPOT with 50 tokens");
-        assert!((tpot.as_secs_f64() - 0.020).abs() <= 0.001, "round {round}: TPOT {tpot:?} not within 1 ms of 20 ms");
+        assert!(
+            (tpot.as_secs_f64() - 0.020).abs() <= 0.001,
+            "round {round}: TPOT {tpot:?} not within 1 ms of 20 ms"
+        );
         assert_eq!(m.output_tokens, 50);
         assert_eq!(m.token_count_source, TokenCountSource::Usage);
         assert_eq!(m.token_events, 50);
@@ -34,14 +56,25 @@ async fn measured_numbers_match_the_script() {
         assert_eq!(m.time_to_first_output_token, Some(m.ttft));
         // E2E ≈ TTFT + N / speed (the seed's rule of thumb), within one token time.
         let rule = m.ttft.as_secs_f64() + 50.0 / m.output_tokens_per_second.unwrap();
-        assert!((m.e2e.as_secs_f64() - rule).abs() < 0.020, "E2E {:?} vs rule {rule}", m.e2e);
+        assert!(
+            (m.e2e.as_secs_f64() - rule).abs() < 0.020,
+            "E2E {:?} vs rule {rule}",
+            m.e2e
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exported_histograms_agree_with_observations() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script()).await.unwrap();
-    let cfg = common::parse(&common::yaml(&sim.base_url(), "1500ms", &common::scenario("chat", 64), ""));
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script())
+        .await
+        .unwrap();
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "1500ms",
+        &common::scenario("chat", 64),
+        "",
+    ));
     let daemon = common::daemon(cfg).await;
     let mut rx = daemon.subscribe();
     let seen = common::outcomes(&mut rx, 3, Duration::from_secs(30)).await;
@@ -49,29 +82,59 @@ async fn exported_histograms_agree_with_observations() {
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
     daemon.stop().await;
 
-    let l = [("target", "sim"), ("scenario", "chat"), ("model", "sim-model")];
-    let ms: Vec<_> = seen.iter().map(|o| o.result.as_ref().expect("success").clone()).collect();
+    let l = [
+        ("target", "sim"),
+        ("scenario", "chat"),
+        ("model", "sim-model"),
+    ];
+    let ms: Vec<_> = seen
+        .iter()
+        .map(|o| o.result.as_ref().expect("success").clone())
+        .collect();
     let count = common::sample(&text, "llm_probe_time_to_first_token_seconds_count", &l).unwrap();
     let sum = common::sample(&text, "llm_probe_time_to_first_token_seconds_sum", &l).unwrap();
     assert_eq!(count, 3.0);
     let observed: f64 = ms.iter().map(|m| m.ttft.as_secs_f64()).sum();
-    assert!((sum - observed).abs() < 1e-9, "sum {sum} vs observed {observed}");
+    assert!(
+        (sum - observed).abs() < 1e-9,
+        "sum {sum} vs observed {observed}"
+    );
 
-    let itl_count = common::sample(&text, "llm_probe_inter_token_latency_seconds_count", &l).unwrap();
+    let itl_count =
+        common::sample(&text, "llm_probe_inter_token_latency_seconds_count", &l).unwrap();
     assert_eq!(itl_count, 3.0 * 49.0);
     let tps_sum = common::sample(&text, "llm_probe_output_tokens_per_second_sum", &l).unwrap();
     let tps_obs: f64 = ms.iter().map(|m| m.output_tokens_per_second.unwrap()).sum();
     assert!((tps_sum - tps_obs).abs() < 1e-6);
-    assert_eq!(common::sample(&text, "llm_probe_output_tokens_total", &l), Some(150.0));
-    assert_eq!(common::sample(&text, "llm_probe_probes_total", &l), Some(3.0));
-    assert_eq!(common::sample(&text, "llm_probe_last_probe_success", &l), Some(1.0));
     assert_eq!(
-        common::sample(&text, "llm_probe_probe_failures_total", &[("target", "sim"), ("reason", "timeout")]),
+        common::sample(&text, "llm_probe_output_tokens_total", &l),
+        Some(150.0)
+    );
+    assert_eq!(
+        common::sample(&text, "llm_probe_probes_total", &l),
+        Some(3.0)
+    );
+    assert_eq!(
+        common::sample(&text, "llm_probe_last_probe_success", &l),
+        Some(1.0)
+    );
+    assert_eq!(
+        common::sample(
+            &text,
+            "llm_probe_probe_failures_total",
+            &[("target", "sim"), ("reason", "timeout")]
+        ),
         Some(0.0),
         "failure series exist at zero before any failure"
     );
     // Every TTFT (≈ 200 ms) is ≤ 0.3 s, the SLO boundary, and > 0.2.
-    let le = |b: &str| common::sample(&text, "llm_probe_time_to_first_token_seconds_bucket", &[("scenario", "chat"), ("le", b)]);
+    let le = |b: &str| {
+        common::sample(
+            &text,
+            "llm_probe_time_to_first_token_seconds_bucket",
+            &[("scenario", "chat"), ("le", b)],
+        )
+    };
     assert_eq!(le("0.3"), Some(3.0));
     assert_eq!(le("0.2"), Some(0.0));
 }

@@ -10,18 +10,27 @@ use llm_probe::probe::Prober;
 use llm_probe::simulate::{Fault, Script, Simulator};
 
 fn quick(fault: Fault) -> Script {
-    Script { ttft: Duration::from_millis(30), itl: Duration::from_millis(3), tokens: 20, fault, ..Script::default() }
+    Script {
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(3),
+        tokens: 20,
+        fault,
+        ..Script::default()
+    }
 }
 
 async fn probe_url(base_url: &str, timeout: &str) -> ProbeOutcome {
-    let yaml = common::yaml(base_url, "10s", &common::scenario("chat", 64), "").replace("timeout: 5s", &format!("timeout: {timeout}"));
+    let extra = format!("    timeout: {timeout}\n");
+    let yaml = common::yaml(base_url, "10s", &common::scenario("chat", 64), &extra);
     let cfg = common::parse(&yaml);
     let t = cfg.targets[0].clone();
     Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
 }
 
 async fn probe(script: Script) -> ProbeOutcome {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script).await.unwrap();
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
+        .await
+        .unwrap();
     probe_url(&sim.base_url(), "2s").await
 }
 
@@ -33,9 +42,16 @@ fn reason(o: &ProbeOutcome) -> Option<FailureReason> {
 async fn clean_stream_succeeds_without_anomalies() {
     let o = probe(quick(Fault::None)).await;
     assert!(o.is_success(), "{:?}", o.result);
-    assert!(o.observations.anomalies.is_empty(), "{:?}", o.observations.anomalies);
+    assert!(
+        o.observations.anomalies.is_empty(),
+        "{:?}",
+        o.observations.anomalies
+    );
     assert_eq!(o.observations.http_status, Some(200));
-    assert_eq!(o.observations.identity.server_header.as_deref(), Some("llm-probe-simulator"));
+    assert_eq!(
+        o.observations.identity.server_header.as_deref(),
+        Some("llm-probe-simulator")
+    );
 }
 
 #[tokio::test]
@@ -43,7 +59,11 @@ async fn error_after_tokens_is_stream_error_not_a_fast_success() {
     let o = probe(quick(Fault::ErrorAfterTokens)).await;
     assert_eq!(reason(&o), Some(FailureReason::StreamError));
     assert_eq!(o.observations.timeline.token_events.len(), 3);
-    assert!(o.result.unwrap_err().detail.contains("simulated error after tokens"));
+    assert!(o
+        .result
+        .unwrap_err()
+        .detail
+        .contains("simulated error after tokens"));
 }
 
 #[tokio::test]
@@ -55,7 +75,10 @@ async fn error_only_200_is_stream_error() {
 
 #[tokio::test]
 async fn done_only_is_empty_stream() {
-    assert_eq!(reason(&probe(quick(Fault::DoneOnly)).await), Some(FailureReason::EmptyStream));
+    assert_eq!(
+        reason(&probe(quick(Fault::DoneOnly)).await),
+        Some(FailureReason::EmptyStream)
+    );
 }
 
 #[tokio::test]
@@ -63,12 +86,18 @@ async fn http_500_keeps_status_and_body_excerpt() {
     let o = probe(quick(Fault::Http500)).await;
     assert_eq!(reason(&o), Some(FailureReason::HttpStatus));
     assert_eq!(o.observations.http_status, Some(500));
-    assert!(o.result.unwrap_err().detail.contains("simulated internal error"));
+    assert!(o
+        .result
+        .unwrap_err()
+        .detail
+        .contains("simulated internal error"));
 }
 
 #[tokio::test]
 async fn http_429_is_not_retried() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Http429)).await.unwrap();
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Http429))
+        .await
+        .unwrap();
     let o = probe_url(&sim.base_url(), "2s").await;
     assert_eq!(reason(&o), Some(FailureReason::HttpStatus));
     assert_eq!(o.observations.http_status, Some(429));
@@ -79,17 +108,25 @@ async fn http_429_is_not_retried() {
 async fn missing_usage_counts_events_and_says_so() {
     let o = probe(quick(Fault::NoUsage)).await;
     let m = o.result.as_ref().unwrap();
-    assert_eq!((m.output_tokens, m.token_count_source), (20, TokenCountSource::Events));
+    assert_eq!(
+        (m.output_tokens, m.token_count_source),
+        (20, TokenCountSource::Events)
+    );
     assert_eq!(o.observations.anomalies, vec![Anomaly::MissingUsage]);
 }
 
 #[tokio::test]
 async fn stall_mid_stream_times_out_at_the_deadline() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Stall)).await.unwrap();
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Stall))
+        .await
+        .unwrap();
     let t = std::time::Instant::now();
     let o = probe_url(&sim.base_url(), "500ms").await;
     assert_eq!(reason(&o), Some(FailureReason::Timeout));
-    assert!(t.elapsed() < Duration::from_secs(2), "the deadline bounds the probe");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "the deadline bounds the probe: {:?} {:?}", t.elapsed(), o.result
+    );
     assert_eq!(o.observations.timeline.token_events.len(), 3);
 }
 
@@ -104,7 +141,10 @@ async fn collapsed_stream_is_flagged() {
     let o = probe(quick(Fault::Collapsed)).await;
     let m = o.result.as_ref().unwrap();
     assert!(o.observations.anomalies.contains(&Anomaly::CollapsedStream));
-    assert!(m.e2e - m.ttft < Duration::from_millis(10), "TTFT ≈ E2E when buffered");
+    assert!(
+        m.e2e - m.ttft < Duration::from_millis(10),
+        "TTFT ≈ E2E when buffered"
+    );
 }
 
 #[tokio::test]
@@ -116,16 +156,27 @@ async fn no_terminator_after_finish_is_success_with_anomaly() {
 
 #[tokio::test]
 async fn keepalive_comments_are_not_tokens() {
-    let script = Script { ttft: Duration::from_millis(100), ..quick(Fault::Keepalive) };
+    let script = Script {
+        ttft: Duration::from_millis(100),
+        ..quick(Fault::Keepalive)
+    };
     let o = probe(script).await;
     let m = o.result.as_ref().unwrap();
-    assert!(m.ttft >= Duration::from_millis(100), "comments are not the first token: {:?}", m.ttft);
+    assert!(
+        m.ttft >= Duration::from_millis(100),
+        "comments are not the first token: {:?}",
+        m.ttft
+    );
     assert_eq!(m.output_tokens, 20);
 }
 
 #[tokio::test]
 async fn multi_token_events_use_the_server_count() {
-    let script = Script { tokens_per_event: 4, itl: Duration::from_millis(10), ..quick(Fault::None) };
+    let script = Script {
+        tokens_per_event: 4,
+        itl: Duration::from_millis(10),
+        ..quick(Fault::None)
+    };
     let o = probe(script).await;
     let m = o.result.as_ref().unwrap();
     assert_eq!((m.output_tokens, m.token_events), (20, 5));
@@ -137,12 +188,19 @@ async fn multi_token_events_use_the_server_count() {
 
 #[tokio::test]
 async fn reasoning_tokens_start_ttft_and_delay_first_output() {
-    let script = Script { reasoning_tokens: 5, itl: Duration::from_millis(10), ..quick(Fault::None) };
+    let script = Script {
+        reasoning_tokens: 5,
+        itl: Duration::from_millis(10),
+        ..quick(Fault::None)
+    };
     let o = probe(script).await;
     let m = o.result.as_ref().unwrap();
     let ttfo = m.time_to_first_output_token.unwrap();
     let gap = (ttfo - m.ttft).as_secs_f64();
-    assert!((gap - 0.050).abs() < 0.005, "first output token 5 events after the first token: {gap}");
+    assert!(
+        (gap - 0.050).abs() < 0.005,
+        "first output token 5 events after the first token: {gap}"
+    );
     assert!(m.ttft < Duration::from_millis(40));
 }
 
@@ -163,7 +221,9 @@ async fn unresolvable_host_is_dns() {
 
 #[tokio::test]
 async fn request_carries_streaming_options_and_a_cold_cache_nonce() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::None)).await.unwrap();
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::None))
+        .await
+        .unwrap();
     probe_url(&sim.base_url(), "2s").await;
     probe_url(&sim.base_url(), "2s").await;
     let r = sim.received();
@@ -175,6 +235,9 @@ async fn request_carries_streaming_options_and_a_cold_cache_nonce() {
     assert_eq!(r[0].body["max_tokens"], 64);
     let p0 = r[0].body["messages"][0]["content"].as_str().unwrap();
     let p1 = r[1].body["messages"][0]["content"].as_str().unwrap();
-    assert!(p0.starts_with("[probe ") && p0.ends_with("Say something."), "{p0}");
+    assert!(
+        p0.starts_with("[probe ") && p0.ends_with("Say something."),
+        "{p0}"
+    );
     assert_ne!(p0, p1, "a cold-cache prompt is unique per probe");
 }

@@ -83,8 +83,6 @@ pub(crate) fn common_headers(target: &Target) -> Vec<(String, String)> {
 /// Merges the target's then the scenario's `extra_body` into `body` (scenario wins).
 pub(crate) fn merge_extra_body(body: &mut serde_json::Value, target: &Target, scenario: &Scenario) {
     if let Some(obj) = body.as_object_mut() {
-        for (k, v) in target.extra_body.iter().chain(scenario.extra_body.iter()) {
-            obj.insert(k.clone(), v.clone());
-        }
+        obj.extend(target.extra_body_for(scenario));
     }
 }

@@ -30,7 +30,7 @@ pub(super) fn build_request(
         "stream": true,
         "stream_options": { "include_usage": true },
     });
-    if let Some(t) = scenario.temperature.or(target.temperature) {
+    if let Some(t) = target.temperature_for(scenario) {
         body["temperature"] = json!(t);
     }
     super::merge_extra_body(&mut body, target, scenario);

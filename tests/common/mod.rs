@@ -14,7 +14,7 @@ use llm_probe::measure::ProbeOutcome;
 /// and extra target keys.
 pub fn yaml(base_url: &str, interval: &str, scenarios: &str, target_extra: &str) -> String {
     format!(
-        "defaults:\n  interval: {interval}\n  timeout: 5s\nscenarios:\n{scenarios}\ntargets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {base_url}\n    model: sim-model\n{target_extra}"
+        "defaults:\n  interval: {interval}\nscenarios:\n{scenarios}\ntargets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {base_url}\n    model: sim-model\n{target_extra}"
     )
 }
 
@@ -25,12 +25,15 @@ pub fn scenario(name: &str, max_tokens: u32) -> String {
 
 /// Parses `text` with no environment variables.
 pub fn parse(text: &str) -> Config {
-    config::parse(text, "<test>", &|_| None).unwrap_or_else(|e| panic!("test config should load:\n{e}\n---\n{text}"))
+    config::parse(text, "<test>", &|_| None)
+        .unwrap_or_else(|e| panic!("test config should load:\n{e}\n---\n{text}"))
 }
 
 /// Starts a daemon on a free loopback port.
 pub async fn daemon(cfg: Config) -> Daemon {
-    Daemon::start(cfg, "127.0.0.1:0".parse().unwrap()).await.expect("daemon starts")
+    Daemon::start(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("daemon starts")
 }
 
 /// Waits for `n` outcomes from `rx` (at most `limit`).
@@ -60,25 +63,35 @@ pub async fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (u16, St
     }
     let resp = req.send().await.expect("GET succeeds");
     let status = resp.status().as_u16();
-    let ct = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
     (status, ct, resp.text().await.unwrap())
 }
 
 /// The value of the sample `name{labels…}` in a text exposition, where every `k="v"` in
 /// `labels` must appear in the sample's label set.
 pub fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    exposition.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
-        let (series, value) = line.rsplit_once(' ')?;
-        let (metric, rest) = match series.find('{') {
-            Some(i) => (&series[..i], &series[i..]),
-            None => (series, ""),
-        };
-        if metric != name {
-            return None;
-        }
-        if !labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))) {
-            return None;
-        }
-        value.parse().ok()
-    })
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, rest) = match series.find('{') {
+                Some(i) => (&series[..i], &series[i..]),
+                None => (series, ""),
+            };
+            if metric != name {
+                return None;
+            }
+            if !labels
+                .iter()
+                .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
+            {
+                return None;
+            }
+            value.parse().ok()
+        })
 }
