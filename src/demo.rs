@@ -15,8 +15,8 @@ use crate::simulate::{Script, Simulator};
 /// The demo's probes file; `{BASE_URL}` is replaced by the simulator's address.
 pub const DEMO_CONFIG: &str = r#"
 defaults:
-  interval: 2s
-  timeout: 10s
+  interval: 3s
+  timeout: 3s
 scenarios:
   - name: chat_short
     messages: [{role: user, content: "Explain time to first token in one sentence."}]
@@ -61,7 +61,7 @@ pub async fn run(
     );
     println!("  metrics             http://{}/metrics", daemon.addr);
     println!(
-        "  probing every 2 s; a summary every {}; Ctrl-C to stop",
+        "  probing every 3 s; a summary every {}; Ctrl-C to stop",
         humantime::format_duration(every)
     );
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);

@@ -125,7 +125,9 @@ async fn stall_mid_stream_times_out_at_the_deadline() {
     assert_eq!(reason(&o), Some(FailureReason::Timeout));
     assert!(
         t.elapsed() < Duration::from_secs(2),
-        "the deadline bounds the probe: {:?} {:?}", t.elapsed(), o.result
+        "the deadline bounds the probe: {:?} {:?}",
+        t.elapsed(),
+        o.result
     );
     assert_eq!(o.observations.timeline.token_events.len(), 3);
 }

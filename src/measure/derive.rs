@@ -113,7 +113,8 @@ pub const COLLAPSE_MIN_EVENTS: usize = 8;
 /// Anomalies that follow from the numbers rather than from single events: a collapsed stream
 /// (at least [`COLLAPSE_MIN_EVENTS`] events and 90 % of them within [`COLLAPSE_WINDOW`] of the
 /// last one: a buffering proxy, TTFT ≈ E2E), multi-token events (the server counted more tokens
-/// than events), and missing usage (N had to be counted from events).
+/// than events, beyond the one end-of-sequence token that carries no text), and missing usage
+/// (N had to be counted from events).
 pub fn derived_anomalies(obs: &Observations, m: &Measurement) -> Vec<Anomaly> {
     let mut out = Vec::new();
     let events = &obs.timeline.token_events;
@@ -361,5 +362,10 @@ mod tests {
         let o = obs(&toks, 300, None);
         let m = measure(&o).unwrap();
         assert_eq!(derived_anomalies(&o, &m), vec![Anomaly::MissingUsage]);
+
+        // Usage one above events: the end-of-sequence token, not multi-token events.
+        let o = obs(&toks, 300, Some(11));
+        let m = measure(&o).unwrap();
+        assert_eq!(derived_anomalies(&o, &m), vec![]);
     }
 }

@@ -8,8 +8,12 @@ use crate::config::Target;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Builds the `reqwest` client for `target`: no retries of any kind (a retry would hide a
-/// failure and fold back-off into latency), no redirects, `TCP_NODELAY`, connections kept for
-/// reuse between probes, proxies from the environment (`HTTPS_PROXY`, `NO_PROXY`, …).
+/// failure and fold back-off into latency), no redirects, `TCP_NODELAY`, proxies from the
+/// environment (`HTTPS_PROXY`, `NO_PROXY`, …), and a fresh connection for every probe, as
+/// blackbox_exporter does: servers close idle keep-alive connections after a few seconds
+/// (uvicorn and llama.cpp after 5 s, llama.cpp right after a stream), so a pooled connection
+/// is usually dead by the next probe, and reusing one races the server's close and fails a
+/// probe for nothing. TTFT therefore includes connection setup (TCP, and TLS for https).
 ///
 /// Errors: the TLS backend cannot be initialised.
 pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
@@ -19,6 +23,6 @@ pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> 
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT.min(target.timeout))
         .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(0)
         .build()
 }
