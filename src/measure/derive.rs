@@ -125,7 +125,11 @@ pub fn derived_anomalies(obs: &Observations, m: &Measurement) -> Vec<Anomaly> {
             out.push(Anomaly::CollapsedStream);
         }
     }
-    if m.token_count_source != TokenCountSource::Events && m.output_tokens > m.token_events as u64 {
+    // One token more than events is the end-of-sequence token: servers count it, none streams
+    // text for it (llama.cpp on `finish_reason: "stop"`).
+    if m.token_count_source != TokenCountSource::Events
+        && m.output_tokens > m.token_events as u64 + 1
+    {
         out.push(Anomaly::MultiTokenEvents);
     }
     if m.token_count_source == TokenCountSource::Events {
