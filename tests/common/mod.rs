@@ -95,3 +95,49 @@ pub fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f
             value.parse().ok()
         })
 }
+
+/// The path of a tool on PATH, or a panic that says how to install it: a real component is
+/// never skipped silently.
+pub fn require_tool(name: &str, install: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("`{name}` is not installed; this test needs the real thing: {install} (scripts/test.sh installs it)"))
+}
+
+/// A loopback port that was free a moment ago, for programs (Prometheus) that need a port on
+/// their command line rather than binding port 0 themselves.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `../shared` beside the repository (override with `LLM_PROBE_SHARED`).
+pub fn shared_dir() -> std::path::PathBuf {
+    std::env::var_os("LLM_PROBE_SHARED")
+        .map(Into::into)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends SIGINT to a child (a user's Ctrl-C).
+pub fn interrupt(child: &std::process::Child) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
