@@ -1,0 +1,147 @@
+//! A real Prometheus (the Debian package, on loopback with a temporary data dir) scrapes the
+//! daemon, and `histogram_quantile(0.95, …)` over the TTFT series returns a number; `promtool
+//! check metrics` passes on the text exposition.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use llm_probe::simulate::{Script, Simulator};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_accepts_the_text_exposition() {
+    let promtool = common::require_tool("promtool", "apt-get install prometheus");
+    let sim = Simulator::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Script {
+            tokens: 5,
+            ttft: Duration::from_millis(10),
+            ..Script::default()
+        },
+    )
+    .await
+    .unwrap();
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "1s",
+        &common::scenario("chat", 8),
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let mut rx = d.subscribe();
+    common::outcomes(&mut rx, 1, Duration::from_secs(10)).await;
+    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    d.stop().await;
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("llm_probe_time_to_first_token_seconds_bucket"),
+        "the check saw real series"
+    );
+}
+
+/// Queries Prometheus' HTTP API; returns the `data.result` array.
+async fn query(port: u16, promql: &str) -> Vec<serde_json::Value> {
+    let url = format!("http://127.0.0.1:{port}/api/v1/query");
+    let Ok(resp) = reqwest::Client::new()
+        .get(url)
+        .query(&[("query", promql)])
+        .send()
+        .await
+    else {
+        return vec![];
+    };
+    let Ok(v) = resp.json::<serde_json::Value>().await else {
+        return vec![];
+    };
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_prometheus_scrapes_and_computes_p95_ttft() {
+    let prometheus = common::require_tool("prometheus", "apt-get install prometheus");
+    let script = Script {
+        ttft: Duration::from_millis(250),
+        itl: Duration::from_millis(5),
+        tokens: 10,
+        ..Script::default()
+    };
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
+        .await
+        .unwrap();
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "500ms",
+        &common::scenario("chat", 16),
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let prom_cfg = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &prom_cfg,
+        format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n      - targets: ['{}']\n", d.addr),
+    )
+    .unwrap();
+    let port = common::free_port();
+    let _prom = common::ChildGuard(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", prom_cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    let q = "histogram_quantile(0.95, sum by (le, target, scenario) (rate(llm_probe_time_to_first_token_seconds_bucket[1m])))";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let p95 = loop {
+        let r = query(port, q).await;
+        let v = r
+            .first()
+            .and_then(|s| s["value"][1].as_str())
+            .and_then(|s| s.parse::<f64>().ok());
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            break v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Prometheus never returned a P95; last result {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // Every TTFT is ≈ 250 ms, inside the (0.25, 0.3] bucket: the estimate lies in that bucket.
+    assert!((0.25..=0.3).contains(&p95), "P95 TTFT {p95}");
+    let up = query(port, "up{job=\"llm-probe\"}").await;
+    assert_eq!(up[0]["value"][1], "1");
+    // The exact-bucket SLI at the 0.3 s boundary: every probe was within the SLO.
+    let ratio = query(port, "sum(rate(llm_probe_time_to_first_token_seconds_bucket{le=~\"0.3(0*)?\"}[1m])) / sum(rate(llm_probe_time_to_first_token_seconds_count[1m]))").await;
+    assert_eq!(ratio[0]["value"][1], "1", "{ratio:?}");
+    d.stop().await;
+}
