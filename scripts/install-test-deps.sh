@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs and starts what the test suite needs besides cargo, idempotently:
+#   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
+#   - the real inference server from ../shared/real-llm (llama.cpp + SmolLM2-135M, built once
+#     and cached in ~/.cache/llm-probe-real-llm: the first build takes about ten minutes),
+#     started on 127.0.0.1:18080.
+# Needs root (or sudo) for apt-get when Prometheus is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SHARED=${LLM_PROBE_SHARED:-../shared}
+
+say() { echo "install-test-deps: $*" >&2; }
+
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  say "installing Prometheus (apt-get install prometheus)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  # The package may start a system service; the tests run their own instance on a free port.
+  $SUDO pkill -x prometheus 2>/dev/null || true
+fi
+say "$(prometheus --version 2>&1 | head -1)"
+
+if [ ! -x "$SHARED/real-llm/llama-server.sh" ] && [ ! -f "$SHARED/real-llm/llama-server.sh" ]; then
+  say "missing $SHARED/real-llm/llama-server.sh: put the shared folder beside the repository or set LLM_PROBE_SHARED"
+  exit 1
+fi
+say "building (once) and starting the real inference server"
+bash "$SHARED/real-llm/llama-server.sh" start >/dev/null
+say "llama-server is up at http://127.0.0.1:18080/v1"

@@ -1,0 +1,103 @@
+//! The daemon against a real inference server: llama.cpp's `llama-server` with
+//! SmolLM2-135M-Instruct from `../shared/real-llm/` (started here if it is not running; the
+//! first build takes about ten minutes and is cached). Three probe rounds of two scenarios;
+//! every probe succeeds, N from usage equals the server's own `timings.predicted_n`, and the
+//! client's TTFT is at least the server's own prompt time `timings.prompt_ms`.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use llm_probe::measure::TokenCountSource;
+
+/// Starts (or finds) the real server; returns its OpenAI-compatible base URL.
+fn real_server() -> String {
+    let script = common::shared_dir().join("real-llm/llama-server.sh");
+    assert!(script.is_file(), "{} is missing: the real-server test needs ../shared beside the repository (or LLM_PROBE_SHARED)", script.display());
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("start")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "llama-server did not start:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_rounds_of_two_scenarios_on_llama_cpp() {
+    let base_url = tokio::task::spawn_blocking(real_server).await.unwrap();
+    let scenarios = "  - name: chat_short\n    messages: [{role: user, content: \"Explain time to first token in one sentence.\"}]\n    max_tokens: 32\n  - name: code_completion\n    messages: [{role: system, content: \"You complete Python code.\"}, {role: user, content: \"def fibonacci(n):\"}]\n    max_tokens: 48\n    temperature: 0\n";
+    let yaml = format!(
+        "defaults:\n  interval: 4s\n  timeout: 4s\nscenarios:\n{scenarios}targets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
+    );
+    let d = common::daemon(common::parse(&yaml)).await;
+    let mut rx = d.subscribe();
+    // Until both scenarios have finished three rounds.
+    let mut outs: Vec<std::sync::Arc<llm_probe::measure::ProbeOutcome>> = Vec::new();
+    while ["chat_short", "code_completion"]
+        .iter()
+        .any(|s| outs.iter().filter(|o| &*o.scenario == *s).count() < 3)
+    {
+        outs.extend(common::outcomes(&mut rx, 1, Duration::from_secs(30)).await);
+    }
+    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    assert!(text.contains("llm_probe_time_to_first_token_seconds_bucket"));
+    let metrics = d.metrics.clone();
+    d.stop().await;
+    // Probes that finished after the last receive are in the metrics too: take them as well.
+    while let Ok(o) = rx.try_recv() {
+        outs.push(o);
+    }
+    let (_, text) = metrics.render(None);
+
+    for o in &outs {
+        let m = o
+            .result
+            .as_ref()
+            .unwrap_or_else(|f| panic!("{}/{}: {f}", o.target, o.scenario));
+        let obs = &o.observations;
+        assert_eq!(
+            m.token_count_source,
+            TokenCountSource::Usage,
+            "llama.cpp reports usage"
+        );
+        let predicted = obs
+            .server_timings
+            .predicted_tokens
+            .expect("llama.cpp sends timings.predicted_n");
+        assert_eq!(
+            m.output_tokens, predicted,
+            "usage.completion_tokens = timings.predicted_n"
+        );
+        let prompt_s = obs
+            .server_timings
+            .prompt_seconds
+            .expect("llama.cpp sends timings.prompt_ms");
+        assert!(
+            m.ttft.as_secs_f64() >= prompt_s,
+            "client TTFT {:?} < server prompt time {prompt_s} s",
+            m.ttft
+        );
+        assert!(m.e2e >= m.ttft);
+        assert!(m.output_tokens >= 1 && m.token_events >= 1);
+        assert_eq!(obs.identity.server_header.as_deref(), Some("llama.cpp"));
+        assert!(obs.usage.prompt_tokens.is_some_and(|n| n > 10));
+    }
+    for scenario in ["chat_short", "code_completion"] {
+        let n = outs.iter().filter(|o| &*o.scenario == scenario).count();
+        assert!(n >= 2, "{scenario}: {n} rounds");
+        let count = common::sample(
+            &text,
+            "llm_probe_time_to_first_token_seconds_count",
+            &[("scenario", scenario)],
+        )
+        .unwrap();
+        assert!(count >= 2.0, "{scenario}: histogram count {count}");
+    }
+    assert_eq!(outs.len(), 6, "three rounds of two scenarios");
+}
