@@ -20,6 +20,7 @@ pub fn init_logging(level: &str, format: LogFormat) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -97,11 +98,12 @@ fn check_config(path: &std::path::Path) -> ExitCode {
     let Some(cfg) = load(path) else {
         return ExitCode::FAILURE;
     };
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     println!(
-        "{}: OK, {} targets, {} scenarios",
+        "{}: OK, {}, {}",
         cfg.source,
-        cfg.targets.len(),
-        cfg.scenarios.len()
+        plural(cfg.targets.len(), "target"),
+        plural(cfg.scenarios.len(), "scenario")
     );
     for t in &cfg.targets {
         println!("  {}", t.summary());
