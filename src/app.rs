@@ -185,9 +185,13 @@ async fn probe_once(
             let outcome = prober.probe(s).await;
             ran += 1;
             failed += usize::from(!outcome.is_success());
-            match output {
-                Output::Json => println!("{}", report::to_json(&outcome)),
-                Output::Text => print!("{}", report::to_text(&outcome)),
+            let text = match output {
+                Output::Json => format!("{}\n", report::to_json(&outcome)),
+                Output::Text => report::to_text(&outcome),
+            };
+            // A closed stdout (`| head`) ends the run quietly instead of panicking.
+            if std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()).is_err() {
+                return ExitCode::FAILURE;
             }
         }
     }
