@@ -37,7 +37,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             config_file,
             listen,
         } => match load(&config_file) {
-            Some(cfg) => serve_until_signal(cfg, listen).await,
+            Some(cfg) => serve_until_signal(cfg, listen, config_file).await,
             None => return ExitCode::FAILURE,
         },
         Command::CheckConfig { config_file } => return check_config(&config_file),
@@ -132,15 +132,46 @@ pub fn shutdown_signal() -> CancellationToken {
     token
 }
 
-async fn serve_until_signal(cfg: Config, listen: std::net::SocketAddr) -> anyhow::Result<()> {
-    let daemon = Daemon::start(cfg, listen).await?;
+async fn serve_until_signal(
+    cfg: Config,
+    listen: std::net::SocketAddr,
+    config_file: std::path::PathBuf,
+) -> anyhow::Result<()> {
+    let daemon = Daemon::start(cfg, listen, Some(config_file)).await?;
     eprintln!(
         "llm-probe: serving metrics on http://{}/metrics",
         daemon.addr
     );
-    shutdown_signal().cancelled().await;
+    let shutdown = shutdown_signal();
+    reload_on_sighup(daemon.reloader(), shutdown.clone());
+    shutdown.cancelled().await;
     daemon.stop().await;
     Ok(())
+}
+
+/// Reloads the configuration on every SIGHUP until `shutdown`.
+fn reload_on_sighup(
+    tx: tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>,
+    shutdown: CancellationToken,
+) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                s = hup.recv() => if s.is_none() { return },
+            }
+            tracing::info!("SIGHUP: reloading the configuration");
+            // The daemon logs the outcome.
+            let _ = crate::daemon::request_reload(&tx).await;
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = (tx, shutdown);
 }
 
 async fn probe_once(

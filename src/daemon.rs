@@ -1,16 +1,22 @@
 //! The daemon: metrics, the HTTP server and one probe task per (target, scenario), started
-//! together and stopped together. `main` and the integration tests both drive it in-process.
+//! together and stopped together, and reloaded by validate-then-swap. `main` and the
+//! integration tests both drive it in-process.
+//!
+//! A supervisor task owns the running set of probe tasks; reload requests (SIGHUP,
+//! `POST /-/reload`, [`Daemon::reload`]) queue up in front of it and are applied one at a time.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::broadcast;
-use tokio::task::JoinSet;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
+use crate::config::{self, Config, Scenario, Target};
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
@@ -21,6 +27,10 @@ use crate::server::{self, ExporterState};
 /// How many recent probes the landing page and the demo keep.
 pub const HISTORY_CAPACITY: usize = 200;
 
+/// A request to reload the configuration file; the reply is a one-line summary or the reason
+/// the new file was rejected (the old configuration keeps running).
+pub type ReloadRequest = oneshot::Sender<Result<String, String>>;
+
 /// A running daemon.
 pub struct Daemon {
     /// Where `/metrics` is served.
@@ -30,8 +40,9 @@ pub struct Daemon {
     /// Its recent probes.
     pub history: Arc<History>,
     outcomes: broadcast::Sender<Arc<ProbeOutcome>>,
+    reload_tx: mpsc::Sender<ReloadRequest>,
     shutdown: CancellationToken,
-    tasks: JoinSet<()>,
+    tasks: TaskTracker,
 }
 
 /// Logs one finished probe: a failure once at warn with target, scenario, reason and status;
@@ -51,60 +62,49 @@ pub fn log_outcome(o: &ProbeOutcome) {
 
 impl Daemon {
     /// Binds `listen`, registers every series, serves `/metrics` and starts probing.
+    /// `config_file` is where reloads read from; without it a reload is refused.
     ///
     /// Errors: the address cannot be bound; a target's HTTP client cannot be built.
-    pub async fn start(config: Config, listen: SocketAddr) -> anyhow::Result<Daemon> {
+    pub async fn start(
+        config: Config,
+        listen: SocketAddr,
+        config_file: Option<PathBuf>,
+    ) -> anyhow::Result<Daemon> {
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
         let metrics = Arc::new(Metrics::new(&slos));
-        metrics.config_loaded(true, SystemTime::now());
         let history = Arc::new(History::new(HISTORY_CAPACITY));
         let listener = server::bind(listen).await?;
         let addr = listener.local_addr()?;
         let shutdown = CancellationToken::new();
         let (outcomes, _) = broadcast::channel(256);
+        let (reload_tx, reload_rx) = mpsc::channel(8);
         let state = Arc::new(ExporterState {
             metrics: metrics.clone(),
             history: history.clone(),
             ready: false.into(),
-            targets: config
-                .targets
-                .iter()
-                .map(|t| t.summary())
-                .collect::<Vec<_>>()
-                .into(),
+            targets: Vec::new().into(),
+            reload: Some(reload_tx.clone()),
         });
-        let mut tasks = JoinSet::new();
+        let tasks = TaskTracker::new();
+        let mut supervisor = Supervisor {
+            metrics: metrics.clone(),
+            history: history.clone(),
+            outcomes: outcomes.clone(),
+            state: state.clone(),
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+            config_file,
+            running: HashMap::new(),
+            probers: HashMap::new(),
+        };
+        supervisor.apply(&config)?;
+        metrics.config_loaded(true, SystemTime::now());
         tasks.spawn(server::serve_exporter(
             listener,
             state.clone(),
             shutdown.clone(),
         ));
-        for target in &config.targets {
-            let prober = Prober::new(target.clone())?;
-            for scenario in &target.scenarios {
-                metrics.register_probe(
-                    &ProbeLabels {
-                        target: target.name.clone(),
-                        model: target.model.clone(),
-                        scenario: scenario.name.clone(),
-                    },
-                    &target.slo,
-                );
-                let (metrics, history, tx) = (metrics.clone(), history.clone(), outcomes.clone());
-                let record = move |o: ProbeOutcome| {
-                    log_outcome(&o);
-                    metrics.observe(&o);
-                    history.push(&o);
-                    let _ = tx.send(Arc::new(o));
-                };
-                tasks.spawn(probe_loop(
-                    prober.clone(),
-                    scenario.clone(),
-                    record,
-                    shutdown.clone(),
-                ));
-            }
-        }
+        tasks.spawn(supervisor.run(reload_rx));
         state.ready.store(true, Ordering::Release);
         tracing::info!(%addr, targets = config.targets.len(), source = %config.source, "llm-probe started");
         Ok(Daemon {
@@ -112,6 +112,7 @@ impl Daemon {
             metrics,
             history,
             outcomes,
+            reload_tx,
             shutdown,
             tasks,
         })
@@ -122,15 +123,221 @@ impl Daemon {
         self.outcomes.subscribe()
     }
 
-    /// A token that stops the daemon when cancelled.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.shutdown.clone()
+    /// A sender for reload requests (SIGHUP handling uses it).
+    pub fn reloader(&self) -> mpsc::Sender<ReloadRequest> {
+        self.reload_tx.clone()
+    }
+
+    /// Reloads the configuration file: validate first; if valid, swap (unchanged pairs keep
+    /// their schedule and series, removed ones lose their series, new ones start); if not,
+    /// keep running the old one and set `llm_probe_config_last_reload_successful` to 0.
+    ///
+    /// Returns a one-line summary, or the reason the file was rejected.
+    pub async fn reload(&self) -> Result<String, String> {
+        request_reload(&self.reload_tx).await
     }
 
     /// Stops probing (in-flight probes are dropped, not observed) and serving, and waits for
     /// every task to end.
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
         self.shutdown.cancel();
-        while self.tasks.join_next().await.is_some() {}
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// Sends a reload request and waits for its result.
+pub async fn request_reload(tx: &mpsc::Sender<ReloadRequest>) -> Result<String, String> {
+    let (reply, rx) = oneshot::channel();
+    tx.send(reply)
+        .await
+        .map_err(|_| "the daemon is shutting down".to_string())?;
+    rx.await
+        .map_err(|_| "the daemon is shutting down".to_string())?
+}
+
+/// (target name, scenario name).
+type PairKey = (String, String);
+
+/// One running (target, scenario) probe task.
+struct Running {
+    target: Arc<Target>,
+    scenario: Arc<Scenario>,
+    stop: CancellationToken,
+}
+
+impl Running {
+    fn labels(&self) -> ProbeLabels {
+        labels(&self.target, &self.scenario)
+    }
+}
+
+fn labels(t: &Target, s: &Scenario) -> ProbeLabels {
+    ProbeLabels {
+        target: t.name.clone(),
+        model: t.model.clone(),
+        scenario: s.name.clone(),
+    }
+}
+
+/// Owns the probe tasks; applies configurations one at a time.
+struct Supervisor {
+    metrics: Arc<Metrics>,
+    history: Arc<History>,
+    outcomes: broadcast::Sender<Arc<ProbeOutcome>>,
+    state: Arc<ExporterState>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    config_file: Option<PathBuf>,
+    running: HashMap<PairKey, Running>,
+    probers: HashMap<String, Prober>,
+}
+
+impl Supervisor {
+    async fn run(mut self, mut requests: mpsc::Receiver<ReloadRequest>) {
+        loop {
+            let reply = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                r = requests.recv() => match r { Some(r) => r, None => return },
+            };
+            let result = self.reload();
+            match &result {
+                Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "configuration reload failed; the previous configuration keeps running")
+                }
+            }
+            self.metrics
+                .config_loaded(result.is_ok(), SystemTime::now());
+            let _ = reply.send(result);
+        }
+    }
+
+    fn reload(&mut self) -> Result<String, String> {
+        let Some(path) = &self.config_file else {
+            return Err(
+                "this daemon was started without a config file, so there is nothing to reload"
+                    .into(),
+            );
+        };
+        let config = config::load(path).map_err(|e| e.to_string())?;
+        self.check_buckets(&config)?;
+        self.apply(&config).map_err(|e| e.to_string())
+    }
+
+    /// SLO thresholds must be bucket boundaries; buckets are fixed when the exporter starts.
+    fn check_buckets(&self, config: &Config) -> Result<(), String> {
+        for t in &config.targets {
+            let ttft = t.slo.ttft_p95.as_secs_f64();
+            if !self.metrics.ttft_boundaries().contains(&ttft) {
+                return Err(format!("target \"{}\": slo.ttft_p95 {} is not a TTFT bucket boundary of the running exporter (buckets are fixed at start so that the SLO line is exact); restart llm-probe to apply it", t.name, humantime::format_duration(t.slo.ttft_p95)));
+            }
+            let tps = t.slo.output_tokens_per_second_min;
+            if !self.metrics.tokens_per_second_boundaries().contains(&tps) {
+                return Err(format!("target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", t.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the running set match `config`. Returns a one-line summary.
+    ///
+    /// Errors: a new target's HTTP client cannot be built (nothing is changed then).
+    fn apply(&mut self, config: &Config) -> anyhow::Result<String> {
+        // Build every prober first, so that a failure changes nothing.
+        let mut probers = HashMap::new();
+        for t in &config.targets {
+            let prober = match self.probers.get(&t.name) {
+                Some(p) if p.target().same_settings(t) => p.clone(),
+                _ => Prober::new(t.clone()).map_err(|e| {
+                    anyhow::anyhow!("target \"{}\": cannot build an HTTP client: {e}", t.name)
+                })?,
+            };
+            probers.insert(t.name.clone(), prober);
+        }
+        let wanted: HashMap<PairKey, (&Arc<Target>, &Arc<Scenario>)> = config
+            .targets
+            .iter()
+            .flat_map(|t| {
+                t.scenarios
+                    .iter()
+                    .map(move |s| ((t.name.clone(), s.name.clone()), (t, s)))
+            })
+            .collect();
+        let (mut kept, mut changed, mut started, mut removed) = (0, 0, 0, 0);
+        // Stop what is gone or different; forget the series whose labels no longer exist.
+        self.running.retain(|key, run| match wanted.get(key) {
+            Some((t, s)) if run.target.same_settings(t) && run.scenario == **s => {
+                kept += 1;
+                true
+            }
+            other => {
+                run.stop.cancel();
+                let still_labelled = other.is_some_and(|(t, s)| labels(t, s) == run.labels());
+                if !still_labelled {
+                    self.metrics.forget(&run.labels());
+                }
+                if other.is_some() {
+                    changed += 1;
+                } else {
+                    removed += 1;
+                }
+                false
+            }
+        });
+        for (name, old) in &self.probers {
+            match config.targets.iter().find(|t| &t.name == name) {
+                Some(t) if t.model == old.target().model => {}
+                _ => self.metrics.forget_target(name, &old.target().model),
+            }
+        }
+        // Start what is new or changed.
+        for (key, (t, s)) in wanted {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            let run = Running {
+                target: t.clone(),
+                scenario: s.clone(),
+                stop: self.shutdown.child_token(),
+            };
+            self.metrics.register_probe(&run.labels(), &t.slo);
+            self.spawn(probers[&t.name].clone(), &run);
+            self.running.insert(key, run);
+            started += 1;
+        }
+        self.probers = probers;
+        *self
+            .state
+            .targets
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) =
+            config.targets.iter().map(|t| t.summary()).collect();
+        Ok(format!(
+            "{}: {} targets; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
+            config.source,
+            config.targets.len(),
+            started - changed
+        ))
+    }
+
+    fn spawn(&self, prober: Prober, run: &Running) {
+        let (metrics, history, tx) = (
+            self.metrics.clone(),
+            self.history.clone(),
+            self.outcomes.clone(),
+        );
+        let record = move |o: ProbeOutcome| {
+            log_outcome(&o);
+            metrics.observe(&o);
+            history.push(&o);
+            let _ = tx.send(Arc::new(o));
+        };
+        self.tasks.spawn(probe_loop(
+            prober,
+            run.scenario.clone(),
+            record,
+            run.stop.clone(),
+        ));
     }
 }

@@ -53,7 +53,7 @@ pub async fn run(
     let text = DEMO_CONFIG.replace("{BASE_URL}", &sim.base_url());
     let cfg = config::parse(&text, "<demo>", &|_| None)
         .map_err(|e| anyhow::anyhow!("built-in demo config: {e}"))?;
-    let daemon = Daemon::start(cfg, listen).await?;
+    let daemon = Daemon::start(cfg, listen, None).await?;
     println!("llm-probe demo");
     println!(
         "  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s)",

@@ -29,6 +29,8 @@ pub struct ExporterState {
     pub ready: AtomicBool,
     /// One line per configured target (never a key), for the landing page.
     pub targets: std::sync::RwLock<Vec<String>>,
+    /// Where `POST /-/reload` sends its request; `None` disables the endpoint.
+    pub reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
 }
 
 /// Serves HTTP/1.1 on `listener` until `shutdown` is cancelled, calling `handle` for every
@@ -85,7 +87,7 @@ pub async fn serve_exporter(
 ) {
     serve(listener, shutdown, move |req| {
         let state = state.clone();
-        async move { route(&state, &req) }
+        async move { route(&state, &req).await }
     })
     .await
 }
@@ -98,7 +100,10 @@ fn text(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Respo
         .expect("static response parts are valid")
 }
 
-fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.uri().path() == "/-/reload" {
+        return reload(state, req).await;
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -126,6 +131,33 @@ fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>
             StatusCode::NOT_FOUND,
             "text/plain",
             "not found: try /metrics\n",
+        ),
+    }
+}
+
+/// `POST /-/reload` (as Prometheus and blackbox_exporter): 200 with a summary, or 500 with the
+/// reason the new file was rejected (the old configuration keeps running).
+async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.method() != Method::POST && req.method() != Method::PUT {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "use POST to reload\n",
+        );
+    }
+    let Some(tx) = &state.reload else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "reloading is not enabled\n",
+        );
+    };
+    match crate::daemon::request_reload(tx).await {
+        Ok(summary) => text(StatusCode::OK, "text/plain", format!("{summary}\n")),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            format!("failed to reload config: {e}\n"),
         ),
     }
 }

@@ -45,7 +45,9 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
     {
         outs.extend(common::outcomes(&mut rx, 1, Duration::from_secs(30)).await);
     }
-    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    let (status, _, scraped) = common::get(d.addr, "/metrics", None).await;
+    assert_eq!(status, 200);
+    assert!(scraped.contains("llm_probe_probes_total{target=\"llama\""));
     let metrics = d.metrics.clone();
     d.stop().await;
     // Probes that finished after the last receive are in the metrics too: take them as well.

@@ -42,7 +42,7 @@ pub struct Config {
 }
 
 /// A canned prompt sent as one streaming request.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct Scenario {
     /// Unique name; used as the `scenario` metric label. Matches `[A-Za-z0-9_.:-]+`.
     pub name: String,
@@ -122,6 +122,7 @@ impl fmt::Display for Protocol {
 }
 
 /// An endpoint to probe, with every default applied.
+#[derive(PartialEq)]
 pub struct Target {
     /// Unique name; used as the `target` metric label. Matches `[A-Za-z0-9_.:-]+`.
     pub name: String,
@@ -156,6 +157,39 @@ pub struct Target {
 }
 
 impl Target {
+    /// True when `other` probes the same endpoint in the same way: every setting equal except
+    /// the list of scenarios (a reload keeps the schedule and series of such a target's
+    /// unchanged scenarios). Destructures every field, so a new field must be considered here.
+    pub fn same_settings(&self, other: &Target) -> bool {
+        let Target {
+            name,
+            protocol,
+            base_url,
+            model,
+            api_key,
+            api_key_source,
+            headers,
+            interval,
+            timeout,
+            temperature,
+            extra_body,
+            scenarios: _,
+            slo,
+        } = self;
+        *name == other.name
+            && *protocol == other.protocol
+            && *base_url == other.base_url
+            && *model == other.model
+            && *api_key == other.api_key
+            && *api_key_source == other.api_key_source
+            && *headers == other.headers
+            && *interval == other.interval
+            && *timeout == other.timeout
+            && *temperature == other.temperature
+            && *extra_body == other.extra_body
+            && *slo == other.slo
+    }
+
     /// One line for `check-config`: name, protocol, base_url, model, interval,
     /// timeout, scenario names and where the key comes from (never the key).
     ///
@@ -260,7 +294,7 @@ impl Default for Slo {
 
 /// A secret string (an API key). `Debug` and `Display` print `<redacted>`; the only
 /// way to the value is [`Secret::expose`], to be called where the header is built.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {

@@ -31,7 +31,7 @@ pub fn parse(text: &str) -> Config {
 
 /// Starts a daemon on a free loopback port.
 pub async fn daemon(cfg: Config) -> Daemon {
-    Daemon::start(cfg, "127.0.0.1:0".parse().unwrap())
+    Daemon::start(cfg, "127.0.0.1:0".parse().unwrap(), None)
         .await
         .expect("daemon starts")
 }
