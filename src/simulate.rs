@@ -48,11 +48,21 @@ pub enum Fault {
     NoTerminator,
     /// `: keep-alive` comments every 10 ms while the prompt is "processed".
     Keepalive,
+    /// The request is read, and no response head is ever sent.
+    NoHeaders,
+    /// Two tokens, then a data line that starts as JSON and breaks off.
+    InvalidJson,
+    /// Two tokens, then a line that is not UTF-8.
+    InvalidUtf8,
+    /// Token events as fast as the connection takes them, forever.
+    Endless,
+    /// One `data:` line of 100 MB, without a line end.
+    HugeLine,
 }
 
 impl Fault {
     /// Every fault mode and its command-line name.
-    pub const NAMES: [(&'static str, Fault); 12] = [
+    pub const NAMES: [(&'static str, Fault); 17] = [
         ("none", Fault::None),
         ("error-after-tokens", Fault::ErrorAfterTokens),
         ("error-only", Fault::ErrorOnly),
@@ -65,6 +75,11 @@ impl Fault {
         ("collapsed", Fault::Collapsed),
         ("no-terminator", Fault::NoTerminator),
         ("keepalive", Fault::Keepalive),
+        ("no-headers", Fault::NoHeaders),
+        ("invalid-json", Fault::InvalidJson),
+        ("invalid-utf8", Fault::InvalidUtf8),
+        ("endless", Fault::Endless),
+        ("huge-line", Fault::HugeLine),
     ];
 }
 
@@ -285,6 +300,10 @@ async fn handle(
             ))));
             return resp;
         }
+        Fault::NoHeaders => {
+            // Hold the request without answering (bounded, so a forgotten client can't pin it).
+            tokio::time::sleep(Duration::from_secs(120)).await;
+        }
         _ => {}
     }
     let tokens = u64::from(script.tokens).min(max_tokens) as u32;
@@ -329,6 +348,11 @@ async fn stream(script: Arc<Script>, tokens: u32, arrival: Instant, tx: Sender) 
     {
         return;
     }
+    match script.fault {
+        Fault::Endless => return endless(m, &tx).await,
+        Fault::HugeLine => return huge_line(&tx).await,
+        _ => {}
+    }
     if script.fault == Fault::ErrorOnly {
         send(Bytes::from_static(b"data: {\"error\":{\"message\":\"simulated error inside a 200 stream\",\"type\":\"server_error\"}}\n\n")).await;
         return;
@@ -366,6 +390,19 @@ async fn stream(script: Arc<Script>, tokens: u32, arrival: Instant, tx: Sender) 
             held.push(c);
         } else if !send(c).await {
             return;
+        }
+        if k == 1 {
+            let broken: &'static [u8] = match script.fault {
+                Fault::InvalidJson => b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"\n\n",
+                Fault::InvalidUtf8 => {
+                    b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n"
+                }
+                _ => b"",
+            };
+            if !broken.is_empty() {
+                send(Bytes::from_static(broken)).await;
+                return;
+            }
         }
         if k == 2 {
             match script.fault {
@@ -408,5 +445,33 @@ async fn stream(script: Arc<Script>, tokens: u32, arrival: Instant, tx: Sender) 
     }
     if script.fault != Fault::NoTerminator {
         send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+    }
+}
+
+/// Token events as fast as the client reads them, in 64 KiB batches, until it goes away.
+async fn endless(model: &str, tx: &Sender) {
+    let one = chunk(
+        model,
+        json!([{"index": 0, "delta": {"content": " t"}, "finish_reason": null}]),
+        None,
+    );
+    let batch: Bytes = one.repeat((64 * 1024) / one.len()).into();
+    while tx.send(Ok(Frame::data(batch.clone()))).await.is_ok() {}
+}
+
+/// `data: ` and 100 MB of `a` without a line end, in 64 KiB pieces, until the client goes away.
+async fn huge_line(tx: &Sender) {
+    if tx
+        .send(Ok(Frame::data(Bytes::from_static(b"data: "))))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let piece = Bytes::from(vec![b'a'; 64 * 1024]);
+    for _ in 0..(100 * 1024 * 1024 / piece.len()) {
+        if tx.send(Ok(Frame::data(piece.clone()))).await.is_err() {
+            return;
+        }
     }
 }
