@@ -18,13 +18,18 @@ pub fn init_logging(level: &str, format: LogFormat) {
         eprintln!("llm-probe: --log.level {level:?} is not a level (error, warn, info, debug, trace); using info");
         tracing_subscriber::EnvFilter::new("info")
     });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+    let stderr = std::io::stderr;
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Logfmt => tracing_logfmt::builder()
+            .subscriber_builder()
+            .with_env_filter(filter)
+            .with_writer(stderr)
+            .try_init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(stderr)
+            .try_init(),
     };
 }
 

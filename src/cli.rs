@@ -16,7 +16,12 @@ pub struct Cli {
     #[arg(long = "log.level", default_value = "info", global = true)]
     pub log_level: String,
     /// Log format on stderr.
-    #[arg(long = "log.format", value_enum, default_value = "text", global = true)]
+    #[arg(
+        long = "log.format",
+        value_enum,
+        default_value = "logfmt",
+        global = true
+    )]
     pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
@@ -26,8 +31,8 @@ pub struct Cli {
 /// Log output formats.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LogFormat {
-    /// One human-readable line per event, with key=value fields.
-    Text,
+    /// logfmt: one line of key=value pairs per event (as Prometheus and its exporters log).
+    Logfmt,
     /// One JSON object per line.
     Json,
 }
