@@ -1,16 +1,28 @@
-# llm-probe container image.
+# llm-probe container image: a static-enough release binary on a minimal, shell-less runtime
+# image, running as a non-root user.
+#
 #   docker build -t llm-probe .
-#   docker run -p 9464:9464 -v $PWD/probes.yaml:/etc/llm-probe/probes.yaml:ro llm-probe
-# The build steps are the ones CI runs: cargo build --locked --release.
-FROM rust:1.95-slim-bookworm AS build
+#   docker run -p 9464:9464 -v "$PWD/probes.yaml:/etc/llm-probe/probes.yaml:ro" \
+#     -e LOCAL_VLLM_KEY llm-probe
+#
+# The build step is the one CI runs on every change: cargo build --locked --release.
+
+# Pinned toolchain: the same Rust as the CI machine.
+FROM rust:1.95.0-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 RUN cargo build --locked --release
 
+# Minimal runtime: glibc and CA certificates, no shell, no package manager.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/llm-probe /usr/local/bin/llm-probe
-USER nonroot
+# 65532 is distroless's "nonroot" user.
+USER 65532:65532
 EXPOSE 9464
+# The config file is mounted here; reload it with SIGHUP or POST /-/reload.
+VOLUME ["/etc/llm-probe"]
+HEALTHCHECK --interval=30s --timeout=5s --start-period=5s --retries=3 \
+  CMD ["/usr/local/bin/llm-probe", "healthcheck", "--url", "http://127.0.0.1:9464/-/healthy"]
 ENTRYPOINT ["/usr/local/bin/llm-probe"]
 CMD ["run", "--config.file", "/etc/llm-probe/probes.yaml", "--web.listen-address", "0.0.0.0:9464"]

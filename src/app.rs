@@ -78,6 +78,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             simulate(listen, script).await
         }
+        Command::Healthcheck { url } => return healthcheck(&url).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
     };
     match result {
@@ -254,4 +255,27 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
     );
     shutdown_signal().cancelled().await;
     Ok(())
+}
+
+async fn healthcheck(url: &str) -> ExitCode {
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .build();
+    match client.map(|c| c.get(url)) {
+        Ok(req) => match req.send().await {
+            Ok(r) if r.status().is_success() => ExitCode::SUCCESS,
+            Ok(r) => {
+                eprintln!("llm-probe: {url} answered HTTP {}", r.status().as_u16());
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                eprintln!("llm-probe: {url}: {}", e.without_url());
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("llm-probe: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

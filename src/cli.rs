@@ -110,6 +110,13 @@ pub enum Command {
         #[arg(long, default_value = "none")]
         fault: crate::simulate::Fault,
     },
+    /// Exit 0 if a running exporter answers its health endpoint (for container health checks,
+    /// which have no shell or curl in a minimal image).
+    Healthcheck {
+        /// The health endpoint to ask.
+        #[arg(long, default_value = "http://127.0.0.1:9464/-/healthy")]
+        url: String,
+    },
     /// First run: start the simulator, probe it, serve /metrics and print a live summary.
     Demo {
         /// Address to serve /metrics on.
