@@ -89,13 +89,18 @@ impl StreamProtocol for AnthropicStream {
             Ok(v) => v,
             Err(flow) => return flow,
         };
-        let kind = str_at(&data, "type").or(event.event.as_deref()).unwrap_or("");
+        let kind = str_at(&data, "type")
+            .or(event.event.as_deref())
+            .unwrap_or("");
         match kind {
             "message_start" => {
                 let Some(msg) = data.get("message") else {
                     return Flow::Continue;
                 };
-                Observations::identity_field(&mut obs.identity.response_model, str_at(msg, "model"));
+                Observations::identity_field(
+                    &mut obs.identity.response_model,
+                    str_at(msg, "model"),
+                );
                 if let Some(usage) = msg.get("usage").filter(|u| u.is_object()) {
                     read_input_usage(usage, obs);
                 }
@@ -229,15 +234,39 @@ mod tests {
             Case {
                 name: "thinking, text, tool input, pings; cumulative output_tokens, last wins",
                 events: &[
-                    ("message_start", r#"{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":10,"cache_read_input_tokens":20,"cache_creation_input_tokens":3,"output_tokens":1}}}"#),
+                    (
+                        "message_start",
+                        r#"{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":10,"cache_read_input_tokens":20,"cache_creation_input_tokens":3,"output_tokens":1}}}"#,
+                    ),
                     ("ping", r#"{"type":"ping"}"#),
-                    ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}"#),
-                    ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}"#),
-                    ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":""}}"#),
-                    ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#),
-                    ("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#),
-                    ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":5}}"#),
-                    ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":""}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#,
+                    ),
+                    (
+                        "message_delta",
+                        r#"{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":5}}"#,
+                    ),
+                    (
+                        "message_delta",
+                        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#,
+                    ),
                     ("message_stop", r#"{"type":"message_stop"}"#),
                 ],
                 kinds: &[Reasoning, Output, Output],
@@ -250,8 +279,14 @@ mod tests {
             Case {
                 name: "overloaded error after a token",
                 events: &[
-                    ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"A"}}"#),
-                    ("error", r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"A"}}"#,
+                    ),
+                    (
+                        "error",
+                        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                    ),
                 ],
                 kinds: &[Output],
                 usage: (None, None, None),
@@ -273,7 +308,10 @@ mod tests {
             Case {
                 name: "mockllm shape: content delta inside message_delta, no event lines",
                 events: &[
-                    ("", r#"{"type":"message_delta","id":"x","delta":{"type":"content_block_delta","index":0,"delta":{"text":"T"}},"usage":null}"#),
+                    (
+                        "",
+                        r#"{"type":"message_delta","id":"x","delta":{"type":"content_block_delta","index":0,"delta":{"text":"T"}},"usage":null}"#,
+                    ),
                     ("", "[DONE]"),
                 ],
                 kinds: &[],

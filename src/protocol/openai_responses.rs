@@ -84,7 +84,9 @@ impl StreamProtocol for ResponsesStream {
             Ok(v) => v,
             Err(flow) => return flow,
         };
-        let kind = str_at(&data, "type").or(event.event.as_deref()).unwrap_or("");
+        let kind = str_at(&data, "type")
+            .or(event.event.as_deref())
+            .unwrap_or("");
         match kind {
             "response.output_text.delta"
             | "response.refusal.delta"
@@ -184,7 +186,11 @@ mod tests {
         let mut p = ResponsesStream;
         let mut flow = Flow::Continue;
         for (i, (e, d)) in events.iter().enumerate() {
-            flow = p.on_event(&ev(e, d), t0 + Duration::from_millis(i as u64 + 1), &mut obs);
+            flow = p.on_event(
+                &ev(e, d),
+                t0 + Duration::from_millis(i as u64 + 1),
+                &mut obs,
+            );
             if flow != Flow::Continue {
                 break;
             }
@@ -208,13 +214,34 @@ mod tests {
             Case {
                 name: "reasoning, text, empty delta, completed with usage",
                 events: &[
-                    ("response.created", r#"{"type":"response.created","response":{}}"#),
-                    ("response.reasoning_summary_text.delta", r#"{"type":"response.reasoning_summary_text.delta","delta":"Hm"}"#),
-                    ("response.reasoning_text.delta", r#"{"type":"response.reasoning_text.delta","delta":"so"}"#),
-                    ("response.output_text.delta", r#"{"type":"response.output_text.delta","delta":""}"#),
-                    ("response.output_text.delta", r#"{"type":"response.output_text.delta","delta":"Hi"}"#),
-                    ("response.output_text.done", r#"{"type":"response.output_text.done","text":"Hi"}"#),
-                    ("response.completed", r#"{"type":"response.completed","response":{"model":"m","usage":{"input_tokens":9,"output_tokens":7,"input_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":5}}}}"#),
+                    (
+                        "response.created",
+                        r#"{"type":"response.created","response":{}}"#,
+                    ),
+                    (
+                        "response.reasoning_summary_text.delta",
+                        r#"{"type":"response.reasoning_summary_text.delta","delta":"Hm"}"#,
+                    ),
+                    (
+                        "response.reasoning_text.delta",
+                        r#"{"type":"response.reasoning_text.delta","delta":"so"}"#,
+                    ),
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":""}"#,
+                    ),
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":"Hi"}"#,
+                    ),
+                    (
+                        "response.output_text.done",
+                        r#"{"type":"response.output_text.done","text":"Hi"}"#,
+                    ),
+                    (
+                        "response.completed",
+                        r#"{"type":"response.completed","response":{"model":"m","usage":{"input_tokens":9,"output_tokens":7,"input_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":5}}}}"#,
+                    ),
                 ],
                 kinds: &[Reasoning, Reasoning, Output],
                 usage: (Some(7), Some(9), Some(4)),
@@ -225,8 +252,14 @@ mod tests {
             Case {
                 name: "incomplete is a finished generation",
                 events: &[
-                    ("response.output_text.delta", r#"{"type":"response.output_text.delta","delta":"a"}"#),
-                    ("response.incomplete", r#"{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"},"usage":{"output_tokens":1}}}"#),
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":"a"}"#,
+                    ),
+                    (
+                        "response.incomplete",
+                        r#"{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"},"usage":{"output_tokens":1}}}"#,
+                    ),
                 ],
                 kinds: &[Output],
                 usage: (Some(1), None, None),
@@ -237,8 +270,14 @@ mod tests {
             Case {
                 name: "response.failed after tokens",
                 events: &[
-                    ("response.output_text.delta", r#"{"type":"response.output_text.delta","delta":"a"}"#),
-                    ("response.failed", r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"The model crashed"}}}"#),
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":"a"}"#,
+                    ),
+                    (
+                        "response.failed",
+                        r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"The model crashed"}}}"#,
+                    ),
                 ],
                 kinds: &[Output],
                 usage: (None, None, None),
@@ -248,7 +287,10 @@ mod tests {
             },
             Case {
                 name: "error event",
-                events: &[("error", r#"{"type":"error","code":"rate_limit_exceeded","message":"Slow down","param":null}"#)],
+                events: &[(
+                    "error",
+                    r#"{"type":"error","code":"rate_limit_exceeded","message":"Slow down","param":null}"#,
+                )],
                 kinds: &[],
                 usage: (None, None, None),
                 terminated: false,
@@ -260,9 +302,18 @@ mod tests {
                 events: &[
                     ("response.brand_new", r#"{"type":"response.brand_new"}"#),
                     ("response.other_new", r#"{"type":"response.other_new"}"#),
-                    ("response.web_search_call.searching", r#"{"type":"response.web_search_call.searching"}"#),
-                    ("response.function_call_arguments.delta", r#"{"type":"response.function_call_arguments.delta","delta":"{\"a\""}"#),
-                    ("response.completed", r#"{"type":"response.completed","response":{}}"#),
+                    (
+                        "response.web_search_call.searching",
+                        r#"{"type":"response.web_search_call.searching"}"#,
+                    ),
+                    (
+                        "response.function_call_arguments.delta",
+                        r#"{"type":"response.function_call_arguments.delta","delta":"{\"a\""}"#,
+                    ),
+                    (
+                        "response.completed",
+                        r#"{"type":"response.completed","response":{}}"#,
+                    ),
                 ],
                 kinds: &[Output],
                 usage: (None, None, None),

@@ -77,7 +77,10 @@ mod tests {
         assert_eq!(r[1]["content"], "Hi");
         let r = render_messages(&msgs, None);
         assert_eq!(r[0]["content"], "Be brief.");
-        assert_eq!(render_prompt(&msgs, Some("abc")), "[probe abc] Be brief.\n\nHi");
+        assert_eq!(
+            render_prompt(&msgs, Some("abc")),
+            "[probe abc] Be brief.\n\nHi"
+        );
         assert_eq!(render_prompt(&msgs[1..], None), "Hi");
     }
 }
