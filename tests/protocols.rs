@@ -916,3 +916,163 @@ fn protocol_specific_config_errors() {
     );
     assert!(err("    protocol: llama-cpp\n    version_path: /props\n").is_none());
 }
+
+// ---- one real exchange: version_path and the server-timing metrics ---------------------------
+
+/// A one-purpose HTTP/1.1 server on port 0: `GET /version` answers `{"version": "0.9.1"}`, any
+/// POST answers the captured llama.cpp native stream. Returns the base URL and the request heads
+/// it saw.
+async fn tiny_server() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let head_end = loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                while buf.len() < head_end + len {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                log.lock().unwrap().push(head.clone());
+                let (ct, body) = if head.starts_with("GET /version ") {
+                    ("application/json", br#"{"version":"0.9.1"}"#.to_vec())
+                } else {
+                    (
+                        "text/event-stream",
+                        fixture("captured/llama-cpp-native.txt"),
+                    )
+                };
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {ct}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+                let _ = sock.write_all(&body).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    (format!("http://{addr}"), seen)
+}
+
+#[tokio::test]
+async fn version_path_and_server_timing_reach_the_metrics() {
+    let (base, seen) = tiny_server().await;
+    let t = target("llama-cpp", &base, "    version_path: /version\n");
+    let prober = llm_probe::probe::Prober::new(t.clone()).unwrap();
+    let outcome = prober.probe(&t.scenarios[0]).await;
+    assert!(outcome.is_success(), "{:?}", outcome.result);
+    assert_eq!(
+        outcome.observations.identity.server_version.as_deref(),
+        Some("0.9.1")
+    );
+    let m = outcome.result.as_ref().unwrap();
+    assert_eq!(
+        (m.output_tokens, m.token_count_source),
+        (16, TokenCountSource::Server)
+    );
+    assert_eq!(m.server_prefill, Some(Duration::from_secs_f64(0.02646)));
+
+    let heads = seen.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert!(heads[0].starts_with("POST /completion "), "{}", heads[0]);
+    assert!(heads[1].starts_with("GET /version "), "{}", heads[1]);
+    assert!(
+        !heads[1].contains(KEY),
+        "the key is not sent to version_path"
+    );
+
+    let metrics = llm_probe::metrics::Metrics::new(&[]);
+    metrics.observe(&outcome);
+    let (_, text) = metrics.render(None);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("llm_probe_endpoint_info{")
+                && l.contains(r#"server_version="0.9.1""#)),
+        "{text}"
+    );
+    for name in [
+        "llm_probe_server_prefill_seconds_count",
+        "llm_probe_ttft_overhead_seconds_count",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(name) && l.ends_with(" 1")),
+            "{name} observed once:\n{text}"
+        );
+    }
+    assert!(
+        text.contains(r#"llm_probe_server_prefill_seconds_bucket{target="t",model="m1",scenario="s",le="0.05"} 1"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn example_file_has_a_loading_target_per_protocol() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/probes.example.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let (mut inside, mut out) = (false, String::new());
+    for line in text.lines() {
+        if line.contains("other server families (begin)") {
+            inside = true;
+        } else if line.contains("other server families (end)") {
+            inside = false;
+        } else if inside {
+            // "  # - name: x" → "  - name: x"; "  #   # note" → "    # note" (a comment).
+            if let Some(rest) = line.strip_prefix("  # ") {
+                out.push_str("  ");
+                out.push_str(rest);
+            } else if line.trim() != "#" {
+                out.push_str(line);
+            }
+            out.push('\n');
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    let cfg = config::parse(&out, "probes.example.yaml", &|_| Some("k".into()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for p in Protocol::ALL {
+        assert!(
+            cfg.targets.iter().any(|t| t.protocol == *p),
+            "no example target for {p}"
+        );
+    }
+    let azure = cfg
+        .targets
+        .iter()
+        .find(|t| t.protocol == Protocol::AzureOpenAi)
+        .unwrap();
+    assert_eq!(azure.deployment.as_deref(), Some("gpt-4o-prod"));
+}

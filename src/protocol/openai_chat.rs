@@ -6,6 +6,9 @@
 //! Counts: the final `usage` chunk (`stream_options.include_usage`), and llama.cpp's `timings`.
 //! Terminator: `data: [DONE]`. Errors inside a 200: `{"error": …}`, `event: error`,
 //! `finish_reason: "error"`. Source: PROTOCOLS.md §1.
+//!
+//! The stream side, [`OpenAiStream`], also reads legacy completions (`choices[].text`) and Azure
+//! OpenAI; [`interpret_common`] is shared with the llama.cpp native adapter.
 
 use std::time::Instant;
 
