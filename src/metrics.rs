@@ -56,6 +56,7 @@ struct EndpointLabels {
     response_model: String,
     system_fingerprint: String,
     server: String,
+    server_version: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -118,6 +119,8 @@ pub struct Metrics {
     itl: Hist,
     tokens_per_second: Hist,
     e2e: Hist,
+    server_prefill: Hist,
+    ttft_overhead: Hist,
     probes: Family<ProbeLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     anomalies: Family<AnomalyLabels, Counter>,
@@ -156,6 +159,8 @@ impl Metrics {
             itl: Family::new_with_constructor(token_b),
             tokens_per_second: Family::new_with_constructor(tps_b.clone()),
             e2e: Family::new_with_constructor(e2e_b),
+            server_prefill: Family::new_with_constructor(ttft_b.clone()),
+            ttft_overhead: Family::new_with_constructor(ttft_b.clone()),
             probes: Family::default(),
             failures: Family::default(),
             anomalies: Family::default(),
@@ -203,6 +208,18 @@ impl Metrics {
             "End-to-end request duration (E2E): stream end minus request sent",
             Unit::Seconds,
             m.e2e.clone(),
+        );
+        r.register_with_unit(
+            "server_prefill",
+            "Prompt processing (prefill) time as reported by the server itself (llama.cpp timings.prompt_ms, Ollama prompt_eval_duration); successful probes whose server reports it",
+            Unit::Seconds,
+            m.server_prefill.clone(),
+        );
+        r.register_with_unit(
+            "ttft_overhead",
+            "Client TTFT minus the server-reported model load and prefill time: network, TLS, gateways and queueing in front of the server",
+            Unit::Seconds,
+            m.ttft_overhead.clone(),
         );
         r.register(
             "probes",
@@ -313,6 +330,8 @@ impl Metrics {
             &self.itl,
             &self.tokens_per_second,
             &self.e2e,
+            &self.server_prefill,
+            &self.ttft_overhead,
         ] {
             h.remove(labels);
         }
@@ -394,6 +413,16 @@ impl Metrics {
                 }
                 drop(itl);
                 self.e2e.get_or_create(&labels).observe(m.e2e.as_secs_f64());
+                if let Some(p) = m.server_prefill {
+                    self.server_prefill
+                        .get_or_create(&labels)
+                        .observe(p.as_secs_f64());
+                }
+                if let Some(o) = m.ttft_overhead {
+                    self.ttft_overhead
+                        .get_or_create(&labels)
+                        .observe(o.as_secs_f64());
+                }
                 self.output_tokens
                     .get_or_create(&labels)
                     .inc_by(m.output_tokens);
@@ -419,6 +448,7 @@ impl Metrics {
         if id.response_model.is_none()
             && id.system_fingerprint.is_none()
             && id.server_header.is_none()
+            && id.server_version.is_none()
         {
             return;
         }
@@ -428,6 +458,7 @@ impl Metrics {
             response_model: id.response_model.clone().unwrap_or_default(),
             system_fingerprint: id.system_fingerprint.clone().unwrap_or_default(),
             server: id.server_header.clone().unwrap_or_default(),
+            server_version: id.server_version.clone().unwrap_or_default(),
         };
         let mut current = self
             .current_identity

@@ -10,8 +10,10 @@ use crate::measure::ProbeOutcome;
 /// `time_to_first_output_token_seconds`, `tpot_seconds`, `output_tokens_per_second`,
 /// `e2e_seconds`, `output_tokens`, `token_count_source` (`usage` | `server` | `events`),
 /// `prompt_tokens`, `cached_prompt_tokens`, `token_events`, `inter_token_latencies_seconds`,
-/// `response_model`, `system_fingerprint`, `server_header`, `server_prompt_seconds`,
-/// `server_predicted_tokens`, `anomalies`. Times in seconds.
+/// `response_model`, `system_fingerprint`, `server_header`, `server_version`,
+/// `server_prompt_seconds`, `server_predicted_tokens`, `server_prefill_seconds` and
+/// `ttft_overhead_seconds` (successful probes whose server reports its prefill time),
+/// `anomalies`. Times in seconds.
 pub fn to_json(o: &ProbeOutcome) -> Value {
     let obs = &o.observations;
     let m = o.result.as_ref().ok();
@@ -39,8 +41,11 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "response_model": obs.identity.response_model,
         "system_fingerprint": obs.identity.system_fingerprint,
         "server_header": obs.identity.server_header,
+        "server_version": obs.identity.server_version,
         "server_prompt_seconds": obs.server_timings.prompt_seconds,
         "server_predicted_tokens": obs.server_timings.predicted_tokens,
+        "server_prefill_seconds": m.and_then(|m| m.server_prefill).map(secs),
+        "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
         "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
     })
 }
@@ -86,18 +91,26 @@ pub fn to_text(o: &ProbeOutcome) -> String {
     }
     if let Some(p) = obs.server_timings.prompt_seconds {
         s += &format!(
-            "  server      prefill {:.1} ms by the server's own clock\n",
+            "  server      prefill {:.1} ms by the server's own clock",
             p * 1e3
         );
+        if let Some(o) = o.result.as_ref().ok().and_then(|m| m.ttft_overhead) {
+            s += &format!(", TTFT overhead {}", ms(o));
+        }
+        s += "\n";
     }
     let id = &obs.identity;
-    if id.response_model.is_some() || id.system_fingerprint.is_some() || id.server_header.is_some()
+    if id.response_model.is_some()
+        || id.system_fingerprint.is_some()
+        || id.server_header.is_some()
+        || id.server_version.is_some()
     {
         s += &format!(
-            "  backend     model {}, fingerprint {}, server {}\n",
+            "  backend     model {}, fingerprint {}, server {}, version {}\n",
             id.response_model.as_deref().unwrap_or("-"),
             id.system_fingerprint.as_deref().unwrap_or("-"),
-            id.server_header.as_deref().unwrap_or("-")
+            id.server_header.as_deref().unwrap_or("-"),
+            id.server_version.as_deref().unwrap_or("-")
         );
     }
     if !obs.anomalies.is_empty() {

@@ -27,6 +27,9 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(15);
 /// Built-in default probe timeout, used when neither `defaults.timeout` nor the
 /// target's `timeout` is set. It is lowered to the interval when the interval is shorter.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Azure OpenAI `api-version` used when a target does not set `api_version` (the GA version
+/// that streams `stream_options.include_usage`).
+pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
 
 /// A loaded, validated configuration. Immutable; share it behind an `Arc` and swap
 /// the whole thing on reload.
@@ -90,28 +93,71 @@ impl PrefixCache {
     }
 }
 
-/// The wire protocol spoken to a target. More will come; match exhaustively.
+/// The wire protocol spoken to a target (`PROTOCOLS.md` §1). Match exhaustively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     /// OpenAI-compatible `POST {base_url}/chat/completions` with `stream: true`
-    /// (vLLM, SGLang, llama.cpp server, TGI, OpenAI, …). YAML: `openai-chat`.
+    /// (vLLM, SGLang, llama.cpp server, TGI Messages, Ollama `/v1`, OpenAI, …). YAML: `openai-chat`.
     OpenAiChat,
+    /// OpenAI legacy completions, `POST {base_url}/completions`. YAML: `openai-completions`.
+    OpenAiCompletions,
+    /// OpenAI Responses, `POST {base_url}/responses`. YAML: `openai-responses`.
+    OpenAiResponses,
+    /// Anthropic Messages, `POST {base_url}/messages`. YAML: `anthropic`.
+    Anthropic,
+    /// Ollama native chat, `POST {base_url}/api/chat` (NDJSON; base_url without `/v1`).
+    /// YAML: `ollama`.
+    Ollama,
+    /// Hugging Face TGI native, `POST {base_url}/generate_stream`. YAML: `tgi`.
+    Tgi,
+    /// Azure OpenAI chat,
+    /// `POST {base_url}/openai/deployments/{deployment}/chat/completions?api-version=…`.
+    /// YAML: `azure-openai`.
+    AzureOpenAi,
+    /// llama.cpp native `POST {base_url}/completion` (base_url without `/v1`). YAML: `llama-cpp`.
+    LlamaCpp,
 }
 
 impl Protocol {
     /// Every protocol, in the order they are listed in error messages.
-    pub const ALL: &'static [Protocol] = &[Protocol::OpenAiChat];
+    pub const ALL: &'static [Protocol] = &[
+        Protocol::OpenAiChat,
+        Protocol::OpenAiCompletions,
+        Protocol::OpenAiResponses,
+        Protocol::Anthropic,
+        Protocol::Ollama,
+        Protocol::Tgi,
+        Protocol::AzureOpenAi,
+        Protocol::LlamaCpp,
+    ];
 
     /// The YAML spelling, e.g. `"openai-chat"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::OpenAiChat => "openai-chat",
+            Protocol::OpenAiCompletions => "openai-completions",
+            Protocol::OpenAiResponses => "openai-responses",
+            Protocol::Anthropic => "anthropic",
+            Protocol::Ollama => "ollama",
+            Protocol::Tgi => "tgi",
+            Protocol::AzureOpenAi => "azure-openai",
+            Protocol::LlamaCpp => "llama-cpp",
         }
     }
 
     /// Parses the YAML spelling; `None` for anything unknown.
     pub fn from_name(name: &str) -> Option<Protocol> {
         Protocol::ALL.iter().copied().find(|p| p.as_str() == name)
+    }
+
+    /// The HTTP header that carries the API key (lower case): `x-api-key` for Anthropic,
+    /// `api-key` for Azure OpenAI, `authorization` (`Bearer <key>`) for the others.
+    pub fn auth_header(self) -> &'static str {
+        match self {
+            Protocol::Anthropic => "x-api-key",
+            Protocol::AzureOpenAi => "api-key",
+            _ => "authorization",
+        }
     }
 }
 
@@ -154,6 +200,15 @@ pub struct Target {
     pub scenarios: Vec<Arc<Scenario>>,
     /// Service-level objectives (target's fields over `defaults.slo` over built-ins).
     pub slo: Slo,
+    /// Azure OpenAI deployment name (`Some` exactly when the protocol is `azure-openai`).
+    pub deployment: Option<String>,
+    /// Azure OpenAI `api-version` query value (`Some` exactly when the protocol is
+    /// `azure-openai`; default [`DEFAULT_AZURE_API_VERSION`]).
+    pub api_version: Option<String>,
+    /// Path (starting with `/`) of a JSON endpoint on the target's host whose `version` field
+    /// names the server build (e.g. `/version` on vLLM); fetched after every probe, outside the
+    /// measurement, into the `server_version` label of `llm_probe_endpoint_info`.
+    pub version_path: Option<String>,
 }
 
 impl Target {
@@ -269,6 +324,9 @@ impl fmt::Debug for Target {
             .field("extra_body", &self.extra_body)
             .field("scenarios", &scenarios)
             .field("slo", &self.slo)
+            .field("deployment", &self.deployment)
+            .field("api_version", &self.api_version)
+            .field("version_path", &self.version_path)
             .finish()
     }
 }

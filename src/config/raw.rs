@@ -69,4 +69,7 @@ pub(crate) struct RawTarget {
     pub extra_body: Option<JsonObject>,
     pub scenarios: Option<Vec<String>>,
     pub slo: Option<RawSlo>,
+    pub deployment: Option<String>,
+    pub api_version: Option<String>,
+    pub version_path: Option<String>,
 }

@@ -13,7 +13,7 @@ use super::locate::Locations;
 use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget};
 use super::{
     Config, ConfigError, Message, PrefixCache, Problem, Protocol, Scenario, Secret, Slo, Target,
-    DEFAULT_INTERVAL, DEFAULT_TIMEOUT,
+    DEFAULT_AZURE_API_VERSION, DEFAULT_INTERVAL, DEFAULT_TIMEOUT,
 };
 
 type JsonObject = serde_json::Map<String, serde_json::Value>;
@@ -460,21 +460,27 @@ impl Validator<'_> {
             }
         }
         if raw.api_key_env.is_some() || raw.api_key_file.is_some() {
-            if let Some((k, _)) = headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-            {
+            let auth = protocol.map_or("authorization", Protocol::auth_header);
+            if let Some((k, _)) = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(auth)) {
                 let key_field = if raw.api_key_env.is_some() {
                     "api_key_env"
                 } else {
                     "api_key_file"
                 };
+                let shown = if auth == "authorization" {
+                    "Authorization"
+                } else {
+                    auth
+                };
                 self.problem(
                     format!("{path}.{key_field}"),
-                    format!("{pre}both {key_field} and an {k} header are set, and the API key is sent as the Authorization header; keep only one of them."),
+                    format!("{pre}both {key_field} and an {k} header are set, and the API key is sent as the {shown} header; keep only one of them."),
                 );
             }
         }
+
+        let (deployment, api_version) = self.azure_fields(path, &pre, protocol, &raw);
+        let version_path = self.version_path(path, &pre, raw.version_path.as_deref());
 
         let extra_body = raw.extra_body.unwrap_or_default();
         self.extra_body(&format!("{path}.extra_body"), &pre, &extra_body);
@@ -506,7 +512,86 @@ impl Validator<'_> {
             extra_body,
             scenarios: resolved?,
             slo,
+            deployment,
+            api_version,
+            version_path,
         })
+    }
+
+    /// `deployment` (required) and `api_version` (default [`DEFAULT_AZURE_API_VERSION`]) for
+    /// `azure-openai`; for any other protocol both must be absent (the file is strict).
+    fn azure_fields(
+        &mut self,
+        path: &str,
+        pre: &str,
+        protocol: Option<Protocol>,
+        raw: &RawTarget,
+    ) -> (Option<String>, Option<String>) {
+        let Some(protocol) = protocol else {
+            return (None, None);
+        };
+        if protocol != Protocol::AzureOpenAi {
+            for (key, set) in [
+                ("deployment", raw.deployment.is_some()),
+                ("api_version", raw.api_version.is_some()),
+            ] {
+                if set {
+                    self.problem(
+                        format!("{path}.{key}"),
+                        format!("{pre}{key} is only used with protocol azure-openai, and this target's protocol is {protocol}; remove it."),
+                    );
+                }
+            }
+            return (None, None);
+        }
+        // A URL path segment and a query value: keep them to characters that need no escaping.
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        let deployment = match raw.deployment.as_deref() {
+            None => {
+                self.problem(
+                    format!("{path}.deployment"),
+                    format!("{pre}deployment is required with protocol azure-openai; set it to the deployment name from the Azure portal (the URL is {{base_url}}/openai/deployments/{{deployment}}/chat/completions)."),
+                );
+                None
+            }
+            Some(d) if !plain(d) => {
+                self.problem(
+                    format!("{path}.deployment"),
+                    format!("{pre}deployment \"{d}\" is not a valid Azure deployment name; use only letters, digits, \"-\", \"_\" and \".\"."),
+                );
+                None
+            }
+            Some(d) => Some(d.to_string()),
+        };
+        let api_version = match raw.api_version.as_deref() {
+            None => Some(DEFAULT_AZURE_API_VERSION.to_string()),
+            Some(v) if !plain(v) => {
+                self.problem(
+                    format!("{path}.api_version"),
+                    format!("{pre}api_version \"{v}\" is not an Azure OpenAI API version; use a date like {DEFAULT_AZURE_API_VERSION} (optionally with -preview), or remove it for the default."),
+                );
+                None
+            }
+            Some(v) => Some(v.to_string()),
+        };
+        (deployment, api_version)
+    }
+
+    /// `version_path`: absent, or a path starting with `/`, without query or fragment.
+    fn version_path(&mut self, path: &str, pre: &str, raw: Option<&str>) -> Option<String> {
+        let v = raw?;
+        if !v.starts_with('/') || v.contains(['?', '#', ' ']) {
+            self.problem(
+                format!("{path}.version_path"),
+                format!("{pre}version_path \"{v}\" must be a path on the target's host starting with \"/\", without query or fragment, e.g. /version."),
+            );
+            return None;
+        }
+        Some(v.to_string())
     }
 
     fn base_url(&mut self, path: &str, pre: &str, raw: Option<&str>) -> Option<reqwest::Url> {

@@ -50,6 +50,13 @@ pub struct Measurement {
     pub token_events: usize,
     /// Every gap between consecutive token-bearing events, in order: `token_events − 1` values.
     pub inter_token_latencies: Vec<Duration>,
+    /// The server's own prompt processing (prefill) time, when it reports one (llama.cpp
+    /// `timings.prompt_ms`, Ollama `prompt_eval_duration`).
+    pub server_prefill: Option<Duration>,
+    /// TTFT minus everything the server says it spent before the first token (model load +
+    /// prefill): network, TLS, gateways and queueing in front of the server. Clamped at zero;
+    /// `None` without [`Measurement::server_prefill`].
+    pub ttft_overhead: Option<Duration>,
 }
 
 /// N and its source: the server's usage when present, else another server count, else the
@@ -85,13 +92,21 @@ pub fn measure(obs: &Observations) -> Option<Measurement> {
     } else {
         (None, None)
     };
+    let ttft = first.saturating_duration_since(tl.sent);
+    // Server numbers are untrusted input: negative, NaN or absurd values are unknown.
+    let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());
+    let server_prefill = secs(obs.server_timings.prompt_seconds);
+    let ttft_overhead = server_prefill.map(|prefill| {
+        let load = secs(obs.server_timings.load_seconds).unwrap_or_default();
+        ttft.saturating_sub(prefill.saturating_add(load))
+    });
     let inter_token_latencies = tl
         .token_events
         .windows(2)
         .map(|w| w[1].at.saturating_duration_since(w[0].at))
         .collect();
     Some(Measurement {
-        ttft: first.saturating_duration_since(tl.sent),
+        ttft,
         time_to_first_output_token: tl
             .first_output()
             .map(|t| t.saturating_duration_since(tl.sent)),
@@ -102,6 +117,8 @@ pub fn measure(obs: &Observations) -> Option<Measurement> {
         token_count_source,
         token_events: tl.token_events.len(),
         inter_token_latencies,
+        server_prefill,
+        ttft_overhead,
     })
 }
 
@@ -339,6 +356,26 @@ mod tests {
             (m.output_tokens, m.token_count_source),
             (5, TokenCountSource::Server)
         );
+    }
+
+    #[test]
+    fn server_prefill_splits_ttft() {
+        let mut o = obs(&[(250, Output), (260, Output)], 260, Some(2));
+        let m = measure(&o).unwrap();
+        assert_eq!((m.server_prefill, m.ttft_overhead), (None, None));
+        o.server_timings.prompt_seconds = Some(0.2);
+        let m = measure(&o).unwrap();
+        assert_eq!(m.server_prefill, Some(ms(200)));
+        assert_eq!(m.ttft_overhead, Some(ms(50)));
+        // Ollama: model load is server time too, not overhead.
+        o.server_timings.load_seconds = Some(0.03);
+        assert_eq!(measure(&o).unwrap().ttft_overhead, Some(ms(20)));
+        // A server that claims more than the client saw: clamped at zero, never negative.
+        o.server_timings.prompt_seconds = Some(0.9);
+        assert_eq!(measure(&o).unwrap().ttft_overhead, Some(Duration::ZERO));
+        // Nonsense is unknown.
+        o.server_timings.prompt_seconds = Some(-1.0);
+        assert_eq!(measure(&o).unwrap().server_prefill, None);
     }
 
     #[test]

@@ -18,11 +18,15 @@ pub struct Usage {
 }
 
 /// The server's own timing and counts, where it reports them (llama.cpp's `timings` object on the
-/// last chunk). Units as the server sends them are converted: durations in seconds.
+/// last chunk, Ollama's final line, TGI's `details`). Units as the server sends them are
+/// converted: durations in seconds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerTimings {
-    /// Prompt (prefill) processing time, seconds (llama.cpp `timings.prompt_ms / 1000`).
+    /// Prompt (prefill) processing time, seconds (llama.cpp `timings.prompt_ms / 1000`, Ollama
+    /// `prompt_eval_duration / 1e9`).
     pub prompt_seconds: Option<f64>,
+    /// Model load time before the prompt was processed, seconds (Ollama `load_duration / 1e9`).
+    pub load_seconds: Option<f64>,
     /// Prompt tokens the server evaluated, excluding cached ones (llama.cpp `timings.prompt_n`).
     pub prompt_tokens: Option<u64>,
     /// Generated tokens by the server's count (llama.cpp `timings.predicted_n`).
@@ -40,6 +44,8 @@ pub struct Identity {
     pub system_fingerprint: Option<String>,
     /// The HTTP `server` response header.
     pub server_header: Option<String>,
+    /// The `version` of the target's `version_path` endpoint (e.g. vLLM `GET /version`).
+    pub server_version: Option<String>,
 }
 
 /// Something that does not fail a probe but makes its numbers less trustworthy. A fixed set:

@@ -4,6 +4,7 @@
 
 mod client;
 mod errors;
+mod stream;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,12 +13,12 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, SERVER};
 use tokio::time::Instant;
 
 use crate::config::{PrefixCache, Scenario, Target};
-use crate::decode::sse::{SseDecoder, SseEvent};
 use crate::decode::DEFAULT_MAX_EVENT_BYTES;
 use crate::measure::{Anomaly, Failure, FailureReason, Observations, ProbeOutcome};
-use crate::protocol::{self, Flow, StreamProtocol};
+use crate::protocol;
 
 pub use client::build_client;
+pub use stream::StreamReader;
 
 /// Caps that keep one probe's memory bounded whatever the server sends.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +44,9 @@ impl Default for Limits {
         }
     }
 }
+
+/// Longest wait for the `version_path` answer after a probe.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Probes one target: owns its HTTP client (connections are reused between probes).
 #[derive(Debug, Clone)]
@@ -80,7 +84,7 @@ impl Prober {
     pub async fn probe(&self, scenario: &Scenario) -> ProbeOutcome {
         let nonce = (scenario.prefix_cache == PrefixCache::Cold).then(protocol::new_nonce);
         let spec = protocol::build_request(&self.target, scenario, nonce.as_deref());
-        let mut adapter = protocol::stream_for(self.target.protocol);
+        let reader = StreamReader::new(self.target.protocol, &self.limits);
         let started_at = SystemTime::now();
 
         let request = match self.request(spec) {
@@ -97,7 +101,7 @@ impl Prober {
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
         let deadline = sent + self.target.timeout;
-        let exchange = self.exchange(request, adapter.as_mut(), &mut obs);
+        let exchange = self.exchange(request, reader, &mut obs);
         let failure = match tokio::time::timeout_at(deadline, exchange).await {
             Ok(result) => result.err(),
             Err(_) => Some(Failure::new(
@@ -114,7 +118,37 @@ impl Prober {
                 ),
             )),
         };
+        if let (Some(path), Some(_)) = (&self.target.version_path, obs.http_status) {
+            let budget = deadline
+                .saturating_duration_since(Instant::now())
+                .min(VERSION_TIMEOUT);
+            obs.identity.server_version = self.server_version(path, budget).await;
+        }
         self.conclude(scenario, started_at, obs, failure)
+    }
+
+    /// `GET {scheme://host:port}{path}` and its JSON `version` field, within `budget`; `None` on
+    /// any problem (backend identity is best effort and never fails a probe). Sent after the
+    /// stream, outside every measurement, with the target's headers but never its API key.
+    async fn server_version(&self, path: &str, budget: Duration) -> Option<String> {
+        let mut url = self.target.base_url.clone();
+        url.set_path(path);
+        url.set_query(None);
+        let mut req = self.client.get(url);
+        for (k, v) in &self.target.headers {
+            req = req.header(k, v);
+        }
+        let fetch = async {
+            let mut resp = req.send().await.ok()?;
+            if !resp.status().is_success() {
+                return None;
+            }
+            let body = read_excerpt(&mut resp, 4096).await;
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            let version = v.get("version")?.as_str()?.trim();
+            (!version.is_empty()).then(|| version.chars().take(128).collect())
+        };
+        tokio::time::timeout(budget, fetch).await.ok().flatten()
     }
 
     fn conclude(
@@ -165,7 +199,7 @@ impl Prober {
     async fn exchange(
         &self,
         request: reqwest::Request,
-        adapter: &mut dyn StreamProtocol,
+        mut reader: StreamReader,
         obs: &mut Observations,
     ) -> Result<(), Failure> {
         let mut response = self
@@ -195,14 +229,12 @@ impl Prober {
             return Err(not_a_stream(&read_excerpt(&mut response, 2048).await, obs));
         }
 
-        let mut decoder = SseDecoder::with_max_event_bytes(self.limits.max_event_bytes);
-        let mut events: Vec<SseEvent> = Vec::new();
         loop {
             let read = response.chunk().await;
             let at = std::time::Instant::now();
             let bytes = match read {
                 Ok(Some(bytes)) => bytes,
-                Ok(None) => return self.end_of_body(decoder, adapter, at, obs),
+                Ok(None) => return reader.finish(at, obs),
                 Err(e) => return Err(errors::classify_body(&e, obs)),
             };
             obs.bytes += bytes.len() as u64;
@@ -212,57 +244,10 @@ impl Prober {
                     self.limits.max_stream_bytes
                 )));
             }
-            decoder.feed(&bytes, &mut events).map_err(errors::decode)?;
-            for event in events.drain(..) {
-                match adapter.on_event(&event, at, obs) {
-                    Flow::Continue => {}
-                    Flow::Done => {
-                        obs.timeline.ended = Some(at);
-                        self.drain(&mut response, obs).await;
-                        return Ok(());
-                    }
-                    Flow::Fail(f) => return Err(f),
-                }
-                if obs.timeline.token_events.len() > self.limits.max_token_events {
-                    return Err(too_large(format!(
-                        "more than {} token events",
-                        self.limits.max_token_events
-                    )));
-                }
+            if reader.feed(&bytes, at, obs)? {
+                self.drain(&mut response, obs).await;
+                return Ok(());
             }
-        }
-    }
-
-    /// A clean close: an unterminated `[DONE]` counts as the terminator; other leftovers are
-    /// trailing bytes. Without a terminator, a finish reason still ends the stream (anomaly
-    /// `missing_terminator`); with neither, the stream was cut short.
-    fn end_of_body(
-        &self,
-        mut decoder: SseDecoder,
-        adapter: &dyn StreamProtocol,
-        at: std::time::Instant,
-        obs: &mut Observations,
-    ) -> Result<(), Failure> {
-        let trailing = decoder.finish();
-        match &trailing.pending {
-            Some(ev) if adapter.is_terminator(ev) => obs.terminated = true,
-            _ if trailing.bytes > 0 => obs.anomaly(Anomaly::TrailingBytes),
-            _ => {}
-        }
-        if obs.terminated || obs.finished {
-            if !obs.terminated {
-                obs.anomaly(Anomaly::MissingTerminator);
-            }
-            obs.timeline.ended = Some(at);
-            Ok(())
-        } else {
-            Err(Failure::new(
-                FailureReason::Truncated,
-                format!(
-                    "the server closed the stream after {} token events without a terminator or finish reason",
-                    obs.timeline.token_events.len()
-                ),
-            ))
         }
     }
 

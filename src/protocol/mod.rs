@@ -2,9 +2,16 @@
 //! of its stream into marks on the probe's [`Observations`]. One file per protocol, one shape
 //! (the [`StreamProtocol`] trait), over the shared decoder and timeline.
 
+mod anthropic;
+mod azure_openai;
 mod json;
+mod llama_cpp;
+mod ollama;
 mod openai_chat;
+mod openai_completions;
+mod openai_responses;
 mod prompt;
+mod tgi;
 
 use std::time::Instant;
 
@@ -12,7 +19,7 @@ use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Failure, Observations};
 
-pub use prompt::{new_nonce, render_messages};
+pub use prompt::{new_nonce, render_messages, render_prompt};
 
 /// An HTTP request ready to send: always a `POST` with a JSON body.
 #[derive(Debug, Clone)]
@@ -37,9 +44,24 @@ pub enum Flow {
     Fail(Failure),
 }
 
-/// The stream side of a protocol: a fresh value per probe, fed every decoded SSE event with the
-/// instant its read returned.
+/// How a protocol frames its stream: which decoder the probe loop feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Server-sent events ([`crate::decode::sse::SseDecoder`]).
+    Sse,
+    /// One JSON document per line ([`crate::decode::ndjson::NdjsonDecoder`]); each line reaches
+    /// [`StreamProtocol::on_event`] as an [`SseEvent`] with `event: None`, `data` = the line.
+    Ndjson,
+}
+
+/// The stream side of a protocol: a fresh value per probe, fed every decoded SSE event (or
+/// NDJSON line) with the instant its read returned.
 pub trait StreamProtocol: Send {
+    /// The stream's framing; SSE unless the protocol says otherwise.
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
+
     /// Interprets one event: records tokens, counts, identity, errors and anomalies in `obs`.
     fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow;
 
@@ -53,13 +75,26 @@ pub trait StreamProtocol: Send {
 pub fn build_request(target: &Target, scenario: &Scenario, nonce: Option<&str>) -> RequestSpec {
     match target.protocol {
         Protocol::OpenAiChat => openai_chat::build_request(target, scenario, nonce),
+        Protocol::OpenAiCompletions => openai_completions::build_request(target, scenario, nonce),
+        Protocol::OpenAiResponses => openai_responses::build_request(target, scenario, nonce),
+        Protocol::Anthropic => anthropic::build_request(target, scenario, nonce),
+        Protocol::Ollama => ollama::build_request(target, scenario, nonce),
+        Protocol::Tgi => tgi::build_request(target, scenario, nonce),
+        Protocol::AzureOpenAi => azure_openai::build_request(target, scenario, nonce),
+        Protocol::LlamaCpp => llama_cpp::build_request(target, scenario, nonce),
     }
 }
 
 /// A fresh stream interpreter for `protocol`.
 pub fn stream_for(protocol: Protocol) -> Box<dyn StreamProtocol> {
     match protocol {
-        Protocol::OpenAiChat => Box::new(openai_chat::OpenAiChatStream),
+        Protocol::OpenAiChat | Protocol::AzureOpenAi => Box::new(openai_chat::OpenAiStream::chat()),
+        Protocol::OpenAiCompletions => Box::new(openai_chat::OpenAiStream::completions()),
+        Protocol::OpenAiResponses => Box::<openai_responses::ResponsesStream>::default(),
+        Protocol::Anthropic => Box::<anthropic::AnthropicStream>::default(),
+        Protocol::Ollama => Box::new(ollama::OllamaStream),
+        Protocol::Tgi => Box::new(tgi::TgiStream),
+        Protocol::LlamaCpp => Box::new(llama_cpp::LlamaCppStream),
     }
 }
 
@@ -80,9 +115,74 @@ pub(crate) fn common_headers(target: &Target) -> Vec<(String, String)> {
     h
 }
 
-/// Merges the target's then the scenario's `extra_body` into `body` (scenario wins).
+/// `Authorization: Bearer <key>` when the target has a key.
+pub(crate) fn bearer_auth(target: &Target, headers: &mut Vec<(String, String)>) {
+    if let Some(key) = &target.api_key {
+        headers.push(("authorization".into(), format!("Bearer {}", key.expose())));
+    }
+}
+
+/// Adds `name: value` unless the target's headers already set `name` (the configured value wins).
+pub(crate) fn default_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {
+        headers.push((name.to_string(), value.to_string()));
+    }
+}
+
+/// Merges the target's then the scenario's `extra_body` into `body` (scenario wins over target).
+/// Keys the protocol set itself win over `extra_body`: a key already in `body` is kept, and for
+/// a key whose value is an object in both (Ollama `options`, TGI `parameters`) only the
+/// sub-keys the protocol did not set are added. (For `openai-chat` the keys it sets cannot be
+/// in `extra_body` at all: validation rejects them.)
 pub(crate) fn merge_extra_body(body: &mut serde_json::Value, target: &Target, scenario: &Scenario) {
-    if let Some(obj) = body.as_object_mut() {
-        obj.extend(target.extra_body_for(scenario));
+    let Some(obj) = body.as_object_mut() else {
+        return;
+    };
+    for (k, v) in target.extra_body_for(scenario) {
+        match (obj.get_mut(&k), v) {
+            (None, v) => {
+                obj.insert(k, v);
+            }
+            (Some(serde_json::Value::Object(ours)), serde_json::Value::Object(theirs)) => {
+                for (sk, sv) in theirs {
+                    ours.entry(sk).or_insert(sv);
+                }
+            }
+            (Some(_), _) => {}
+        }
+    }
+}
+
+/// Reads llama.cpp's `timings` object (on the last chunk of its chat, completions, Responses
+/// and native streams) into `obs.server_timings`; later reports replace earlier ones.
+pub(crate) fn read_llama_cpp_timings(chunk: &serde_json::Value, obs: &mut Observations) {
+    use json::{f64_at, u64_at};
+    if let Some(t) = chunk.get("timings").filter(|t| t.is_object()) {
+        let st = &mut obs.server_timings;
+        st.prompt_seconds = f64_at(t, "prompt_ms")
+            .map(|ms| ms / 1000.0)
+            .or(st.prompt_seconds);
+        st.prompt_tokens = u64_at(t, "prompt_n").or(st.prompt_tokens);
+        st.predicted_tokens = u64_at(t, "predicted_n").or(st.predicted_tokens);
+        st.predicted_seconds = f64_at(t, "predicted_ms")
+            .map(|ms| ms / 1000.0)
+            .or(st.predicted_seconds);
+    }
+}
+
+/// Parses an event's data as JSON. Non-JSON that does not look like JSON (`: keepalive`
+/// rewrapped as data, OpenAI's `[DONE]` in a protocol that does not use it) is an anomaly and
+/// `Err(Flow::Continue)`; broken JSON is a `decode` failure, `Err(Flow::Fail)`.
+pub(crate) fn parse_json(data: &str, obs: &mut Observations) -> Result<serde_json::Value, Flow> {
+    match serde_json::from_str(data) {
+        Ok(v) => Ok(v),
+        Err(e) if data != "[DONE]" && json::looks_like_json(data) => Err(Flow::Fail(Failure::new(
+            crate::measure::FailureReason::Decode,
+            format!("a data line is not valid JSON: {e}"),
+        ))),
+        Err(_) => {
+            obs.anomaly(crate::measure::Anomaly::NonJsonData);
+            Err(Flow::Continue)
+        }
     }
 }

@@ -6,16 +6,19 @@
 //! Counts: the final `usage` chunk (`stream_options.include_usage`), and llama.cpp's `timings`.
 //! Terminator: `data: [DONE]`. Errors inside a 200: `{"error": …}`, `event: error`,
 //! `finish_reason: "error"`. Source: PROTOCOLS.md §1.
+//!
+//! The stream side, [`OpenAiStream`], also reads legacy completions (`choices[].text`) and Azure
+//! OpenAI; [`interpret_common`] is shared with the llama.cpp native adapter.
 
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::json::{error_message, f64_at, has_text, looks_like_json, str_at, u64_at};
+use super::json::{error_message, has_text, str_at, u64_at};
 use super::{Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
-use crate::measure::{Anomaly, Failure, FailureReason, Observations, TokenKind};
+use crate::measure::{Anomaly, Observations, TokenKind};
 
 /// The streaming chat request: `stream: true` with `stream_options.include_usage: true`.
 pub(super) fn build_request(
@@ -23,8 +26,21 @@ pub(super) fn build_request(
     scenario: &Scenario,
     nonce: Option<&str>,
 ) -> RequestSpec {
+    let mut body = chat_body(target, scenario, nonce);
+    body["model"] = json!(target.model);
+    super::merge_extra_body(&mut body, target, scenario);
+    let mut headers = super::common_headers(target);
+    super::bearer_auth(target, &mut headers);
+    RequestSpec {
+        url: super::join_url(&target.base_url, "chat/completions"),
+        headers,
+        body,
+    }
+}
+
+/// The chat body without `model` (Azure names the model by its deployment in the URL).
+pub(super) fn chat_body(target: &Target, scenario: &Scenario, nonce: Option<&str>) -> Value {
     let mut body = json!({
-        "model": target.model,
         "messages": super::render_messages(&scenario.messages, nonce),
         "max_tokens": scenario.max_tokens,
         "stream": true,
@@ -33,23 +49,33 @@ pub(super) fn build_request(
     if let Some(t) = target.temperature_for(scenario) {
         body["temperature"] = json!(t);
     }
-    super::merge_extra_body(&mut body, target, scenario);
-    let mut headers = super::common_headers(target);
-    if let Some(key) = &target.api_key {
-        headers.push(("authorization".into(), format!("Bearer {}", key.expose())));
+    body
+}
+
+/// Interprets an OpenAI chunk stream: chat completions (`choices[].delta`, also Azure) or
+/// legacy completions (`choices[].text`); the two differ only in where a choice keeps its text.
+#[derive(Debug)]
+pub(super) struct OpenAiStream {
+    choice_kind: fn(&Value) -> Option<TokenKind>,
+}
+
+impl OpenAiStream {
+    /// Chat completions: `delta.content`, tool-call arguments, reasoning.
+    pub(super) fn chat() -> Self {
+        OpenAiStream {
+            choice_kind: chat_choice_kind,
+        }
     }
-    RequestSpec {
-        url: super::join_url(&target.base_url, "chat/completions"),
-        headers,
-        body,
+
+    /// Legacy completions: a non-empty `text` (`""` for special tokens is no token).
+    pub(super) fn completions() -> Self {
+        OpenAiStream {
+            choice_kind: |choice| has_text(choice, "text").then_some(TokenKind::Output),
+        }
     }
 }
 
-/// Interprets an OpenAI chat completion chunk stream.
-#[derive(Debug, Default)]
-pub(super) struct OpenAiChatStream;
-
-impl StreamProtocol for OpenAiChatStream {
+impl StreamProtocol for OpenAiStream {
     fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
         if event.data == "[DONE]" {
             obs.terminated = true;
@@ -59,20 +85,11 @@ impl StreamProtocol for OpenAiChatStream {
             obs.stream_error(&event.data);
             return Flow::Done;
         }
-        let chunk: Value = match serde_json::from_str(&event.data) {
+        let chunk = match super::parse_json(&event.data, obs) {
             Ok(v) => v,
-            Err(e) if looks_like_json(&event.data) => {
-                return Flow::Fail(Failure::new(
-                    FailureReason::Decode,
-                    format!("a data line is not valid JSON: {e}"),
-                ))
-            }
-            Err(_) => {
-                obs.anomaly(Anomaly::NonJsonData);
-                return Flow::Continue;
-            }
+            Err(flow) => return flow,
         };
-        interpret_chunk(&chunk, at, obs)
+        interpret_chunk(&chunk, at, obs, self.choice_kind)
     }
 
     fn is_terminator(&self, event: &SseEvent) -> bool {
@@ -107,21 +124,16 @@ pub(super) fn interpret_common(chunk: &Value, obs: &mut Observations) -> Flow {
             obs.usage.cached_prompt_tokens = Some(n);
         }
     }
-    if let Some(t) = chunk.get("timings").filter(|t| t.is_object()) {
-        let st = &mut obs.server_timings;
-        st.prompt_seconds = f64_at(t, "prompt_ms")
-            .map(|ms| ms / 1000.0)
-            .or(st.prompt_seconds);
-        st.prompt_tokens = u64_at(t, "prompt_n").or(st.prompt_tokens);
-        st.predicted_tokens = u64_at(t, "predicted_n").or(st.predicted_tokens);
-        st.predicted_seconds = f64_at(t, "predicted_ms")
-            .map(|ms| ms / 1000.0)
-            .or(st.predicted_seconds);
-    }
+    super::read_llama_cpp_timings(chunk, obs);
     Flow::Continue
 }
 
-fn interpret_chunk(chunk: &Value, at: Instant, obs: &mut Observations) -> Flow {
+fn interpret_chunk(
+    chunk: &Value,
+    at: Instant,
+    obs: &mut Observations,
+    choice_kind: fn(&Value) -> Option<TokenKind>,
+) -> Flow {
     if !chunk.is_object() {
         obs.anomaly(Anomaly::UnknownEvent);
         return Flow::Continue;
@@ -145,21 +157,29 @@ fn interpret_chunk(chunk: &Value, at: Instant, obs: &mut Observations) -> Flow {
             Some(r) if !r.is_empty() => obs.finished = true,
             _ => {}
         }
-        let Some(delta) = choice.get("delta") else {
-            continue;
-        };
-        if has_text(delta, "content") || has_tool_arguments(delta) {
-            kind = Some(TokenKind::Output);
-        } else if kind.is_none()
-            && (has_text(delta, "reasoning_content") || has_text(delta, "reasoning"))
-        {
-            kind = Some(TokenKind::Reasoning);
+        // Output wins over reasoning when several choices disagree.
+        match choice_kind(choice) {
+            Some(TokenKind::Output) => kind = Some(TokenKind::Output),
+            Some(TokenKind::Reasoning) if kind.is_none() => kind = Some(TokenKind::Reasoning),
+            _ => {}
         }
     }
     if let Some(kind) = kind {
         obs.token(at, kind);
     }
     Flow::Continue
+}
+
+/// What a chat choice's `delta` carries; a choice without `delta` (Azure) carries nothing.
+fn chat_choice_kind(choice: &Value) -> Option<TokenKind> {
+    let delta = choice.get("delta")?;
+    if has_text(delta, "content") || has_tool_arguments(delta) {
+        Some(TokenKind::Output)
+    } else if has_text(delta, "reasoning_content") || has_text(delta, "reasoning") {
+        Some(TokenKind::Reasoning)
+    } else {
+        None
+    }
 }
 
 /// True when any `delta.tool_calls[].function.arguments` (or a new call's name) is non-empty.
@@ -178,6 +198,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::measure::FailureReason;
 
     fn ev(data: &str) -> SseEvent {
         SseEvent {
@@ -191,7 +212,7 @@ mod tests {
     fn run(datas: &[&str]) -> (Observations, Flow) {
         let t0 = Instant::now();
         let mut obs = Observations::new(t0);
-        let mut p = OpenAiChatStream;
+        let mut p = OpenAiStream::chat();
         let mut flow = Flow::Continue;
         for (i, d) in datas.iter().enumerate() {
             flow = p.on_event(&ev(d), t0 + Duration::from_millis(i as u64 + 1), &mut obs);
@@ -320,7 +341,7 @@ mod tests {
             data: "upstream timed out".into(),
             id: None,
         };
-        assert_eq!(OpenAiChatStream.on_event(&e, t0, &mut obs), Flow::Done);
+        assert_eq!(OpenAiStream::chat().on_event(&e, t0, &mut obs), Flow::Done);
         assert_eq!(obs.stream_error.as_deref(), Some("upstream timed out"));
     }
 }

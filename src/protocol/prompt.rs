@@ -38,6 +38,18 @@ pub fn render_messages(messages: &[Message], nonce: Option<&str>) -> Vec<serde_j
         .collect()
 }
 
+/// The scenario as one plain prompt for the completion-style protocols (`openai-completions`,
+/// `tgi`, `llama-cpp`): the messages' contents, nonce first as in [`render_messages`], joined
+/// with a blank line ("\n\n"). Roles are dropped and no chat template is applied: these
+/// endpoints continue raw text.
+pub fn render_prompt(messages: &[Message], nonce: Option<&str>) -> String {
+    render_messages(messages, nonce)
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +77,10 @@ mod tests {
         assert_eq!(r[1]["content"], "Hi");
         let r = render_messages(&msgs, None);
         assert_eq!(r[0]["content"], "Be brief.");
+        assert_eq!(
+            render_prompt(&msgs, Some("abc")),
+            "[probe abc] Be brief.\n\nHi"
+        );
+        assert_eq!(render_prompt(&msgs[1..], None), "Hi");
     }
 }

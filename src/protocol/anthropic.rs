@@ -1,0 +1,345 @@
+//! Anthropic Messages (`POST {base}/messages`), as served by Anthropic, llama.cpp, LiteLLM and
+//! other gateways.
+//!
+//! Request: headers `x-api-key` (when the target has a key) and `anthropic-version: 2023-06-01`
+//! (unless the target's headers set one); body `model`, `max_tokens` (required by the API),
+//! `stream: true`, `temperature` when set, `messages` = the user/assistant messages and `system`
+//! = the system and developer messages' contents joined with "\n\n" (the nonce of a cold probe
+//! stays at the very start of the prompt, in `system` if the scenario starts with one).
+//! Stream: SSE with `event:` = `data.type` (the JSON `type` is used; the `event:` line is the
+//! fallback). Tokens: `content_block_delta` with a non-empty `text_delta.text` (output),
+//! `thinking_delta.thinking` (reasoning) or `input_json_delta.partial_json` (tool input,
+//! output). Not tokens: `ping`, `signature_delta`, `citations_delta`, block start/stop.
+//! Counts: `message_start.message.usage` → prompt tokens = `input_tokens` +
+//! `cache_read_input_tokens` + `cache_creation_input_tokens` (Anthropic's `input_tokens` excludes
+//! the cache), cached = `cache_read_input_tokens`; `message_delta.usage.output_tokens` is
+//! cumulative: the last one is N (`message_start`'s own `output_tokens` is a placeholder and is
+//! ignored). `message_delta.delta.stop_reason` finishes the generation; `message_stop` is the
+//! terminator. Errors inside a 200: `event: error` / `type: error` with `error.type` and
+//! `error.message` (e.g. `overloaded_error`). Unknown event or delta types, and `message_delta`s
+//! whose `delta` is a content delta (not Anthropic's shape), are [`Anomaly::UnknownEvent`].
+//! Source: PROTOCOLS.md §1, captured/llama-cpp-anthropic.txt, captured/llm-mock-api_anthropic.txt.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::json::{has_text, str_at, u64_at};
+use super::{Flow, RequestSpec, StreamProtocol};
+use crate::config::{Scenario, Target};
+use crate::decode::sse::SseEvent;
+use crate::measure::{Anomaly, Observations, TokenKind};
+
+/// The `anthropic-version` header value sent unless the target configures its own.
+pub(super) const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The streaming Messages request.
+pub(super) fn build_request(
+    target: &Target,
+    scenario: &Scenario,
+    nonce: Option<&str>,
+) -> RequestSpec {
+    let mut system = Vec::new();
+    let mut messages = Vec::new();
+    for m in super::render_messages(&scenario.messages, nonce) {
+        match m["role"].as_str() {
+            Some("system" | "developer") => {
+                system.push(m["content"].as_str().unwrap_or_default().to_string())
+            }
+            _ => messages.push(m),
+        }
+    }
+    let mut body = json!({
+        "model": target.model,
+        "max_tokens": scenario.max_tokens,
+        "messages": messages,
+        "stream": true,
+    });
+    if !system.is_empty() {
+        body["system"] = json!(system.join("\n\n"));
+    }
+    if let Some(t) = target.temperature_for(scenario) {
+        body["temperature"] = json!(t);
+    }
+    super::merge_extra_body(&mut body, target, scenario);
+    let mut headers = super::common_headers(target);
+    super::default_header(&mut headers, "anthropic-version", ANTHROPIC_VERSION);
+    if let Some(key) = &target.api_key {
+        headers.push(("x-api-key".into(), key.expose().to_string()));
+    }
+    RequestSpec {
+        url: super::join_url(&target.base_url, "messages"),
+        headers,
+        body,
+    }
+}
+
+/// Interprets an Anthropic Messages event stream.
+#[derive(Debug, Default)]
+pub(super) struct AnthropicStream;
+
+impl StreamProtocol for AnthropicStream {
+    fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
+        let is_error_event = event.event.as_deref() == Some("error");
+        if is_error_event && serde_json::from_str::<Value>(&event.data).is_err() {
+            obs.stream_error(&event.data);
+            return Flow::Done;
+        }
+        let data = match super::parse_json(&event.data, obs) {
+            Ok(v) => v,
+            Err(flow) => return flow,
+        };
+        let kind = str_at(&data, "type")
+            .or(event.event.as_deref())
+            .unwrap_or("");
+        match kind {
+            "message_start" => {
+                let Some(msg) = data.get("message") else {
+                    return Flow::Continue;
+                };
+                Observations::identity_field(
+                    &mut obs.identity.response_model,
+                    str_at(msg, "model"),
+                );
+                if let Some(usage) = msg.get("usage").filter(|u| u.is_object()) {
+                    read_input_usage(usage, obs);
+                }
+            }
+            "content_block_start" => {
+                // A block may open with text already in it (rare; usually "").
+                if let Some(block) = data.get("content_block") {
+                    if has_text(block, "text") {
+                        obs.token(at, TokenKind::Output);
+                    } else if has_text(block, "thinking") {
+                        obs.token(at, TokenKind::Reasoning);
+                    }
+                }
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta").unwrap_or(&Value::Null);
+                match str_at(delta, "type") {
+                    Some("text_delta") if has_text(delta, "text") => {
+                        obs.token(at, TokenKind::Output)
+                    }
+                    Some("input_json_delta") if has_text(delta, "partial_json") => {
+                        obs.token(at, TokenKind::Output)
+                    }
+                    Some("thinking_delta") if has_text(delta, "thinking") => {
+                        obs.token(at, TokenKind::Reasoning)
+                    }
+                    Some(
+                        "text_delta" | "input_json_delta" | "thinking_delta" | "signature_delta"
+                        | "citations_delta",
+                    ) => {}
+                    _ => obs.anomaly(Anomaly::UnknownEvent),
+                }
+            }
+            "message_delta" => {
+                let delta = data.get("delta").unwrap_or(&Value::Null);
+                if delta.get("type").is_some() {
+                    // Anthropic's message_delta carries stop_reason/stop_sequence, never a typed
+                    // content delta: this is another format wearing Anthropic's names.
+                    obs.anomaly(Anomaly::UnknownEvent);
+                }
+                if str_at(delta, "stop_reason").is_some_and(|r| !r.is_empty()) {
+                    obs.finished = true;
+                }
+                if let Some(usage) = data.get("usage").filter(|u| u.is_object()) {
+                    if let Some(n) = u64_at(usage, "output_tokens") {
+                        obs.usage.completion_tokens = Some(n);
+                    }
+                    if usage.get("input_tokens").is_some() {
+                        read_input_usage(usage, obs);
+                    }
+                }
+            }
+            "message_stop" => {
+                obs.terminated = true;
+                return Flow::Done;
+            }
+            "error" => {
+                let err = data.get("error").unwrap_or(&data);
+                let msg = match (str_at(err, "type"), str_at(err, "message")) {
+                    (Some(t), Some(m)) => format!("{t}: {m}"),
+                    (Some(t), None) => t.to_string(),
+                    (None, Some(m)) => m.to_string(),
+                    (None, None) => err.to_string(),
+                };
+                obs.stream_error(&msg);
+                return Flow::Done;
+            }
+            "ping" | "content_block_stop" => {}
+            _ => obs.anomaly(Anomaly::UnknownEvent),
+        }
+        Flow::Continue
+    }
+
+    fn is_terminator(&self, _event: &SseEvent) -> bool {
+        false
+    }
+}
+
+/// Prompt tokens = `input_tokens` + cache reads + cache writes; cached = cache reads.
+fn read_input_usage(usage: &Value, obs: &mut Observations) {
+    let input = u64_at(usage, "input_tokens");
+    let read = u64_at(usage, "cache_read_input_tokens");
+    let created = u64_at(usage, "cache_creation_input_tokens");
+    if let Some(input) = input {
+        obs.usage.prompt_tokens = Some(input + read.unwrap_or(0) + created.unwrap_or(0));
+    }
+    if read.is_some() {
+        obs.usage.cached_prompt_tokens = read;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
+        let t0 = Instant::now();
+        let mut obs = Observations::new(t0);
+        let mut p = AnthropicStream;
+        let mut flow = Flow::Continue;
+        for (i, (e, d)) in events.iter().enumerate() {
+            let ev = SseEvent {
+                event: (!e.is_empty()).then(|| e.to_string()),
+                data: (*d).into(),
+                id: None,
+            };
+            flow = p.on_event(&ev, t0 + Duration::from_millis(i as u64 + 1), &mut obs);
+            if flow != Flow::Continue {
+                break;
+            }
+        }
+        (obs, flow)
+    }
+
+    #[test]
+    fn table() {
+        use TokenKind::{Output, Reasoning};
+        struct Case {
+            name: &'static str,
+            events: &'static [(&'static str, &'static str)],
+            kinds: &'static [TokenKind],
+            usage: (Option<u64>, Option<u64>, Option<u64>),
+            finished: bool,
+            terminated: bool,
+            error: Option<&'static str>,
+            anomalies: &'static [Anomaly],
+        }
+        let cases = [
+            Case {
+                name: "thinking, text, tool input, pings; cumulative output_tokens, last wins",
+                events: &[
+                    (
+                        "message_start",
+                        r#"{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":10,"cache_read_input_tokens":20,"cache_creation_input_tokens":3,"output_tokens":1}}}"#,
+                    ),
+                    ("ping", r#"{"type":"ping"}"#),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":""}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#,
+                    ),
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#,
+                    ),
+                    (
+                        "message_delta",
+                        r#"{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":5}}"#,
+                    ),
+                    (
+                        "message_delta",
+                        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#,
+                    ),
+                    ("message_stop", r#"{"type":"message_stop"}"#),
+                ],
+                kinds: &[Reasoning, Output, Output],
+                usage: (Some(9), Some(33), Some(20)),
+                finished: true,
+                terminated: true,
+                error: None,
+                anomalies: &[],
+            },
+            Case {
+                name: "overloaded error after a token",
+                events: &[
+                    (
+                        "content_block_delta",
+                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"A"}}"#,
+                    ),
+                    (
+                        "error",
+                        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                    ),
+                ],
+                kinds: &[Output],
+                usage: (None, None, None),
+                finished: false,
+                terminated: false,
+                error: Some("overloaded_error: Overloaded"),
+                anomalies: &[],
+            },
+            Case {
+                name: "type error without an event line; non-JSON error event",
+                events: &[("", r#"{"type":"error","error":{"type":"api_error"}}"#)],
+                kinds: &[],
+                usage: (None, None, None),
+                finished: false,
+                terminated: false,
+                error: Some("api_error"),
+                anomalies: &[],
+            },
+            Case {
+                name: "mockllm shape: content delta inside message_delta, no event lines",
+                events: &[
+                    (
+                        "",
+                        r#"{"type":"message_delta","id":"x","delta":{"type":"content_block_delta","index":0,"delta":{"text":"T"}},"usage":null}"#,
+                    ),
+                    ("", "[DONE]"),
+                ],
+                kinds: &[],
+                usage: (None, None, None),
+                finished: false,
+                terminated: false,
+                error: None,
+                anomalies: &[Anomaly::UnknownEvent, Anomaly::NonJsonData],
+            },
+        ];
+        for c in cases {
+            let (obs, _) = run(c.events);
+            let kinds: Vec<_> = obs.timeline.token_events.iter().map(|e| e.kind).collect();
+            assert_eq!(kinds, c.kinds, "{}", c.name);
+            let u = &obs.usage;
+            assert_eq!(
+                (u.completion_tokens, u.prompt_tokens, u.cached_prompt_tokens),
+                c.usage,
+                "{}",
+                c.name
+            );
+            assert_eq!(obs.finished, c.finished, "{}", c.name);
+            assert_eq!(obs.terminated, c.terminated, "{}", c.name);
+            assert_eq!(obs.stream_error.as_deref(), c.error, "{}", c.name);
+            assert_eq!(obs.anomalies, c.anomalies, "{}", c.name);
+        }
+        let (obs, _) = run(&[("error", "upstream connect error")]);
+        assert_eq!(obs.stream_error.as_deref(), Some("upstream connect error"));
+        assert!(obs.anomalies.is_empty());
+    }
+}

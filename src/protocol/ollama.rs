@@ -1,0 +1,200 @@
+//! Ollama native chat (`POST {base}/api/chat`; `base_url` is the server root, e.g.
+//! `http://127.0.0.1:11434`, without the `/v1` of its OpenAI-compatible API).
+//!
+//! Request: `model`, `messages`, `stream: true`, `options.num_predict` = `max_tokens`,
+//! `options.temperature` when set; `Authorization: Bearer` when the target has a key (Ollama
+//! behind a proxy, or ollama.com).
+//! Stream: NDJSON, one JSON object per line. Tokens: a non-empty `message.content` (output) or
+//! `message.thinking` (reasoning), or a non-empty `message.tool_calls` (output). The final line
+//! has `done: true` (the terminator) with `eval_count` (N, source `server`),
+//! `prompt_eval_count`, and durations in **nanoseconds**: `prompt_eval_duration` (→ server
+//! prefill), `load_duration` (model load; server time, kept out of the TTFT overhead),
+//! `eval_duration`, `total_duration`; any may be absent (unknown, never 0). Error inside a 200: a
+//! line `{"error": "..."}`. Source: PROTOCOLS.md §1.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::json::{error_message, f64_at, has_text, str_at, u64_at};
+use super::{Flow, Framing, RequestSpec, StreamProtocol};
+use crate::config::{Scenario, Target};
+use crate::decode::sse::SseEvent;
+use crate::measure::{Anomaly, Observations, TokenKind};
+
+/// The streaming native chat request.
+pub(super) fn build_request(
+    target: &Target,
+    scenario: &Scenario,
+    nonce: Option<&str>,
+) -> RequestSpec {
+    let mut options = json!({ "num_predict": scenario.max_tokens });
+    if let Some(t) = target.temperature_for(scenario) {
+        options["temperature"] = json!(t);
+    }
+    let mut body = json!({
+        "model": target.model,
+        "messages": super::render_messages(&scenario.messages, nonce),
+        "stream": true,
+        "options": options,
+    });
+    super::merge_extra_body(&mut body, target, scenario);
+    let mut headers = super::common_headers(target);
+    headers[0].1 = "application/x-ndjson".into();
+    super::bearer_auth(target, &mut headers);
+    RequestSpec {
+        url: super::join_url(&target.base_url, "api/chat"),
+        headers,
+        body,
+    }
+}
+
+/// Interprets an Ollama NDJSON chat stream.
+#[derive(Debug, Default)]
+pub(super) struct OllamaStream;
+
+impl StreamProtocol for OllamaStream {
+    fn framing(&self) -> Framing {
+        Framing::Ndjson
+    }
+
+    fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
+        let line = match super::parse_json(&event.data, obs) {
+            Ok(v) => v,
+            Err(flow) => return flow,
+        };
+        if !line.is_object() {
+            obs.anomaly(Anomaly::UnknownEvent);
+            return Flow::Continue;
+        }
+        if let Some(err) = line.get("error").filter(|e| !e.is_null()) {
+            obs.stream_error(&error_message(err));
+            return Flow::Done;
+        }
+        Observations::identity_field(&mut obs.identity.response_model, str_at(&line, "model"));
+        let message = line.get("message");
+        if let Some(msg) = message {
+            let tools = msg
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+            if has_text(msg, "content") || tools {
+                obs.token(at, TokenKind::Output);
+            } else if has_text(msg, "thinking") {
+                obs.token(at, TokenKind::Reasoning);
+            }
+        }
+        match line.get("done").and_then(Value::as_bool) {
+            Some(true) => {
+                read_final(&line, obs);
+                obs.finished = true;
+                obs.terminated = true;
+                Flow::Done
+            }
+            Some(false) => Flow::Continue,
+            None => {
+                if message.is_none() {
+                    obs.anomaly(Anomaly::UnknownEvent);
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    fn is_terminator(&self, _event: &SseEvent) -> bool {
+        false
+    }
+}
+
+/// Counts and nanosecond durations of the `done: true` line.
+fn read_final(line: &Value, obs: &mut Observations) {
+    let ns = |key| f64_at(line, key).filter(|v| *v >= 0.0).map(|v| v / 1e9);
+    let st = &mut obs.server_timings;
+    st.predicted_tokens = u64_at(line, "eval_count").or(st.predicted_tokens);
+    st.prompt_tokens = u64_at(line, "prompt_eval_count").or(st.prompt_tokens);
+    st.prompt_seconds = ns("prompt_eval_duration").or(st.prompt_seconds);
+    st.load_seconds = ns("load_duration").or(st.load_seconds);
+    st.predicted_seconds = ns("eval_duration").or(st.predicted_seconds);
+    if let Some(n) = u64_at(line, "prompt_eval_count") {
+        obs.usage.prompt_tokens = Some(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::measure::{measure, TokenCountSource};
+
+    fn run(lines: &[&str]) -> (Observations, Flow) {
+        let t0 = Instant::now();
+        let mut obs = Observations::new(t0);
+        let mut p = OllamaStream;
+        let mut flow = Flow::Continue;
+        for (i, d) in lines.iter().enumerate() {
+            let ev = SseEvent {
+                event: None,
+                data: (*d).into(),
+                id: None,
+            };
+            let at = t0 + Duration::from_millis(i as u64 + 1);
+            flow = p.on_event(&ev, at, &mut obs);
+            if flow != Flow::Continue {
+                obs.timeline.ended = Some(at);
+                break;
+            }
+        }
+        (obs, flow)
+    }
+
+    #[test]
+    fn thinking_then_content_then_done_with_nanoseconds() {
+        let (obs, flow) = run(&[
+            r#"{"model":"qwen3","message":{"role":"assistant","content":"","thinking":"Hm"},"done":false}"#,
+            r#"{"model":"qwen3","message":{"role":"assistant","content":""},"done":false}"#,
+            r#"{"model":"qwen3","message":{"role":"assistant","content":"Hi"},"done":false}"#,
+            r#"{"model":"qwen3","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","total_duration":900000000,"load_duration":30000000,"prompt_eval_count":26,"prompt_eval_duration":120000000,"eval_count":7,"eval_duration":600000000}"#,
+        ]);
+        assert_eq!(flow, Flow::Done);
+        let kinds: Vec<_> = obs.timeline.token_events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [TokenKind::Reasoning, TokenKind::Output]);
+        let st = &obs.server_timings;
+        assert_eq!(st.prompt_seconds, Some(0.12));
+        assert_eq!(st.load_seconds, Some(0.03));
+        assert_eq!(st.predicted_seconds, Some(0.6));
+        assert_eq!(obs.usage.prompt_tokens, Some(26));
+        let m = measure(&obs).unwrap();
+        assert_eq!(
+            (m.output_tokens, m.token_count_source),
+            (7, TokenCountSource::Server)
+        );
+        assert_eq!(obs.identity.response_model.as_deref(), Some("qwen3"));
+    }
+
+    #[test]
+    fn absent_counts_stay_unknown() {
+        let (obs, _) = run(&[
+            r#"{"message":{"content":"a"},"done":false}"#,
+            r#"{"done":true}"#,
+        ]);
+        assert_eq!(obs.server_timings, Default::default());
+        assert_eq!(obs.usage, Default::default());
+        assert!(obs.terminated);
+    }
+
+    #[test]
+    fn error_line_and_unknown_shape() {
+        let (obs, flow) = run(&[
+            r#"{"message":{"content":"a"},"done":false}"#,
+            r#"{"error":"model runner has unexpectedly stopped"}"#,
+        ]);
+        assert_eq!(flow, Flow::Done);
+        assert_eq!(
+            obs.stream_error.as_deref(),
+            Some("model runner has unexpectedly stopped")
+        );
+        let (obs, _) = run(&[r#"{"status":"pulling manifest"}"#]);
+        assert_eq!(obs.anomalies, [Anomaly::UnknownEvent]);
+    }
+}

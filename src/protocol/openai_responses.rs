@@ -1,0 +1,341 @@
+//! OpenAI Responses (`POST {base}/responses`), as served by OpenAI, vLLM, llama.cpp and others.
+//!
+//! Request: `input` = the scenario's messages (role and content, nonce first), `max_output_tokens`
+//! = `max_tokens` (OpenAI rejects values below 16), `stream: true`, `temperature` when set.
+//! Stream: SSE with `event:` = `data.type` (the JSON `type` is used; the `event:` line is the
+//! fallback). Tokens: a non-empty `delta` of `response.output_text.delta`,
+//! `response.refusal.delta` and `response.function_call_arguments.delta` (output), and of
+//! `response.reasoning_text.delta` / `response.reasoning_summary_text.delta` (reasoning).
+//! Counts: `response.completed` (or `.incomplete`) → `response.usage.output_tokens` (reasoning
+//! included), `input_tokens`, `input_tokens_details.cached_tokens`; llama.cpp adds its `timings`
+//! object beside `response`. Terminator: `response.completed`, or `response.incomplete` (e.g.
+//! `max_output_tokens` reached: a finished generation). Errors inside a 200: `response.failed`
+//! (`response.error.message`) and the `error` event (`message`, `code`). Types this adapter does
+//! not know are recorded once as [`Anomaly::UnknownEvent`]. Source: PROTOCOLS.md §1,
+//! captured/llama-cpp-responses.txt.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::json::{error_message, has_text, str_at, u64_at};
+use super::{Flow, RequestSpec, StreamProtocol};
+use crate::config::{Scenario, Target};
+use crate::decode::sse::SseEvent;
+use crate::measure::{Anomaly, Observations, TokenKind};
+
+/// The streaming Responses request.
+pub(super) fn build_request(
+    target: &Target,
+    scenario: &Scenario,
+    nonce: Option<&str>,
+) -> RequestSpec {
+    let mut body = json!({
+        "model": target.model,
+        "input": super::render_messages(&scenario.messages, nonce),
+        "max_output_tokens": scenario.max_tokens,
+        "stream": true,
+    });
+    if let Some(t) = target.temperature_for(scenario) {
+        body["temperature"] = json!(t);
+    }
+    super::merge_extra_body(&mut body, target, scenario);
+    let mut headers = super::common_headers(target);
+    super::bearer_auth(target, &mut headers);
+    RequestSpec {
+        url: super::join_url(&target.base_url, "responses"),
+        headers,
+        body,
+    }
+}
+
+/// Event types that carry no token and need no action.
+const QUIET: &[&str] = &[
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.output_text.done",
+    "response.output_text.annotation.added",
+    "response.refusal.done",
+    "response.function_call_arguments.done",
+    "response.reasoning_text.done",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.done",
+    "keepalive",
+];
+
+/// Interprets a Responses event stream.
+#[derive(Debug, Default)]
+pub(super) struct ResponsesStream;
+
+impl StreamProtocol for ResponsesStream {
+    fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
+        let is_error_event = event.event.as_deref() == Some("error");
+        if is_error_event && serde_json::from_str::<Value>(&event.data).is_err() {
+            obs.stream_error(&event.data);
+            return Flow::Done;
+        }
+        let data = match super::parse_json(&event.data, obs) {
+            Ok(v) => v,
+            Err(flow) => return flow,
+        };
+        let kind = str_at(&data, "type")
+            .or(event.event.as_deref())
+            .unwrap_or("");
+        match kind {
+            "response.output_text.delta"
+            | "response.refusal.delta"
+            | "response.function_call_arguments.delta" => {
+                if has_text(&data, "delta") {
+                    obs.token(at, TokenKind::Output);
+                }
+            }
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                if has_text(&data, "delta") {
+                    obs.token(at, TokenKind::Reasoning);
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                read_response(&data, obs);
+                obs.finished = true;
+                obs.terminated = true;
+                return Flow::Done;
+            }
+            "response.failed" => {
+                read_response(&data, obs);
+                let msg = data
+                    .get("response")
+                    .and_then(|r| r.get("error"))
+                    .filter(|e| !e.is_null())
+                    .map(error_message)
+                    .unwrap_or_else(|| "response.failed".to_string());
+                obs.stream_error(&msg);
+                return Flow::Done;
+            }
+            "error" => {
+                let msg = match data.get("error").filter(|e| !e.is_null()) {
+                    Some(e) => error_message(e),
+                    None => error_message(&data),
+                };
+                obs.stream_error(&msg);
+                return Flow::Done;
+            }
+            k if QUIET.contains(&k) => {}
+            // Built-in tool progress (web_search_call.searching, …) and future `.done`/`.added`.
+            k if k.starts_with("response.")
+                && (k.ends_with(".done")
+                    || k.ends_with(".added")
+                    || k.ends_with(".in_progress")
+                    || k.ends_with(".searching")
+                    || k.ends_with(".completed")) => {}
+            _ => obs.anomaly(Anomaly::UnknownEvent),
+        }
+        Flow::Continue
+    }
+
+    fn is_terminator(&self, _event: &SseEvent) -> bool {
+        false
+    }
+}
+
+/// Usage, model and llama.cpp timings of a `response.completed` / `.incomplete` / `.failed`.
+fn read_response(data: &Value, obs: &mut Observations) {
+    super::read_llama_cpp_timings(data, obs);
+    let Some(resp) = data.get("response") else {
+        return;
+    };
+    Observations::identity_field(&mut obs.identity.response_model, str_at(resp, "model"));
+    if let Some(usage) = resp.get("usage").filter(|u| u.is_object()) {
+        if let Some(n) = u64_at(usage, "output_tokens") {
+            obs.usage.completion_tokens = Some(n);
+        }
+        if let Some(n) = u64_at(usage, "input_tokens") {
+            obs.usage.prompt_tokens = Some(n);
+        }
+        if let Some(n) = usage
+            .get("input_tokens_details")
+            .and_then(|d| u64_at(d, "cached_tokens"))
+        {
+            obs.usage.cached_prompt_tokens = Some(n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ev(event: &str, data: &str) -> SseEvent {
+        SseEvent {
+            event: Some(event.into()),
+            data: data.into(),
+            id: None,
+        }
+    }
+
+    fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
+        let t0 = Instant::now();
+        let mut obs = Observations::new(t0);
+        let mut p = ResponsesStream;
+        let mut flow = Flow::Continue;
+        for (i, (e, d)) in events.iter().enumerate() {
+            flow = p.on_event(
+                &ev(e, d),
+                t0 + Duration::from_millis(i as u64 + 1),
+                &mut obs,
+            );
+            if flow != Flow::Continue {
+                break;
+            }
+        }
+        (obs, flow)
+    }
+
+    #[test]
+    fn table() {
+        use TokenKind::{Output, Reasoning};
+        struct Case {
+            name: &'static str,
+            events: &'static [(&'static str, &'static str)],
+            kinds: &'static [TokenKind],
+            usage: (Option<u64>, Option<u64>, Option<u64>),
+            terminated: bool,
+            error: Option<&'static str>,
+            anomalies: &'static [Anomaly],
+        }
+        let cases = [
+            Case {
+                name: "reasoning, text, empty delta, completed with usage",
+                events: &[
+                    (
+                        "response.created",
+                        r#"{"type":"response.created","response":{}}"#,
+                    ),
+                    (
+                        "response.reasoning_summary_text.delta",
+                        r#"{"type":"response.reasoning_summary_text.delta","delta":"Hm"}"#,
+                    ),
+                    (
+                        "response.reasoning_text.delta",
+                        r#"{"type":"response.reasoning_text.delta","delta":"so"}"#,
+                    ),
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":""}"#,
+                    ),
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":"Hi"}"#,
+                    ),
+                    (
+                        "response.output_text.done",
+                        r#"{"type":"response.output_text.done","text":"Hi"}"#,
+                    ),
+                    (
+                        "response.completed",
+                        r#"{"type":"response.completed","response":{"model":"m","usage":{"input_tokens":9,"output_tokens":7,"input_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":5}}}}"#,
+                    ),
+                ],
+                kinds: &[Reasoning, Reasoning, Output],
+                usage: (Some(7), Some(9), Some(4)),
+                terminated: true,
+                error: None,
+                anomalies: &[],
+            },
+            Case {
+                name: "incomplete is a finished generation",
+                events: &[
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":"a"}"#,
+                    ),
+                    (
+                        "response.incomplete",
+                        r#"{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"},"usage":{"output_tokens":1}}}"#,
+                    ),
+                ],
+                kinds: &[Output],
+                usage: (Some(1), None, None),
+                terminated: true,
+                error: None,
+                anomalies: &[],
+            },
+            Case {
+                name: "response.failed after tokens",
+                events: &[
+                    (
+                        "response.output_text.delta",
+                        r#"{"type":"response.output_text.delta","delta":"a"}"#,
+                    ),
+                    (
+                        "response.failed",
+                        r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"The model crashed"}}}"#,
+                    ),
+                ],
+                kinds: &[Output],
+                usage: (None, None, None),
+                terminated: false,
+                error: Some("The model crashed"),
+                anomalies: &[],
+            },
+            Case {
+                name: "error event",
+                events: &[(
+                    "error",
+                    r#"{"type":"error","code":"rate_limit_exceeded","message":"Slow down","param":null}"#,
+                )],
+                kinds: &[],
+                usage: (None, None, None),
+                terminated: false,
+                error: Some("Slow down"),
+                anomalies: &[],
+            },
+            Case {
+                name: "unknown types are one anomaly; tool progress is quiet; args are output",
+                events: &[
+                    ("response.brand_new", r#"{"type":"response.brand_new"}"#),
+                    ("response.other_new", r#"{"type":"response.other_new"}"#),
+                    (
+                        "response.web_search_call.searching",
+                        r#"{"type":"response.web_search_call.searching"}"#,
+                    ),
+                    (
+                        "response.function_call_arguments.delta",
+                        r#"{"type":"response.function_call_arguments.delta","delta":"{\"a\""}"#,
+                    ),
+                    (
+                        "response.completed",
+                        r#"{"type":"response.completed","response":{}}"#,
+                    ),
+                ],
+                kinds: &[Output],
+                usage: (None, None, None),
+                terminated: true,
+                error: None,
+                anomalies: &[Anomaly::UnknownEvent],
+            },
+        ];
+        for c in cases {
+            let (obs, _) = run(c.events);
+            let kinds: Vec<_> = obs.timeline.token_events.iter().map(|e| e.kind).collect();
+            assert_eq!(kinds, c.kinds, "{}", c.name);
+            let u = &obs.usage;
+            assert_eq!(
+                (u.completion_tokens, u.prompt_tokens, u.cached_prompt_tokens),
+                c.usage,
+                "{}",
+                c.name
+            );
+            assert_eq!(obs.terminated, c.terminated, "{}", c.name);
+            assert_eq!(obs.stream_error.as_deref(), c.error, "{}", c.name);
+            assert_eq!(obs.anomalies, c.anomalies, "{}", c.name);
+        }
+    }
+}
