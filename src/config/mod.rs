@@ -230,6 +230,9 @@ impl Target {
             extra_body,
             scenarios: _,
             slo,
+            deployment,
+            api_version,
+            version_path,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -243,6 +246,9 @@ impl Target {
             && *temperature == other.temperature
             && *extra_body == other.extra_body
             && *slo == other.slo
+            && *deployment == other.deployment
+            && *api_version == other.api_version
+            && *version_path == other.version_path
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
