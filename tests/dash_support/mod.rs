@@ -125,7 +125,7 @@ pub fn dashboard_exprs(path: &Path, dash: &serde_json::Value) -> Vec<DashExpr> {
         }
     }
     for a in dash["annotations"]["list"].as_array().into_iter().flatten() {
-        if let Some(e) = a["expr"].as_str() {
+        if let Some(e) = a["target"]["expr"].as_str() {
             out.push(DashExpr {
                 place: format!("{file}: annotation {:?}", a["name"].as_str().unwrap_or("")),
                 expr: e.to_string(),
