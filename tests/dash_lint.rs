@@ -182,7 +182,10 @@ fn every_dashboard_expression_is_valid_promql() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dashboard-exprs.rules.yml");
     std::fs::write(&path, &rules).unwrap();
-    let out = run(Command::new("promtool").arg("check").arg("rules").arg(&path));
+    let out = run(Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(&path));
     assert!(
         out.status.success(),
         "promtool rejects a dashboard expression:\n{}\n{rules}",
@@ -194,7 +197,10 @@ fn every_dashboard_expression_is_valid_promql() {
         "groups:\n  - name: x\n    rules:\n      - record: x\n        expr: \"sum(rate(llm_probe_probes_total[5m])\"\n",
     )
     .unwrap();
-    let out = run(Command::new("promtool").arg("check").arg("rules").arg(&path));
+    let out = run(Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(&path));
     assert!(!out.status.success());
 }
 
@@ -253,7 +259,10 @@ fn dashboards_pass_the_structural_lint() {
         if d.get("__inputs").is_some() || d.get("__requires").is_some() {
             p("__inputs/__requires break provisioning; use the datasource variable".into());
         }
-        let vars = d["templating"]["list"].as_array().cloned().unwrap_or_default();
+        let vars = d["templating"]["list"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let var = |n: &str| vars.iter().find(|v| v["name"] == n).cloned();
         match var("datasource") {
             Some(v) if v["type"] == "datasource" && v["query"] == "prometheus" => {}
@@ -276,7 +285,10 @@ fn dashboards_pass_the_structural_lint() {
             let id = panel["id"].as_u64();
             match id {
                 Some(id) if ids.insert(id) => {}
-                _ => p(format!("panel {title:?}: id {:?} missing or duplicate", panel["id"])),
+                _ => p(format!(
+                    "panel {title:?}: id {:?} missing or duplicate",
+                    panel["id"]
+                )),
             }
             if title.is_empty() {
                 p(format!("panel {id:?} has no title"));
@@ -290,7 +302,9 @@ fn dashboards_pass_the_structural_lint() {
                 continue;
             }
             if panel["datasource"] != ds {
-                p(format!("panel {title:?}: datasource is not ${{datasource}}"));
+                p(format!(
+                    "panel {title:?}: datasource is not ${{datasource}}"
+                ));
             }
             if panel["fieldConfig"]["defaults"]["unit"]
                 .as_str()
@@ -307,7 +321,9 @@ fn dashboards_pass_the_structural_lint() {
             }
             for t in &targets {
                 if t["datasource"] != ds {
-                    p(format!("panel {title:?}: a query is not on ${{datasource}}"));
+                    p(format!(
+                        "panel {title:?}: a query is not on ${{datasource}}"
+                    ));
                 }
                 let expr = t["expr"].as_str().unwrap_or("");
                 let instant = t["instant"] == true;
@@ -329,12 +345,16 @@ fn dashboards_pass_the_structural_lint() {
                             .and_then(|s| s.split_once('}'))
                             .map(|(s, _)| s);
                         if !sel.is_some_and(|s| s.contains(r#"target=~"$target""#)) {
-                            p(format!("panel {title:?}: {name} without target=~\"$target\""));
+                            p(format!(
+                                "panel {title:?}: {name} without target=~\"$target\""
+                            ));
                         }
                     }
                 }
                 if panel["type"] == "heatmap" && t["format"] != "heatmap" {
-                    p(format!("panel {title:?}: heatmap query without format=heatmap"));
+                    p(format!(
+                        "panel {title:?}: heatmap query without format=heatmap"
+                    ));
                 }
             }
         }

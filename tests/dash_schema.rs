@@ -61,7 +61,8 @@ fn dashboards_type_check_against_grafana_schema() {
     let out = generate_and_tsc(&dir, tmp.path());
     let t = text(&out);
     assert!(
-        !out.status.success() && t.contains("placment")
+        !out.status.success()
+            && t.contains("placment")
             && t.contains("is not assignable to type 'number'"),
         "tsc should reject an unknown key and a wrong type:\n{t}"
     );

@@ -96,9 +96,7 @@ fn every_alert_has_a_firing_and_a_silent_unit_test() {
                     "{}: unit test of unknown alert {name}",
                     fx.display()
                 );
-                let fires = a["exp_alerts"]
-                    .as_sequence()
-                    .is_some_and(|s| !s.is_empty());
+                let fires = a["exp_alerts"].as_sequence().is_some_and(|s| !s.is_empty());
                 let e = seen.entry(name).or_default();
                 if fires {
                     e.0 = true;

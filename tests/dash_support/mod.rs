@@ -145,7 +145,9 @@ pub fn dashboard_exprs(path: &Path, dash: &serde_json::Value) -> Vec<DashExpr> {
             .and_then(|r| r.strip_suffix(')'))
         {
             // label_values(<selector>, <label>)
-            let (sel, _label) = inner.rsplit_once(',').expect("label_values(selector, label)");
+            let (sel, _label) = inner
+                .rsplit_once(',')
+                .expect("label_values(selector, label)");
             out.push(DashExpr {
                 place: format!("{file}: variable {}", v["name"].as_str().unwrap_or("")),
                 expr: sel.trim().to_string(),
