@@ -1,0 +1,288 @@
+#!/usr/bin/env node
+// Generates the Grafana dashboards in grafana/*.json (the files Grafana loads; committed).
+// Edit this file, then run `node dashboards/build.mjs`; `node dashboards/build.mjs --check`
+// fails when a committed JSON differs from what this script generates (run by tests/dash_schema.rs).
+// Plain Node, no dependencies.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const DS = { type: 'prometheus', uid: '${datasource}' };
+const SEL = 'target=~"$target",model=~"$model",scenario=~"$scenario"';
+const TPS = 'suffix: tok/s';
+
+// ---- template variables -------------------------------------------------------------------
+const dsVar = {
+  type: 'datasource', name: 'datasource', label: 'Prometheus', query: 'prometheus',
+  hide: 0, refresh: 1, regex: '', options: [], skipUrlSync: false,
+};
+function queryVar(name, label, query, multi) {
+  return {
+    type: 'query', name, label, datasource: DS, query,
+    refresh: 2, sort: 1, multi, includeAll: multi, allValue: multi ? '.*' : undefined,
+    options: [], hide: 0, regex: '', skipUrlSync: false,
+  };
+}
+function vars(targetMulti) {
+  return [
+    dsVar,
+    queryVar('target', 'Target', 'label_values(llm_probe_probes_total, target)', targetMulti),
+    queryVar('model', 'Model', 'label_values(llm_probe_probes_total{target=~"$target"}, model)', true),
+    queryVar('scenario', 'Scenario', 'label_values(llm_probe_probes_total{target=~"$target",model=~"$model"}, scenario)', true),
+  ];
+}
+
+// ---- the backend-change annotation ------------------------------------------------------------
+const backendAnnotation = {
+  name: 'Backend identity change',
+  datasource: DS,
+  enable: true,
+  iconColor: 'purple',
+  target: {
+    refId: 'Anno',
+    datasource: DS,
+    // A label set of llm_probe_endpoint_info that did not exist 2 minutes earlier on a target that
+    // already had one: the model, fingerprint or serving framework changed.
+    expr: '(max by (target, model, response_model, system_fingerprint, server) (llm_probe_endpoint_info{target=~"$target"}) unless on (target, model, response_model, system_fingerprint, server) (llm_probe_endpoint_info offset 2m)) and on (target, model) (llm_probe_endpoint_info offset 2m)',
+    legendFormat: 'Backend changed: {{target}} now {{response_model}} {{server}} {{system_fingerprint}}',
+    interval: '1m',
+  },
+};
+
+// ---- panels ----------------------------------------------------------------------------------
+let nextId = 1;
+function q(expr, legendFormat, extra = {}) {
+  return { datasource: DS, editorMode: 'code', expr, legendFormat, range: true, instant: false, ...extra };
+}
+function withRefIds(targets) {
+  return targets.map((t, i) => ({ refId: String.fromCharCode(65 + i), ...t }));
+}
+function gp(x, y, w, h) { return { x, y, w, h }; }
+const dashedRed = (name) => ({
+  matcher: { id: 'byName', options: name },
+  properties: [
+    { id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } },
+    { id: 'color', value: { mode: 'fixed', fixedColor: 'red' } },
+    { id: 'custom.fillOpacity', value: 0 },
+  ],
+});
+function timeseries(title, description, unit, targets, gridPos, { overrides = [], min, stack = false, bars = false } = {}) {
+  return {
+    type: 'timeseries', id: nextId++, title, description, datasource: DS, gridPos,
+    fieldConfig: {
+      defaults: {
+        unit, min,
+        custom: {
+          drawStyle: bars ? 'bars' : 'line', lineWidth: 1, fillOpacity: bars ? 80 : 10,
+          showPoints: 'never', spanNulls: false,
+          stacking: { mode: stack ? 'normal' : 'none', group: 'A' },
+        },
+      },
+      overrides,
+    },
+    options: {
+      legend: { displayMode: 'table', placement: 'bottom', showLegend: true, calcs: ['mean', 'max', 'lastNotNull'] },
+      tooltip: { mode: 'multi', sort: 'desc' },
+    },
+    targets: withRefIds(targets),
+  };
+}
+function stat(title, description, unit, expr, gridPos, steps, { decimals } = {}) {
+  return {
+    type: 'stat', id: nextId++, title, description, datasource: DS, gridPos,
+    fieldConfig: {
+      defaults: { unit, decimals, thresholds: { mode: 'absolute', steps }, color: { mode: 'thresholds' } },
+      overrides: [],
+    },
+    options: {
+      reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
+      colorMode: 'background', graphMode: 'none', justifyMode: 'auto', orientation: 'auto',
+      textMode: 'auto', wideLayout: true, showPercentChange: false, percentChangeColorMode: 'standard',
+    },
+    targets: withRefIds([q(expr, '', { range: false, instant: true })]),
+  };
+}
+function heatmap(title, description, unit, metric, gridPos) {
+  return {
+    type: 'heatmap', id: nextId++, title, description, datasource: DS, gridPos,
+    fieldConfig: { defaults: { unit }, overrides: [] },
+    options: {
+      calculate: false,
+      cellGap: 1,
+      color: { mode: 'scheme', scheme: 'Oranges', steps: 64, exponent: 0.5, fill: 'dark-orange', reverse: false, scale: 'exponential' },
+      yAxis: { axisPlacement: 'left', unit, reverse: false },
+      rowsFrame: { layout: 'le' },
+      cellValues: { unit: 'short' },
+      legend: { show: true },
+      tooltip: { mode: 'single', yHistogram: true, showColorScale: false },
+      filterValues: { le: 1e-9 },
+      showValue: 'never',
+      exemplars: { color: 'rgba(255,0,255,0.7)' },
+      selectionMode: 'x',
+    },
+    targets: withRefIds([q(`sum by (le) (increase(${metric}_bucket{${SEL}}[$__rate_interval]))`, '{{le}}', { format: 'heatmap' })]),
+  };
+}
+function row(title, y, extra = {}) {
+  return { type: 'row', id: nextId++, title, collapsed: false, gridPos: gp(0, y, 24, 1), panels: [], ...extra };
+}
+const quantiles = (metric, sel, by = '') => [0.5, 0.95, 0.99].map((p) =>
+  q(`histogram_quantile(${p}, sum by (${by}le) (rate(${metric}_bucket{${sel}}[$__rate_interval])))`,
+    `P${Math.round(p * 100)}${by ? ' {{' + by.replace(', ', '') + '}}' : ''}`));
+const ttftSlo = q('max(llm_probe_slo_time_to_first_token_seconds{target=~"$target",model=~"$model"})', 'SLO');
+const tpsFloor = q('min(llm_probe_slo_output_tokens_per_second{target=~"$target",model=~"$model"})', 'floor');
+
+function dashboard({ uid, title, description, panels, targetMulti, tags }) {
+  return {
+    uid, title, description, tags: ['llm-probe', ...tags],
+    id: null, editable: true, graphTooltip: 1, schemaVersion: 39, version: 1,
+    time: { from: 'now-6h', to: 'now' }, refresh: '1m', timezone: 'browser', fiscalYearStartMonth: 0,
+    liveNow: false, weekStart: '',
+    timepicker: {},
+    links: [{
+      title: 'llm-probe', type: 'dashboards', tags: ['llm-probe'], asDropdown: true,
+      includeVars: true, keepTime: true, icon: 'external link', targetBlank: false, tooltip: '', url: '',
+    }],
+    annotations: { list: [backendAnnotation] },
+    templating: { list: vars(targetMulti) },
+    panels,
+  };
+}
+
+// ---- fleet overview -------------------------------------------------------------------------------
+function fleet() {
+  nextId = 1;
+  const s = SEL;
+  const panels = [
+    row('$target', 0, { repeat: 'target' }),
+    timeseries('TTFT P50 / P95 / P99 vs SLO', 'Time to first token over the selected scenarios, against the target\'s TTFT SLO (dashed). Exact at the SLO: the SLO is a histogram bucket boundary.', 's',
+      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo], gp(0, 1, 9, 8), { overrides: [dashedRed('SLO')], min: 0 }),
+    timeseries('Output tokens/s P5 / P50 vs floor', 'Decode speed per probe, (N-1)/(last token - first token), against the target\'s floor (dashed).', TPS,
+      [
+        q(`histogram_quantile(0.05, sum by (le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'P5'),
+        q(`histogram_quantile(0.5, sum by (le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'P50'),
+        tpsFloor,
+      ], gp(9, 1, 9, 8), { overrides: [dashedRed('floor')], min: 0 }),
+    stat('Success ratio', 'Share of probes that succeeded over the dashboard time range.', 'percentunit',
+      `1 - sum(increase(llm_probe_probe_failures_total{${s}}[$__range])) / sum(increase(llm_probe_probes_total{${s}}[$__range]))`,
+      gp(18, 1, 3, 4), [{ color: 'red', value: null }, { color: 'orange', value: 0.95 }, { color: 'green', value: 0.99 }], { decimals: 2 }),
+    stat('Last probe age', 'Seconds since the most recent probe of the target finished (success or failure). Alert LlmProbeNoRecentProbe fires after 15 minutes.', 's',
+      `time() - max(llm_probe_last_probe_timestamp_seconds{${s}})`,
+      gp(21, 1, 3, 4), [{ color: 'green', value: null }, { color: 'orange', value: 120 }, { color: 'red', value: 900 }]),
+    {
+      type: 'table', id: nextId++, title: 'Current backend identity', datasource: DS, gridPos: gp(18, 5, 6, 4),
+      description: 'What the backend reports about itself (llm_probe_endpoint_info). A change marks a model or framework upgrade.',
+      fieldConfig: { defaults: { unit: 'none', custom: { align: 'auto', cellOptions: { type: 'auto' }, inspect: false } }, overrides: [] },
+      options: { showHeader: true, cellHeight: 'sm', frameIndex: 0 },
+      transformations: [{ id: 'organize', options: { excludeByName: { Time: true, Value: true }, indexByName: {}, renameByName: {} } }],
+      targets: withRefIds([q('max by (response_model, system_fingerprint, server) (llm_probe_endpoint_info{target=~"$target",model=~"$model"})', '', { range: false, instant: true, format: 'table' })]),
+    },
+  ];
+  return dashboard({
+    uid: 'llm-probe-fleet', title: 'llm-probe / Fleet overview', tags: ['overview'], targetMulti: true, panels,
+    description: 'One row per probed LLM endpoint: TTFT against the SLO, decode speed against the floor, success ratio, last probe age and backend identity.',
+  });
+}
+
+// ---- target detail ------------------------------------------------------------------------------
+function detail() {
+  nextId = 1;
+  const s = SEL;
+  const perProbe = (counter) => `sum by (scenario) (rate(${counter}{${s}}[$__rate_interval])) / sum by (scenario) (rate(llm_probe_probes_total{${s}}[$__rate_interval]))`;
+  const panels = [
+    row('Latency', 0),
+    timeseries('TTFT P50 / P95 / P99', 'Time to first token (reasoning included) over the selected scenarios, against the SLO (dashed).', 's',
+      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo], gp(0, 1, 8, 8), { overrides: [dashedRed('SLO')], min: 0 }),
+    timeseries('Time to first output token P50 / P95 / P99', 'First non-reasoning token. Equals TTFT for non-reasoning models; the gap is the thinking time.', 's',
+      quantiles('llm_probe_time_to_first_output_token_seconds', s), gp(8, 1, 8, 8), { min: 0 }),
+    timeseries('E2E request duration P50 / P95 / P99', 'Request sent to stream end.', 's',
+      quantiles('llm_probe_request_duration_seconds', s), gp(16, 1, 8, 8), { min: 0 }),
+    heatmap('TTFT heatmap', 'Probes per TTFT bucket per interval. A second band appearing means a bimodal TTFT (queueing, cold cache, a slow replica).', 's',
+      'llm_probe_time_to_first_token_seconds', gp(0, 9, 12, 8)),
+    heatmap('Inter-token latency heatmap', 'Every gap between consecutive token events. Stalls show as a band far above the rest.', 's',
+      'llm_probe_inter_token_latency_seconds', gp(12, 9, 12, 8)),
+    row('Decode', 17),
+    timeseries('Time per output token P50 / P95 by scenario', 'TPOT = (last token - first token) / (N - 1).', 's',
+      [0.5, 0.95].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_time_per_output_token_seconds_bucket{${s}}[$__rate_interval])))`, `P${p * 100} {{scenario}}`)),
+      gp(0, 18, 12, 8), { min: 0 }),
+    timeseries('Output tokens/s P5 / P50 by scenario vs floor', 'Decode speed per probe against the floor (dashed).', TPS,
+      [
+        ...[0.05, 0.5].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, `P${Math.round(p * 100)} {{scenario}}`)),
+        tpsFloor,
+      ], gp(12, 18, 12, 8), { overrides: [dashedRed('floor')], min: 0 }),
+    row('Failures and anomalies', 26),
+    timeseries('Failed probes by reason', 'Failed probes per interval, by reason (fixed set: dns, connect, tls, timeout, http_status, http_protocol, stream_error, decode, truncated, empty_stream, too_large).', 'short',
+      [q(`sum by (reason) (increase(llm_probe_probe_failures_total{${s}}[$__rate_interval])) > 0`, '{{reason}}')], gp(0, 27, 8, 8), { stack: true, bars: true, min: 0 }),
+    timeseries('Stream anomalies by kind', 'Streams whose numbers are less trustworthy (collapsed_stream = a buffering proxy, missing_usage = N counted from events, …).', 'short',
+      [q(`sum by (kind) (increase(llm_probe_stream_anomalies_total{${s}}[$__rate_interval])) > 0`, '{{kind}}')], gp(8, 27, 8, 8), { stack: true, bars: true, min: 0 }),
+    timeseries('Success ratio by scenario', 'Share of probes that succeeded.', 'percentunit',
+      [q(`1 - sum by (scenario) (rate(llm_probe_probe_failures_total{${s}}[$__rate_interval])) / sum by (scenario) (rate(llm_probe_probes_total{${s}}[$__rate_interval]))`, '{{scenario}}')],
+      gp(16, 27, 8, 8), { min: 0 }),
+    row('Tokens', 35),
+    timeseries('Prompt tokens per probe by scenario', 'Prompt tokens as the server counted them. A step here without a config change means the chat template or tokenizer changed.', 'short',
+      [q(perProbe('llm_probe_prompt_tokens_total'), '{{scenario}}')], gp(0, 36, 8, 8)),
+    timeseries('Prefix-cache share of prompt tokens', 'Cached prompt tokens / prompt tokens, where the server reports them. Near 100 % means TTFT measures the cached path.', 'percentunit',
+      [q(`sum by (scenario) (rate(llm_probe_prompt_cached_tokens_total{${s}}[$__rate_interval])) / sum by (scenario) (rate(llm_probe_prompt_tokens_total{${s}}[$__rate_interval]))`, '{{scenario}}')],
+      gp(8, 36, 8, 8), { min: 0 }),
+    timeseries('Output tokens per probe by scenario', 'Output tokens generated per probe (the probe\'s own spend).', 'short',
+      [q(perProbe('llm_probe_output_tokens_total'), '{{scenario}}')], gp(16, 36, 8, 8), { min: 0 }),
+  ];
+  return dashboard({
+    uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,
+    description: 'Everything llm-probe measures about one target: latency percentiles and heatmaps, decode speed, failures, anomalies and token counts.',
+  });
+}
+
+// ---- regression ----------------------------------------------------------------------------------
+function regression() {
+  nextId = 1;
+  const s = SEL;
+  const p95 = `target_model_scenario:llm_probe_time_to_first_token_seconds:p95_1h{${s}}`;
+  const tps = `target_model_scenario:llm_probe_output_tokens_per_second:p50_1h{${s}}`;
+  const panels = [
+    row('This week vs last week (needs llm-probe-recording.rules.yml)', 0),
+    timeseries('TTFT P95 (1h): this week vs last week', 'Hourly P95 TTFT now (solid) and the same time a week earlier (dashed).', 's',
+      [q(p95, '{{target}} {{scenario}}'), q(`${p95} offset 1w`, '{{target}} {{scenario}} last week')], gp(0, 1, 12, 9),
+      { min: 0, overrides: [{ matcher: { id: 'byRegexp', options: '.* last week' }, properties: [{ id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } }] }] }),
+    timeseries('Output tokens/s median (1h): this week vs last week', 'Hourly median decode speed now (solid) and a week earlier (dashed).', TPS,
+      [q(tps, '{{target}} {{scenario}}'), q(`${tps} offset 1w`, '{{target}} {{scenario}} last week')], gp(12, 1, 12, 9),
+      { min: 0, overrides: [{ matcher: { id: 'byRegexp', options: '.* last week' }, properties: [{ id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } }] }] }),
+    timeseries('TTFT P95 (1h) change vs last week', 'This week\'s hourly P95 TTFT as a share of last week\'s: 125 % is the LlmProbeTTFTRegressionWeekOverWeek line.', 'percentunit',
+      [q(`${p95} / (${p95} offset 1w)`, '{{target}} {{scenario}}')], gp(0, 10, 12, 8), { min: 0 }),
+    timeseries('Output tokens/s median (1h) change vs last week', 'This week\'s median decode speed as a share of last week\'s: 80 % is the alert line.', 'percentunit',
+      [q(`${tps} / (${tps} offset 1w)`, '{{target}} {{scenario}}')], gp(12, 10, 12, 8), { min: 0 }),
+    row('By backend identity (annotations mark each change)', 18),
+    timeseries('TTFT P95 (1h) by backend identity', 'One series per (response_model, system_fingerprint, server): before and after a model or framework upgrade side by side. The first hour after a change still mixes in probes of the old backend.', 's',
+      [q(`target_model_scenario_backend:llm_probe_time_to_first_token_seconds:p95_1h{${s}}`, '{{target}} {{scenario}} {{response_model}} {{server}} {{system_fingerprint}}')],
+      gp(0, 19, 24, 10), { min: 0 }),
+  ];
+  return dashboard({
+    uid: 'llm-probe-regression', title: 'llm-probe / Regression', tags: ['regression'], targetMulti: true, panels,
+    description: 'Regressions after model or framework upgrades: this week vs last week, and P95 TTFT per backend identity with an annotation at each change.',
+  });
+}
+
+// ---- write / check ---------------------------------------------------------------------------------
+const here = dirname(fileURLToPath(import.meta.url));
+const out = {
+  'llm-probe-fleet.json': fleet(),
+  'llm-probe-target.json': detail(),
+  'llm-probe-regression.json': regression(),
+};
+const check = process.argv.includes('--check');
+let stale = [];
+for (const [name, dash] of Object.entries(out)) {
+  const path = join(here, 'grafana', name);
+  const text = JSON.stringify(dash, null, 2) + '\n';
+  if (check) {
+    let old = '';
+    try { old = readFileSync(path, 'utf8'); } catch { /* missing */ }
+    if (old !== text) stale.push(path);
+  } else {
+    writeFileSync(path, text);
+  }
+}
+if (stale.length) {
+  console.error(`out of date (run \`node dashboards/build.mjs\`): ${stale.join(', ')}`);
+  process.exit(1);
+}

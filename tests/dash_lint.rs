@@ -1,0 +1,363 @@
+//! Checks of the dashboards and rules that need no Grafana: every metric name they use is one
+//! the exporter really exports (taken from a scrape of the running daemon), every dashboard
+//! expression is valid PromQL (wrapped in a recording rule, `promtool check rules`), and a
+//! structural lint in the spirit of grafana/dashboard-linter.
+
+mod common;
+mod dash_support;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use dash_support::{
+    all_panels, dashboard_exprs, dashboard_files, names_in, read_json, read_yaml, require_tool,
+    rule_files, rules_of, run, substitute_grafana_vars, text,
+};
+use llm_probe::measure::Anomaly;
+use llm_probe::simulate::{Script, Simulator};
+
+/// Every (place, expression) of the dashboards and the rule files.
+fn all_exprs() -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for f in dashboard_files() {
+        for e in dashboard_exprs(&f, &read_json(&f)) {
+            v.push((e.place, e.expr));
+        }
+    }
+    for f in rule_files() {
+        for r in rules_of(&read_yaml(&f)) {
+            let name = r["record"].as_str().or(r["alert"].as_str()).unwrap();
+            v.push((
+                format!("{}: {name}", f.display()),
+                r["expr"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    v
+}
+
+/// Names recorded by the shipped recording rules.
+fn recorded_names() -> BTreeSet<String> {
+    rule_files()
+        .iter()
+        .flat_map(|f| {
+            rules_of(&read_yaml(f))
+                .into_iter()
+                .filter_map(|r| r["record"].as_str().map(String::from))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Sample and family names of an exposition (text or OpenMetrics).
+fn exposed_names(exposition: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in exposition.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            names.insert(rest.split(' ').next().unwrap().to_string());
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_string());
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_name_used_is_exported_by_the_daemon() {
+    let sim = Simulator::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Script {
+            ttft: Duration::from_millis(20),
+            itl: Duration::from_millis(2),
+            tokens: 8,
+            ..Script::default()
+        },
+    )
+    .await
+    .unwrap();
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "1s",
+        &common::scenario("chat", 16),
+        "",
+    ));
+    let daemon = common::daemon(cfg).await;
+    let mut rx = daemon.subscribe();
+    let seen = common::outcomes(&mut rx, 2, Duration::from_secs(20)).await;
+    // The simulator reports no cached prompt tokens and (well-behaved) no anomalies, and the
+    // exporter only creates those series when they happen: feed the real metrics code one more
+    // outcome, a copy of a real one with both, so that their names appear in the scrape.
+    let mut extra = (*seen[0]).clone();
+    extra.observations.usage.cached_prompt_tokens = Some(3);
+    extra.observations.anomalies.push(Anomaly::MissingUsage);
+    daemon.metrics.observe(&extra);
+    let (_, _, plain) = common::get(daemon.addr, "/metrics", None).await;
+    let (_, ct, om) = common::get(
+        daemon.addr,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    )
+    .await;
+    daemon.stop().await;
+    assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
+
+    let exported = exposed_names(&plain);
+    // Both formats name the samples the same way (OpenMetrics differs in family names only).
+    let om_samples: BTreeSet<String> = om
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l[..l.find(['{', ' ']).unwrap()].to_string())
+        .collect();
+    for n in &om_samples {
+        assert!(exported.contains(n), "{n} in OpenMetrics but not in text");
+    }
+    for must in [
+        "llm_probe_prompt_cached_tokens_total",
+        "llm_probe_stream_anomalies_total",
+        "llm_probe_endpoint_info",
+    ] {
+        assert!(exported.contains(must), "{must} missing from:\n{plain}");
+    }
+
+    let recorded = recorded_names();
+    let mut unknown = Vec::new();
+    let mut used = BTreeSet::new();
+    for (place, expr) in all_exprs() {
+        for name in names_in(&expr) {
+            let ok = if name.contains(':') {
+                recorded.contains(&name)
+            } else {
+                used.insert(name.clone());
+                exported.contains(&name)
+            };
+            if !ok {
+                unknown.push(format!("{place}: {name}"));
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "names neither exported by the daemon nor recorded by a rule:\n{}",
+        unknown.join("\n")
+    );
+    // The check must have looked at something: the core histograms are used.
+    for n in [
+        "llm_probe_time_to_first_token_seconds_bucket",
+        "llm_probe_output_tokens_per_second_bucket",
+        "llm_probe_probe_failures_total",
+        "llm_probe_endpoint_info",
+    ] {
+        assert!(used.contains(n), "{n} is used nowhere?");
+    }
+}
+
+#[test]
+fn names_in_ignores_label_values_and_finds_recorded_names() {
+    let e = r#"sum(rate(llm_probe_probes_total{target="llm_probe_x"}[5m])) / a:llm_probe_y:ratio"#;
+    assert_eq!(
+        names_in(e),
+        vec!["llm_probe_probes_total", "a:llm_probe_y:ratio"]
+    );
+}
+
+#[test]
+fn every_dashboard_expression_is_valid_promql() {
+    require_tool("promtool");
+    let mut rules = String::from("groups:\n  - name: dashboard-expressions\n    rules:\n");
+    let exprs: Vec<_> = dashboard_files()
+        .iter()
+        .flat_map(|f| dashboard_exprs(f, &read_json(f)))
+        .collect();
+    assert!(exprs.len() > 30, "only {} expressions found", exprs.len());
+    for (i, e) in exprs.iter().enumerate() {
+        let expr = substitute_grafana_vars(&e.expr);
+        rules.push_str(&format!(
+            "      # {}\n      - record: dashboard_expr_{i}\n        expr: {}\n",
+            e.place,
+            serde_json::to_string(&expr).unwrap()
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dashboard-exprs.rules.yml");
+    std::fs::write(&path, &rules).unwrap();
+    let out = run(Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(&path));
+    assert!(
+        out.status.success(),
+        "promtool rejects a dashboard expression:\n{}\n{rules}",
+        text(&out)
+    );
+    // Negative control: a broken expression in the same wrapping is rejected.
+    std::fs::write(
+        &path,
+        "groups:\n  - name: x\n    rules:\n      - record: x\n        expr: \"sum(rate(llm_probe_probes_total[5m])\"\n",
+    )
+    .unwrap();
+    let out = run(Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(&path));
+    assert!(!out.status.success());
+}
+
+const STABLE_UIDS: [(&str, &str); 3] = [
+    ("llm-probe-fleet.json", "llm-probe-fleet"),
+    ("llm-probe-regression.json", "llm-probe-regression"),
+    ("llm-probe-target.json", "llm-probe-target"),
+];
+
+/// Range selectors (`[…]`) of an expression, outside string literals.
+fn ranges(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_str = None;
+    let mut cur: Option<String> = None;
+    for c in expr.chars() {
+        match (in_str, c) {
+            (Some(q), c) if c == q => in_str = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'' | '`') => in_str = Some(c),
+            (None, '[') => cur = Some(String::new()),
+            (None, ']') => out.extend(cur.take()),
+            (None, c) => {
+                if let Some(s) = cur.as_mut() {
+                    s.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn dashboards_pass_the_structural_lint() {
+    let files = dashboard_files();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        STABLE_UIDS.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+        "dashboard files changed: update STABLE_UIDS deliberately"
+    );
+    let ds = serde_json::json!({"type": "prometheus", "uid": "${datasource}"});
+    let mut problems = Vec::new();
+    for (f, (_, uid)) in files.iter().zip(STABLE_UIDS) {
+        let d = read_json(f);
+        let file = f.file_name().unwrap().to_string_lossy().to_string();
+        let mut p = |m: String| problems.push(format!("{file}: {m}"));
+        if d["uid"] != uid {
+            p(format!("uid {} is not the stable {uid}", d["uid"]));
+        }
+        if !d["id"].is_null() {
+            p("id must be null (Grafana assigns it)".into());
+        }
+        if d.get("__inputs").is_some() || d.get("__requires").is_some() {
+            p("__inputs/__requires break provisioning; use the datasource variable".into());
+        }
+        let vars = d["templating"]["list"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let var = |n: &str| vars.iter().find(|v| v["name"] == n).cloned();
+        match var("datasource") {
+            Some(v) if v["type"] == "datasource" && v["query"] == "prometheus" => {}
+            _ => p("no `datasource` variable of type datasource/prometheus".into()),
+        }
+        for n in ["target", "model", "scenario"] {
+            match var(n) {
+                Some(v) if v["type"] == "query" && v["datasource"] == ds => {}
+                _ => p(format!("no query variable `{n}` on ${{datasource}}")),
+            }
+        }
+        for a in d["annotations"]["list"].as_array().into_iter().flatten() {
+            if a["datasource"] != ds || a["target"]["datasource"] != ds {
+                p(format!("annotation {} not on ${{datasource}}", a["name"]));
+            }
+        }
+        let mut ids = BTreeSet::new();
+        for panel in all_panels(&d) {
+            let title = panel["title"].as_str().unwrap_or("").to_string();
+            let id = panel["id"].as_u64();
+            match id {
+                Some(id) if ids.insert(id) => {}
+                _ => p(format!(
+                    "panel {title:?}: id {:?} missing or duplicate",
+                    panel["id"]
+                )),
+            }
+            if title.is_empty() {
+                p(format!("panel {id:?} has no title"));
+            }
+            for k in ["x", "y", "w", "h"] {
+                if !panel["gridPos"][k].is_u64() {
+                    p(format!("panel {title:?}: gridPos.{k} missing"));
+                }
+            }
+            if panel["type"] == "row" {
+                continue;
+            }
+            if panel["datasource"] != ds {
+                p(format!(
+                    "panel {title:?}: datasource is not ${{datasource}}"
+                ));
+            }
+            if panel["fieldConfig"]["defaults"]["unit"]
+                .as_str()
+                .is_none_or(str::is_empty)
+            {
+                p(format!("panel {title:?}: no unit"));
+            }
+            if panel["description"].as_str().is_none_or(str::is_empty) {
+                p(format!("panel {title:?}: no description"));
+            }
+            let targets = panel["targets"].as_array().cloned().unwrap_or_default();
+            if targets.is_empty() {
+                p(format!("panel {title:?}: no queries"));
+            }
+            for t in &targets {
+                if t["datasource"] != ds {
+                    p(format!(
+                        "panel {title:?}: a query is not on ${{datasource}}"
+                    ));
+                }
+                let expr = t["expr"].as_str().unwrap_or("");
+                let instant = t["instant"] == true;
+                for r in ranges(expr) {
+                    let ok = r == "$__rate_interval" || (instant && r == "$__range");
+                    if !ok {
+                        p(format!("panel {title:?}: range [{r}] in {expr:?}; use [$__rate_interval] ([$__range] in instant queries)"));
+                    }
+                }
+                // Every selector of a probe metric honours the target variable.
+                for name in names_in(expr) {
+                    if name.contains(':') || !name.starts_with("llm_probe_") {
+                        continue;
+                    }
+                    for (i, _) in expr.match_indices(&name) {
+                        let after = &expr[i + name.len()..];
+                        let sel = after
+                            .strip_prefix('{')
+                            .and_then(|s| s.split_once('}'))
+                            .map(|(s, _)| s);
+                        if !sel.is_some_and(|s| s.contains(r#"target=~"$target""#)) {
+                            p(format!(
+                                "panel {title:?}: {name} without target=~\"$target\""
+                            ));
+                        }
+                    }
+                }
+                if panel["type"] == "heatmap" && t["format"] != "heatmap" {
+                    p(format!(
+                        "panel {title:?}: heatmap query without format=heatmap"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
