@@ -129,6 +129,7 @@ pub struct Metrics {
     cached_prompt_tokens: Family<ProbeLabels, Counter>,
     last_success: Family<ProbeLabels, Gauge>,
     last_timestamp: Family<ProbeLabels, F64Gauge>,
+    retry_after: Family<ProbeLabels, F64Gauge>,
     slo_ttft: Family<TargetLabels, F64Gauge>,
     slo_tokens_per_second: Family<TargetLabels, F64Gauge>,
     endpoint_info: Family<EndpointLabels, Gauge>,
@@ -169,6 +170,7 @@ impl Metrics {
             cached_prompt_tokens: Family::default(),
             last_success: Family::default(),
             last_timestamp: Family::default(),
+            retry_after: Family::default(),
             slo_ttft: Family::default(),
             slo_tokens_per_second: Family::default(),
             endpoint_info: Family::default(),
@@ -259,6 +261,12 @@ impl Metrics {
             m.last_timestamp.clone(),
         );
         r.register_with_unit(
+            "retry_after",
+            "Wait the server asked for with Retry-After on the last probe (429/503); the next probe is held back until it passes; 0 when none",
+            Unit::Seconds,
+            m.retry_after.clone(),
+        );
+        r.register_with_unit(
             "slo_time_to_first_token",
             "Configured P95 TTFT objective of the target",
             Unit::Seconds,
@@ -345,6 +353,7 @@ impl Metrics {
         }
         self.last_success.remove(labels);
         self.last_timestamp.remove(labels);
+        self.retry_after.remove(labels);
         for reason in FailureReason::ALL {
             self.failures.remove(&failure_labels(labels, reason));
         }
@@ -442,6 +451,9 @@ impl Metrics {
         self.last_timestamp
             .get_or_create(&labels)
             .set(unix_seconds(SystemTime::now()));
+        self.retry_after
+            .get_or_create(&labels)
+            .set(obs.retry_after.map_or(0.0, |d| d.as_secs_f64()));
     }
 
     fn update_identity(&self, labels: &ProbeLabels, id: &Identity) {

@@ -1,7 +1,8 @@
 //! One task per (target, scenario): the first probe soon after start at a deterministic phase
 //! (so targets don't all fire together), then every `interval`; a probe never overlaps its
-//! predecessor (a late probe skips ticks instead of bunching up); cancellation drops an
-//! in-flight probe without observing it.
+//! predecessor (a late probe skips ticks instead of bunching up); a `Retry-After` from the
+//! server holds the next probe back until it has passed; cancellation drops an in-flight probe
+//! without observing it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +53,10 @@ pub async fn probe_loop<F>(
             _ = shutdown.cancelled() => return,
             outcome = prober.probe(&scenario) => outcome,
         };
+        // The server asked to be left alone (429/503 + Retry-After): no probe before then.
+        if let Some(wait) = outcome.observations.retry_after {
+            ticker.reset_at(Instant::now() + wait);
+        }
         record(outcome);
     }
 }

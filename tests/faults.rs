@@ -338,3 +338,44 @@ async fn the_daemon_keeps_probing_through_faults() {
     );
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_holds_the_next_probe_back_and_shows_in_metrics() {
+    // The simulator answers 429 with Retry-After: 7; the interval is 300 ms.
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Http429))
+        .await
+        .unwrap();
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "300ms",
+        &common::scenario("chat", 8),
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let mut rx = d.subscribe();
+    let first = common::outcomes(&mut rx, 1, Duration::from_secs(5)).await;
+    assert_eq!(
+        first[0].observations.retry_after,
+        Some(Duration::from_secs(7))
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        sim.received().len(),
+        1,
+        "no probe within the Retry-After window (8 ticks passed)"
+    );
+    let (_, text) = d.metrics.render(None);
+    assert_eq!(
+        common::sample(&text, "llm_probe_retry_after_seconds", &[("target", "sim")]),
+        Some(7.0)
+    );
+    assert_eq!(
+        common::sample(
+            &text,
+            "llm_probe_probe_failures_total",
+            &[("reason", "http_status")]
+        ),
+        Some(1.0)
+    );
+    d.stop().await;
+}

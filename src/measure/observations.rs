@@ -117,6 +117,11 @@ pub struct Observations {
     pub stream_error: Option<String>,
     /// Body bytes received.
     pub bytes: u64,
+    /// How long the server asked clients to wait (`Retry-After` on a 429 or 503), capped at an
+    /// hour; the scheduler holds the next probe of this pair back until it has passed.
+    pub retry_after: Option<std::time::Duration>,
+    /// The first bytes of the response body, kept only when a debug probe asks for them.
+    pub raw_excerpt: Vec<u8>,
 }
 
 impl Observations {
@@ -133,6 +138,8 @@ impl Observations {
             finished: false,
             stream_error: None,
             bytes: 0,
+            retry_after: None,
+            raw_excerpt: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@ mod stream;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, SERVER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER, SERVER};
 use tokio::time::Instant;
 
 use crate::config::{PrefixCache, Scenario, Target};
@@ -32,6 +32,9 @@ pub struct Limits {
     /// How long to keep reading after the terminator, to see trailing bytes and let the
     /// connection be reused (default 100 ms). Not part of any measurement.
     pub drain_after_end: Duration,
+    /// Leading body bytes to keep in [`Observations::raw_excerpt`] (default 0; the debug
+    /// probe keeps 8 KiB).
+    pub capture_bytes: usize,
 }
 
 impl Default for Limits {
@@ -41,6 +44,7 @@ impl Default for Limits {
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             max_token_events: 100_000,
             drain_after_end: Duration::from_millis(100),
+            capture_bytes: 0,
         }
     }
 }
@@ -218,6 +222,10 @@ impl Prober {
         };
         Observations::identity_field(&mut obs.identity.server_header, header(SERVER));
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
+        if status.as_u16() == 429 || status.as_u16() == 503 {
+            obs.retry_after =
+                header(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
+        }
         if !status.is_success() {
             let body = read_excerpt(&mut response, 2048).await;
             return Err(Failure::new(
@@ -238,6 +246,11 @@ impl Prober {
                 Err(e) => return Err(errors::classify_body(&e, obs)),
             };
             obs.bytes += bytes.len() as u64;
+            if obs.raw_excerpt.len() < self.limits.capture_bytes {
+                let room = self.limits.capture_bytes - obs.raw_excerpt.len();
+                obs.raw_excerpt
+                    .extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
             if obs.bytes > self.limits.max_stream_bytes {
                 return Err(too_large(format!(
                     "stream exceeded {} bytes",
@@ -281,6 +294,23 @@ fn is_secret_header(name: &HeaderName) -> bool {
         || name.as_str().contains("secret")
 }
 
+/// Longest `Retry-After` honoured; a larger one is capped (a typo must not stop probing for days).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// `Retry-After` as a wait from `now`: delta-seconds or an HTTP-date (RFC 9110 §10.2.3),
+/// capped at [`MAX_RETRY_AFTER`]. `None` when unparsable or already past.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    let wait = match value.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => httpdate::parse_http_date(value)
+            .ok()?
+            .duration_since(now)
+            .ok()?,
+    };
+    (!wait.is_zero()).then(|| wait.min(MAX_RETRY_AFTER))
+}
+
 fn too_large(detail: String) -> Failure {
     Failure::new(FailureReason::TooLarge, detail)
 }
@@ -317,4 +347,32 @@ async fn read_excerpt(response: &mut reqwest::Response, max: usize) -> String {
     let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
     buf.truncate(max);
     String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_in_seconds_or_http_date() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", now),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:40:00 GMT", now),
+            None,
+            "past"
+        );
+        assert_eq!(parse_retry_after("0", now), None);
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-5", now), None);
+        assert_eq!(parse_retry_after("999999999", now), Some(MAX_RETRY_AFTER));
+    }
 }
