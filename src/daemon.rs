@@ -82,8 +82,9 @@ impl Daemon {
             metrics: metrics.clone(),
             history: history.clone(),
             ready: false.into(),
-            targets: Vec::new().into(),
             reload: Some(reload_tx.clone()),
+            probers: Default::default(),
+            debug_slots: tokio::sync::Semaphore::new(server::DEBUG_PROBE_SLOTS),
         });
         let tasks = TaskTracker::new();
         let mut supervisor = Supervisor {
@@ -306,13 +307,12 @@ impl Supervisor {
             self.running.insert(key, run);
             started += 1;
         }
-        self.probers = probers;
         *self
             .state
-            .targets
+            .probers
             .write()
-            .unwrap_or_else(|e| e.into_inner()) =
-            config.targets.iter().map(|t| t.summary()).collect();
+            .unwrap_or_else(|e| e.into_inner()) = probers.clone();
+        self.probers = probers;
         Ok(format!(
             "{}: {} targets; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
             config.source,

@@ -1,5 +1,6 @@
 //! The last probe outcomes kept in memory, in a compact form: for the landing page and the
-//! demo's live summary. Bounded: at most `capacity` entries.
+//! demo's live summary. Bounded: at most `capacity` recent probes, and separately the last
+//! `capacity` failures, so a failure stays visible long after a run of successes.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -48,39 +49,55 @@ impl From<&ProbeOutcome> for RecentProbe {
     }
 }
 
-/// A bounded ring of recent probes, newest last.
+#[derive(Debug, Default)]
+struct Rings {
+    recent: VecDeque<RecentProbe>,
+    failures: VecDeque<RecentProbe>,
+}
+
+/// Bounded rings of recent probes and recent failures, newest last.
 #[derive(Debug)]
 pub struct History {
     capacity: usize,
-    entries: Mutex<VecDeque<RecentProbe>>,
+    rings: Mutex<Rings>,
+}
+
+fn push_bounded(ring: &mut VecDeque<RecentProbe>, capacity: usize, p: RecentProbe) {
+    if ring.len() == capacity {
+        ring.pop_front();
+    }
+    ring.push_back(p);
 }
 
 impl History {
-    /// An empty history holding at most `capacity` probes.
+    /// An empty history holding at most `capacity` probes and `capacity` failures.
     pub fn new(capacity: usize) -> Self {
         History {
             capacity,
-            entries: Mutex::new(VecDeque::with_capacity(capacity)),
+            rings: Mutex::new(Rings::default()),
         }
     }
 
     /// Adds a probe, dropping the oldest beyond capacity.
     pub fn push(&self, outcome: &ProbeOutcome) {
-        let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if e.len() == self.capacity {
-            e.pop_front();
+        let p = RecentProbe::from(outcome);
+        let mut r = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        if p.failure.is_some() {
+            push_bounded(&mut r.failures, self.capacity, p.clone());
         }
-        e.push_back(outcome.into());
+        push_bounded(&mut r.recent, self.capacity, p);
     }
 
-    /// A copy of the entries, oldest first.
+    /// The recent probes, oldest first.
     pub fn snapshot(&self) -> Vec<RecentProbe> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        let r = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        r.recent.iter().cloned().collect()
+    }
+
+    /// The recent failures, oldest first (kept apart, so they outlive the recent probes).
+    pub fn failures(&self) -> Vec<RecentProbe> {
+        let r = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        r.failures.iter().cloned().collect()
     }
 }
 
@@ -96,7 +113,26 @@ pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
+    use crate::measure::{Failure, Observations, TokenKind};
+
+    fn outcome(ok: bool) -> ProbeOutcome {
+        let t0 = Instant::now();
+        let mut obs = Observations::new(t0);
+        obs.token(t0, TokenKind::Output);
+        obs.timeline.ended = Some(t0);
+        let failure = (!ok).then(|| Failure::new(FailureReason::Timeout, "slow"));
+        ProbeOutcome::conclude(
+            "t".into(),
+            "s".into(),
+            "m".into(),
+            SystemTime::now(),
+            obs,
+            failure,
+        )
+    }
 
     #[test]
     fn nearest_rank_quantiles() {
@@ -106,5 +142,25 @@ mod tests {
         assert_eq!(quantile(&mut v, 1.0), Some(100.0));
         assert_eq!(quantile(&mut [3.0], 0.5), Some(3.0));
         assert_eq!(quantile(&mut [], 0.5), None);
+    }
+
+    #[test]
+    fn bounded_and_failures_outlive_successes() {
+        let h = History::new(3);
+        h.push(&outcome(false));
+        for _ in 0..10 {
+            h.push(&outcome(true));
+        }
+        assert_eq!(h.snapshot().len(), 3);
+        assert!(h.snapshot().iter().all(|p| p.failure.is_none()));
+        assert_eq!(
+            h.failures().len(),
+            1,
+            "the failure is still there after 10 successes"
+        );
+        for _ in 0..5 {
+            h.push(&outcome(false));
+        }
+        assert_eq!(h.failures().len(), 3);
     }
 }

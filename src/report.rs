@@ -50,6 +50,35 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
     })
 }
 
+/// Most token events listed in a timeline.
+pub const MAX_TIMELINE_EVENTS: usize = 2000;
+
+/// The probe's marks as offsets from `sent`, seconds: `headers_seconds`, `ended_seconds`
+/// (null when not reached) and `events` (each token event's `offset_seconds` and `kind`,
+/// `output` or `reasoning`; at most [`MAX_TIMELINE_EVENTS`], `events_truncated` says if cut).
+pub fn timeline_json(o: &ProbeOutcome) -> Value {
+    let tl = &o.observations.timeline;
+    let offset = |t: std::time::Instant| t.saturating_duration_since(tl.sent).as_secs_f64();
+    let events: Vec<Value> = tl
+        .token_events
+        .iter()
+        .take(MAX_TIMELINE_EVENTS)
+        .map(|e| {
+            let kind = match e.kind {
+                crate::measure::TokenKind::Output => "output",
+                crate::measure::TokenKind::Reasoning => "reasoning",
+            };
+            json!({ "offset_seconds": offset(e.at), "kind": kind })
+        })
+        .collect();
+    json!({
+        "headers_seconds": tl.headers.map(offset),
+        "ended_seconds": tl.ended.map(offset),
+        "events": events,
+        "events_truncated": tl.token_events.len() > MAX_TIMELINE_EVENTS,
+    })
+}
+
 /// A few human-readable lines for one probe.
 pub fn to_text(o: &ProbeOutcome) -> String {
     let obs = &o.observations;

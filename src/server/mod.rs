@@ -1,6 +1,9 @@
 //! The exporter's HTTP server (hyper): `/metrics`, `/-/healthy`, `/-/ready` and a landing page.
 //! Also the accept loop the simulator shares.
 
+mod debug_probe;
+mod landing;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -27,11 +30,17 @@ pub struct ExporterState {
     pub history: Arc<History>,
     /// True once the configuration is loaded and the probes are scheduled.
     pub ready: AtomicBool,
-    /// One line per configured target (never a key), for the landing page.
-    pub targets: std::sync::RwLock<Vec<String>>,
     /// Where `POST /-/reload` sends its request; `None` disables the endpoint.
     pub reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
+    /// The configured targets' probers by name: the only things `/probe` may probe, and the
+    /// target list of the landing page.
+    pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
+    /// Debug probes allowed at once (more get 429).
+    pub debug_slots: tokio::sync::Semaphore,
 }
+
+/// Debug probes that may run at once.
+pub const DEBUG_PROBE_SLOTS: usize = 2;
 
 /// Serves HTTP/1.1 on `listener` until `shutdown` is cancelled, calling `handle` for every
 /// request. Connection errors are logged at debug and never stop the loop.
@@ -92,7 +101,11 @@ pub async fn serve_exporter(
     .await
 }
 
-fn text(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+pub(crate) fn text(
+    status: StatusCode,
+    content_type: &str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
     Response::builder()
         .status(status)
         .header(CONTENT_TYPE, content_type)
@@ -101,8 +114,10 @@ fn text(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Respo
 }
 
 async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.uri().path() == "/-/reload" {
-        return reload(state, req).await;
+    match req.uri().path() {
+        "/-/reload" => return reload(state, req).await,
+        "/probe" if req.method() == Method::GET => return debug_probe::handle(state, req).await,
+        _ => {}
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(
@@ -125,7 +140,7 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
         "/" => text(
             StatusCode::OK,
             "text/html; charset=utf-8",
-            landing_page(state),
+            landing::page(state),
         ),
         _ => text(
             StatusCode::NOT_FOUND,
@@ -160,54 +175,4 @@ async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full
             format!("failed to reload config: {e}\n"),
         ),
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn landing_page(state: &ExporterState) -> String {
-    let targets = state.targets.read().unwrap_or_else(|e| e.into_inner());
-    let target_rows: String = targets
-        .iter()
-        .map(|t| format!("<li><code>{}</code></li>", escape(t)))
-        .collect();
-    let probe_rows: String = state
-        .history
-        .snapshot()
-        .iter()
-        .rev()
-        .take(50)
-        .map(|p| {
-            let when = humantime::format_rfc3339_seconds(p.started_at);
-            let result = match &p.failure {
-                Some((reason, detail)) => format!("<b>failed: {}</b> {}", reason, escape(detail)),
-                None => format!(
-                    "ok: TTFT {:.1} ms, {} tokens, {} tokens/s, E2E {:.1} ms",
-                    p.ttft.unwrap_or_default().as_secs_f64() * 1e3,
-                    p.output_tokens.unwrap_or(0),
-                    p.output_tokens_per_second
-                        .map_or("-".to_string(), |r| format!("{r:.1}")),
-                    p.e2e.unwrap_or_default().as_secs_f64() * 1e3,
-                ),
-            };
-            format!(
-                "<tr><td>{when}</td><td>{}</td><td>{}</td><td>{result}</td></tr>",
-                escape(&p.target),
-                escape(&p.scenario)
-            )
-        })
-        .collect();
-    format!(
-        "<!doctype html><html><head><title>llm-probe</title></head><body>\
-         <h1>llm-probe {version}</h1>\
-         <p><a href=\"/metrics\">Metrics</a> · <a href=\"/-/healthy\">Health</a> · <a href=\"/-/ready\">Readiness</a></p>\
-         <h2>Targets</h2><ul>{target_rows}</ul>\
-         <h2>Recent probes</h2><table><tr><th>started</th><th>target</th><th>scenario</th><th>result</th></tr>{probe_rows}</table>\
-         </body></html>\n",
-        version = env!("CARGO_PKG_VERSION"),
-    )
 }

@@ -1,0 +1,117 @@
+//! `GET /probe`: an on-demand probe of a configured target, with its timeline and a raw
+//! excerpt; never of anything else (no open proxy); not observed into the scheduled series.
+
+mod common;
+
+use std::time::Duration;
+
+use llm_probe::simulate::{Script, Simulator};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_probe_of_a_configured_target_returns_its_timeline() {
+    let script = Script {
+        ttft: Duration::from_millis(40),
+        itl: Duration::from_millis(3),
+        tokens: 6,
+        ..Script::default()
+    };
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
+        .await
+        .unwrap();
+    let scenarios = format!("{}{}", common::scenario("a", 8), common::scenario("b", 4));
+    let d = common::daemon(common::parse(&common::yaml(
+        &sim.base_url(),
+        "60s",
+        &scenarios,
+        "",
+    )))
+    .await;
+
+    let (status, ct, body) =
+        common::get(d.addr, "/probe?target=sim&scenario=b&debug=true", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(ct.starts_with("application/json"));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["scenario"], "b");
+    assert_eq!(v["success"], true);
+    assert_eq!(v["output_tokens"], 4);
+    let events = v["timeline"]["events"].as_array().unwrap();
+    assert_eq!(events.len(), 4);
+    let first = events[0]["offset_seconds"].as_f64().unwrap();
+    assert!(
+        (first - v["ttft_seconds"].as_f64().unwrap()).abs() < 1e-9,
+        "the first event is the TTFT mark"
+    );
+    assert!(first >= 0.040);
+    assert!(events
+        .windows(2)
+        .all(|w| w[0]["offset_seconds"].as_f64() <= w[1]["offset_seconds"].as_f64()));
+    assert!(v["timeline"]["headers_seconds"].as_f64().unwrap() < first);
+    let raw = v["raw_excerpt"].as_str().unwrap();
+    assert!(
+        raw.starts_with("data: {") && raw.contains("[DONE]"),
+        "{raw}"
+    );
+
+    // Without debug: the numbers, no timeline or raw bytes; default scenario is the first.
+    let (_, _, body) = common::get(d.addr, "/probe?target=sim", None).await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["scenario"], "a");
+    assert!(v.get("timeline").is_none() && v.get("raw_excerpt").is_none());
+
+    // On-demand probes are not in the scheduled series (the schedule's first probe is up to 10 s away).
+    let (_, text) = d.metrics.render(None);
+    assert_eq!(
+        common::sample(&text, "llm_probe_probes_total", &[("scenario", "b")]),
+        Some(0.0)
+    );
+    // But they are on the landing page.
+    let (_, _, landing) = common::get(d.addr, "/", None).await;
+    assert!(
+        landing.contains("<td>b</td>") && landing.contains("probe now"),
+        "{landing}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_configured_targets_can_be_probed() {
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), Script::default())
+        .await
+        .unwrap();
+    let other = Simulator::start("127.0.0.1:0".parse().unwrap(), Script::default())
+        .await
+        .unwrap();
+    let d = common::daemon(common::parse(&common::yaml(
+        &sim.base_url(),
+        "60s",
+        &common::scenario("a", 8),
+        "",
+    )))
+    .await;
+    let evil = format!("/probe?target={}&debug=true", other.base_url());
+    for path in [
+        evil.as_str(),
+        "/probe?target=nope",
+        "/probe?target=sim&scenario=zzz",
+        "/probe",
+    ] {
+        let (status, _, body) = common::get(d.addr, path, None).await;
+        assert!(status == 404 || status == 400, "{path}: {status} {body}");
+        assert!(!body.contains("\"success\""), "{path} ran a probe: {body}");
+    }
+    let (_, _, body) = common::get(d.addr, "/probe?target=nope", None).await;
+    assert!(
+        body.contains("only configured targets can be probed: sim"),
+        "{body}"
+    );
+    assert!(
+        other.received().is_empty(),
+        "a URL in the query is never contacted"
+    );
+    assert!(
+        sim.received().is_empty(),
+        "nothing ran for the rejected requests"
+    );
+    d.stop().await;
+}
