@@ -56,15 +56,16 @@ impl StreamReader {
         at: Instant,
         obs: &mut Observations,
     ) -> Result<bool, Failure> {
-        match &mut self.decoder {
+        let decoded = match &mut self.decoder {
             Decoder::Sse(d) => d.feed(bytes, &mut self.events),
             Decoder::Ndjson(d, lines) => {
                 let r = d.feed(bytes, lines);
                 self.events.extend(lines.drain(..).map(ndjson_event));
                 r
             }
-        }
-        .map_err(errors::decode)?;
+        };
+        // Events completed before a decoding error are interpreted first, so that the outcome
+        // does not depend on where the reads happened to split the stream.
         for event in self.events.drain(..) {
             match self.adapter.on_event(&event, at, obs) {
                 Flow::Continue => {}
@@ -81,6 +82,7 @@ impl StreamReader {
                 ));
             }
         }
+        decoded.map_err(errors::decode)?;
         Ok(false)
     }
 
