@@ -14,7 +14,10 @@
 
 mod locate;
 mod raw;
+mod tls;
 mod validate;
+
+pub use tls::{ConnectionPolicy, Tls, DEFAULT_CONNECT_TIMEOUT};
 
 use std::fmt;
 use std::path::Path;
@@ -209,6 +212,12 @@ pub struct Target {
     /// names the server build (e.g. `/version` on vLLM); fetched after every probe, outside the
     /// measurement, into the `server_version` label of `llm_probe_endpoint_info`.
     pub version_path: Option<String>,
+    /// TLS settings for `https` base URLs: extra CA, client certificate (mTLS), verification.
+    pub tls: Tls,
+    /// Longest time to set up the TCP (and TLS) connection; at most `timeout`.
+    pub connect_timeout: Duration,
+    /// Whether each probe opens a fresh connection (default) or reuses an idle one.
+    pub connection: ConnectionPolicy,
 }
 
 impl Target {
@@ -233,6 +242,9 @@ impl Target {
             deployment,
             api_version,
             version_path,
+            tls,
+            connect_timeout,
+            connection,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -249,6 +261,9 @@ impl Target {
             && *deployment == other.deployment
             && *api_version == other.api_version
             && *version_path == other.version_path
+            && *tls == other.tls
+            && *connect_timeout == other.connect_timeout
+            && *connection == other.connection
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
@@ -268,7 +283,7 @@ impl Target {
             humantime::format_duration(self.timeout),
             scenarios.join(", "),
             self.api_key_source.as_deref().unwrap_or("none"),
-        )
+        ) + &self.transport_summary()
     }
 
     /// The temperature to send for `scenario`: the scenario's, else the target's.
@@ -299,6 +314,27 @@ fn is_sensitive_header(name: &str) -> bool {
         || n.contains("key")
         || n.contains("token")
         || n.contains("secret")
+}
+
+impl Target {
+    /// The non-default transport settings, for [`Target::summary`]: ` connection=reuse`,
+    /// ` tls.ca_file=…`, ` tls.client_cert=…`, and a loud ` TLS-VERIFICATION-OFF`.
+    fn transport_summary(&self) -> String {
+        let mut s = String::new();
+        if self.connection != ConnectionPolicy::Fresh {
+            s += &format!(" connection={}", self.connection.as_str());
+        }
+        if let Some(ca) = &self.tls.ca_file {
+            s += &format!(" tls.ca_file={}", ca.display());
+        }
+        if let Some((cert, _)) = &self.tls.client_files {
+            s += &format!(" tls.client_cert={}", cert.display());
+        }
+        if self.tls.insecure_skip_verify {
+            s += " TLS-VERIFICATION-OFF";
+        }
+        s
+    }
 }
 
 impl fmt::Debug for Target {
@@ -333,6 +369,9 @@ impl fmt::Debug for Target {
             .field("deployment", &self.deployment)
             .field("api_version", &self.api_version)
             .field("version_path", &self.version_path)
+            .field("tls", &self.tls)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("connection", &self.connection)
             .finish()
     }
 }

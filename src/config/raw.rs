@@ -72,4 +72,16 @@ pub(crate) struct RawTarget {
     pub deployment: Option<String>,
     pub api_version: Option<String>,
     pub version_path: Option<String>,
+    pub tls: Option<RawTls>,
+    pub connect_timeout: Option<Value>,
+    pub connection: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTls {
+    pub ca_file: Option<String>,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    pub insecure_skip_verify: Option<bool>,
 }

@@ -10,10 +10,11 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde_yaml::{Mapping, Value};
 
 use super::locate::Locations;
-use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget};
+use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget, RawTls};
 use super::{
-    Config, ConfigError, Message, PrefixCache, Problem, Protocol, Scenario, Secret, Slo, Target,
-    DEFAULT_AZURE_API_VERSION, DEFAULT_INTERVAL, DEFAULT_TIMEOUT,
+    Config, ConfigError, ConnectionPolicy, Message, PrefixCache, Problem, Protocol, Scenario,
+    Secret, Slo, Target, Tls, DEFAULT_AZURE_API_VERSION, DEFAULT_CONNECT_TIMEOUT, DEFAULT_INTERVAL,
+    DEFAULT_TIMEOUT,
 };
 
 type JsonObject = serde_json::Map<String, serde_json::Value>;
@@ -481,6 +482,31 @@ impl Validator<'_> {
 
         let (deployment, api_version) = self.azure_fields(path, &pre, protocol, &raw);
         let version_path = self.version_path(path, &pre, raw.version_path.as_deref());
+        let tls = self.tls(path, &pre, raw.tls.as_ref(), base_url.as_ref());
+        let connect_timeout = raw
+            .connect_timeout
+            .as_ref()
+            .and_then(|v| {
+                self.positive_duration(
+                    &format!("{path}.connect_timeout"),
+                    &pre,
+                    "connect_timeout",
+                    v,
+                )
+            })
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+            .min(timeout);
+        let connection = match raw.connection.as_deref() {
+            None | Some("fresh") => ConnectionPolicy::Fresh,
+            Some("reuse") => ConnectionPolicy::Reuse,
+            Some(other) => {
+                self.problem(
+                    format!("{path}.connection"),
+                    format!("{pre}connection \"{other}\" is not a policy; use fresh (a new connection per probe, the default) or reuse."),
+                );
+                ConnectionPolicy::Fresh
+            }
+        };
 
         let extra_body = raw.extra_body.unwrap_or_default();
         self.extra_body(&format!("{path}.extra_body"), &pre, &extra_body);
@@ -515,7 +541,110 @@ impl Validator<'_> {
             deployment,
             api_version,
             version_path,
+            tls,
+            connect_timeout,
+            connection,
         })
+    }
+
+    /// Reads and checks a PEM file named by `tls.<field>`; the message names the path, never
+    /// the contents.
+    fn pem_file(
+        &mut self,
+        path: &str,
+        pre: &str,
+        field: &str,
+        file: &str,
+    ) -> Option<(PathBuf, Vec<u8>)> {
+        let mut resolved = PathBuf::from(file);
+        if resolved.is_relative() {
+            if let Some(dir) = &self.base_dir {
+                resolved = dir.join(resolved);
+            }
+        }
+        match std::fs::read(&resolved) {
+            Ok(bytes) if String::from_utf8_lossy(&bytes).contains("-----BEGIN ") => {
+                Some((resolved, bytes))
+            }
+            Ok(_) => {
+                self.problem(
+                    format!("{path}.tls.{field}"),
+                    format!("{pre}tls.{field} {} is not a PEM file (no \"-----BEGIN\" line); give the PEM form.", resolved.display()),
+                );
+                None
+            }
+            Err(e) => {
+                self.problem(
+                    format!("{path}.tls.{field}"),
+                    format!("{pre}tls.{field} {} cannot be read ({}); check the path and that llm-probe may read it.", resolved.display(), io_reason(&e)),
+                );
+                None
+            }
+        }
+    }
+
+    /// The `tls:` block: CA file, client certificate and key (both or neither), and
+    /// `insecure_skip_verify`; only for `https` base URLs. The PEM is checked by the TLS library.
+    fn tls(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: Option<&RawTls>,
+        base_url: Option<&reqwest::Url>,
+    ) -> Tls {
+        let Some(raw) = raw else {
+            return Tls::default();
+        };
+        if base_url.is_some_and(|u| u.scheme() != "https") {
+            self.problem(
+                format!("{path}.tls"),
+                format!("{pre}tls is set but base_url is not https; remove tls or use an https:// base_url."),
+            );
+        }
+        let mut tls = Tls {
+            insecure_skip_verify: raw.insecure_skip_verify.unwrap_or(false),
+            ..Tls::default()
+        };
+        if let Some(file) = &raw.ca_file {
+            if let Some((p, pem)) = self.pem_file(path, pre, "ca_file", file) {
+                if reqwest::Certificate::from_pem_bundle(&pem).map_or(true, |v| v.is_empty()) {
+                    self.problem(format!("{path}.tls.ca_file"), format!("{pre}tls.ca_file {} holds no usable certificate; give the CA certificate in PEM form.", p.display()));
+                }
+                tls.ca_file = Some(p);
+                tls.ca_pem = Some(pem);
+            }
+        }
+        match (&raw.cert_file, &raw.key_file) {
+            (None, None) => {}
+            (Some(_), None) | (None, Some(_)) => {
+                let missing = if raw.cert_file.is_none() {
+                    "cert_file"
+                } else {
+                    "key_file"
+                };
+                self.problem(
+                    format!("{path}.tls.{missing}"),
+                    format!("{pre}tls.cert_file and tls.key_file go together (the client certificate and its key, for mTLS); set tls.{missing} too."),
+                );
+            }
+            (Some(cert), Some(key)) => {
+                let cert = self.pem_file(path, pre, "cert_file", cert);
+                let key = self.pem_file(path, pre, "key_file", key);
+                if let (Some((cp, mut pem)), Some((kp, key_pem))) = (cert, key) {
+                    pem.push(b'\n');
+                    pem.extend_from_slice(&key_pem);
+                    if reqwest::Identity::from_pem(&pem).is_err() {
+                        self.problem(
+                            format!("{path}.tls.key_file"),
+                            format!("{pre}tls.cert_file {} and tls.key_file {} do not form a client identity (a PEM certificate and its PEM private key); check both files.", cp.display(), kp.display()),
+                        );
+                    }
+                    tls.client_files = Some((cp, kp));
+                    tls.client_identity_pem = Some(pem);
+                }
+            }
+        }
+        tls
     }
 
     /// `deployment` (required) and `api_version` (default [`DEFAULT_AZURE_API_VERSION`]) for

@@ -2,27 +2,51 @@
 
 use std::time::Duration;
 
-use crate::config::Target;
+use crate::config::{ConnectionPolicy, Target};
 
-/// Longest time to set up a TCP (and TLS) connection, capped by the probe's own deadline.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an idle connection is kept under `connection: reuse`: below the 5 s keep-alive of
+/// uvicorn (vLLM) and llama.cpp, so the pool does not hand out a connection the server is
+/// about to close.
+pub const REUSE_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Builds the `reqwest` client for `target`: no retries of any kind (a retry would hide a
 /// failure and fold back-off into latency), no redirects, `TCP_NODELAY`, proxies from the
-/// environment (`HTTPS_PROXY`, `NO_PROXY`, …), and a fresh connection for every probe, as
-/// blackbox_exporter does: servers close idle keep-alive connections after a few seconds
-/// (uvicorn and llama.cpp after 5 s, llama.cpp right after a stream), so a pooled connection
-/// is usually dead by the next probe, and reusing one races the server's close and fails a
-/// probe for nothing. TTFT therefore includes connection setup (TCP, and TLS for https).
+/// environment (`HTTPS_PROXY`, `NO_PROXY`, …), the target's connect timeout and TLS settings
+/// (extra CA, client certificate, `insecure_skip_verify`), and its connection policy.
 ///
-/// Errors: the TLS backend cannot be initialised.
+/// `connection: fresh` (the default, as blackbox_exporter) opens a connection for every probe:
+/// servers close idle keep-alive connections after a few seconds (uvicorn and llama.cpp after
+/// 5 s, llama.cpp right after a stream), so a pooled connection is usually dead by the next
+/// probe, and reusing one races the server's close and fails a probe for nothing. TTFT then
+/// includes connection setup (TCP, and TLS for https).
+///
+/// Errors: the TLS material cannot be used (validated at config load, so rare).
 pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
+    let mut b = reqwest::Client::builder()
         .user_agent(concat!("llm-probe/", env!("CARGO_PKG_VERSION")))
         .retry(reqwest::retry::never())
         .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(CONNECT_TIMEOUT.min(target.timeout))
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(0)
-        .build()
+        .connect_timeout(target.connect_timeout.min(target.timeout))
+        .tcp_nodelay(true);
+    b = match target.connection {
+        ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),
+        ConnectionPolicy::Reuse => b.pool_idle_timeout(REUSE_IDLE_TIMEOUT),
+    };
+    let tls = &target.tls;
+    if let Some(pem) = &tls.ca_pem {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
+            b = b.add_root_certificate(cert);
+        }
+    }
+    if let Some(pem) = &tls.client_identity_pem {
+        b = b.identity(reqwest::Identity::from_pem(pem)?);
+    }
+    if tls.insecure_skip_verify {
+        tracing::warn!(
+            target_name = %target.name,
+            "TLS certificate verification is OFF for this target (tls.insecure_skip_verify): anyone on the path can impersonate the server"
+        );
+        b = b.danger_accept_invalid_certs(true);
+    }
+    b.build()
 }

@@ -1,0 +1,258 @@
+//! TLS to a real rustls server on loopback with certificates made for the test: an extra CA
+//! (`tls.ca_file`), an unknown CA (a `tls` failure), `insecure_skip_verify` (succeeds, and says
+//! so loudly), and mutual TLS (`tls.cert_file` + `tls.key_file`) with and without a client
+//! certificate. Config errors for the TLS block name the file and never print its contents.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use llm_probe::measure::{FailureReason, ProbeOutcome};
+use llm_probe::probe::Prober;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+struct Pki {
+    ca_pem: String,
+    server_cert: rustls::pki_types::CertificateDer<'static>,
+    server_key: Vec<u8>,
+    client_cert_pem: String,
+    client_key_pem: String,
+    ca_der: rustls::pki_types::CertificateDer<'static>,
+}
+
+fn pki() -> Pki {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let server_key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&server_key, &ca)
+        .unwrap();
+    let client_key = KeyPair::generate().unwrap();
+    let client = CertificateParams::new(vec!["llm-probe".to_string()])
+        .unwrap()
+        .signed_by(&client_key, &ca)
+        .unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        ca_der: ca.der().clone(),
+        server_cert: server.der().clone(),
+        server_key: server_key.serialize_der(),
+        client_cert_pem: client.pem(),
+        client_key_pem: client_key.serialize_pem(),
+    }
+}
+
+const SSE: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+
+/// An HTTPS server on loopback that answers every request with a short chat stream; with
+/// `require_client_cert`, only clients with a certificate from the test CA get through.
+async fn https_server(pki: &Pki, require_client_cert: bool) -> SocketAddr {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = if require_client_cert {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca_der.clone()).unwrap();
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.server_key.clone()));
+    let config = builder
+        .with_single_cert(vec![pki.server_cert.clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                // Read the request head and body (Content-Length), then stream the answer.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n) = tls.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                let _ = tls.write_all(head.as_bytes()).await;
+                let _ = tls.write_all(SSE.as_bytes()).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn config(addr: SocketAddr, tls_yaml: &str) -> llm_probe::config::Config {
+    let base = format!("https://{addr}/v1");
+    common::parse(&common::yaml(
+        &base,
+        "10s",
+        &common::scenario("chat", 8),
+        &format!("    timeout: 5s\n{tls_yaml}"),
+    ))
+}
+
+async fn probe(cfg: &llm_probe::config::Config) -> ProbeOutcome {
+    let t = cfg.targets[0].clone();
+    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
+}
+
+#[tokio::test]
+async fn extra_ca_is_trusted_and_an_unknown_ca_is_a_tls_failure() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
+    let addr = https_server(&pki, false).await;
+
+    let o = probe(&config(addr, &format!("    tls:\n      ca_file: {ca}\n"))).await;
+    let m = o
+        .result
+        .as_ref()
+        .unwrap_or_else(|f| panic!("with the CA: {f}"));
+    assert_eq!(m.output_tokens, 2);
+
+    let o = probe(&config(addr, "")).await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::Tls),
+        "{:?}",
+        o.result
+    );
+}
+
+#[tokio::test]
+async fn insecure_skip_verify_connects_and_is_flagged_in_the_summary() {
+    let pki = pki();
+    let addr = https_server(&pki, false).await;
+    let cfg = config(addr, "    tls:\n      insecure_skip_verify: true\n");
+    assert!(
+        cfg.targets[0].summary().ends_with("TLS-VERIFICATION-OFF"),
+        "{}",
+        cfg.targets[0].summary()
+    );
+    let o = probe(&cfg).await;
+    assert!(o.is_success(), "{:?}", o.result);
+}
+
+#[tokio::test]
+async fn mutual_tls_needs_the_client_certificate() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
+    let cert = write(dir.path(), "client.pem", &pki.client_cert_pem);
+    let key = write(dir.path(), "client-key.pem", &pki.client_key_pem);
+    let addr = https_server(&pki, true).await;
+
+    let with =
+        format!("    tls:\n      ca_file: {ca}\n      cert_file: {cert}\n      key_file: {key}\n");
+    let o = probe(&config(addr, &with)).await;
+    assert!(o.is_success(), "with a client certificate: {:?}", o.result);
+
+    let o = probe(&config(addr, &format!("    tls:\n      ca_file: {ca}\n"))).await;
+    let reason = o.failure_reason();
+    assert!(
+        matches!(
+            reason,
+            Some(FailureReason::Tls | FailureReason::Connect | FailureReason::Truncated)
+        ),
+        "without a client certificate the server refuses: {:?}",
+        o.result
+    );
+    assert!(!o.is_success());
+}
+
+#[test]
+fn tls_config_errors_name_the_file_and_the_fix() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let key = write(dir.path(), "client-key.pem", &pki.client_key_pem);
+    let not_pem = write(dir.path(), "ca.txt", "just text");
+    let cases = [
+        (
+            "https://h/v1",
+            format!("    tls:\n      key_file: {key}\n"),
+            "tls.cert_file and tls.key_file go together",
+        ),
+        (
+            "https://h/v1",
+            "    tls:\n      ca_file: /nonexistent/ca.pem\n".to_string(),
+            "tls.ca_file /nonexistent/ca.pem cannot be read",
+        ),
+        (
+            "https://h/v1",
+            format!("    tls:\n      ca_file: {not_pem}\n"),
+            "is not a PEM file",
+        ),
+        (
+            "http://h/v1",
+            "    tls:\n      insecure_skip_verify: true\n".to_string(),
+            "tls is set but base_url is not https",
+        ),
+        (
+            "http://h/v1",
+            "    connection: sometimes\n".to_string(),
+            "use fresh (a new connection per probe, the default) or reuse",
+        ),
+        (
+            "http://h/v1",
+            "    tls:\n      verify: false\n".to_string(),
+            "unknown key \"verify\"",
+        ),
+    ];
+    for (base, extra, expected) in cases {
+        let yaml = common::yaml(base, "10s", &common::scenario("chat", 8), &extra);
+        let err = llm_probe::config::parse(&yaml, "t.yaml", &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(expected), "{extra}: {err}");
+        assert!(
+            !err.contains("PRIVATE KEY"),
+            "key material in an error: {err}"
+        );
+    }
+}
