@@ -43,8 +43,8 @@ const backendAnnotation = {
     datasource: DS,
     // A label set of llm_probe_endpoint_info that did not exist 2 minutes earlier on a target that
     // already had one: the model, fingerprint or serving framework changed.
-    expr: '(max by (target, model, response_model, system_fingerprint, server) (llm_probe_endpoint_info{target=~"$target"}) unless on (target, model, response_model, system_fingerprint, server) (llm_probe_endpoint_info offset 2m)) and on (target, model) (llm_probe_endpoint_info offset 2m)',
-    legendFormat: 'Backend changed: {{target}} now {{response_model}} {{server}} {{system_fingerprint}}',
+    expr: '(max by (target, model, response_model, system_fingerprint, server, server_version) (llm_probe_endpoint_info{target=~"$target"}) unless on (target, model, response_model, system_fingerprint, server, server_version) (llm_probe_endpoint_info offset 2m)) and on (target, model) (llm_probe_endpoint_info offset 2m)',
+    legendFormat: 'Backend changed: {{target}} now {{response_model}} {{server}} {{server_version}} {{system_fingerprint}}',
     interval: '1m',
   },
 };
@@ -175,7 +175,7 @@ function fleet() {
       fieldConfig: { defaults: { unit: 'none', custom: { align: 'auto', cellOptions: { type: 'auto' }, inspect: false } }, overrides: [] },
       options: { showHeader: true, cellHeight: 'sm', frameIndex: 0 },
       transformations: [{ id: 'organize', options: { excludeByName: { Time: true, Value: true }, indexByName: {}, renameByName: {} } }],
-      targets: withRefIds([q('max by (response_model, system_fingerprint, server) (llm_probe_endpoint_info{target=~"$target",model=~"$model"})', '', { range: false, instant: true, format: 'table' })]),
+      targets: withRefIds([q('max by (response_model, system_fingerprint, server, server_version) (llm_probe_endpoint_info{target=~"$target",model=~"$model"})', '', { range: false, instant: true, format: 'table' })]),
     },
   ];
   return dashboard({
@@ -252,8 +252,8 @@ function regression() {
     timeseries('Output tokens/s median (1h) change vs last week', 'This week\'s median decode speed as a share of last week\'s: 80 % is the alert line.', 'percentunit',
       [q(`${tps} / (${tps} offset 1w)`, '{{target}} {{scenario}}')], gp(12, 10, 12, 8), { min: 0 }),
     row('By backend identity (annotations mark each change)', 18),
-    timeseries('TTFT P95 (1h) by backend identity', 'One series per (response_model, system_fingerprint, server): before and after a model or framework upgrade side by side. The first hour after a change still mixes in probes of the old backend.', 's',
-      [q(`target_model_scenario_backend:llm_probe_time_to_first_token_seconds:p95_1h{${s}}`, '{{target}} {{scenario}} {{response_model}} {{server}} {{system_fingerprint}}')],
+    timeseries('TTFT P95 (1h) by backend identity', 'One series per (response_model, system_fingerprint, server, server_version): before and after a model or framework upgrade side by side. The first hour after a change still mixes in probes of the old backend.', 's',
+      [q(`target_model_scenario_backend:llm_probe_time_to_first_token_seconds:p95_1h{${s}}`, '{{target}} {{scenario}} {{response_model}} {{server}} {{server_version}} {{system_fingerprint}}')],
       gp(0, 19, 24, 10), { min: 0 }),
   ];
   return dashboard({

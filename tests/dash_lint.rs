@@ -50,12 +50,21 @@ fn recorded_names() -> BTreeSet<String> {
         .collect()
 }
 
-/// Sample and family names of an exposition (text or OpenMetrics).
+/// Sample and family names of an exposition (text or OpenMetrics). A histogram family that has
+/// no series yet (e.g. server-side timing, which the simulator does not report) still declares
+/// its `_bucket`, `_sum` and `_count` samples.
 fn exposed_names(exposition: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for line in exposition.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
-            names.insert(rest.split(' ').next().unwrap().to_string());
+            let mut parts = rest.split(' ');
+            let name = parts.next().unwrap();
+            if parts.next() == Some("histogram") {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+            names.insert(name.to_string());
         } else if !line.starts_with('#') && !line.is_empty() {
             let end = line.find(['{', ' ']).unwrap_or(line.len());
             names.insert(line[..end].to_string());
