@@ -194,27 +194,11 @@ fn read_input_usage(usage: &Value, obs: &mut Observations) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
 
     fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
-        let t0 = Instant::now();
-        let mut obs = Observations::new(t0);
-        let mut p = AnthropicStream;
-        let mut flow = Flow::Continue;
-        for (i, (e, d)) in events.iter().enumerate() {
-            let ev = SseEvent {
-                event: (!e.is_empty()).then(|| e.to_string()),
-                data: (*d).into(),
-                id: None,
-            };
-            flow = p.on_event(&ev, t0 + Duration::from_millis(i as u64 + 1), &mut obs);
-            if flow != Flow::Continue {
-                break;
-            }
-        }
-        (obs, flow)
+        super::super::testing::feed(&mut AnthropicStream, events)
     }
 
     #[test]

@@ -91,7 +91,6 @@ impl StreamProtocol for LlamaCppStream {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
     use crate::measure::{measure, TokenCountSource};
@@ -145,21 +144,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let t0 = Instant::now();
-            let mut obs = Observations::new(t0);
-            let mut p = LlamaCppStream;
-            for (i, d) in c.datas.iter().enumerate() {
-                let ev = SseEvent {
-                    event: None,
-                    data: (*d).into(),
-                    id: None,
-                };
-                let at = t0 + Duration::from_millis(i as u64 + 1);
-                if p.on_event(&ev, at, &mut obs) == Flow::Done {
-                    obs.timeline.ended = Some(at);
-                    break;
-                }
-            }
+            let (obs, _) = super::super::testing::feed_data(&mut LlamaCppStream, c.datas);
             assert_eq!(obs.timeline.token_events.len(), c.events, "{}", c.name);
             assert_eq!(obs.stream_error.as_deref(), c.error, "{}", c.name);
             assert_eq!(obs.server_timings.prompt_seconds, c.prefill, "{}", c.name);

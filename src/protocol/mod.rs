@@ -186,3 +186,50 @@ pub(crate) fn parse_json(data: &str, obs: &mut Observations) -> Result<serde_jso
         }
     }
 }
+
+/// Test support for the adapters' unit tables.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::time::{Duration, Instant};
+
+    use super::{Flow, StreamProtocol};
+    use crate::decode::sse::SseEvent;
+    use crate::measure::Observations;
+
+    /// Feeds `events` — `(event type, data)`, `""` for no type — to `adapter`, one per
+    /// millisecond after `sent`, until it stops; stamps `ended` on `Done` as the probe loop does.
+    /// Returns the observations and the last flow.
+    pub(crate) fn feed(
+        adapter: &mut dyn StreamProtocol,
+        events: &[(&str, &str)],
+    ) -> (Observations, Flow) {
+        let t0 = Instant::now();
+        let mut obs = Observations::new(t0);
+        let mut flow = Flow::Continue;
+        for (i, (event, data)) in events.iter().enumerate() {
+            let ev = SseEvent {
+                event: (!event.is_empty()).then(|| event.to_string()),
+                data: (*data).into(),
+                id: None,
+            };
+            let at = t0 + Duration::from_millis(i as u64 + 1);
+            flow = adapter.on_event(&ev, at, &mut obs);
+            if flow == Flow::Done {
+                obs.timeline.ended = Some(at);
+            }
+            if flow != Flow::Continue {
+                break;
+            }
+        }
+        (obs, flow)
+    }
+
+    /// [`feed`] for streams whose events have no type (data lines, NDJSON lines).
+    pub(crate) fn feed_data(
+        adapter: &mut dyn StreamProtocol,
+        datas: &[&str],
+    ) -> (Observations, Flow) {
+        let events: Vec<(&str, &str)> = datas.iter().map(|d| ("", *d)).collect();
+        feed(adapter, &events)
+    }
+}

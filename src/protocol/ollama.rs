@@ -122,30 +122,12 @@ fn read_final(line: &Value, obs: &mut Observations) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
     use crate::measure::{measure, TokenCountSource};
 
     fn run(lines: &[&str]) -> (Observations, Flow) {
-        let t0 = Instant::now();
-        let mut obs = Observations::new(t0);
-        let mut p = OllamaStream;
-        let mut flow = Flow::Continue;
-        for (i, d) in lines.iter().enumerate() {
-            let ev = SseEvent {
-                event: None,
-                data: (*d).into(),
-                id: None,
-            };
-            let at = t0 + Duration::from_millis(i as u64 + 1);
-            flow = p.on_event(&ev, at, &mut obs);
-            if flow != Flow::Continue {
-                obs.timeline.ended = Some(at);
-                break;
-            }
-        }
-        (obs, flow)
+        super::super::testing::feed_data(&mut OllamaStream, lines)
     }
 
     #[test]

@@ -200,27 +200,9 @@ mod tests {
     use super::*;
     use crate::measure::FailureReason;
 
-    fn ev(data: &str) -> SseEvent {
-        SseEvent {
-            event: None,
-            data: data.into(),
-            id: None,
-        }
-    }
-
     /// Feeds `datas` one per millisecond; returns the observations and the last flow.
     fn run(datas: &[&str]) -> (Observations, Flow) {
-        let t0 = Instant::now();
-        let mut obs = Observations::new(t0);
-        let mut p = OpenAiStream::chat();
-        let mut flow = Flow::Continue;
-        for (i, d) in datas.iter().enumerate() {
-            flow = p.on_event(&ev(d), t0 + Duration::from_millis(i as u64 + 1), &mut obs);
-            if flow != Flow::Continue {
-                break;
-            }
-        }
-        (obs, flow)
+        super::super::testing::feed_data(&mut OpenAiStream::chat(), datas)
     }
 
     #[test]

@@ -42,30 +42,14 @@ pub(super) fn build_request(
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
 
     use super::super::{stream_for, Flow};
     use crate::config::Protocol;
-    use crate::decode::sse::SseEvent;
+
     use crate::measure::{Observations, TokenKind};
 
     fn run(datas: &[&str]) -> (Observations, Flow) {
-        let t0 = Instant::now();
-        let mut obs = Observations::new(t0);
-        let mut p = stream_for(Protocol::OpenAiCompletions);
-        let mut flow = Flow::Continue;
-        for (i, d) in datas.iter().enumerate() {
-            let ev = SseEvent {
-                event: None,
-                data: (*d).into(),
-                id: None,
-            };
-            flow = p.on_event(&ev, t0 + Duration::from_millis(i as u64 + 1), &mut obs);
-            if flow != Flow::Continue {
-                break;
-            }
-        }
-        (obs, flow)
+        super::super::testing::feed_data(stream_for(Protocol::OpenAiCompletions).as_mut(), datas)
     }
 
     #[test]

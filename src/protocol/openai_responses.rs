@@ -168,34 +168,11 @@ fn read_response(data: &Value, obs: &mut Observations) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
 
-    fn ev(event: &str, data: &str) -> SseEvent {
-        SseEvent {
-            event: Some(event.into()),
-            data: data.into(),
-            id: None,
-        }
-    }
-
     fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
-        let t0 = Instant::now();
-        let mut obs = Observations::new(t0);
-        let mut p = ResponsesStream;
-        let mut flow = Flow::Continue;
-        for (i, (e, d)) in events.iter().enumerate() {
-            flow = p.on_event(
-                &ev(e, d),
-                t0 + Duration::from_millis(i as u64 + 1),
-                &mut obs,
-            );
-            if flow != Flow::Continue {
-                break;
-            }
-        }
-        (obs, flow)
+        super::super::testing::feed(&mut ResponsesStream, events)
     }
 
     #[test]
