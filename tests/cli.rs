@@ -288,7 +288,7 @@ fn simulate_subcommand_serves_a_probeable_endpoint() {
     );
     let ttft = o["ttft_seconds"].as_f64().unwrap();
     assert!(
-        (0.030..0.035).contains(&ttft),
+        (0.030..0.050).contains(&ttft),
         "--ttft 30ms, measured {ttft}"
     );
 }

@@ -18,7 +18,8 @@ pub(super) fn build_request(
     scenario: &Scenario,
     nonce: Option<&str>,
 ) -> RequestSpec {
-    let mut body = super::openai_chat::chat_body(target, scenario, nonce);
+    let mut body = super::openai_chat::chat_body(scenario, nonce);
+    super::set_temperature(&mut body, target, scenario);
     super::merge_extra_body(&mut body, target, scenario);
     let mut headers = super::common_headers(target);
     if let Some(key) = &target.api_key {

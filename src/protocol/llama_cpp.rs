@@ -24,23 +24,13 @@ pub(super) fn build_request(
     scenario: &Scenario,
     nonce: Option<&str>,
 ) -> RequestSpec {
-    let mut body = json!({
+    let body = json!({
         "model": target.model,
         "prompt": super::render_prompt(&scenario.messages, nonce),
         "n_predict": scenario.max_tokens,
         "stream": true,
     });
-    if let Some(t) = target.temperature_for(scenario) {
-        body["temperature"] = json!(t);
-    }
-    super::merge_extra_body(&mut body, target, scenario);
-    let mut headers = super::common_headers(target);
-    super::bearer_auth(target, &mut headers);
-    RequestSpec {
-        url: super::join_url(&target.base_url, "completion"),
-        headers,
-        body,
-    }
+    super::bearer_json_request(target, scenario, "completion", body)
 }
 
 /// Interprets a llama.cpp native completion stream.

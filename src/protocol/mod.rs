@@ -122,6 +122,33 @@ pub(crate) fn bearer_auth(target: &Target, headers: &mut Vec<(String, String)>) 
     }
 }
 
+/// A `POST {base_url}/{path}` with `Authorization: Bearer` (when the target has a key) and a
+/// JSON `body` completed with the temperature (scenario's, else target's, when set) and the
+/// `extra_body` keys: the shape OpenAI-style APIs and llama.cpp's native one share.
+pub(crate) fn bearer_json_request(
+    target: &Target,
+    scenario: &Scenario,
+    path: &str,
+    mut body: serde_json::Value,
+) -> RequestSpec {
+    set_temperature(&mut body, target, scenario);
+    merge_extra_body(&mut body, target, scenario);
+    let mut headers = common_headers(target);
+    bearer_auth(target, &mut headers);
+    RequestSpec {
+        url: join_url(&target.base_url, path),
+        headers,
+        body,
+    }
+}
+
+/// Sets top-level `temperature` to the scenario's, else the target's, when either is set.
+pub(crate) fn set_temperature(body: &mut serde_json::Value, target: &Target, scenario: &Scenario) {
+    if let Some(t) = target.temperature_for(scenario) {
+        body["temperature"] = serde_json::json!(t);
+    }
+}
+
 /// Adds `name: value` unless the target's headers already set `name` (the configured value wins).
 pub(crate) fn default_header(headers: &mut Vec<(String, String)>, name: &str, value: &str) {
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {

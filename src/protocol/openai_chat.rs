@@ -26,30 +26,20 @@ pub(super) fn build_request(
     scenario: &Scenario,
     nonce: Option<&str>,
 ) -> RequestSpec {
-    let mut body = chat_body(target, scenario, nonce);
+    let mut body = chat_body(scenario, nonce);
     body["model"] = json!(target.model);
-    super::merge_extra_body(&mut body, target, scenario);
-    let mut headers = super::common_headers(target);
-    super::bearer_auth(target, &mut headers);
-    RequestSpec {
-        url: super::join_url(&target.base_url, "chat/completions"),
-        headers,
-        body,
-    }
+    super::bearer_json_request(target, scenario, "chat/completions", body)
 }
 
-/// The chat body without `model` (Azure names the model by its deployment in the URL).
-pub(super) fn chat_body(target: &Target, scenario: &Scenario, nonce: Option<&str>) -> Value {
-    let mut body = json!({
+/// The chat body without `model` (Azure names the model by its deployment in the URL) and
+/// without temperature.
+pub(super) fn chat_body(scenario: &Scenario, nonce: Option<&str>) -> Value {
+    json!({
         "messages": super::render_messages(&scenario.messages, nonce),
         "max_tokens": scenario.max_tokens,
         "stream": true,
         "stream_options": { "include_usage": true },
-    });
-    if let Some(t) = target.temperature_for(scenario) {
-        body["temperature"] = json!(t);
-    }
-    body
+    })
 }
 
 /// Interprets an OpenAI chunk stream: chat completions (`choices[].delta`, also Azure) or

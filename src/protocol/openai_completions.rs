@@ -20,24 +20,14 @@ pub(super) fn build_request(
     scenario: &Scenario,
     nonce: Option<&str>,
 ) -> RequestSpec {
-    let mut body = json!({
+    let body = json!({
         "model": target.model,
         "prompt": super::render_prompt(&scenario.messages, nonce),
         "max_tokens": scenario.max_tokens,
         "stream": true,
         "stream_options": { "include_usage": true },
     });
-    if let Some(t) = target.temperature_for(scenario) {
-        body["temperature"] = json!(t);
-    }
-    super::merge_extra_body(&mut body, target, scenario);
-    let mut headers = super::common_headers(target);
-    super::bearer_auth(target, &mut headers);
-    RequestSpec {
-        url: super::join_url(&target.base_url, "completions"),
-        headers,
-        body,
-    }
+    super::bearer_json_request(target, scenario, "completions", body)
 }
 
 #[cfg(test)]

@@ -30,23 +30,13 @@ pub(super) fn build_request(
     scenario: &Scenario,
     nonce: Option<&str>,
 ) -> RequestSpec {
-    let mut body = json!({
+    let body = json!({
         "model": target.model,
         "input": super::render_messages(&scenario.messages, nonce),
         "max_output_tokens": scenario.max_tokens,
         "stream": true,
     });
-    if let Some(t) = target.temperature_for(scenario) {
-        body["temperature"] = json!(t);
-    }
-    super::merge_extra_body(&mut body, target, scenario);
-    let mut headers = super::common_headers(target);
-    super::bearer_auth(target, &mut headers);
-    RequestSpec {
-        url: super::join_url(&target.base_url, "responses"),
-        headers,
-        body,
-    }
+    super::bearer_json_request(target, scenario, "responses", body)
 }
 
 /// Event types that carry no token and need no action.
