@@ -51,7 +51,7 @@ fn targets(v1: &str) -> Vec<Arc<Target>> {
         ("llama-cpp", root),
     ];
     let mut yaml = format!(
-        "defaults:\n  interval: 30s\n  timeout: 20s\nscenarios:\n  - name: cold\n    messages: [{{role: user, content: \"Explain time to first token in one sentence.\"}}]\n    max_tokens: {MAX_TOKENS}\n    temperature: 0\n  - name: warm\n    messages: [{{role: user, content: \"Name three colours.\"}}]\n    max_tokens: {MAX_TOKENS}\n    temperature: 0\n    prefix_cache: warm\ntargets:\n"
+        "defaults:\n  interval: 30s\n  timeout: 20s\nscenarios:\n  - name: cold\n    messages: [{{role: user, content: \"Explain time to first token in one sentence.\"}}]\n    max_tokens: {MAX_TOKENS}\n    temperature: 0\n  - name: warm\n    messages: [{{role: user, content: \"What is 2+2?\"}}]\n    max_tokens: {MAX_TOKENS}\n    temperature: 0\n    prefix_cache: warm\ntargets:\n"
     );
     for (p, base) in protocols {
         yaml.push_str(&format!(
