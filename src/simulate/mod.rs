@@ -1,8 +1,15 @@
-//! A built-in OpenAI-compatible streaming endpoint whose timing is scripted, so tests and
-//! benchmarks know the ground truth: headers and a role-only chunk at once, the first token
-//! `ttft` after the request arrived, then one event every `itl`, a finish chunk, a usage chunk
-//! and `[DONE]`, like real servers. Event `k` is sent at `arrival + ttft + k·itl` on an absolute
-//! schedule (no drift). Fault modes reproduce the classes of PROTOCOLS.md §3.
+//! A built-in streaming LLM endpoint whose timing is scripted, so tests and benchmarks know the
+//! ground truth. It speaks every protocol of PROTOCOLS.md §1, routed by path as real servers do
+//! (see [`Wire::for_path`]): OpenAI chat (also Azure's deployment path), completions and
+//! Responses, Anthropic Messages, Ollama `/api/chat`, TGI `/generate_stream` and llama.cpp
+//! `/completion`. Every protocol follows the same [`Script`]: headers and the protocol's preamble
+//! (role chunk, `message_start`, `response.created`, …) at once, the first token `ttft` after the
+//! request arrived, then one event every `itl`, then the protocol's finish, count and terminator.
+//! Event `k` is sent at `arrival + ttft + k·itl` on an absolute schedule (no drift). Fault modes
+//! reproduce the classes of PROTOCOLS.md §3, each in the protocol's own shapes
+//! ([`wire`]).
+
+mod wire;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -17,8 +24,11 @@ use hyper::body::{Body, Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 use tokio::sync::mpsc;
+
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+pub use wire::Wire;
+use wire::{Ctx, End};
 
 /// What goes wrong, on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,17 +36,19 @@ pub enum Fault {
     /// A well-formed stream.
     #[default]
     None,
-    /// Three tokens, then `{"error": …}` inside the 200 stream.
+    /// Three tokens, then the protocol's error inside the 200 stream (`{"error": …}`,
+    /// `event: error`, `response.failed`).
     ErrorAfterTokens,
     /// A 200 whose only event is an error object.
     ErrorOnly,
-    /// A 200 with only `data: [DONE]`.
+    /// A 200 with only the terminator (`data: [DONE]`; elsewhere the terminator with a count of
+    /// 0, or TGI's lone end-of-sequence token).
     DoneOnly,
     /// HTTP 500 with a JSON error body.
     Http500,
     /// HTTP 429 with `Retry-After: 7`.
     Http429,
-    /// No usage chunk (tokens must be counted from events).
+    /// No usage chunk or count field (tokens must be counted from events).
     NoUsage,
     /// Three tokens, then silence with the connection open.
     Stall,
@@ -44,9 +56,11 @@ pub enum Fault {
     Reset,
     /// Every event is held back and sent in one burst at the end (a buffering proxy).
     Collapsed,
-    /// Finish and usage chunks, then a clean close without `[DONE]`.
+    /// Finish and usage chunks, then a clean close without `[DONE]` (or the protocol's
+    /// terminator; where the count rides on the terminator, it is missing too).
     NoTerminator,
-    /// `: keep-alive` comments every 10 ms while the prompt is "processed".
+    /// `: keep-alive` comments every 10 ms while the prompt is "processed" (SSE protocols;
+    /// NDJSON has no comments, so Ollama sends nothing extra).
     Keepalive,
     /// The request is read, and no response head is ever sent.
     NoHeaders,
@@ -108,7 +122,9 @@ pub struct Script {
     pub tokens: u32,
     /// Tokens per event (> 1 imitates speculative decoding / server-side chunking).
     pub tokens_per_event: u32,
-    /// How many of the first tokens are reasoning (`delta.reasoning_content`).
+    /// How many of the first tokens are reasoning (in the protocol's reasoning field:
+    /// `delta.reasoning_content`, `thinking_delta`, `response.reasoning_text.delta`,
+    /// `message.thinking`; protocols without one send them as text).
     pub reasoning_tokens: u32,
     /// The `model` field of the chunks.
     pub model: String,
@@ -174,12 +190,18 @@ impl Simulator {
         })
     }
 
-    /// The OpenAI-compatible base URL, e.g. `http://127.0.0.1:PORT/v1`.
+    /// The OpenAI-compatible base URL, e.g. `http://127.0.0.1:PORT/v1` (also for Anthropic).
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
 
-    /// Every chat request received so far, oldest first.
+    /// The server root, e.g. `http://127.0.0.1:PORT`: the base URL of the Ollama, TGI,
+    /// llama.cpp native and Azure protocols.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every streaming request received so far, oldest first.
     pub fn received(&self) -> Vec<ReceivedRequest> {
         self.received
             .lock()
@@ -252,13 +274,13 @@ async fn handle(
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;
     }
-    if !path.ends_with("/chat/completions") {
+    let Some(wire) = Wire::for_path(&path) else {
         let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
         let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
             br#"{"error":{"message":"not found"}}"#,
         ))));
         return resp;
-    }
+    };
     let body = req
         .into_body()
         .collect()
@@ -267,10 +289,7 @@ async fn handle(
         .unwrap_or_default();
     let arrival = Instant::now();
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-    let max_tokens = body
-        .get("max_tokens")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(u64::MAX);
+    let max_tokens = wire.max_tokens(&body).unwrap_or(u64::MAX);
     received
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -309,105 +328,88 @@ async fn handle(
     let tokens = u64::from(script.tokens).min(max_tokens) as u32;
     let (tx, resp) = response(
         StatusCode::OK,
-        "text/event-stream",
+        wire.content_type(),
         &[("cache-control", "no-cache")],
     );
-    tokio::spawn(stream(script, tokens, arrival, tx));
+    tokio::spawn(stream(script, wire, tokens, arrival, tx));
     resp
 }
 
-fn chunk(model: &str, choices: serde_json::Value, usage: Option<serde_json::Value>) -> Bytes {
-    let mut c = json!({
-        "id": "chatcmpl-sim", "object": "chat.completion.chunk", "created": 0, "model": model,
-        "system_fingerprint": concat!("llm-probe-simulator-", env!("CARGO_PKG_VERSION")), "choices": choices,
-    });
-    if let Some(u) = usage {
-        c["usage"] = u;
-    }
-    Bytes::from(format!("data: {c}\n\n"))
-}
-
-/// Writes the scripted stream. Returns early (dropping the sender ends the body) when the
-/// client goes away.
-async fn stream(script: Arc<Script>, tokens: u32, arrival: Instant, tx: Sender) {
+/// Writes the scripted stream in `wire`'s shapes. Returns early (dropping the sender ends the
+/// body) when the client goes away.
+async fn stream(script: Arc<Script>, wire: Wire, tokens: u32, arrival: Instant, tx: Sender) {
     let send = |b: Bytes| {
         let tx = tx.clone();
-        async move { tx.send(Ok(Frame::data(b))).await.is_ok() }
+        async move { b.is_empty() || tx.send(Ok(Frame::data(b))).await.is_ok() }
     };
-    let m = &script.model;
+    let per_event = script.tokens_per_event.max(1);
+    let events = tokens.div_ceil(per_event);
+    let ctx = Ctx {
+        model: script.model.clone(),
+        tokens,
+        reasoning: script.reasoning_tokens > 0 && tokens > 0,
+        ttft: script.ttft,
+        decode: script.itl * events.saturating_sub(1),
+    };
     if script.fault == Fault::DoneOnly {
-        send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+        send(wire.terminator_only(&ctx)).await;
         return;
     }
-    if !send(chunk(
-        m,
-        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
-        None,
-    ))
-    .await
-    {
+    if !send(wire.preamble(&ctx)).await {
         return;
     }
     match script.fault {
-        Fault::Endless => return endless(m, &tx).await,
-        Fault::HugeLine => return huge_line(&tx).await,
+        Fault::Endless => return endless(wire, &ctx, &tx).await,
+        Fault::HugeLine => return huge_line(wire, &tx).await,
+        Fault::ErrorOnly => {
+            send(wire.error(&ctx, false)).await;
+            return;
+        }
         _ => {}
     }
-    if script.fault == Fault::ErrorOnly {
-        send(Bytes::from_static(b"data: {\"error\":{\"message\":\"simulated error inside a 200 stream\",\"type\":\"server_error\"}}\n\n")).await;
-        return;
-    }
-    if script.fault == Fault::Keepalive {
+    if let (Fault::Keepalive, Some(comment)) = (script.fault, wire.keepalive()) {
         let mut t = arrival;
         while t + Duration::from_millis(10) < arrival + script.ttft {
             t += Duration::from_millis(10);
             tokio::time::sleep_until(t).await;
-            if !send(Bytes::from_static(b": keep-alive\n\n")).await {
+            if !send(comment.clone()).await {
                 return;
             }
         }
     }
-    let per_event = script.tokens_per_event.max(1);
-    let events = tokens.div_ceil(per_event);
     let mut held = Vec::new();
     let mut sent_tokens = 0u32;
     for k in 0..events {
         tokio::time::sleep_until(arrival + script.ttft + script.itl * k).await;
         let n = per_event.min(tokens - sent_tokens);
         let text: String = (0..n).map(|i| format!(" t{}", sent_tokens + i)).collect();
-        let delta = if sent_tokens < script.reasoning_tokens {
-            json!({"reasoning_content": text})
-        } else {
-            json!({"content": text})
+        let reasoning = sent_tokens < script.reasoning_tokens;
+        let switch = !reasoning && ctx.reasoning && sent_tokens > 0 && {
+            // The previous event was the last reasoning one.
+            sent_tokens - per_event.min(sent_tokens) < script.reasoning_tokens
         };
+        let c = wire.token(&ctx, &text, reasoning, switch, sent_tokens);
         sent_tokens += n;
-        let c = chunk(
-            m,
-            json!([{"index": 0, "delta": delta, "finish_reason": null}]),
-            None,
-        );
         if script.fault == Fault::Collapsed {
             held.push(c);
         } else if !send(c).await {
             return;
         }
         if k == 1 {
-            let broken: &'static [u8] = match script.fault {
-                Fault::InvalidJson => b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"\n\n",
-                Fault::InvalidUtf8 => {
-                    b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n"
-                }
-                _ => b"",
+            let broken = match script.fault {
+                Fault::InvalidJson => Some(wire.broken_json(&ctx)),
+                Fault::InvalidUtf8 => Some(wire.invalid_utf8(&ctx)),
+                _ => None,
             };
-            if !broken.is_empty() {
-                send(Bytes::from_static(broken)).await;
+            if let Some(b) = broken {
+                send(b).await;
                 return;
             }
         }
         if k == 2 {
             match script.fault {
                 Fault::ErrorAfterTokens => {
-                    send(Bytes::from_static(b"data: {\"error\":{\"message\":\"simulated error after tokens\",\"type\":\"server_error\"}}\n\n")).await;
+                    send(wire.error(&ctx, true)).await;
                     return;
                 }
                 Fault::Stall => {
@@ -432,40 +434,29 @@ async fn stream(script: Arc<Script>, tokens: u32, arrival: Instant, tx: Sender) 
             return;
         }
     }
-    send(chunk(
-        m,
-        json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
-        None,
-    ))
-    .await;
-    if script.fault != Fault::NoUsage {
-        let usage =
-            json!({"prompt_tokens": 12, "completion_tokens": tokens, "total_tokens": 12 + tokens});
-        send(chunk(m, json!([]), Some(usage))).await;
-    }
-    if script.fault != Fault::NoTerminator {
-        send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+    let end = End {
+        count: script.fault != Fault::NoUsage,
+        terminator: script.fault != Fault::NoTerminator,
+    };
+    for b in wire.end(&ctx, end) {
+        if !send(b).await {
+            return;
+        }
     }
 }
 
 /// Token events as fast as the client reads them, in 64 KiB batches, until it goes away.
-async fn endless(model: &str, tx: &Sender) {
-    let one = chunk(
-        model,
-        json!([{"index": 0, "delta": {"content": " t"}, "finish_reason": null}]),
-        None,
-    );
+async fn endless(wire: Wire, ctx: &Ctx, tx: &Sender) {
+    let one = wire.token(ctx, " t", false, false, 0);
     let batch: Bytes = one.repeat((64 * 1024) / one.len()).into();
     while tx.send(Ok(Frame::data(batch.clone()))).await.is_ok() {}
 }
 
-/// `data: ` and 100 MB of `a` without a line end, in 64 KiB pieces, until the client goes away.
-async fn huge_line(tx: &Sender) {
-    if tx
-        .send(Ok(Frame::data(Bytes::from_static(b"data: "))))
-        .await
-        .is_err()
-    {
+/// The protocol's line start and 100 MB of `a` without a line end, in 64 KiB pieces, until the
+/// client goes away.
+async fn huge_line(wire: Wire, tx: &Sender) {
+    let prefix = Bytes::from_static(wire.huge_line_prefix());
+    if tx.send(Ok(Frame::data(prefix))).await.is_err() {
         return;
     }
     let piece = Bytes::from(vec![b'a'; 64 * 1024]);
