@@ -195,7 +195,7 @@ struct Case {
 
 use Anomaly::{NonJsonData, UnknownEvent};
 use FailureReason::{EmptyStream, StreamError, Truncated};
-use TokenCountSource::{Server, Usage as FromUsage};
+use TokenCountSource::{Events as FromEvents, Server, Usage as FromUsage};
 
 const CASES: &[Case] = &[
     // ---- openai-completions
@@ -328,14 +328,14 @@ const CASES: &[Case] = &[
         protocol: Protocol::Anthropic,
         file: "captured/llm-mock-api_anthropic.txt",
         kinds: "O10",
-        // Pinned as is: the mock re-chunks its text into 4-character pieces and reports 5
-        // output tokens for 10 text events. The server's count wins; nothing flags a count
-        // below the event count yet.
-        result: Ok((5, FromUsage)),
+        // The mock re-chunks its text into 4-character pieces and reports 5 output tokens for
+        // 10 text events: impossible (each event carries a token), so N is counted from the
+        // events and the stream says why.
+        result: Ok((10, FromEvents)),
         terminated: true,
         finished: true,
         error: None,
-        anomalies: &[],
+        anomalies: &[Anomaly::CountBelowEvents],
         prompt: (Some(10), None),
         prefill: None,
     },

@@ -60,11 +60,12 @@ pub struct Measurement {
 }
 
 /// N and its source: the server's usage when present, else another server count, else the
-/// number of token-bearing events. A server count of 0 while token events arrived is not
-/// believed (absent and bogus are treated alike) and the events are counted instead.
+/// number of token-bearing events. Every token-bearing event carries at least one token, so a
+/// server count below the number of events (0 included) is impossible and not believed: the
+/// events are counted instead (and [`derived_anomalies`] reports `count_below_events`).
 pub fn output_tokens(obs: &Observations) -> (u64, TokenCountSource) {
     let events = obs.timeline.token_events.len() as u64;
-    let credible = |n: Option<u64>| n.filter(|&n| n > 0 || events == 0);
+    let credible = |n: Option<u64>| n.filter(|&n| n >= events);
     if let Some(n) = credible(obs.usage.completion_tokens) {
         (n, TokenCountSource::Usage)
     } else if let Some(n) = credible(obs.server_timings.predicted_tokens) {
@@ -130,8 +131,9 @@ pub const COLLAPSE_MIN_EVENTS: usize = 8;
 /// Anomalies that follow from the numbers rather than from single events: a collapsed stream
 /// (at least [`COLLAPSE_MIN_EVENTS`] events and 90 % of them within [`COLLAPSE_WINDOW`] of the
 /// last one: a buffering proxy, TTFT ≈ E2E), multi-token events (the server counted more tokens
-/// than events, beyond the one end-of-sequence token that carries no text), and missing usage
-/// (N had to be counted from events).
+/// than events, beyond the one end-of-sequence token that carries no text), a server count below
+/// the number of token events (impossible, so N was counted from events), and missing usage
+/// (N had to be counted from events because the server gave no count).
 pub fn derived_anomalies(obs: &Observations, m: &Measurement) -> Vec<Anomaly> {
     let mut out = Vec::new();
     let events = &obs.timeline.token_events;
@@ -150,7 +152,19 @@ pub fn derived_anomalies(obs: &Observations, m: &Measurement) -> Vec<Anomaly> {
         out.push(Anomaly::MultiTokenEvents);
     }
     if m.token_count_source == TokenCountSource::Events {
-        out.push(Anomaly::MissingUsage);
+        let reported = [
+            obs.usage.completion_tokens,
+            obs.server_timings.predicted_tokens,
+        ];
+        if reported
+            .iter()
+            .flatten()
+            .any(|&n| n < m.token_events as u64)
+        {
+            out.push(Anomaly::CountBelowEvents);
+        } else {
+            out.push(Anomaly::MissingUsage);
+        }
     }
     out
 }
@@ -403,6 +417,15 @@ mod tests {
         let o = obs(&toks, 300, None);
         let m = measure(&o).unwrap();
         assert_eq!(derived_anomalies(&o, &m), vec![Anomaly::MissingUsage]);
+
+        // A server count below the events is impossible: N from events, and said so.
+        let o = obs(&toks, 300, Some(5));
+        let m = measure(&o).unwrap();
+        assert_eq!(
+            (m.output_tokens, m.token_count_source),
+            (10, TokenCountSource::Events)
+        );
+        assert_eq!(derived_anomalies(&o, &m), vec![Anomaly::CountBelowEvents]);
 
         // Usage one above events: the end-of-sequence token, not multi-token events.
         let o = obs(&toks, 300, Some(11));

@@ -58,6 +58,9 @@ pub enum Anomaly {
     MultiTokenEvents,
     /// The stream carried no usage/token count; N was counted from events.
     MissingUsage,
+    /// The server's count was below the number of token events (each carries at least one
+    /// token), so it was not believed and N was counted from events.
+    CountBelowEvents,
     /// Bytes after the last complete event at end of stream (not a harmless `[DONE]`).
     TrailingBytes,
     /// A `data:` payload that is neither JSON nor a known sentinel (e.g. `data: : keepalive`).
@@ -70,10 +73,11 @@ pub enum Anomaly {
 
 impl Anomaly {
     /// Every kind, in label order.
-    pub const ALL: [Anomaly; 7] = [
+    pub const ALL: [Anomaly; 8] = [
         Anomaly::CollapsedStream,
         Anomaly::MultiTokenEvents,
         Anomaly::MissingUsage,
+        Anomaly::CountBelowEvents,
         Anomaly::TrailingBytes,
         Anomaly::NonJsonData,
         Anomaly::UnknownEvent,
@@ -86,6 +90,7 @@ impl Anomaly {
             Anomaly::CollapsedStream => "collapsed_stream",
             Anomaly::MultiTokenEvents => "multi_token_events",
             Anomaly::MissingUsage => "missing_usage",
+            Anomaly::CountBelowEvents => "count_below_events",
             Anomaly::TrailingBytes => "trailing_bytes",
             Anomaly::NonJsonData => "non_json_data",
             Anomaly::UnknownEvent => "unknown_event",
