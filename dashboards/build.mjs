@@ -226,6 +226,12 @@ function detail() {
       gp(8, 36, 8, 8), { min: 0 }),
     timeseries('Output tokens per probe by scenario', 'Output tokens generated per probe (the probe\'s own spend).', 'short',
       [q(perProbe('llm_probe_output_tokens_total'), '{{scenario}}')], gp(16, 36, 8, 8), { min: 0 }),
+    row('Server-side vs client timing', 44),
+    timeseries('TTFT split: server prefill vs everything in front of it', 'Where the protocol reports the server\'s own prefill time (llama.cpp timings, Ollama prompt_eval_duration): the server\'s prefill and the overhead = TTFT - prefill (network, proxies, gateway queues). Empty for servers that report no timing.', 's',
+      [0.5, 0.95].flatMap((p) => [
+        q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_server_prefill_seconds_bucket{${s}}[$__rate_interval])))`, `server prefill P${p * 100} {{scenario}}`),
+        q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_ttft_overhead_seconds_bucket{${s}}[$__rate_interval])))`, `overhead P${p * 100} {{scenario}}`),
+      ]), gp(0, 45, 24, 8), { min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,

@@ -95,12 +95,18 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
     let daemon = common::daemon(cfg).await;
     let mut rx = daemon.subscribe();
     let seen = common::outcomes(&mut rx, 2, Duration::from_secs(20)).await;
-    // The simulator reports no cached prompt tokens and (well-behaved) no anomalies, and the
+    // The simulator reports no cached prompt tokens, no anomalies (well-behaved) and, on this
+    // protocol, no server timing, and the
     // exporter only creates those series when they happen: feed the real metrics code one more
     // outcome, a copy of a real one with both, so that their names appear in the scrape.
     let mut extra = (*seen[0]).clone();
     extra.observations.usage.cached_prompt_tokens = Some(3);
     extra.observations.anomalies.push(Anomaly::MissingUsage);
+    // Nor does the OpenAI-chat simulator report server-side timing (llama.cpp and Ollama do).
+    if let Ok(m) = &mut extra.result {
+        m.server_prefill = Some(Duration::from_millis(15));
+        m.ttft_overhead = Some(Duration::from_millis(5));
+    }
     daemon.metrics.observe(&extra);
     let (_, _, plain) = common::get(daemon.addr, "/metrics", None).await;
     let (_, ct, om) = common::get(
