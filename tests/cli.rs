@@ -337,3 +337,43 @@ mod reqwest {
         rt.block_on(async { ::reqwest::get(url).await.unwrap().text().await.unwrap() })
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_proxy_from_the_environment_is_used() {
+    // The simulator answers absolute-form proxy requests too, so it can stand in for a proxy:
+    // the target's host does not even resolve, only the proxy can reach "it".
+    let proxy = Simulator::start("127.0.0.1:0".parse().unwrap(), fast(Fault::None))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_config(&dir, &two_scenarios("http://llm.internal.invalid:8000/v1"));
+    let out = tokio::process::Command::new(BIN)
+        .args([
+            "probe-once",
+            "--output",
+            "json",
+            "--scenario",
+            "short",
+            "--config.file",
+        ])
+        .arg(&p)
+        .env("HTTP_PROXY", format!("http://{}", proxy.addr))
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = proxy.received();
+    assert_eq!(r.len(), 1, "the request went through the proxy");
+    let host = r[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "host")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(host, Some("llm.internal.invalid:8000"));
+}
