@@ -14,6 +14,7 @@
 
 mod locate;
 mod raw;
+mod schema_errors;
 mod tls;
 mod validate;
 

@@ -1,0 +1,165 @@
+//! serde_yaml's errors (unknown key, wrong type, missing field, syntax) rewritten as full
+//! sentences with the file, line, field path and a fix.
+
+use serde_yaml::Value;
+
+use super::{ConfigError, Problem};
+
+/// `target "NAME": `, or `target #N: ` when the name is missing.
+pub(super) fn entity_prefix(kind: &str, name: Option<&str>, i: usize) -> String {
+    match name {
+        Some(n) => format!("{kind} \"{n}\": "),
+        None => format!("{kind} #{}: ", i + 1),
+    }
+}
+
+/// The candidate within edit distance 2 (or a third of the word) of `word`, if any.
+pub(super) fn closest<'a>(
+    word: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).clamp(1, 3);
+    candidates
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+// ---- serde_yaml errors ---------------------------------------------------------
+
+/// Turns a serde_yaml error into a single problem with a rewritten, full-sentence
+/// message. `doc` is the parsed document when the YAML itself was valid (schema
+/// error), used to name the target or scenario the error is in.
+pub(super) fn serde_error(
+    err: serde_yaml::Error,
+    source: &str,
+    doc: Option<&Value>,
+) -> ConfigError {
+    let loc = err.location().map(|l| (l.line(), l.column()));
+    let mut text = err.to_string();
+    if let Some((line, col)) = loc {
+        let at = format!(" at line {line} column {col}");
+        if let Some(i) = text.find(&at) {
+            text.replace_range(i..i + at.len(), "");
+        }
+    }
+    // serde_yaml prefixes schema errors with the path: "targets[0]: unknown field …".
+    let (mut path, msg) = match text.split_once(": ") {
+        Some((p, m)) if !p.is_empty() && !p.contains([' ', '`', '"']) => {
+            (p.to_string(), m.to_string())
+        }
+        _ => (String::new(), text.clone()),
+    };
+    // Point the path at the offending key itself, not at its mapping.
+    let key = if msg.starts_with("duplicate entry with key") {
+        msg.split('"').nth(1)
+    } else if msg.starts_with("unknown field") || msg.starts_with("duplicate field") {
+        ticked(&msg).first().copied()
+    } else {
+        None
+    };
+    if let Some(key) = key {
+        path = if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        };
+    }
+    let message = match doc {
+        None if msg.starts_with("duplicate entry with key") => {
+            let key = msg.trim_start_matches("duplicate entry with key").trim();
+            format!("the key {key} appears twice in the same mapping; keep only one of them.")
+        }
+        None => format!("the file is not valid YAML: {msg}; check the indentation and quoting on this line and the lines just above it."),
+        Some(doc) => format!("{}{}", doc_prefix(doc, &path), schema_message(&path, &msg)),
+    };
+    ConfigError {
+        problems: vec![Problem {
+            source: source.to_string(),
+            line: loc.map(|l| l.0),
+            column: loc.map(|l| l.1),
+            path,
+            message,
+        }],
+    }
+}
+
+/// `target "NAME": ` / `scenario "NAME": ` for paths inside `targets[i]` / `scenarios[i]`.
+fn doc_prefix(doc: &Value, path: &str) -> String {
+    for (list, kind) in [("targets", "target"), ("scenarios", "scenario")] {
+        let Some(rest) = path.strip_prefix(list).and_then(|r| r.strip_prefix('[')) else {
+            continue;
+        };
+        let Some(i) = rest.split(']').next().and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        let name = doc
+            .get(list)
+            .and_then(|l| l.get(i))
+            .and_then(|e| e.get("name"))
+            .and_then(Value::as_str);
+        return entity_prefix(kind, name, i);
+    }
+    String::new()
+}
+
+/// Backtick-quoted words in a serde message, in order.
+fn ticked(msg: &str) -> Vec<&str> {
+    msg.split('`').skip(1).step_by(2).collect()
+}
+
+fn schema_message(path: &str, msg: &str) -> String {
+    let field = path
+        .rsplit('.')
+        .next()
+        .filter(|f| !f.is_empty())
+        .unwrap_or("the file");
+    let key = ticked(msg).first().copied().unwrap_or("?");
+    if msg.starts_with("unknown field") {
+        let words = ticked(msg);
+        let allowed = words.get(1..).unwrap_or_default();
+        let allowed_list = allowed.join(", ");
+        return match closest(key, allowed.iter().copied()) {
+            _ if allowed.is_empty() => format!("unknown key \"{key}\"; no keys are allowed here, so remove it."),
+            Some(c) => format!("unknown key \"{key}\"; did you mean \"{c}\"? The keys allowed here are: {allowed_list}."),
+            None => format!("unknown key \"{key}\"; remove it or use one of the keys allowed here: {allowed_list}."),
+        };
+    }
+    if msg.starts_with("missing field") {
+        return format!("the required key \"{key}\" is missing; add it.");
+    }
+    if msg.starts_with("duplicate field") {
+        return format!(
+            "the key \"{key}\" appears twice in the same mapping; keep only one of them."
+        );
+    }
+    if let Some(rest) = msg.strip_prefix("invalid type: ") {
+        if let Some((found, expected)) = rest.split_once(", expected ") {
+            let expected = match expected {
+                "i64" | "u32" | "u64" | "i32" => "an integer",
+                "f64" | "f32" => "a number",
+                "a sequence" => "a list",
+                e if e.starts_with("struct ") || e == "a map" => "a mapping",
+                e => e,
+            };
+            let found = found.replace("sequence", "list").replace("map", "mapping");
+            return format!("{field} must be {expected}, but it is {found}; fix the value (see probes.example.yaml).");
+        }
+    }
+    format!("{msg}; fix the value (see probes.example.yaml).")
+}
