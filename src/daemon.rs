@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -20,7 +20,7 @@ use crate::config::{self, Config, Scenario, Target};
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
-use crate::probe::Prober;
+use crate::probe::{build_client, connect_timeout, Prober};
 use crate::schedule::probe_loop;
 use crate::server::{self, ExporterState};
 
@@ -96,6 +96,7 @@ impl Daemon {
             config_file,
             running: HashMap::new(),
             probers: HashMap::new(),
+            clients: HashMap::new(),
         };
         supervisor.apply(&config)?;
         metrics.config_loaded(true, SystemTime::now());
@@ -191,6 +192,8 @@ struct Supervisor {
     config_file: Option<PathBuf>,
     running: HashMap<PairKey, Running>,
     probers: HashMap<String, Prober>,
+    /// One HTTP client per connect timeout, shared by the targets that have it.
+    clients: HashMap<Duration, reqwest::Client>,
 }
 
 impl Supervisor {
@@ -249,9 +252,22 @@ impl Supervisor {
         for t in &config.targets {
             let prober = match self.probers.get(&t.name) {
                 Some(p) if p.target().same_settings(t) => p.clone(),
-                _ => Prober::new(t.clone()).map_err(|e| {
-                    anyhow::anyhow!("target \"{}\": cannot build an HTTP client: {e}", t.name)
-                })?,
+                _ => {
+                    let client = match self.clients.get(&connect_timeout(t)) {
+                        Some(c) => c.clone(),
+                        None => {
+                            let c = build_client(t).map_err(|e| {
+                                anyhow::anyhow!(
+                                    "target \"{}\": cannot build an HTTP client: {e}",
+                                    t.name
+                                )
+                            })?;
+                            self.clients.insert(connect_timeout(t), c.clone());
+                            c
+                        }
+                    };
+                    Prober::with_client(t.clone(), client)
+                }
             };
             probers.insert(t.name.clone(), prober);
         }

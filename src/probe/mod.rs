@@ -17,7 +17,7 @@ use crate::decode::DEFAULT_MAX_EVENT_BYTES;
 use crate::measure::{Anomaly, Failure, FailureReason, Observations, ProbeOutcome};
 use crate::protocol;
 
-pub use client::build_client;
+pub use client::{build_client, connect_timeout};
 pub use stream::StreamReader;
 
 /// Caps that keep one probe's memory bounded whatever the server sends.
@@ -66,6 +66,16 @@ impl Prober {
             target,
             limits: Limits::default(),
         })
+    }
+
+    /// A prober for `target` with default [`Limits`] that uses `client`, built by
+    /// [`build_client`] for a target with the same [`connect_timeout`] (targets can share one).
+    pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
+        Prober {
+            client,
+            target,
+            limits: Limits::default(),
+        }
     }
 
     /// The same prober with other limits.
