@@ -20,7 +20,7 @@ use crate::config::{self, Config, Scenario, Target};
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
-use crate::probe::Prober;
+use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::schedule::probe_loop;
 use crate::server::{self, ExporterState};
 
@@ -97,6 +97,7 @@ impl Daemon {
             config_file,
             running: HashMap::new(),
             probers: HashMap::new(),
+            clients: HashMap::new(),
         };
         supervisor.apply(&config)?;
         metrics.config_loaded(true, SystemTime::now());
@@ -192,6 +193,8 @@ struct Supervisor {
     config_file: Option<PathBuf>,
     running: HashMap<PairKey, Running>,
     probers: HashMap<String, Prober>,
+    /// One HTTP client per [`ClientKey`], shared by the targets that have it.
+    clients: HashMap<ClientKey, reqwest::Client>,
 }
 
 impl Supervisor {
@@ -250,9 +253,22 @@ impl Supervisor {
         for t in &config.targets {
             let prober = match self.probers.get(&t.name) {
                 Some(p) if p.target().same_settings(t) => p.clone(),
-                _ => Prober::new(t.clone()).map_err(|e| {
-                    anyhow::anyhow!("target \"{}\": cannot build an HTTP client: {e}", t.name)
-                })?,
+                _ => {
+                    let client = match self.clients.get(&client_key(t)) {
+                        Some(c) => c.clone(),
+                        None => {
+                            let c = build_client(t).map_err(|e| {
+                                anyhow::anyhow!(
+                                    "target \"{}\": cannot build an HTTP client: {e}",
+                                    t.name
+                                )
+                            })?;
+                            self.clients.insert(client_key(t), c.clone());
+                            c
+                        }
+                    };
+                    Prober::with_client(t.clone(), client)
+                }
             };
             probers.insert(t.name.clone(), prober);
         }
@@ -307,6 +323,9 @@ impl Supervisor {
             self.running.insert(key, run);
             started += 1;
         }
+        // Clients no target uses any more (e.g. after a TLS change) are dropped.
+        let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
+        self.clients.retain(|k, _| used.contains(k));
         *self
             .state
             .probers

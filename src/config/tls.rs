@@ -9,7 +9,7 @@ use std::time::Duration;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// TLS settings. File contents are kept as PEM bytes; `Debug` shows the paths only.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Tls {
     /// `tls.ca_file`: extra CA certificate(s) to trust, PEM, besides the system roots.
     pub ca_file: Option<PathBuf>,
@@ -34,7 +34,7 @@ impl fmt::Debug for Tls {
 }
 
 /// Whether a probe opens a fresh connection or reuses an idle one.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ConnectionPolicy {
     /// A new TCP (and TLS) connection for every probe: TTFT includes connection setup, and a
     /// server's keep-alive close can never fail a probe. The default, as in blackbox_exporter.

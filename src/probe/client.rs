@@ -1,18 +1,38 @@
-//! The HTTP client of one target.
+//! The HTTP client of a target, and which targets can share one.
 
 use std::time::Duration;
 
-use crate::config::{ConnectionPolicy, Target};
+use crate::config::{ConnectionPolicy, Target, Tls};
 
 /// How long an idle connection is kept under `connection: reuse`: below the 5 s keep-alive of
 /// uvicorn (vLLM) and llama.cpp, so the pool does not hand out a connection the server is
 /// about to close.
 pub const REUSE_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// Everything a client depends on. Targets with equal keys share one client (the daemon does:
+/// each client loads the system's root certificates, about 180 KiB and 3 ms apiece — see
+/// `BENCHMARKS.md`, table 4).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClientKey {
+    connect_timeout: Duration,
+    connection: ConnectionPolicy,
+    tls: Tls,
+}
+
+/// The [`ClientKey`] of `target`.
+pub fn client_key(target: &Target) -> ClientKey {
+    ClientKey {
+        connect_timeout: target.connect_timeout.min(target.timeout),
+        connection: target.connection,
+        tls: target.tls.clone(),
+    }
+}
+
 /// Builds the `reqwest` client for `target`: no retries of any kind (a retry would hide a
 /// failure and fold back-off into latency), no redirects, `TCP_NODELAY`, proxies from the
 /// environment (`HTTPS_PROXY`, `NO_PROXY`, …), the target's connect timeout and TLS settings
-/// (extra CA, client certificate, `insecure_skip_verify`), and its connection policy.
+/// (extra CA, client certificate, `insecure_skip_verify`), and its connection policy. It depends
+/// on nothing else of the target ([`client_key`]).
 ///
 /// `connection: fresh` (the default, as blackbox_exporter) opens a connection for every probe:
 /// servers close idle keep-alive connections after a few seconds (uvicorn and llama.cpp after
@@ -22,31 +42,37 @@ pub const REUSE_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 ///
 /// Errors: the TLS material cannot be used (validated at config load, so rare).
 pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
+    let key = client_key(target);
     let mut b = reqwest::Client::builder()
         .user_agent(concat!("llm-probe/", env!("CARGO_PKG_VERSION")))
         .retry(reqwest::retry::never())
         .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(target.connect_timeout.min(target.timeout))
+        .connect_timeout(key.connect_timeout)
         .tcp_nodelay(true);
-    b = match target.connection {
+    b = match key.connection {
         ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),
         ConnectionPolicy::Reuse => b.pool_idle_timeout(REUSE_IDLE_TIMEOUT),
     };
-    let tls = &target.tls;
-    if let Some(pem) = &tls.ca_pem {
+    if let Some(pem) = &key.tls.ca_pem {
         for cert in reqwest::Certificate::from_pem_bundle(pem)? {
             b = b.add_root_certificate(cert);
         }
     }
-    if let Some(pem) = &tls.client_identity_pem {
+    if let Some(pem) = &key.tls.client_identity_pem {
         b = b.identity(reqwest::Identity::from_pem(pem)?);
     }
-    if tls.insecure_skip_verify {
+    if key.tls.insecure_skip_verify {
+        b = b.danger_accept_invalid_certs(true);
+    }
+    b.build()
+}
+
+/// Logs, loudly and once per call, that `target` does not verify TLS certificates.
+pub(super) fn warn_if_insecure(target: &Target) {
+    if target.tls.insecure_skip_verify {
         tracing::warn!(
             target_name = %target.name,
             "TLS certificate verification is OFF for this target (tls.insecure_skip_verify): anyone on the path can impersonate the server"
         );
-        b = b.danger_accept_invalid_certs(true);
     }
-    b.build()
 }

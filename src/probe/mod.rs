@@ -17,7 +17,7 @@ use crate::decode::DEFAULT_MAX_EVENT_BYTES;
 use crate::measure::{Anomaly, Failure, FailureReason, Observations, ProbeOutcome};
 use crate::protocol;
 
-pub use client::build_client;
+pub use client::{build_client, client_key, ClientKey};
 pub use stream::StreamReader;
 
 /// Caps that keep one probe's memory bounded whatever the server sends.
@@ -65,11 +65,19 @@ impl Prober {
     ///
     /// Errors: the HTTP client cannot be built (TLS backend initialisation).
     pub fn new(target: Arc<Target>) -> Result<Self, reqwest::Error> {
-        Ok(Prober {
-            client: build_client(&target)?,
+        let client = build_client(&target)?;
+        Ok(Self::with_client(target, client))
+    }
+
+    /// A prober for `target` with default [`Limits`] that uses `client`, built by
+    /// [`build_client`] for a target with the same [`client_key`] (targets can share one).
+    pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
+        client::warn_if_insecure(&target);
+        Prober {
+            client,
             target,
             limits: Limits::default(),
-        })
+        }
     }
 
     /// The same prober with other limits.

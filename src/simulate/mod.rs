@@ -157,6 +157,10 @@ pub struct ReceivedRequest {
     pub body: serde_json::Value,
     /// When the whole request had arrived (the origin of the scripted TTFT).
     pub arrived: std::time::Instant,
+    /// When each token event was handed to the connection, in order: the simulator's actual
+    /// send times, so that a benchmark can tell the simulator's own lateness (tokio's timer
+    /// fires on millisecond ticks) from the client's.
+    pub events_sent: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 /// A running simulator.
@@ -289,6 +293,7 @@ async fn handle(
         .unwrap_or_default();
     let arrival = Instant::now();
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    let events_sent = Arc::new(Mutex::new(Vec::new()));
     let max_tokens = wire.max_tokens(&body).unwrap_or(u64::MAX);
     received
         .lock()
@@ -298,6 +303,7 @@ async fn handle(
             headers,
             body,
             arrived: arrival.into_std(),
+            events_sent: events_sent.clone(),
         });
 
     match script.fault {
@@ -331,13 +337,21 @@ async fn handle(
         wire.content_type(),
         &[("cache-control", "no-cache")],
     );
-    tokio::spawn(stream(script, wire, tokens, arrival, tx));
+    tokio::spawn(stream(script, wire, tokens, arrival, tx, events_sent));
     resp
 }
 
-/// Writes the scripted stream in `wire`'s shapes. Returns early (dropping the sender ends the
-/// body) when the client goes away.
-async fn stream(script: Arc<Script>, wire: Wire, tokens: u32, arrival: Instant, tx: Sender) {
+/// Writes the scripted stream in `wire`'s shapes, recording when each token event was handed to
+/// the connection in `events_sent`. Returns early (dropping the sender ends the body) when the
+/// client goes away.
+async fn stream(
+    script: Arc<Script>,
+    wire: Wire,
+    tokens: u32,
+    arrival: Instant,
+    tx: Sender,
+    events_sent: Arc<Mutex<Vec<std::time::Instant>>>,
+) {
     let send = |b: Bytes| {
         let tx = tx.clone();
         async move { b.is_empty() || tx.send(Ok(Frame::data(b))).await.is_ok() }
@@ -380,7 +394,7 @@ async fn stream(script: Arc<Script>, wire: Wire, tokens: u32, arrival: Instant, 
     let mut held = Vec::new();
     let mut sent_tokens = 0u32;
     for k in 0..events {
-        tokio::time::sleep_until(arrival + script.ttft + script.itl * k).await;
+        pace::sleep_until(arrival + script.ttft + script.itl * k).await;
         let n = per_event.min(tokens - sent_tokens);
         let text: String = (0..n).map(|i| format!(" t{}", sent_tokens + i)).collect();
         let reasoning = sent_tokens < script.reasoning_tokens;
@@ -392,8 +406,14 @@ async fn stream(script: Arc<Script>, wire: Wire, tokens: u32, arrival: Instant, 
         sent_tokens += n;
         if script.fault == Fault::Collapsed {
             held.push(c);
-        } else if !send(c).await {
-            return;
+        } else {
+            events_sent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(std::time::Instant::now());
+            if !send(c).await {
+                return;
+            }
         }
         if k == 1 {
             let broken = match script.fault {
@@ -442,6 +462,96 @@ async fn stream(script: Arc<Script>, wire: Wire, tokens: u32, arrival: Instant, 
         if !send(b).await {
             return;
         }
+    }
+}
+
+/// Sub-millisecond waits for the scripted schedule. tokio's timer fires on whole-millisecond
+/// ticks and parks with a millisecond timeout, so `tokio::time::sleep_until` woke the simulator
+/// 1–2 ms after the scripted instant (measured in `BENCHMARKS.md`, table 1): the ground truth
+/// was off by more than the client error it is meant to expose. One thread keeps the pending
+/// deadlines in a heap and sleeps on a condition variable (a futex with a nanosecond timeout)
+/// until the earliest, then wakes that task through a oneshot channel.
+mod pace {
+    use std::cmp::{Ordering, Reverse};
+    use std::collections::BinaryHeap;
+    use std::sync::{Condvar, Mutex, Once, OnceLock};
+    use std::time::Instant;
+
+    use tokio::sync::oneshot;
+
+    struct Entry(Instant, oneshot::Sender<()>);
+    impl PartialEq for Entry {
+        fn eq(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+    impl Eq for Entry {}
+    impl PartialOrd for Entry {
+        fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Entry {
+        fn cmp(&self, other: &Self) -> Ordering {
+            self.0.cmp(&other.0)
+        }
+    }
+
+    #[derive(Default)]
+    struct Pacer {
+        heap: Mutex<BinaryHeap<Reverse<Entry>>>,
+        wake: Condvar,
+    }
+
+    static PACER: OnceLock<Pacer> = OnceLock::new();
+    static THREAD: Once = Once::new();
+
+    fn run(p: &'static Pacer) {
+        let mut heap = p.heap.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let now = Instant::now();
+            let next = heap.peek().map(|Reverse(e)| e.0);
+            heap = match next {
+                None => p.wake.wait(heap).unwrap_or_else(|e| e.into_inner()),
+                Some(at) if at <= now => {
+                    if let Some(Reverse(Entry(_, tx))) = heap.pop() {
+                        let _ = tx.send(());
+                    }
+                    heap
+                }
+                Some(at) => {
+                    p.wake
+                        .wait_timeout(heap, at - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// Waits until `deadline` (tens of microseconds late at most on an idle machine).
+    pub async fn sleep_until(deadline: tokio::time::Instant) {
+        let deadline = deadline.into_std();
+        if deadline <= Instant::now() {
+            return;
+        }
+        let p = PACER.get_or_init(Pacer::default);
+        THREAD.call_once(|| {
+            std::thread::Builder::new()
+                .name("llm-probe-sim-pace".into())
+                .spawn(move || run(p))
+                .expect("spawning the simulator's pacing thread");
+        });
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut heap = p.heap.lock().unwrap_or_else(|e| e.into_inner());
+            let earliest = heap.peek().is_none_or(|Reverse(e)| deadline < e.0);
+            heap.push(Reverse(Entry(deadline, tx)));
+            if earliest {
+                p.wake.notify_one();
+            }
+        }
+        let _ = rx.await;
     }
 }
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The benchmark suite of BENCHMARKS.md, run by hand (never by CI or `cargo test`):
+#
+#   benches/run.sh [fidelity|peers|real|scale|ceiling|decoder|all]   (default: all)
+#
+# Builds the release binary and the `suite` bench, then prints each table as Markdown.
+# Needs 2 cores for the pinned runs (simulator on CPU 1, the measuring side on CPU 0).
+# Peers (PEERS_CONCURRENCY, default "1 100"; PEERS_PORT, default 18555) need a venv: BENCH_VENV (default /work/bench-venv) with `pip install openai guidellm==0.8.1`.
+# The real-server table needs `bash ../shared/real-llm/llama-server.sh start` first.
+# Keep the machine otherwise idle: every table prints /proc/loadavg before and after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TABLE=${1:-all}
+VENV=${BENCH_VENV:-/work/bench-venv}
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+export CARGO_TARGET_DIR=$TARGET_DIR
+
+cargo build --release --quiet
+SUITE=$(cargo bench --bench suite --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "suite" and m.get("executable"):
+        print(m["executable"])')
+BIN=$TARGET_DIR/release/llm-probe
+echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse --short HEAD) -->"
+
+# Peers: one simulator process on CPU 1 (TTFT 100 ms, ITL 20 ms, 32 tokens) measured by each
+# tool in turn on CPU 0, at 1 and at 100 concurrent streams.
+peers() {
+  local port=${PEERS_PORT:-18555} url
+  if curl -fs http://127.0.0.1:$port/v1/models >/dev/null 2>&1; then
+    echo "port $port is taken (an old simulator?); set PEERS_PORT" >&2
+    return 1
+  fi
+  taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address 127.0.0.1:$port \
+    --ttft 100ms --itl 20ms --tokens 32 &
+  SIM_PID=$!
+  url=http://127.0.0.1:$port/v1
+  for _ in $(seq 50); do curl -fs $url/models >/dev/null && break; sleep 0.1; done
+  local tmp
+  tmp=$(mktemp -d)
+  seq 400 | python3 -c 'import json,sys
+for _ in sys.stdin: print(json.dumps({"prompt": "Say something.", "output_tokens_count": 32}))' >"$tmp/prompts.jsonl"
+  for c in ${PEERS_CONCURRENCY:-1 100}; do
+    local n=100
+    [[ $c -gt 1 ]] && n=300
+    taskset -c 0 "$SUITE" fidelity --url $url --streams $c --probes $((n / c)) --ttft 100ms --itl 20ms --tokens 32
+    for first in any content; do
+      taskset -c 0 "$VENV/bin/python" benches/peers/seed_openai.py --base-url $url --n $n \
+        --concurrency $c --max-tokens 32 --ttft-ms 100 --itl-ms 20 --first $first
+    done
+    local profile="kind=synchronous"
+    [[ $c -gt 1 ]] && profile="kind=concurrent,streams=$c"
+    local load
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    taskset -c 0 "$VENV/bin/guidellm" run --backend kind=openai_http,target=http://127.0.0.1:$port,validate_backend=false \
+      --profile "$profile" --constraint kind=max_requests,count=$n \
+      --data kind=json_file,path="$tmp/prompts.jsonl" \
+      --output kind=json,path="$tmp/guidellm-$c.json" --disable-console >/dev/null 2>"$tmp/guidellm-$c.log" ||
+      { echo "guidellm failed:"; tail -5 "$tmp/guidellm-$c.log"; }
+    [[ -f $tmp/guidellm-$c.json ]] && python3 benches/peers/guidellm_table.py "$tmp/guidellm-$c.json" 100 20 \
+      "$c concurrent stream(s), profile $profile, loadavg $load → $(cut -d' ' -f1-3 /proc/loadavg)"
+  done
+  kill "$SIM_PID"
+  wait "$SIM_PID" 2>/dev/null || true
+}
+
+run() {
+  case $1 in
+    fidelity) "$SUITE" fidelity --streams 1,100,1000 --ttft 100ms --itl 20ms --tokens 32 --duration 20s ;;
+    ceiling) "$SUITE" fidelity --streams 200,300,500,700 --ttft 100ms --itl 20ms --tokens 32 --duration 10s ;;
+    peers) peers ;;
+    real) "$SUITE" real --probes 200 --max-tokens 16 ;;
+    scale) "$SUITE" scale --bin "$BIN" --targets 1000 --interval 10s --tokens 64 --window 60s ;;
+    decoder) "$SUITE" decoder ;;
+    *) echo "unknown table $1" >&2; exit 2 ;;
+  esac
+}
+
+if [[ $TABLE == all ]]; then
+  for t in decoder fidelity peers real scale ceiling; do run $t; done
+else
+  run "$TABLE"
+fi

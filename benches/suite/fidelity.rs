@@ -1,0 +1,343 @@
+//! Fidelity against ground truth: N concurrent streams, each probing the scripted simulator
+//! back to back (a closed loop, starts staggered over one probe's length so that N streams are
+//! open at once), then every measurement is compared with the script.
+//!
+//! In-process mode (default): the simulator runs on its own thread and tokio runtime pinned to
+//! CPU 1, the prober on CPU 0. Each stream is its own target whose requests carry an
+//! `x-bench-stream` header, so each probe is matched with the request the simulator received,
+//! and with the instants at which the simulator actually handed each event to the connection.
+//! Errors are reported three ways:
+//!
+//! - `… − scripted`: measured minus the script, from the request's arrival (the brief's number);
+//! - `sim late`: when the simulator actually sent minus when the script says (tokio's timer
+//!   fires on whole-millisecond ticks, so this alone is 0–1 ms);
+//! - `client`: measured minus the simulator's actual send (loopback + HTTP + decode + our
+//!   scheduling): the part that is ours.
+//!
+//! `--url BASE` mode: probes an external simulator (`llm-probe simulate`), where only the
+//! client-side view exists: measured TTFT (from our `sent` mark) minus the scripted TTFT. This is
+//! the number the peer tools are compared on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llm_probe::config;
+use llm_probe::measure::ProbeOutcome;
+use llm_probe::probe::{build_client, Prober};
+use llm_probe::simulate::{ReceivedRequest, Script, Simulator};
+
+use crate::stats::{ms, row, Dist, HEADER};
+use crate::{loadavg, pin_to_cpu, Opts};
+
+/// a − b in seconds, signed.
+fn sd(a: Instant, b: Instant) -> f64 {
+    if a >= b {
+        (a - b).as_secs_f64()
+    } else {
+        -(b - a).as_secs_f64()
+    }
+}
+
+fn config_yaml(url: &str, streams: usize, max_tokens: u32) -> String {
+    let mut y = format!(
+        "defaults:\n  interval: 1h\n  timeout: 60s\nscenarios:\n  - name: bench\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {max_tokens}\ntargets:\n"
+    );
+    for i in 0..streams {
+        y.push_str(&format!(
+            "  - name: s{i}\n    protocol: openai-chat\n    base_url: {url}\n    model: sim\n    headers: {{x-bench-stream: \"{i}\"}}\n"
+        ));
+    }
+    y
+}
+
+struct Run {
+    /// (stream, outcome) in completion order per stream.
+    outcomes: Vec<(usize, ProbeOutcome)>,
+    wall: Duration,
+    peak_open: usize,
+}
+
+/// Runs `streams` closed-loop streams of `probes` probes each against `url`.
+fn drive(url: &str, streams: usize, probes: usize, script: &Script) -> Run {
+    let cfg = config::parse(
+        &config_yaml(url, streams, script.tokens),
+        "<bench>",
+        &|_| None,
+    )
+    .expect("bench config");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let period = script.ttft + script.itl * script.tokens;
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    // One shared HTTP client, built before any stream starts (building one loads the root
+    // certificates, ~3 ms, which would stall the streams already running).
+    let client = rt.block_on(async { build_client(&cfg.targets[0]).expect("client") });
+    let outcomes = rt.block_on(async {
+        let mut tasks = Vec::new();
+        for (i, target) in cfg.targets.iter().enumerate() {
+            let prober = Prober::with_client(target.clone(), client.clone());
+            let scenario = target.scenarios[0].clone();
+            let stagger = period.mul_f64(i as f64 / streams as f64);
+            let (open, peak) = (open.clone(), peak.clone());
+            tasks.push(tokio::spawn(async move {
+                tokio::time::sleep(stagger).await;
+                let mut out = Vec::with_capacity(probes);
+                for _ in 0..probes {
+                    let now = open.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    peak.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+                    let o = prober.probe(&scenario).await;
+                    open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    out.push((i, o));
+                }
+                out
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all
+    });
+    Run {
+        outcomes,
+        wall: started.elapsed(),
+        peak_open: peak.load(std::sync::atomic::Ordering::Relaxed),
+    }
+}
+
+fn failures(outcomes: &[(usize, ProbeOutcome)]) -> String {
+    let mut by: HashMap<&str, usize> = HashMap::new();
+    for (_, o) in outcomes {
+        if let Err(f) = &o.result {
+            *by.entry(f.reason.as_str()).or_default() += 1;
+        }
+    }
+    if by.is_empty() {
+        "none".into()
+    } else {
+        format!("{by:?}")
+    }
+}
+
+pub fn main(opts: &Opts) {
+    let script = Script {
+        ttft: opts.dur("ttft", "100ms"),
+        itl: opts.dur("itl", "20ms"),
+        tokens: opts.num("tokens", 32),
+        ..Script::default()
+    };
+    let probes = opts.num("probes", 0usize);
+    let duration = opts.dur("duration", "20s");
+    let streams_list = opts.list("streams", "1,100,1000");
+    if let Some(url) = opts.opt("url") {
+        return external(&url, &streams_list, probes.max(1), &script);
+    }
+    let pin = !opts.0.contains_key("no-pin");
+    for streams in streams_list {
+        // Enough probes per stream for ~`duration` of run (at least 2), unless given.
+        let per = if probes > 0 {
+            probes
+        } else {
+            let one = script.ttft + script.itl * script.tokens;
+            ((duration.as_secs_f64() / one.as_secs_f64()).ceil() as usize).max(2)
+        };
+        in_process(streams, per, &script, pin);
+    }
+}
+
+/// The simulator on its own thread and runtime (pinned to CPU 1); returns its base URL, a
+/// sender that stops it and hands back what it received.
+fn start_simulator(
+    script: Script,
+    pin: bool,
+) -> (
+    String,
+    std::sync::mpsc::Sender<()>,
+    std::sync::mpsc::Receiver<Vec<ReceivedRequest>>,
+) {
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let (rec_tx, rec_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if pin {
+            pin_to_cpu(1);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
+                .await
+                .expect("simulator");
+            url_tx.send(sim.base_url()).unwrap();
+            // Wait for the stop signal without blocking the runtime.
+            let stop = tokio::task::spawn_blocking(move || stop_rx.recv());
+            let _ = stop.await;
+            rec_tx.send(sim.received()).unwrap();
+        });
+    });
+    (url_rx.recv().unwrap(), stop_tx, rec_rx)
+}
+
+fn in_process(streams: usize, per: usize, script: &Script, pin: bool) {
+    let (url, stop, received) = start_simulator(script.clone(), pin);
+    let pinned = pin && pin_to_cpu(0);
+    let load_before = loadavg();
+    let run = drive(&url, streams, per, script);
+    let load_after = loadavg();
+    stop.send(()).unwrap();
+    let received = received.recv().unwrap();
+
+    // The simulator's requests of each stream, in arrival order.
+    let mut by_stream: HashMap<usize, Vec<&ReceivedRequest>> = HashMap::new();
+    for r in &received {
+        let id = r
+            .headers
+            .iter()
+            .find(|(k, _)| k == "x-bench-stream")
+            .and_then(|(_, v)| v.parse().ok())
+            .expect("x-bench-stream header");
+        by_stream.entry(id).or_default().push(r);
+    }
+    for v in by_stream.values_mut() {
+        v.sort_by_key(|r| r.arrived);
+    }
+    let mut next: HashMap<usize, usize> = HashMap::new();
+
+    let (ttft, itl) = (script.ttft.as_secs_f64(), script.itl.as_secs_f64());
+    let mut d_ttft = Dist::new("TTFT − scripted (from arrival)");
+    let mut d_ttft_sim = Dist::new("  of which sim late (1st event)");
+    let mut d_ttft_client = Dist::new("  of which client (1st event)");
+    let mut d_ttft_sent = Dist::new("TTFT − scripted (from our `sent`, incl. connect)");
+    let mut d_tpot = Dist::new("TPOT − scripted ITL");
+    let mut d_tpot_client = Dist::new("TPOT − sim's actual mean gap");
+    let mut d_itl = Dist::new("each ITL gap − scripted");
+    let mut d_itl_client = Dist::new("each ITL gap − sim's actual gap");
+    let mut d_sim_late = Dist::new("sim late, every event");
+    let mut d_client = Dist::new("client delay, every event");
+    let mut unmatched = 0usize;
+    for (stream, o) in &run.outcomes {
+        let k = next.entry(*stream).or_default();
+        let req = by_stream.get(stream).and_then(|v| v.get(*k)).copied();
+        *k += 1;
+        let (Ok(m), Some(req)) = (&o.result, req) else {
+            unmatched += 1;
+            continue;
+        };
+        let events = &o.observations.timeline.token_events;
+        let sent = req.events_sent.lock().unwrap().clone();
+        if sent.len() != events.len() {
+            unmatched += 1;
+            continue;
+        }
+        let arrived = req.arrived;
+        d_ttft.push(ms(sd(events[0].at, arrived) - ttft));
+        d_ttft_sim.push(ms(sd(sent[0], arrived) - ttft));
+        d_ttft_client.push(ms(sd(events[0].at, sent[0])));
+        d_ttft_sent.push(ms(m.ttft.as_secs_f64() - ttft));
+        if let Some(tpot) = m.tpot {
+            d_tpot.push(ms(tpot.as_secs_f64() - itl));
+            let sim_mean = sd(sent[sent.len() - 1], sent[0]) / (sent.len() - 1) as f64;
+            d_tpot_client.push(ms(tpot.as_secs_f64() - sim_mean));
+        }
+        for j in 0..events.len() {
+            let scripted = script.ttft + script.itl * j as u32;
+            d_sim_late.push(ms(sd(sent[j], arrived) - scripted.as_secs_f64()));
+            d_client.push(ms(sd(events[j].at, sent[j])));
+            if j > 0 {
+                let gap = sd(events[j].at, events[j - 1].at);
+                d_itl.push(ms(gap - itl));
+                d_itl_client.push(ms(gap - sd(sent[j], sent[j - 1])));
+            }
+        }
+    }
+    println!(
+        "\n#### {streams} concurrent stream(s) — in-process simulator{}\n",
+        if pinned {
+            " (sim pinned to CPU 1, prober to CPU 0)"
+        } else {
+            " (not pinned)"
+        }
+    );
+    println!(
+        "script: TTFT {:?}, ITL {:?}, {} tokens; {} probes per stream, {} probes in {:.1} s, peak {} open at once; failures: {}; unmatched: {unmatched}; loadavg {load_before} → {load_after}\n",
+        script.ttft,
+        script.itl,
+        script.tokens,
+        per,
+        run.outcomes.len(),
+        run.wall.as_secs_f64(),
+        run.peak_open,
+        failures(&run.outcomes),
+    );
+    println!("{HEADER}");
+    for d in [
+        &mut d_ttft,
+        &mut d_ttft_sim,
+        &mut d_ttft_client,
+        &mut d_ttft_sent,
+        &mut d_tpot,
+        &mut d_tpot_client,
+        &mut d_itl,
+        &mut d_itl_client,
+        &mut d_sim_late,
+        &mut d_client,
+    ] {
+        println!("{}", row(d));
+    }
+    println!(
+        "\nSUMMARY streams={streams} p99_ttft_err_ms={:.3} p99_ttft_client_ms={:.3} p99_sim_late_ms={:.3} p99_itl_err_ms={:.3} load={load_after}",
+        d_ttft.p99(),
+        d_ttft_client.p99(),
+        d_sim_late.p99(),
+        d_itl.p99()
+    );
+}
+
+/// Probes an external simulator; only client-side numbers exist.
+fn external(url: &str, streams_list: &[usize], probes: usize, script: &Script) {
+    for &streams in streams_list {
+        let load_before = loadavg();
+        let run = drive(url, streams, probes, script);
+        let load_after = loadavg();
+        let (ttft, itl) = (script.ttft.as_secs_f64(), script.itl.as_secs_f64());
+        let mut d_ttft = Dist::new("TTFT − scripted");
+        let mut d_tpot = Dist::new("TPOT − scripted ITL");
+        let mut d_itl = Dist::new("each ITL gap − scripted");
+        let mut d_e2e = Dist::new("E2E − scripted last token");
+        for (_, o) in &run.outcomes {
+            let Ok(m) = &o.result else { continue };
+            d_ttft.push(ms(m.ttft.as_secs_f64() - ttft));
+            if let Some(t) = m.tpot {
+                d_tpot.push(ms(t.as_secs_f64() - itl));
+            }
+            for g in &m.inter_token_latencies {
+                d_itl.push(ms(g.as_secs_f64() - itl));
+            }
+            let last = ttft + itl * (m.token_events.max(1) - 1) as f64;
+            d_e2e.push(ms(m.e2e.as_secs_f64() - last));
+        }
+        println!("\n#### llm-probe — {streams} concurrent stream(s) against {url}\n");
+        println!(
+            "{} probes in {:.1} s; failures: {}; loadavg {load_before} → {load_after}\n",
+            run.outcomes.len(),
+            run.wall.as_secs_f64(),
+            failures(&run.outcomes)
+        );
+        println!("{HEADER}");
+        for d in [&mut d_ttft, &mut d_tpot, &mut d_itl, &mut d_e2e] {
+            println!("{}", row(d));
+        }
+        println!(
+            "\nSUMMARY tool=llm-probe streams={streams} p99_ttft_err_ms={:.3} p99_itl_err_ms={:.3} load={load_after}",
+            d_ttft.p99(),
+            d_itl.p99()
+        );
+    }
+}

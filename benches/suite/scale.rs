@@ -1,0 +1,276 @@
+//! Scale and cost: the daemon (`Daemon::start`, as `llm-probe run` starts it) with `--targets`
+//! targets at `--interval`, each streaming `--tokens` tokens from a simulator that runs as a
+//! separate `llm-probe simulate` process pinned to CPU 1; this process (the daemon) is pinned to
+//! CPU 0. After a warm-up of one interval plus one stream, for `--window`:
+//!
+//! - CPU: `getrusage(RUSAGE_SELF)` user+system over the window ÷ window (share of one core);
+//!   this process also scrapes `/metrics` over HTTP every `--scrape` like Prometheus would;
+//! - RSS: `VmRSS` at the end and `VmHWM` (peak) from `/proc/self/status`;
+//! - start lag: how late each probe started against its schedule (phase + k × interval). The
+//!   schedule's origin is each task's first poll, which is not observable from outside; the lag
+//!   is measured against each target's own least-late probe (so a constant offset is not
+//!   counted), and the offset from the instant `Daemon::start` returned is shown too;
+//! - `/metrics`: in-process `Metrics::render` time and size, and the HTTP scrape time.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use llm_probe::config;
+use llm_probe::daemon::Daemon;
+use llm_probe::schedule::phase;
+
+use crate::stats::{ms, row, Dist, HEADER};
+use crate::{loadavg, pin_to_cpu, Opts};
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// (target, when the probe started, TTFT − scripted in ms if it succeeded).
+type Record = (String, SystemTime, Option<f64>);
+
+struct Sim(Child);
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `llm-probe simulate` (pinned to CPU 1 with taskset when `pin`) on a free port.
+fn spawn_simulator(bin: &str, args: &[String], pin: bool) -> (Sim, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = if pin {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "1", bin]);
+        c
+    } else {
+        Command::new(bin)
+    };
+    cmd.args(["--log.level", "warn", "simulate", "--web.listen-address"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(args)
+        .stdout(Stdio::null());
+    // Wrapped at once, so that it is killed and waited for on every path (Drop).
+    let sim = Sim(cmd.spawn().expect("start the simulator"));
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (sim, format!("http://127.0.0.1:{port}/v1"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the simulator did not start on port {port}");
+}
+
+pub fn main(opts: &Opts) {
+    let targets = opts.num("targets", 1000usize);
+    let interval = opts.dur("interval", "10s");
+    let tokens = opts.num("tokens", 64u32);
+    let ttft = opts.dur("ttft", "200ms");
+    let itl = opts.dur("itl", "20ms");
+    let window = opts.dur("window", "60s");
+    let scrape = opts.dur("scrape", "15s");
+    let bin = opts.str("bin", "target/release/llm-probe");
+    let pin = !opts.0.contains_key("no-pin");
+    let (_sim, url) = spawn_simulator(
+        &bin,
+        &[
+            "--ttft".into(),
+            humantime::format_duration(ttft).to_string(),
+            "--itl".into(),
+            humantime::format_duration(itl).to_string(),
+            "--tokens".into(),
+            tokens.to_string(),
+        ],
+        pin,
+    );
+    let pinned = pin && pin_to_cpu(0);
+    let mut yaml = format!(
+        "defaults:\n  interval: {}\n  timeout: 10s\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {tokens}\ntargets:\n",
+        humantime::format_duration(interval)
+    );
+    for i in 0..targets {
+        yaml.push_str(&format!(
+            "  - name: t{i:04}\n    protocol: openai-chat\n    base_url: {url}\n    model: sim\n"
+        ));
+    }
+    let cfg = config::parse(&yaml, "<bench>", &|_| None).expect("bench config");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let t_build = Instant::now();
+        let daemon = Daemon::start(cfg, "127.0.0.1:0".parse().unwrap(), None)
+            .await
+            .expect("daemon");
+        let start_took = t_build.elapsed();
+        let rss_started = status_kib("VmRSS:");
+        let wall_started = SystemTime::now();
+        let records: Arc<Mutex<Vec<Record>>> = Arc::default();
+        let mut rx = daemon.subscribe();
+        let rec = records.clone();
+        let script_ttft = ttft.as_secs_f64();
+        let collector = tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(o) => rec.lock().unwrap().push((
+                        o.target.to_string(),
+                        o.started_at,
+                        o.result
+                            .as_ref()
+                            .ok()
+                            .map(|m| ms(m.ttft.as_secs_f64() - script_ttft)),
+                    )),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        let warmup = interval.min(Duration::from_secs(10)) + ttft + itl * tokens;
+        tokio::time::sleep(warmup).await;
+        let client = reqwest::Client::new();
+        let metrics_url = format!("http://{}/metrics", daemon.addr);
+        let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let load_before = loadavg();
+        let mut scrapes = Dist::new("HTTP GET /metrics (scrape during the window)");
+        let mut size = 0usize;
+        while t0.elapsed() < window {
+            let t = Instant::now();
+            let body = client
+                .get(&metrics_url)
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            scrapes.push(ms(t.elapsed().as_secs_f64()));
+            size = body.len();
+            let next = t + scrape;
+            tokio::time::sleep_until(next.min(t0 + window).into()).await;
+        }
+        let (cpu, secs) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+        let load_after = loadavg();
+        let (rss, hwm) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
+        let mut render = Dist::new("`Metrics::render` in-process (after the window)");
+        let mut render_size = 0;
+        for _ in 0..10 {
+            let t = Instant::now();
+            let (_, body) = daemon.metrics.render(None);
+            render.push(ms(t.elapsed().as_secs_f64()));
+            render_size = body.len();
+        }
+        let mut render_om = Dist::new("`Metrics::render` OpenMetrics");
+        for _ in 0..10 {
+            let t = Instant::now();
+            let _ = daemon.metrics.render(Some("application/openmetrics-text"));
+            render_om.push(ms(t.elapsed().as_secs_f64()));
+        }
+        daemon.stop().await;
+        collector.abort();
+
+        // Start lag.
+        let recs = records.lock().unwrap().clone();
+        let mut upper = Dist::new("probe start − (`Daemon::start` return + phase + k·interval)");
+        let mut lower = Dist::new("probe start lag vs the target's least-late probe");
+        let mut ttft_err = Dist::new("TTFT − scripted (from `sent`, incl. connect)");
+        let mut by_target: std::collections::HashMap<&str, Vec<f64>> = Default::default();
+        let iv = interval.as_secs_f64();
+        for (name, at, err) in &recs {
+            let ph = phase(name, "chat", interval).as_secs_f64();
+            let since = at
+                .duration_since(wall_started)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_else(|e| -e.duration().as_secs_f64());
+            let k = ((since - ph) / iv).round().max(0.0);
+            let lag = since - ph - k * iv;
+            upper.push(ms(lag));
+            by_target.entry(name).or_default().push(lag);
+            if let Some(e) = err {
+                ttft_err.push(*e);
+            }
+        }
+        for lags in by_target.values() {
+            let min = lags.iter().copied().fold(f64::INFINITY, f64::min);
+            for l in lags {
+                lower.push(ms(l - min));
+            }
+        }
+        let ok = recs.iter().filter(|r| r.2.is_some()).count();
+        println!(
+            "\n#### {targets} targets × 1 scenario, interval {}, {tokens} tokens (TTFT {ttft:?}, ITL {itl:?}) — daemon in-process{}, simulator a separate process{}\n",
+            humantime::format_duration(interval),
+            if pinned { " pinned to CPU 0" } else { "" },
+            if pin { " pinned to CPU 1" } else { "" },
+        );
+        println!(
+            "`Daemon::start` took {:.0} ms (config with {targets} targets: one HTTP client each); warm-up {:.1} s; window {:.1} s; probes recorded {} ({} ok); loadavg {load_before} → {load_after}\n",
+            start_took.as_secs_f64() * 1e3,
+            warmup.as_secs_f64(),
+            secs,
+            recs.len(),
+            ok,
+        );
+        println!("| cost | value | target |\n|---|---:|---|");
+        println!(
+            "| CPU over the window (user+sys ÷ wall) | {:.1} % of one core | < 10 % |",
+            cpu / secs * 100.0
+        );
+        println!(
+            "| RSS at end / peak (VmHWM) | {:.1} MiB / {:.1} MiB | < 50 MiB |",
+            rss as f64 / 1024.0,
+            hwm as f64 / 1024.0
+        );
+        println!(
+            "| RSS right after `Daemon::start` (before probing) | {:.1} MiB | |",
+            rss_started as f64 / 1024.0
+        );
+        println!(
+            "| start lag P99 (vs each target's least-late probe) | {:.2} ms | < 10 ms |",
+            lower.p99()
+        );
+        println!(
+            "| `Metrics::render` P50 / max (text 0.0.4) | {:.2} ms / {:.2} ms | < 20 ms |",
+            render.summary().2,
+            render.summary().4
+        );
+        println!(
+            "| `/metrics` size (text 0.0.4) | {:.2} MiB ({render_size} bytes; scraped {size}) | |",
+            render_size as f64 / (1 << 20) as f64
+        );
+        println!("\n{HEADER}");
+        for d in [
+            &mut upper,
+            &mut lower,
+            &mut ttft_err,
+            &mut render,
+            &mut render_om,
+            &mut scrapes,
+        ] {
+            println!("{}", row(d));
+        }
+    });
+}
