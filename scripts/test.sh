@@ -5,4 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-test-deps.sh
-exec cargo test --locked "$@"
+# Tools installed into our own cache (hadolint) come after the system's.
+export PATH="$PATH:$HOME/.cache/llm-probe-tools/bin"
+exec cargo test --locked --no-fail-fast "$@"

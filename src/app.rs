@@ -247,7 +247,18 @@ async fn probe_once(
 }
 
 async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Result<()> {
-    let desc = format!("{script:?}");
+    let desc = format!(
+        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}",
+        humantime::format_duration(script.ttft),
+        humantime::format_duration(script.itl),
+        script.tokens,
+        script.tokens_per_event,
+        script.reasoning_tokens,
+        crate::simulate::Fault::NAMES
+            .iter()
+            .find(|(_, f)| *f == script.fault)
+            .map_or("?", |(n, _)| *n),
+    );
     let sim = Simulator::start(listen, script).await?;
     eprintln!(
         "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc}); also /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion and /openai/deployments/{{d}}/chat/completions at {}",

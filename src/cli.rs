@@ -106,7 +106,8 @@ pub enum Command {
         #[arg(long, default_value = "llm-probe-simulator")]
         model: String,
         /// A fault to inject: none, error-after-tokens, error-only, done-only, http-500,
-        /// http-429, no-usage, stall, reset, collapsed, no-terminator, keepalive.
+        /// http-429, no-usage, stall, reset, collapsed, no-terminator, keepalive, no-headers,
+        /// invalid-json, invalid-utf8, endless, huge-line.
         #[arg(long, default_value = "none")]
         fault: crate::simulate::Fault,
     },

@@ -234,11 +234,11 @@ impl Supervisor {
         for t in &config.targets {
             let ttft = t.slo.ttft_p95.as_secs_f64();
             if !self.metrics.ttft_boundaries().contains(&ttft) {
-                return Err(format!("target \"{}\": slo.ttft_p95 {} is not a TTFT bucket boundary of the running exporter (buckets are fixed at start so that the SLO line is exact); restart llm-probe to apply it", t.name, humantime::format_duration(t.slo.ttft_p95)));
+                return Err(format!("{}: target \"{}\": slo.ttft_p95 {} is not a TTFT bucket boundary of the running exporter (buckets are fixed at start so that the SLO line is exact); restart llm-probe to apply it", config.source, t.name, humantime::format_duration(t.slo.ttft_p95)));
             }
             let tps = t.slo.output_tokens_per_second_min;
             if !self.metrics.tokens_per_second_boundaries().contains(&tps) {
-                return Err(format!("target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", t.name));
+                return Err(format!("{}: target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", config.source, t.name));
             }
         }
         Ok(())

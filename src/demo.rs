@@ -100,8 +100,9 @@ pub fn summary(recent: &[RecentProbe]) -> String {
         let fmt =
             |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1} {unit}"));
         out += &format!(
-            "  {target}/{scenario}: {} probes, {failed} failed | TTFT p50 {} p95 {} | {} (p50)\n",
+            "  {target}/{scenario}: {} {}, {failed} failed | TTFT p50 {} p95 {} | {} (p50)\n",
             probes.len(),
+            if probes.len() == 1 { "probe" } else { "probes" },
             fmt(quantile(&mut ttft, 0.5), "ms"),
             fmt(quantile(&mut ttft, 0.95), "ms"),
             fmt(quantile(&mut tps, 0.5), "tokens/s"),

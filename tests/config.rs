@@ -531,3 +531,14 @@ fn secret_never_appears_in_debug_summary_or_errors() {
     }
     assert!(outputs.iter().any(|o| o.contains("<redacted>")));
 }
+
+#[test]
+fn an_invalid_interval_is_reported_once_not_compared_as_its_default() {
+    let yaml = "scenarios:\n  - name: a\n    messages: [{role: user, content: hi}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://h/v1\n    model: m\n    interval: 0s\n    timeout: 25s\n";
+    let err = llm_probe::config::parse(yaml, "t.yaml", &|_| None).unwrap_err();
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert!(
+        err.problems[0].message.contains("interval is zero"),
+        "{err}"
+    );
+}

@@ -200,7 +200,7 @@ async fn reasoning_tokens_start_ttft_and_delay_first_output() {
     let ttfo = m.time_to_first_output_token.unwrap();
     let gap = (ttfo - m.ttft).as_secs_f64();
     assert!(
-        (0.049..0.070).contains(&gap),
+        (0.030..0.100).contains(&gap),
         "first output token 5 events after the first token: {gap}"
     );
     assert!(

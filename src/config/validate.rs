@@ -94,6 +94,9 @@ fn base_dir(source: &str) -> Option<PathBuf> {
 struct Defaults {
     interval: Option<Duration>,
     timeout: Option<Duration>,
+    /// `defaults.interval` or `defaults.timeout` was given but invalid (already reported): no
+    /// comparison may then be made against the built-in value that stands in for it.
+    timing_invalid: bool,
     temperature: Option<f64>,
     headers: Vec<(String, String)>,
     slo: Slo,
@@ -190,6 +193,8 @@ impl Validator<'_> {
             .timeout
             .as_ref()
             .and_then(|v| self.positive_duration(&format!("{p}.timeout"), "", "timeout", v));
+        d.timing_invalid = (raw.interval.is_some() && d.interval.is_none())
+            || (raw.timeout.is_some() && d.timeout.is_none());
         if let (Some(i), Some(t)) = (d.interval, d.timeout) {
             if t > i {
                 self.problem(
@@ -423,7 +428,12 @@ impl Validator<'_> {
             .unwrap_or_else(|| DEFAULT_TIMEOUT.min(interval));
         let timeout_set_here = raw.timeout.is_some();
         let interval_set_here = raw.interval.is_some();
-        if (timeout_set_here || interval_set_here) && timeout > interval {
+        // An invalid value was already reported; comparing the default that stands in for it
+        // would only add a misleading second problem.
+        let timing_valid = !d.timing_invalid
+            && (t_interval.is_some() || !interval_set_here)
+            && (t_timeout.is_some() || !timeout_set_here);
+        if timing_valid && (timeout_set_here || interval_set_here) && timeout > interval {
             let origin = |here: bool, key: &str, d: Duration| {
                 if here {
                     format!("{key} {}", fmt_dur(d))

@@ -119,10 +119,10 @@ impl Prober {
             Err(_) => Some(Failure::new(
                 FailureReason::Timeout,
                 format!(
-                    "no complete stream within {} ({} after {} token events)",
+                    "no complete stream within {} ({}; {} token events so far)",
                     humantime::format_duration(self.target.timeout),
                     if obs.timeline.headers.is_some() {
-                        "headers received"
+                        "response headers received"
                     } else {
                         "no response headers"
                     },

@@ -100,7 +100,11 @@ pub fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f
 /// never skipped silently.
 pub fn require_tool(name: &str, install: &str) -> std::path::PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
+    // scripts/install-test-deps.sh puts tools it installs itself (hadolint) here.
+    let own = std::env::var_os("HOME")
+        .map(|h| std::path::Path::new(&h).join(".cache/llm-probe-tools/bin"));
     std::env::split_paths(&path)
+        .chain(own)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("`{name}` is not installed; this test needs the real thing: {install} (scripts/test.sh installs it)"))
