@@ -128,9 +128,22 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
     }
     match req.uri().path() {
         "/metrics" => {
-            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
-            let (content_type, body) = state.metrics.render(accept);
-            text(StatusCode::OK, content_type, body)
+            let accept = req
+                .headers()
+                .get(ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            // Rendering thousands of series takes tens of milliseconds (BENCHMARKS.md, table 4):
+            // on a blocking thread, so it never delays a probe's read on the runtime's workers.
+            let metrics = state.metrics.clone();
+            match tokio::task::spawn_blocking(move || metrics.render(accept.as_deref())).await {
+                Ok((content_type, body)) => text(StatusCode::OK, content_type, body),
+                Err(_) => text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    "rendering the metrics failed\n",
+                ),
+            }
         }
         "/-/healthy" => text(StatusCode::OK, "text/plain", "Healthy\n"),
         "/-/ready" if state.ready.load(Ordering::Acquire) => {
