@@ -84,6 +84,13 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
             "client TTFT {:?} < server prompt time {prompt_s} s",
             m.ttft
         );
+        // The split of TTFT: the server's prefill plus a non-negative overhead.
+        let prefill = m
+            .server_prefill
+            .expect("server prefill from timings.prompt_ms");
+        let overhead = m.ttft_overhead.expect("TTFT overhead");
+        assert!((prefill.as_secs_f64() - prompt_s).abs() < 1e-6);
+        assert_eq!(prefill + overhead, m.ttft, "prefill + overhead = TTFT");
         assert!(m.e2e >= m.ttft);
         assert!(m.output_tokens >= 1 && m.token_events >= 1);
         assert_eq!(obs.identity.server_header.as_deref(), Some("llama.cpp"));
@@ -91,14 +98,18 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
     }
     for scenario in ["chat_short", "code_completion"] {
         let n = outs.iter().filter(|o| &*o.scenario == scenario).count();
-        assert!(n >= 2, "{scenario}: {n} rounds");
-        let count = common::sample(
-            &text,
-            "llm_probe_time_to_first_token_seconds_count",
-            &[("scenario", scenario)],
-        )
-        .unwrap();
-        assert!(count >= 2.0, "{scenario}: histogram count {count}");
+        assert!(n >= 3, "{scenario}: {n} rounds");
+        let l = [("scenario", scenario)];
+        let count =
+            common::sample(&text, "llm_probe_time_to_first_token_seconds_count", &l).unwrap();
+        assert_eq!(
+            count, n as f64,
+            "{scenario}: every observed probe is in the histogram"
+        );
+        let overhead = common::sample(&text, "llm_probe_ttft_overhead_seconds_count", &l).unwrap();
+        assert_eq!(
+            overhead, n as f64,
+            "{scenario}: the overhead histogram has every probe"
+        );
     }
-    assert_eq!(outs.len(), 6, "three rounds of two scenarios");
 }
