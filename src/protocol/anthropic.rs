@@ -173,10 +173,6 @@ impl StreamProtocol for AnthropicStream {
         }
         Flow::Continue
     }
-
-    fn is_terminator(&self, _event: &SseEvent) -> bool {
-        false
-    }
 }
 
 /// Prompt tokens = `input_tokens` + cache reads + cache writes; cached = cache reads.

@@ -72,11 +72,6 @@ impl StreamProtocol for LlamaCppStream {
         }
         Flow::Continue
     }
-
-    fn is_terminator(&self, _event: &SseEvent) -> bool {
-        // The terminator is a JSON event; an unterminated one is not trusted.
-        false
-    }
 }
 
 #[cfg(test)]

@@ -67,7 +67,11 @@ pub trait StreamProtocol: Send {
 
     /// Whether a pending, unterminated event at end of stream is this protocol's harmless
     /// terminator (e.g. `data: [DONE]` without its blank line).
-    fn is_terminator(&self, event: &SseEvent) -> bool;
+    /// By default none is: most protocols end on a JSON event, and an unterminated one is not
+    /// trusted.
+    fn is_terminator(&self, _event: &SseEvent) -> bool {
+        false
+    }
 }
 
 /// Builds the streaming request for `scenario` on `target`. `nonce`, when given, is put at the

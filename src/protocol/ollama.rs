@@ -100,10 +100,6 @@ impl StreamProtocol for OllamaStream {
             }
         }
     }
-
-    fn is_terminator(&self, _event: &SseEvent) -> bool {
-        false
-    }
 }
 
 /// Counts and nanosecond durations of the `done: true` line.

@@ -127,10 +127,6 @@ impl StreamProtocol for ResponsesStream {
         }
         Flow::Continue
     }
-
-    fn is_terminator(&self, _event: &SseEvent) -> bool {
-        false
-    }
 }
 
 /// Usage, model and llama.cpp timings of a `response.completed` / `.incomplete` / `.failed`.

@@ -102,10 +102,6 @@ impl StreamProtocol for TgiStream {
         }
         Flow::Continue
     }
-
-    fn is_terminator(&self, _event: &SseEvent) -> bool {
-        false
-    }
 }
 
 #[cfg(test)]
