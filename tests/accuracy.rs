@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use llm_probe::measure::TokenCountSource;
 use llm_probe::probe::Prober;
-use llm_probe::simulate::{Script, Simulator};
+use llm_probe::simulate::Script;
 
 /// The two tests measure time: one at a time, so neither loads the CPU under the other.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -25,9 +25,7 @@ fn script() -> Script {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measured_numbers_match_the_script() {
     let _serial = SERIAL.lock().await;
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script())
-        .await
-        .unwrap();
+    let sim = common::simulator(script()).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "5s",
@@ -71,9 +69,7 @@ async fn measured_numbers_match_the_script() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exported_histograms_agree_with_observations() {
     let _serial = SERIAL.lock().await;
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script())
-        .await
-        .unwrap();
+    let sim = common::simulator(script()).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1500ms",

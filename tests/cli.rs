@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use llm_probe::simulate::{Fault, Script, Simulator};
+use llm_probe::simulate::{Fault, Script};
 
 const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
 
@@ -103,9 +103,7 @@ fn check_config_names_a_missing_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_once_json_has_every_field_and_nulls_for_unknowns() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), fast(Fault::None))
-        .await
-        .unwrap();
+    let sim = common::simulator(fast(Fault::None)).await;
     let dir = tempfile::tempdir().unwrap();
     let p = write_config(&dir, &two_scenarios(&sim.base_url()));
     let out = tokio::process::Command::new(BIN)
@@ -169,9 +167,7 @@ async fn probe_once_json_has_every_field_and_nulls_for_unknowns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_once_fails_with_exit_1_and_a_typed_reason() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), fast(Fault::Http500))
-        .await
-        .unwrap();
+    let sim = common::simulator(fast(Fault::Http500)).await;
     let dir = tempfile::tempdir().unwrap();
     let p = write_config(&dir, &two_scenarios(&sim.base_url()));
     let out = tokio::process::Command::new(BIN)
@@ -342,9 +338,7 @@ mod reqwest {
 async fn http_proxy_from_the_environment_is_used() {
     // The simulator answers absolute-form proxy requests too, so it can stand in for a proxy:
     // the target's host does not even resolve, only the proxy can reach "it".
-    let proxy = Simulator::start("127.0.0.1:0".parse().unwrap(), fast(Fault::None))
-        .await
-        .unwrap();
+    let proxy = common::simulator(fast(Fault::None)).await;
     let dir = tempfile::tempdir().unwrap();
     let p = write_config(&dir, &two_scenarios("http://llm.internal.invalid:8000/v1"));
     let out = tokio::process::Command::new(BIN)

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use llm_probe::simulate::{Fault, Script, Simulator};
+use llm_probe::simulate::{Fault, Script};
 
 fn script(ttft_ms: u64, tokens: u32, fault: Fault) -> Script {
     Script {
@@ -21,9 +21,7 @@ fn script(ttft_ms: u64, tokens: u32, fault: Fault) -> Script {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_of_one_pair_never_overlap() {
     // Each probe takes ≈ 420 ms + 5 × 5 ms against a 300 ms interval: ticks are skipped, not stacked.
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script(420, 5, Fault::None))
-        .await
-        .unwrap();
+    let sim = common::simulator(script(420, 5, Fault::None)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "300ms",
@@ -51,9 +49,7 @@ async fn probes_of_one_pair_never_overlap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_drops_in_flight_probes_without_observing_them() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script(10, 20, Fault::Stall))
-        .await
-        .unwrap();
+    let sim = common::simulator(script(10, 20, Fault::Stall)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "30s",
@@ -99,9 +95,7 @@ async fn shutdown_drops_in_flight_probes_without_observing_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exporter_endpoints_and_content_negotiation() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script(10, 5, Fault::None))
-        .await
-        .unwrap();
+    let sim = common::simulator(script(10, 5, Fault::None)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",

@@ -15,7 +15,7 @@ use dash_support::{
     rule_files, rules_of, run, substitute_grafana_vars, text,
 };
 use llm_probe::measure::Anomaly;
-use llm_probe::simulate::{Script, Simulator};
+use llm_probe::simulate::Script;
 
 /// Every (place, expression) of the dashboards and the rule files.
 fn all_exprs() -> Vec<(String, String)> {
@@ -75,17 +75,13 @@ fn exposed_names(exposition: &str) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_name_used_is_exported_by_the_daemon() {
-    let sim = Simulator::start(
-        "127.0.0.1:0".parse().unwrap(),
-        Script {
-            ttft: Duration::from_millis(20),
-            itl: Duration::from_millis(2),
-            tokens: 8,
-            ..Script::default()
-        },
-    )
-    .await
-    .unwrap();
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        ..Script::default()
+    })
+    .await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",

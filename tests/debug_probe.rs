@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use llm_probe::simulate::{Script, Simulator};
+use llm_probe::simulate::Script;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_probe_of_a_configured_target_returns_its_timeline() {
@@ -15,9 +15,7 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
         tokens: 6,
         ..Script::default()
     };
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
-        .await
-        .unwrap();
+    let sim = common::simulator(script).await;
     let scenarios = format!("{}{}", common::scenario("a", 8), common::scenario("b", 4));
     let d = common::daemon(common::parse(&common::yaml(
         &sim.base_url(),
@@ -76,12 +74,8 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_configured_targets_can_be_probed() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), Script::default())
-        .await
-        .unwrap();
-    let other = Simulator::start("127.0.0.1:0".parse().unwrap(), Script::default())
-        .await
-        .unwrap();
+    let sim = common::simulator(Script::default()).await;
+    let other = common::simulator(Script::default()).await;
     let d = common::daemon(common::parse(&common::yaml(
         &sim.base_url(),
         "60s",

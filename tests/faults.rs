@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use llm_probe::measure::{Anomaly, FailureReason, ProbeOutcome, TokenCountSource};
 use llm_probe::probe::Prober;
-use llm_probe::simulate::{Fault, Script, Simulator};
+use llm_probe::simulate::{Fault, Script};
 
 fn quick(fault: Fault) -> Script {
     Script {
@@ -28,9 +28,7 @@ async fn probe_url(base_url: &str, timeout: &str) -> ProbeOutcome {
 }
 
 async fn probe(script: Script) -> ProbeOutcome {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
-        .await
-        .unwrap();
+    let sim = common::simulator(script).await;
     probe_url(&sim.base_url(), "2s").await
 }
 
@@ -95,9 +93,7 @@ async fn http_500_keeps_status_and_body_excerpt() {
 
 #[tokio::test]
 async fn http_429_is_not_retried() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Http429))
-        .await
-        .unwrap();
+    let sim = common::simulator(quick(Fault::Http429)).await;
     let o = probe_url(&sim.base_url(), "2s").await;
     assert_eq!(reason(&o), Some(FailureReason::HttpStatus));
     assert_eq!(o.observations.http_status, Some(429));
@@ -117,9 +113,7 @@ async fn missing_usage_counts_events_and_says_so() {
 
 #[tokio::test]
 async fn stall_mid_stream_times_out_at_the_deadline() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Stall))
-        .await
-        .unwrap();
+    let sim = common::simulator(quick(Fault::Stall)).await;
     let t = std::time::Instant::now();
     let o = probe_url(&sim.base_url(), "500ms").await;
     assert_eq!(reason(&o), Some(FailureReason::Timeout));
@@ -226,9 +220,7 @@ async fn unresolvable_host_is_dns() {
 
 #[tokio::test]
 async fn request_carries_streaming_options_and_a_cold_cache_nonce() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::None))
-        .await
-        .unwrap();
+    let sim = common::simulator(quick(Fault::None)).await;
     probe_url(&sim.base_url(), "2s").await;
     probe_url(&sim.base_url(), "2s").await;
     let r = sim.received();
@@ -270,9 +262,7 @@ async fn invalid_utf8_is_decode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_keeps_probing_through_faults() {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Reset))
-        .await
-        .unwrap();
+    let sim = common::simulator(quick(Fault::Reset)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "200ms",
@@ -303,9 +293,7 @@ async fn the_daemon_keeps_probing_through_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_holds_the_next_probe_back_and_shows_in_metrics() {
     // The simulator answers 429 with Retry-After: 7; the interval is 300 ms.
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), quick(Fault::Http429))
-        .await
-        .unwrap();
+    let sim = common::simulator(quick(Fault::Http429)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "300ms",

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use llm_probe::measure::FailureReason;
 use llm_probe::probe::Prober;
-use llm_probe::simulate::{Fault, Script, Simulator};
+use llm_probe::simulate::{Fault, Script};
 
 fn quick(fault: Fault) -> Script {
     Script {
@@ -21,9 +21,7 @@ fn quick(fault: Fault) -> Script {
 }
 
 async fn probe(script: Script) -> llm_probe::measure::ProbeOutcome {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
-        .await
-        .unwrap();
+    let sim = common::simulator(script).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "10s",

@@ -8,21 +8,17 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use llm_probe::simulate::{Script, Simulator};
+use llm_probe::simulate::Script;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promtool_accepts_the_text_exposition() {
     let promtool = common::require_tool("promtool", "apt-get install prometheus");
-    let sim = Simulator::start(
-        "127.0.0.1:0".parse().unwrap(),
-        Script {
-            tokens: 5,
-            ttft: Duration::from_millis(10),
-            ..Script::default()
-        },
-    )
-    .await
-    .unwrap();
+    let sim = common::simulator(Script {
+        tokens: 5,
+        ttft: Duration::from_millis(10),
+        ..Script::default()
+    })
+    .await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",
@@ -86,9 +82,7 @@ async fn real_prometheus_scrapes_and_computes_p95_ttft() {
         tokens: 10,
         ..Script::default()
     };
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
-        .await
-        .unwrap();
+    let sim = common::simulator(script).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "500ms",

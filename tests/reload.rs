@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use llm_probe::daemon::Daemon;
-use llm_probe::simulate::{Script, Simulator};
+use llm_probe::simulate::Script;
 
 fn quick() -> Script {
     Script {
@@ -46,15 +46,9 @@ fn probes(text: &str, target: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
     let (a, b, c) = (
-        Simulator::start("127.0.0.1:0".parse().unwrap(), quick())
-            .await
-            .unwrap(),
-        Simulator::start("127.0.0.1:0".parse().unwrap(), quick())
-            .await
-            .unwrap(),
-        Simulator::start("127.0.0.1:0".parse().unwrap(), quick())
-            .await
-            .unwrap(),
+        common::simulator(quick()).await,
+        common::simulator(quick()).await,
+        common::simulator(quick()).await,
     );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
@@ -139,9 +133,7 @@ async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_reload_and_a_flood_of_reloads() {
-    let a = Simulator::start("127.0.0.1:0".parse().unwrap(), quick())
-        .await
-        .unwrap();
+    let a = common::simulator(quick()).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
     write(&path, &[target("a", &a.base_url())]);
@@ -192,12 +184,8 @@ async fn http_reload_and_a_flood_of_reloads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_running_binary() {
-    let a = Simulator::start("127.0.0.1:0".parse().unwrap(), quick())
-        .await
-        .unwrap();
-    let b = Simulator::start("127.0.0.1:0".parse().unwrap(), quick())
-        .await
-        .unwrap();
+    let a = common::simulator(quick()).await;
+    let b = common::simulator(quick()).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
     write(&path, &[target("a", &a.base_url())]);

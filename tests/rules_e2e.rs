@@ -151,17 +151,13 @@ async fn ttft_alert_states(p: &Prometheus) -> Vec<String> {
 }
 
 async fn setup(ttft_ms: u64) -> (Simulator, llm_probe::daemon::Daemon) {
-    let sim = Simulator::start(
-        "127.0.0.1:0".parse().unwrap(),
-        Script {
-            ttft: Duration::from_millis(ttft_ms),
-            itl: Duration::from_millis(5),
-            tokens: 8,
-            ..Script::default()
-        },
-    )
-    .await
-    .unwrap();
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(ttft_ms),
+        itl: Duration::from_millis(5),
+        tokens: 8,
+        ..Script::default()
+    })
+    .await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",

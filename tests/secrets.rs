@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use llm_probe::simulate::{Fault, Script, Simulator};
+use llm_probe::simulate::{Fault, Script};
 
 const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
 const KEY: &str = "sk-llmprobe-SECRET-7d41c9e2";
@@ -62,18 +62,12 @@ async fn the_key_never_appears_in_any_output() {
         tokens: 5,
         ..Script::default()
     };
-    let ok = Simulator::start("127.0.0.1:0".parse().unwrap(), script.clone())
-        .await
-        .unwrap();
-    let bad = Simulator::start(
-        "127.0.0.1:0".parse().unwrap(),
-        Script {
-            fault: Fault::Http500,
-            ..script
-        },
-    )
-    .await
-    .unwrap();
+    let ok = common::simulator(script.clone()).await;
+    let bad = common::simulator(Script {
+        fault: Fault::Http500,
+        ..script
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let ok_cfg = config(&dir, &ok.base_url());
     let bad_dir = tempfile::tempdir().unwrap();

@@ -145,3 +145,10 @@ pub fn interrupt(child: &std::process::Child) {
         .unwrap();
     assert!(status.success());
 }
+
+/// Starts the simulator with `script` on a free loopback port.
+pub async fn simulator(script: llm_probe::simulate::Script) -> llm_probe::simulate::Simulator {
+    llm_probe::simulate::Simulator::start("127.0.0.1:0".parse().unwrap(), script)
+        .await
+        .expect("the simulator starts")
+}
