@@ -7,11 +7,13 @@
 //! - `real`: client TTFT minus llama.cpp's `timings.prompt_ms` over sequential probes.
 //! - `scale`: the daemon with many targets against a simulator process: CPU, RSS, start lag,
 //!   `/metrics` render time and size.
+//! - `render`: `/metrics` encoding time and size at many targets, without probing.
 //! - `decoder`: SSE decoder throughput, ours and the `eventsource-stream` crate's.
 
 mod decoder;
 mod fidelity;
 mod real;
+mod render;
 mod scale;
 mod stats;
 
@@ -95,7 +97,7 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("usage: suite fidelity|real|scale|decoder [--option value …]");
+        eprintln!("usage: suite fidelity|real|scale|render|decoder [--option value …]");
         std::process::exit(2);
     };
     let opts = Opts::parse(rest);
@@ -109,8 +111,9 @@ fn main() {
         "real" => real::main(&opts),
         "scale" => scale::main(&opts),
         "decoder" => decoder::main(&opts),
+        "render" => render::main(&opts),
         other => {
-            eprintln!("unknown table {other:?}: fidelity, real, scale or decoder");
+            eprintln!("unknown table {other:?}: fidelity, real, scale, render or decoder");
             std::process::exit(2);
         }
     }
