@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite of BENCHMARKS.md, run by hand (never by CI or `cargo test`):
 #
-#   benches/run.sh [fidelity|peers|real|scale|ceiling|decoder|all]   (default: all)
+#   benches/run.sh [fidelity|peers|real|scale|render|ceiling|decoder|all]   (default: all)
 #
 # Builds the release binary and the `suite` bench, then prints each table as Markdown.
 # Needs 2 cores for the pinned runs (simulator on CPU 1, the measuring side on CPU 0).
@@ -73,13 +73,14 @@ run() {
     peers) peers ;;
     real) "$SUITE" real --probes 200 --max-tokens 16 ;;
     scale) "$SUITE" scale --bin "$BIN" --targets 1000 --interval 10s --tokens 64 --window 60s ;;
+    render) "$SUITE" render --targets 1000 --renders 30 ;;
     decoder) "$SUITE" decoder ;;
     *) echo "unknown table $1" >&2; exit 2 ;;
   esac
 }
 
 if [[ $TABLE == all ]]; then
-  for t in decoder fidelity peers real scale ceiling; do run $t; done
+  for t in decoder fidelity peers real scale render ceiling; do run $t; done
 else
   run "$TABLE"
 fi

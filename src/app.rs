@@ -33,9 +33,25 @@ pub fn init_logging(level: &str, format: LogFormat) {
     };
 }
 
+/// Makes glibc's `malloc` hand allocations of 1 MiB and more straight back to the kernel when
+/// they are freed. The `/metrics` body is the one such allocation (about 18 KiB per
+/// (target, scenario), so 18 MiB at 1,000); under glibc's default *dynamic* threshold, the
+/// first freed body raises the threshold to its own size, every later body comes from the heap,
+/// and the freed heap stays resident: RSS then carries a dead copy of the last body between
+/// scrapes (measured with `benches/run.sh render`: 37 MiB instead of 19 MiB after rendering
+/// 1,000 targets). No effect on other C libraries (musl already maps large blocks).
+pub fn return_large_buffers_to_os() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a tuning parameter of the allocator; any value is valid.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 /// Runs one subcommand to completion; the exit code follows the CLI contract (1 on invalid
 /// config or a failed probe).
 pub async fn run(cli: Cli) -> ExitCode {
+    return_large_buffers_to_os();
     init_logging(&cli.log_level, cli.log_format);
     let result = match cli.command {
         Command::Run {

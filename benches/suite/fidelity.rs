@@ -39,13 +39,13 @@ fn sd(a: Instant, b: Instant) -> f64 {
     }
 }
 
-fn config_yaml(url: &str, streams: usize, max_tokens: u32) -> String {
+fn config_yaml(url: &str, streams: usize, max_tokens: u32, connection: &str) -> String {
     let mut y = format!(
         "defaults:\n  interval: 1h\n  timeout: 60s\nscenarios:\n  - name: bench\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {max_tokens}\ntargets:\n"
     );
     for i in 0..streams {
         y.push_str(&format!(
-            "  - name: s{i}\n    protocol: openai-chat\n    base_url: {url}\n    model: sim\n    headers: {{x-bench-stream: \"{i}\"}}\n"
+            "  - name: s{i}\n    protocol: openai-chat\n    base_url: {url}\n    model: sim\n    connection: {connection}\n    headers: {{x-bench-stream: \"{i}\"}}\n"
         ));
     }
     y
@@ -59,9 +59,9 @@ struct Run {
 }
 
 /// Runs `streams` closed-loop streams of `probes` probes each against `url`.
-fn drive(url: &str, streams: usize, probes: usize, script: &Script) -> Run {
+fn drive(url: &str, streams: usize, probes: usize, script: &Script, connection: &str) -> Run {
     let cfg = config::parse(
-        &config_yaml(url, streams, script.tokens),
+        &config_yaml(url, streams, script.tokens, connection),
         "<bench>",
         &|_| None,
     )
@@ -134,8 +134,10 @@ pub fn main(opts: &Opts) {
     let probes = opts.num("probes", 0usize);
     let duration = opts.dur("duration", "20s");
     let streams_list = opts.list("streams", "1,100,1000");
+    // `fresh` (the default of `llm-probe`: a new TCP connection per probe) or `reuse`.
+    let connection = opts.str("connection", "fresh");
     if let Some(url) = opts.opt("url") {
-        return external(&url, &streams_list, probes.max(1), &script);
+        return external(&url, &streams_list, probes.max(1), &script, &connection);
     }
     let pin = !opts.0.contains_key("no-pin");
     for streams in streams_list {
@@ -146,7 +148,7 @@ pub fn main(opts: &Opts) {
             let one = script.ttft + script.itl * script.tokens;
             ((duration.as_secs_f64() / one.as_secs_f64()).ceil() as usize).max(2)
         };
-        in_process(streams, per, &script, pin);
+        in_process(streams, per, &script, pin, &connection);
     }
 }
 
@@ -185,11 +187,11 @@ fn start_simulator(
     (url_rx.recv().unwrap(), stop_tx, rec_rx)
 }
 
-fn in_process(streams: usize, per: usize, script: &Script, pin: bool) {
+fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection: &str) {
     let (url, stop, received) = start_simulator(script.clone(), pin);
     let pinned = pin && pin_to_cpu(0);
     let load_before = loadavg();
-    let run = drive(&url, streams, per, script);
+    let run = drive(&url, streams, per, script, connection);
     let load_after = loadavg();
     stop.send(()).unwrap();
     let received = received.recv().unwrap();
@@ -258,7 +260,7 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool) {
         }
     }
     println!(
-        "\n#### {streams} concurrent stream(s) — in-process simulator{}\n",
+        "\n#### {streams} concurrent stream(s), connection: {connection} — in-process simulator{}\n",
         if pinned {
             " (sim pinned to CPU 1, prober to CPU 0)"
         } else {
@@ -301,10 +303,10 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool) {
 }
 
 /// Probes an external simulator; only client-side numbers exist.
-fn external(url: &str, streams_list: &[usize], probes: usize, script: &Script) {
+fn external(url: &str, streams_list: &[usize], probes: usize, script: &Script, connection: &str) {
     for &streams in streams_list {
         let load_before = loadavg();
-        let run = drive(url, streams, probes, script);
+        let run = drive(url, streams, probes, script, connection);
         let load_after = loadavg();
         let (ttft, itl) = (script.ttft.as_secs_f64(), script.itl.as_secs_f64());
         let mut d_ttft = Dist::new("TTFT − scripted");
@@ -323,7 +325,7 @@ fn external(url: &str, streams_list: &[usize], probes: usize, script: &Script) {
             let last = ttft + itl * (m.token_events.max(1) - 1) as f64;
             d_e2e.push(ms(m.e2e.as_secs_f64() - last));
         }
-        println!("\n#### llm-probe — {streams} concurrent stream(s) against {url}\n");
+        println!("\n#### llm-probe (connection: {connection}) — {streams} concurrent stream(s) against {url}\n");
         println!(
             "{} probes in {:.1} s; failures: {}; loadavg {load_before} → {load_after}\n",
             run.outcomes.len(),
@@ -335,7 +337,7 @@ fn external(url: &str, streams_list: &[usize], probes: usize, script: &Script) {
             println!("{}", row(d));
         }
         println!(
-            "\nSUMMARY tool=llm-probe streams={streams} p99_ttft_err_ms={:.3} p99_itl_err_ms={:.3} load={load_after}",
+            "\nSUMMARY tool=llm-probe connection={connection} streams={streams} p99_ttft_err_ms={:.3} p99_itl_err_ms={:.3} load={load_after}",
             d_ttft.p99(),
             d_itl.p99()
         );

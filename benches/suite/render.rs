@@ -11,10 +11,15 @@ use llm_probe::metrics::{Metrics, ProbeLabels};
 use llm_probe::probe::Prober;
 use llm_probe::simulate::{Script, Simulator};
 
+use crate::scale::status_kib;
 use crate::stats::{ms, row, Dist, HEADER};
 use crate::{loadavg, Opts};
 
 pub fn main(opts: &Opts) {
+    // As `llm-probe` itself does at start (see the function's docs); `--glibc-default` to see why.
+    if !opts.0.contains_key("glibc-default") {
+        llm_probe::app::return_large_buffers_to_os();
+    }
     let targets: usize = opts.num("targets", 1000);
     let renders: usize = opts.num("renders", 30);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -40,7 +45,7 @@ pub fn main(opts: &Opts) {
         let prober = Prober::new(target.clone()).expect("prober");
         let o = prober.probe(&target.scenarios[0]).await;
         assert!(o.is_success(), "the probe failed: {:?}", o.result);
-        (o, target.slo.clone())
+        (o, target.slo)
     });
     let (outcome, slo) = outcome;
 
@@ -57,6 +62,7 @@ pub fn main(opts: &Opts) {
         metrics.observe(&o);
     }
 
+    let rss_before = status_kib("VmRSS:");
     let load = loadavg();
     let mut text = Dist::new("`Metrics::render`, text 0.0.4");
     let mut om = Dist::new("`Metrics::render`, OpenMetrics");
@@ -67,6 +73,7 @@ pub fn main(opts: &Opts) {
         text.push(ms(t.elapsed().as_secs_f64()));
         size = body.len();
         lines = body.lines().filter(|l| !l.starts_with('#')).count();
+        drop(body);
         let t = Instant::now();
         let _ = metrics.render(Some("application/openmetrics-text"));
         om.push(ms(t.elapsed().as_secs_f64()));
@@ -79,6 +86,12 @@ pub fn main(opts: &Opts) {
         "text 0.0.4 body: {size} bytes ({:.2} MiB), {lines} samples ({} per target)\n",
         size as f64 / (1 << 20) as f64,
         lines / targets.max(1)
+    );
+    println!(
+        "RSS: {:.1} MiB with the series created and observed, {:.1} MiB after the renders, peak {:.1} MiB\n",
+        rss_before as f64 / 1024.0,
+        status_kib("VmRSS:") as f64 / 1024.0,
+        status_kib("VmHWM:") as f64 / 1024.0
     );
     println!("{HEADER}");
     println!("{}", row(&mut text));

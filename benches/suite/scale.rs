@@ -34,7 +34,7 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn status_kib(field: &str) -> u64 {
+pub fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
@@ -107,6 +107,8 @@ pub fn main(opts: &Opts) {
         pin,
     );
     let pinned = pin && pin_to_cpu(0);
+    // As `llm-probe run` does first thing.
+    llm_probe::app::return_large_buffers_to_os();
     let mut yaml = format!(
         "defaults:\n  interval: {}\n  timeout: 10s\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {tokens}\ntargets:\n",
         humantime::format_duration(interval)
