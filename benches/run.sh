@@ -34,15 +34,15 @@ echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse
 # tool in turn on CPU 0, at 1 and at 100 concurrent streams.
 peers() {
   local port=${PEERS_PORT:-18555} url
-  if curl -fs http://127.0.0.1:$port/v1/models >/dev/null 2>&1; then
+  if curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1; then
     echo "port $port is taken (an old simulator?); set PEERS_PORT" >&2
     return 1
   fi
-  taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address 127.0.0.1:$port \
+  taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address "127.0.0.1:$port" \
     --ttft 100ms --itl 20ms --tokens 32 &
   SIM_PID=$!
   url=http://127.0.0.1:$port/v1
-  for _ in $(seq 50); do curl -fs $url/models >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 50); do curl -fs "$url/models" >/dev/null && break; sleep 0.1; done
   local tmp
   tmp=$(mktemp -d)
   seq 400 | python3 -c 'import json,sys
@@ -50,16 +50,16 @@ for _ in sys.stdin: print(json.dumps({"prompt": "Say something.", "output_tokens
   for c in ${PEERS_CONCURRENCY:-1 100}; do
     local n=100
     [[ $c -gt 1 ]] && n=300
-    taskset -c 0 "$SUITE" fidelity --url $url --streams $c --probes $((n / c)) --ttft 100ms --itl 20ms --tokens 32
+    taskset -c 0 "$SUITE" fidelity --url "$url" --streams "$c" --probes $((n / c)) --ttft 100ms --itl 20ms --tokens 32
     for first in any content; do
-      taskset -c 0 "$VENV/bin/python" benches/peers/seed_openai.py --base-url $url --n $n \
-        --concurrency $c --max-tokens 32 --ttft-ms 100 --itl-ms 20 --first $first
+      taskset -c 0 "$VENV/bin/python" benches/peers/seed_openai.py --base-url "$url" --n "$n" \
+        --concurrency "$c" --max-tokens 32 --ttft-ms 100 --itl-ms 20 --first $first
     done
     local profile="kind=synchronous"
     [[ $c -gt 1 ]] && profile="kind=concurrent,streams=$c"
     local load
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    taskset -c 0 "$VENV/bin/guidellm" run --backend kind=openai_http,target=http://127.0.0.1:$port,validate_backend=false \
+    taskset -c 0 "$VENV/bin/guidellm" run --backend kind=openai_http,target="http://127.0.0.1:$port",validate_backend=false \
       --profile "$profile" --constraint kind=max_requests,count=$n \
       --data kind=json_file,path="$tmp/prompts.jsonl" \
       --output kind=json,path="$tmp/guidellm-$c.json" --disable-console >/dev/null 2>"$tmp/guidellm-$c.log" ||
