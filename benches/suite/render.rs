@@ -40,7 +40,7 @@ pub fn main(opts: &Opts) {
         let prober = Prober::new(target.clone()).expect("prober");
         let o = prober.probe(&target.scenarios[0]).await;
         assert!(o.is_success(), "the probe failed: {:?}", o.result);
-        (o, target.slo.clone())
+        (o, target.slo)
     });
     let (outcome, slo) = outcome;
 
