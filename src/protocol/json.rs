@@ -1,18 +1,23 @@
 //! Lenient readers over `serde_json::Value`: absent, `null` or mistyped means unknown
 //! (`None`), never 0 (PROTOCOLS.md §3, "Strict schemas vs real servers").
 
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 /// A non-negative integer at `v[key]` (integers, or floats with no fraction).
 pub(crate) fn u64_at(v: &Value, key: &str) -> Option<u64> {
     match v.get(key)? {
-        Value::Number(n) => n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15)
-                .map(|f| f as u64)
-        }),
+        Value::Number(n) => number_u64(n),
         _ => None,
     }
+}
+
+/// `n` as a non-negative integer (integers, or floats with no fraction).
+pub(crate) fn number_u64(n: &Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15)
+            .map(|f| f as u64)
+    })
 }
 
 /// A finite number at `v[key]`.

@@ -8,6 +8,7 @@ mod json;
 mod llama_cpp;
 mod ollama;
 mod openai_chat;
+mod openai_chunk;
 mod openai_completions;
 mod openai_responses;
 mod prompt;

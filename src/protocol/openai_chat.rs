@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::json::{error_message, has_text, str_at, u64_at};
+use super::json::{error_message, has_text, number_u64, str_at, u64_at};
+use super::openai_chunk::{self, Chunk, Delta, Obj, Str};
 use super::{Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
@@ -44,24 +45,34 @@ pub(super) fn chat_body(scenario: &Scenario, nonce: Option<&str>) -> Value {
 
 /// Interprets an OpenAI chunk stream: chat completions (`choices[].delta`, also Azure) or
 /// legacy completions (`choices[].text`); the two differ only in where a choice keeps its text.
+///
+/// A chunk of the usual shape is read through the borrowed [`openai_chunk`] view, without
+/// building a `serde_json::Value`; any other chunk takes the general `Value` path.
 #[derive(Debug)]
 pub(super) struct OpenAiStream {
-    choice_kind: fn(&Value) -> Option<TokenKind>,
+    texts: Texts,
+}
+
+/// Where a choice keeps its text.
+#[derive(Debug, Clone, Copy)]
+enum Texts {
+    /// Chat: `delta.content`, tool-call arguments, reasoning.
+    Delta,
+    /// Legacy completions: a non-empty `text` (`""` for special tokens is no token).
+    Text,
 }
 
 impl OpenAiStream {
     /// Chat completions: `delta.content`, tool-call arguments, reasoning.
     pub(super) fn chat() -> Self {
         OpenAiStream {
-            choice_kind: chat_choice_kind,
+            texts: Texts::Delta,
         }
     }
 
     /// Legacy completions: a non-empty `text` (`""` for special tokens is no token).
     pub(super) fn completions() -> Self {
-        OpenAiStream {
-            choice_kind: |choice| has_text(choice, "text").then_some(TokenKind::Output),
-        }
+        OpenAiStream { texts: Texts::Text }
     }
 }
 
@@ -75,11 +86,14 @@ impl StreamProtocol for OpenAiStream {
             obs.stream_error(&event.data);
             return Flow::Done;
         }
+        if let Some(chunk) = openai_chunk::parse(&event.data) {
+            return interpret_typed(&chunk, at, obs, self.texts);
+        }
         let chunk = match super::parse_json(&event.data, obs) {
             Ok(v) => v,
             Err(flow) => return flow,
         };
-        interpret_chunk(&chunk, at, obs, self.choice_kind)
+        interpret_chunk(&chunk, at, obs, self.texts)
     }
 
     fn is_terminator(&self, event: &SseEvent) -> bool {
@@ -118,12 +132,7 @@ pub(super) fn interpret_common(chunk: &Value, obs: &mut Observations) -> Flow {
     Flow::Continue
 }
 
-fn interpret_chunk(
-    chunk: &Value,
-    at: Instant,
-    obs: &mut Observations,
-    choice_kind: fn(&Value) -> Option<TokenKind>,
-) -> Flow {
+fn interpret_chunk(chunk: &Value, at: Instant, obs: &mut Observations, texts: Texts) -> Flow {
     if !chunk.is_object() {
         obs.anomaly(Anomaly::UnknownEvent);
         return Flow::Continue;
@@ -148,7 +157,11 @@ fn interpret_chunk(
             _ => {}
         }
         // Output wins over reasoning when several choices disagree.
-        match choice_kind(choice) {
+        let choice_kind = match texts {
+            Texts::Delta => chat_choice_kind(choice),
+            Texts::Text => has_text(choice, "text").then_some(TokenKind::Output),
+        };
+        match choice_kind {
             Some(TokenKind::Output) => kind = Some(TokenKind::Output),
             Some(TokenKind::Reasoning) if kind.is_none() => kind = Some(TokenKind::Reasoning),
             _ => {}
@@ -181,6 +194,79 @@ fn has_tool_arguments(delta: &Value) -> bool {
         .flatten()
         .filter_map(|c| c.get("function"))
         .any(|f| has_text(f, "arguments") || has_text(f, "name"))
+}
+
+/// [`interpret_common`] and [`interpret_chunk`] over the typed view, which has no error object
+/// (those take the `Value` path). Keep the two in step: the differential test compares them.
+fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts: Texts) -> Flow {
+    Observations::identity_field(&mut obs.identity.response_model, Str::get(&chunk.model));
+    Observations::identity_field(
+        &mut obs.identity.system_fingerprint,
+        Str::get(&chunk.system_fingerprint),
+    );
+    if let Some(Obj(usage)) = &chunk.usage {
+        let u64_of = |n: &Option<serde_json::Number>| n.as_ref().and_then(number_u64);
+        if let Some(n) = u64_of(&usage.completion_tokens) {
+            obs.usage.completion_tokens = Some(n);
+        }
+        if let Some(n) = u64_of(&usage.prompt_tokens) {
+            obs.usage.prompt_tokens = Some(n);
+        }
+        if let Some(Obj(d)) = &usage.prompt_tokens_details {
+            if let Some(n) = u64_of(&d.cached_tokens) {
+                obs.usage.cached_prompt_tokens = Some(n);
+            }
+        }
+    }
+    if let Some(Obj(t)) = &chunk.timings {
+        let u64_of = |n: &Option<serde_json::Number>| n.as_ref().and_then(number_u64);
+        let secs = |ms: Option<f64>| ms.filter(|f| f.is_finite()).map(|ms| ms / 1000.0);
+        let st = &mut obs.server_timings;
+        st.prompt_seconds = secs(t.prompt_ms).or(st.prompt_seconds);
+        st.prompt_tokens = u64_of(&t.prompt_n).or(st.prompt_tokens);
+        st.predicted_tokens = u64_of(&t.predicted_n).or(st.predicted_tokens);
+        st.predicted_seconds = secs(t.predicted_ms).or(st.predicted_seconds);
+    }
+    let mut kind = None;
+    for Obj(choice) in chunk.choices.iter().flatten() {
+        match Str::get(&choice.finish_reason) {
+            Some("error") => {
+                obs.stream_error("finish_reason \"error\"");
+                return Flow::Done;
+            }
+            Some(r) if !r.is_empty() => obs.finished = true,
+            _ => {}
+        }
+        let choice_kind = match texts {
+            Texts::Delta => choice.delta.as_ref().and_then(|Obj(d)| typed_delta_kind(d)),
+            Texts::Text => Str::has_text(&choice.text).then_some(TokenKind::Output),
+        };
+        match choice_kind {
+            Some(TokenKind::Output) => kind = Some(TokenKind::Output),
+            Some(TokenKind::Reasoning) if kind.is_none() => kind = Some(TokenKind::Reasoning),
+            _ => {}
+        }
+    }
+    if let Some(kind) = kind {
+        obs.token(at, kind);
+    }
+    Flow::Continue
+}
+
+/// [`chat_choice_kind`] over the typed view.
+fn typed_delta_kind(delta: &Delta<'_>) -> Option<TokenKind> {
+    let tool_arguments = delta.tool_calls.iter().flatten().any(|Obj(c)| {
+        c.function
+            .as_ref()
+            .is_some_and(|Obj(f)| Str::has_text(&f.arguments) || Str::has_text(&f.name))
+    });
+    if Str::has_text(&delta.content) || tool_arguments {
+        Some(TokenKind::Output)
+    } else if Str::has_text(&delta.reasoning_content) || Str::has_text(&delta.reasoning) {
+        Some(TokenKind::Reasoning)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -302,6 +388,73 @@ mod tests {
         assert_eq!(obs.anomalies, vec![Anomaly::NonJsonData]);
         let (_, flow) = run(&[r#"{"choices":[{"delta""#]);
         assert!(matches!(flow, Flow::Fail(f) if f.reason == FailureReason::Decode));
+    }
+
+    /// The typed fast path and the `Value` path agree on every chunk the fast path accepts, and
+    /// the fast path declines what only the `Value` path can judge.
+    #[test]
+    fn typed_view_agrees_with_the_value_path() {
+        let accepted = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#,
+            r#"{"id":"c1","object":"chat.completion.chunk","model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"line\nbreak \u00e9 \"q\""}}]}"#,
+            r#"{"choices":[{"delta":{"content":""}}],"model":""}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":"think","content":null}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"f","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":"r"}},{"delta":{"content":"c"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":""}]}"#,
+            r#"{"choices":[{"delta":{"content":"A"},"finish_reason":"error"}]}"#,
+            r#"{"choices":[],"usage":{"completion_tokens":36,"prompt_tokens":39,"prompt_tokens_details":{"cached_tokens":7}}}"#,
+            r#"{"choices":[],"usage":{"completion_tokens":36.0,"prompt_tokens":-1,"prompt_tokens_details":null}}"#,
+            r#"{"choices":[],"usage":{"completion_tokens":1.5,"total_tokens":3}}"#,
+            r#"{"choices":[],"usage":{}}"#,
+            r#"{"usage":null,"choices":null,"error":null}"#,
+            r#"{"choices":[],"timings":{"prompt_n":39,"prompt_ms":210.5,"predicted_n":36,"predicted_ms":399.2}}"#,
+            r#"{"choices":[],"timings":{"prompt_ms":-3,"predicted_n":1e3}}"#,
+            r#"{"choices":[{"index":0}]}"#,
+            r#"{"choices":[{"delta":null}]}"#,
+            r#"{"choices":[],"prompt_filter_results":[{"prompt_index":0,"content_filter_results":{}}]}"#,
+            r#"{"object":""}"#,
+            r#" { "choices" : [ { "text" : "t" } ] } "#,
+            r#"{"choices":[{"text":""},{"text":"x","finish_reason":"length"}]}"#,
+        ];
+        let declined = [
+            r#"{"error":{"message":"overloaded"}}"#,
+            r#"{"error":"plain"}"#,
+            r#"[{"choices":[]}]"#,
+            r#""text""#,
+            r#"{"choices":[{"delta":{"content":5}}]}"#,
+            r#"{"choices":{"delta":{"content":"x"}}}"#,
+            r#"{"choices":[["x"]]}"#,
+            r#"{"choices":[{"delta":["x"]}]}"#,
+            r#"{"usage":[36,39]}"#,
+            r#"{"usage":{"completion_tokens":"36"}}"#,
+            r#"{"model":1,"choices":[]}"#,
+            r#"{"choices":[],"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"choices":[{"delta""#,
+            ": keepalive",
+        ];
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(1);
+        for data in accepted {
+            let typed_chunk =
+                openai_chunk::parse(data).unwrap_or_else(|| panic!("declined {data}"));
+            let value: Value = serde_json::from_str(data).unwrap();
+            for texts in [Texts::Delta, Texts::Text] {
+                let (mut a, mut b) = (Observations::new(t0), Observations::new(t0));
+                let fa = interpret_typed(&typed_chunk, at, &mut a, texts);
+                let fb = interpret_chunk(&value, at, &mut b, texts);
+                assert_eq!(fa, fb, "{data}");
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "{data}");
+            }
+        }
+        for data in declined {
+            assert!(openai_chunk::parse(data).is_none(), "accepted {data}");
+        }
     }
 
     #[test]
