@@ -51,6 +51,7 @@ for _ in sys.stdin: print(json.dumps({"prompt": "Say something.", "output_tokens
     local n=100
     [[ $c -gt 1 ]] && n=300
     taskset -c 0 "$SUITE" fidelity --url "$url" --streams "$c" --probes $((n / c)) --ttft 100ms --itl 20ms --tokens 32
+    taskset -c 0 "$SUITE" fidelity --url "$url" --streams "$c" --probes $((n / c)) --ttft 100ms --itl 20ms --tokens 32 --connection reuse
     for first in any content; do
       taskset -c 0 "$VENV/bin/python" benches/peers/seed_openai.py --base-url "$url" --n "$n" \
         --concurrency "$c" --max-tokens 32 --ttft-ms 100 --itl-ms 20 --first $first
@@ -101,7 +102,13 @@ aiperf_peer() {
 
 run() {
   case $1 in
-    fidelity) "$SUITE" fidelity --streams 1,100,1000 --ttft 100ms --itl 20ms --tokens 32 --duration 20s ;;
+    fidelity)
+      # 1 stream for 3 minutes (about 240 probes, so that P99 is not simply the maximum), with
+      # the default fresh connection per probe and with `connection: reuse`; then 100 and 1,000.
+      "$SUITE" fidelity --streams 1 --ttft 100ms --itl 20ms --tokens 32 --duration 180s
+      "$SUITE" fidelity --streams 1 --ttft 100ms --itl 20ms --tokens 32 --duration 60s --connection reuse
+      "$SUITE" fidelity --streams 100,1000 --ttft 100ms --itl 20ms --tokens 32 --duration 20s
+      ;;
     ceiling) "$SUITE" fidelity --streams 200,300,500,700 --ttft 100ms --itl 20ms --tokens 32 --duration 10s ;;
     peers) peers ;;
     real) "$SUITE" real --probes 200 --max-tokens 16 ;;
