@@ -4,7 +4,8 @@
 //! CPU 0. After a warm-up of one interval plus one stream, for `--window`:
 //!
 //! - CPU: `getrusage(RUSAGE_SELF)` user+system over the window ÷ window (share of one core);
-//!   this process also scrapes `/metrics` over HTTP every `--scrape` like Prometheus would;
+//!   `/metrics` is scraped every `--scrape` by a `curl` process, from outside as Prometheus
+//!   would, so neither its CPU nor the copy of the body it receives is counted here;
 //! - RSS: `VmRSS` at the end and `VmHWM` (peak) from `/proc/self/status`;
 //! - start lag: how late each probe started against its schedule (phase + k × interval). The
 //!   schedule's origin is each task's first poll, which is not observable from outside; the lag
@@ -153,24 +154,30 @@ pub fn main(opts: &Opts) {
         });
         let warmup = interval.min(Duration::from_secs(10)) + ttft + itl * tokens;
         tokio::time::sleep(warmup).await;
-        let client = reqwest::Client::new();
         let metrics_url = format!("http://{}/metrics", daemon.addr);
         let (cpu0, t0) = (cpu_seconds(), Instant::now());
         let load_before = loadavg();
-        let mut scrapes = Dist::new("HTTP GET /metrics (scrape during the window)");
+        let mut scrapes = Dist::new("HTTP GET /metrics (scrape during the window, by curl)");
         let mut size = 0usize;
         while t0.elapsed() < window {
             let t = Instant::now();
-            let body = client
-                .get(&metrics_url)
-                .send()
+            // The scraper is another process (as Prometheus is), on the simulator's CPU: its
+            // CPU and the memory of the body it receives are not the daemon's.
+            let mut curl = tokio::process::Command::new(if pinned { "taskset" } else { "curl" });
+            if pinned {
+                curl.args(["-c", "1", "curl"]);
+            }
+            let out = curl
+                .args(["-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total}"])
+                .arg(&metrics_url)
+                .output()
                 .await
-                .unwrap()
-                .bytes()
-                .await
-                .unwrap();
-            scrapes.push(ms(t.elapsed().as_secs_f64()));
-            size = body.len();
+                .expect("run curl");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut it = text.split_whitespace();
+            size = it.next().and_then(|v| v.parse().ok()).expect("curl's size");
+            let secs: f64 = it.next().and_then(|v| v.parse().ok()).expect("curl's time");
+            scrapes.push(ms(secs));
             let next = t + scrape;
             tokio::time::sleep_until(next.min(t0 + window).into()).await;
         }
