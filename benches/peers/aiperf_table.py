@@ -14,22 +14,11 @@ usage: aiperf_table.py PROFILE_EXPORT.jsonl TTFT_MS ITL_MS LABEL [VERSION]
 """
 
 import json
-import math
 import sys
 
+from table import pct, row
+
 TO_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}
-
-
-def pct(v, p):
-    rank = math.ceil(p / 100 * len(v))
-    return v[min(max(rank, 1), len(v)) - 1]
-
-
-def row(name, v):
-    v = sorted(v)
-    if not v:
-        return f"| {name} | 0 | | | | |"
-    return f"| {name} | {len(v)} | {v[0]:.3f} | {pct(v, 50):.3f} | {pct(v, 99):.3f} | {v[-1]:.3f} |"
 
 
 def ms(metrics, tag):

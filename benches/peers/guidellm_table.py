@@ -10,20 +10,13 @@ usage: guidellm_table.py REPORT.json TTFT_MS ITL_MS LABEL
 """
 
 import json
-import math
 import sys
 
-
-def pct(v, p):
-    rank = math.ceil(p / 100 * len(v))
-    return v[min(max(rank, 1), len(v)) - 1]
+from table import pct, row
 
 
-def row(name, v):
-    v = sorted(v)
-    if not v:
-        return f"| {name} | 0 | | | | |"
-    return f"| {name} | {len(v)} | {v[0]:.3f} | {pct(v, 50):.3f} | {pct(v, 99):.3f} | {v[-1]:.3f} |"
+
+
 
 
 def main():

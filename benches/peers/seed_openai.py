@@ -18,20 +18,11 @@ import os
 import time
 
 from openai import AsyncOpenAI, OpenAI
+from table import pct, row
 
 
-def pct(sorted_v, p):
-    if not sorted_v:
-        return float("nan")
-    rank = math.ceil(p / 100 * len(sorted_v))
-    return sorted_v[min(max(rank, 1), len(sorted_v)) - 1]
 
 
-def row(name, v):
-    v = sorted(v)
-    if not v:
-        return f"| {name} | 0 | | | | |"
-    return f"| {name} | {len(v)} | {v[0]:.3f} | {pct(v, 50):.3f} | {pct(v, 99):.3f} | {v[-1]:.3f} |"
 
 
 def has_content(chunk):

@@ -141,14 +141,33 @@ fn interpret_chunk(chunk: &Value, at: Instant, obs: &mut Observations, texts: Te
         return Flow::Done;
     }
     // `choices` may be absent, null or [] (usage chunks, Azure filter chunks): no token.
-    let mut kind = None;
-    for choice in chunk
+    let choices = chunk
         .get("choices")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-    {
-        match str_at(choice, "finish_reason") {
+        .map(|choice| {
+            let kind = match texts {
+                Texts::Delta => chat_choice_kind(choice),
+                Texts::Text => has_text(choice, "text").then_some(TokenKind::Output),
+            };
+            (str_at(choice, "finish_reason"), kind)
+        });
+    fold_choices(choices, at, obs)
+}
+
+/// Folds each choice's `(finish_reason, what it carries)` into `obs`: a `finish_reason` of
+/// `"error"` ends the stream as a stream error, any other non-empty one marks it finished; the
+/// chunk is one token event, of output when any choice carries output (output wins over
+/// reasoning when choices disagree), else of reasoning when any carries reasoning.
+fn fold_choices<'a>(
+    choices: impl Iterator<Item = (Option<&'a str>, Option<TokenKind>)>,
+    at: Instant,
+    obs: &mut Observations,
+) -> Flow {
+    let mut kind = None;
+    for (finish_reason, choice_kind) in choices {
+        match finish_reason {
             Some("error") => {
                 obs.stream_error("finish_reason \"error\"");
                 return Flow::Done;
@@ -156,11 +175,6 @@ fn interpret_chunk(chunk: &Value, at: Instant, obs: &mut Observations, texts: Te
             Some(r) if !r.is_empty() => obs.finished = true,
             _ => {}
         }
-        // Output wins over reasoning when several choices disagree.
-        let choice_kind = match texts {
-            Texts::Delta => chat_choice_kind(choice),
-            Texts::Text => has_text(choice, "text").then_some(TokenKind::Output),
-        };
         match choice_kind {
             Some(TokenKind::Output) => kind = Some(TokenKind::Output),
             Some(TokenKind::Reasoning) if kind.is_none() => kind = Some(TokenKind::Reasoning),
@@ -227,30 +241,14 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
         st.predicted_tokens = u64_of(&t.predicted_n).or(st.predicted_tokens);
         st.predicted_seconds = secs(t.predicted_ms).or(st.predicted_seconds);
     }
-    let mut kind = None;
-    for Obj(choice) in chunk.choices.iter().flatten() {
-        match Str::get(&choice.finish_reason) {
-            Some("error") => {
-                obs.stream_error("finish_reason \"error\"");
-                return Flow::Done;
-            }
-            Some(r) if !r.is_empty() => obs.finished = true,
-            _ => {}
-        }
-        let choice_kind = match texts {
+    let choices = chunk.choices.iter().flatten().map(|Obj(choice)| {
+        let kind = match texts {
             Texts::Delta => choice.delta.as_ref().and_then(|Obj(d)| typed_delta_kind(d)),
             Texts::Text => Str::has_text(&choice.text).then_some(TokenKind::Output),
         };
-        match choice_kind {
-            Some(TokenKind::Output) => kind = Some(TokenKind::Output),
-            Some(TokenKind::Reasoning) if kind.is_none() => kind = Some(TokenKind::Reasoning),
-            _ => {}
-        }
-    }
-    if let Some(kind) = kind {
-        obs.token(at, kind);
-    }
-    Flow::Continue
+        (Str::get(&choice.finish_reason), kind)
+    });
+    fold_choices(choices, at, obs)
 }
 
 /// [`chat_choice_kind`] over the typed view.
