@@ -271,6 +271,8 @@ fn typed_delta_kind(delta: &Delta<'_>) -> Option<TokenKind> {
 mod tests {
     use std::time::Duration;
 
+    use proptest::prelude::*;
+
     use super::*;
     use crate::measure::FailureReason;
 
@@ -452,6 +454,146 @@ mod tests {
         }
         for data in declined {
             assert!(openai_chunk::parse(data).is_none(), "accepted {data}");
+        }
+    }
+
+    /// JSON chunks of the OpenAI shape with every field sometimes absent, `null`, of another
+    /// type, empty or escaped, for [`typed_view_agrees_on_generated_chunks`].
+    fn generated_chunk() -> BoxedStrategy<Value> {
+        fn obj(fields: Vec<(&str, Option<Value>)>) -> Value {
+            Value::Object(
+                fields
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k.to_string(), v?)))
+                    .collect(),
+            )
+        }
+        // Present 70 % of the time; then mostly of the expected shape, else any scalar.
+        fn field(expected: impl Strategy<Value = Value> + 'static) -> BoxedStrategy<Option<Value>> {
+            let scalar = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                Just(Value::from(-1.5)),
+                Just(Value::from("7")),
+            ];
+            proptest::option::weighted(0.7, prop_oneof![9 => expected, 1 => scalar]).boxed()
+        }
+        let text = || {
+            prop_oneof![
+                Just(Value::Null),
+                Just(Value::from("")),
+                Just(Value::from("tok")),
+                Just(Value::from("\u{e9} \"q\"\n")),
+            ]
+        };
+        let count = || {
+            prop_oneof![
+                (0u64..100).prop_map(Value::from),
+                Just(Value::from(36.0)),
+                Just(Value::from(1.5)),
+                Just(Value::from(-1)),
+                Just(Value::from(1e3)),
+            ]
+        };
+        let millis = || prop_oneof![Just(Value::from(210.5)), Just(Value::from(-3)), count()];
+        let function = (field(text()), field(text()))
+            .prop_map(|(a, n)| obj(vec![("arguments", a), ("name", n)]))
+            .boxed();
+        let tool_call =
+            field(function).prop_map(|f| obj(vec![("index", Some(0.into())), ("function", f)]));
+        let delta = (
+            field(text()),
+            field(text()),
+            field(text()),
+            field(proptest::collection::vec(tool_call, 0..3).prop_map(Value::from)),
+        )
+            .prop_map(|(c, rc, r, tc)| {
+                obj(vec![
+                    ("content", c),
+                    ("reasoning_content", rc),
+                    ("reasoning", r),
+                    ("tool_calls", tc),
+                ])
+            })
+            .boxed();
+        let finish = prop_oneof![
+            Just(Value::Null),
+            Just(Value::from("")),
+            Just(Value::from("stop")),
+            Just(Value::from("error")),
+        ];
+        let choice = (field(finish), field(delta), field(text()))
+            .prop_map(|(f, d, t)| obj(vec![("finish_reason", f), ("delta", d), ("text", t)]))
+            .boxed();
+        let details = field(count()).prop_map(|c| obj(vec![("cached_tokens", c)]));
+        let usage = (field(count()), field(count()), field(details))
+            .prop_map(|(c, p, d)| {
+                obj(vec![
+                    ("completion_tokens", c),
+                    ("prompt_tokens", p),
+                    ("prompt_tokens_details", d),
+                ])
+            })
+            .boxed();
+        let timings = (
+            field(millis()),
+            field(count()),
+            field(count()),
+            field(millis()),
+        )
+            .prop_map(|(pm, pn, dn, dm)| {
+                obj(vec![
+                    ("prompt_ms", pm),
+                    ("prompt_n", pn),
+                    ("predicted_n", dn),
+                    ("predicted_ms", dm),
+                ])
+            });
+        let error = prop_oneof![
+            4 => Just(Value::Null),
+            1 => Just(serde_json::json!({"message": "overloaded"})),
+        ];
+        (
+            field(text()),
+            field(text()),
+            field(usage),
+            field(timings),
+            field(proptest::collection::vec(choice, 0..3).prop_map(Value::from)),
+            field(error),
+        )
+            .prop_map(|(m, fp, u, t, c, e)| {
+                obj(vec![
+                    ("model", m),
+                    ("system_fingerprint", fp),
+                    ("usage", u),
+                    ("timings", t),
+                    ("choices", c),
+                    ("error", e),
+                ])
+            })
+            .boxed()
+    }
+
+    proptest! {
+        // About half the generated chunks are accepted by the fast path, and 6 % carry a token.
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        /// Whatever the fast path accepts, it reads exactly as the `Value` path does: the same
+        /// flow and the same observations, for chat deltas and for completions text.
+        #[test]
+        fn typed_view_agrees_on_generated_chunks(chunk in generated_chunk()) {
+            let data = chunk.to_string();
+            let t0 = Instant::now();
+            let at = t0 + Duration::from_millis(1);
+            if let Some(typed_chunk) = openai_chunk::parse(&data) {
+                for texts in [Texts::Delta, Texts::Text] {
+                    let (mut a, mut b) = (Observations::new(t0), Observations::new(t0));
+                    let fa = interpret_typed(&typed_chunk, at, &mut a, texts);
+                    let fb = interpret_chunk(&chunk, at, &mut b, texts);
+                    prop_assert_eq!(fa, fb, "{}", data);
+                    prop_assert_eq!(format!("{a:?}"), format!("{b:?}"), "{}", data);
+                }
+            }
         }
     }
 
