@@ -61,7 +61,17 @@ pub async fn run(cli: Cli) -> ExitCode {
             Some(cfg) => serve_until_signal(cfg, listen, config_file).await,
             None => return ExitCode::FAILURE,
         },
-        Command::CheckConfig { config_file } => return check_config(&config_file),
+        Command::CheckConfig {
+            config_file,
+            skip_secrets,
+        } => {
+            let secrets = if skip_secrets {
+                config::Secrets::Skip
+            } else {
+                config::Secrets::Read
+            };
+            return check_config(&config_file, secrets);
+        }
         Command::ProbeOnce {
             config_file,
             target,
@@ -116,9 +126,13 @@ fn load(path: &std::path::Path) -> Option<Config> {
     }
 }
 
-fn check_config(path: &std::path::Path) -> ExitCode {
-    let Some(cfg) = load(path) else {
-        return ExitCode::FAILURE;
+fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitCode {
+    let cfg = match config::load_with(path, secrets) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
     };
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     println!(
@@ -129,6 +143,9 @@ fn check_config(path: &std::path::Path) -> ExitCode {
     );
     for t in &cfg.targets {
         println!("  {}", t.summary());
+    }
+    if secrets == config::Secrets::Skip {
+        println!("API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read");
     }
     ExitCode::SUCCESS
 }

@@ -66,6 +66,10 @@ pub enum Command {
         /// The probes file (YAML).
         #[arg(long = "config.file", default_value = "probes.yaml")]
         config_file: PathBuf,
+        /// Don't look up api_key_env variables or read api_key_file files (checking a probes
+        /// file in CI, where the keys are not present); everything else is checked.
+        #[arg(long)]
+        skip_secrets: bool,
     },
     /// Run each selected (target, scenario) once, print what was measured; exit 1 if any failed.
     ProbeOnce {

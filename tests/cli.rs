@@ -101,6 +101,60 @@ fn check_config_names_a_missing_file() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/probes.yaml"));
 }
 
+/// `--skip-secrets` checks a file whose keys are not on this machine (a CI pipeline), and
+/// only the key lookups are skipped: without it the same file fails on both keys, and with it
+/// another mistake still fails.
+#[test]
+fn check_config_skip_secrets_skips_only_the_key_lookups() {
+    let dir = tempfile::tempdir().unwrap();
+    let targets = "targets:\n  - name: a\n    protocol: openai-chat\n    base_url: http://127.0.0.1:9/v1\n    model: m\n    api_key_env: LLM_PROBE_TEST_UNSET_KEY\n  - name: b\n    protocol: anthropic\n    base_url: http://127.0.0.1:9\n    model: m\n    api_key_file: keys/absent.key\n";
+    let scenarios =
+        "scenarios:\n  - name: s\n    messages: [{role: user, content: hi}]\n    max_tokens: 8\n";
+    let check = |yaml: &str, skip: bool| {
+        let p = write_config(&dir, yaml);
+        let mut cmd = Command::new(BIN);
+        cmd.args(["check-config", "--config.file"]).arg(&p);
+        if skip {
+            cmd.arg("--skip-secrets");
+        }
+        let out = cmd.env_remove("LLM_PROBE_TEST_UNSET_KEY").output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+
+    let (code, text) = check(&format!("{scenarios}{targets}"), false);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("LLM_PROBE_TEST_UNSET_KEY, which is not set"),
+        "{text}"
+    );
+    assert!(text.contains("absent.key cannot be read"), "{text}");
+
+    let (code, text) = check(&format!("{scenarios}{targets}"), true);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("OK, 2 targets, 1 scenario"), "{text}");
+    assert!(
+        text.contains("api_key=env LLM_PROBE_TEST_UNSET_KEY"),
+        "{text}"
+    );
+    assert!(
+        text.contains("API keys not checked (--skip-secrets)"),
+        "{text}"
+    );
+
+    let typo = format!("{scenarios}{targets}").replace(
+        "    model: m\n    api_key_file",
+        "    modle: m\n    api_key_file",
+    );
+    let (code, text) = check(&typo, true);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("modle"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_once_json_has_every_field_and_nulls_for_unknowns() {
     let sim = common::simulator(fast(Fault::None)).await;

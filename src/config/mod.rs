@@ -496,6 +496,26 @@ impl fmt::Display for Problem {
 /// A [`ConfigError`] if the file cannot be read, is not valid YAML, does not match
 /// the schema, or fails validation (see [`parse`]).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_with(path, Secrets::Read)
+}
+
+/// Whether validation resolves the API keys a config names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Secrets {
+    /// Look up every `api_key_env` variable and read every `api_key_file`; a missing one is a
+    /// problem. What `run` and `probe-once` do.
+    Read,
+    /// Check that `api_key_env` and `api_key_file` are well-formed but do not look them up or
+    /// read them: for checking a probes file where the keys are not present (a CI pipeline).
+    /// The targets of the returned [`Config`] carry no key.
+    Skip,
+}
+
+/// [`load`], with the choice of resolving the API keys or not.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_with(path: &Path, secrets: Secrets) -> Result<Config, ConfigError> {
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigError::single(
@@ -503,7 +523,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             format!("cannot read the config file: {e}; check the path and its permissions."),
         )
     })?;
-    parse(&text, &source, &|name| std::env::var(name).ok())
+    parse_with(&text, &source, &|name| std::env::var(name).ok(), secrets)
 }
 
 /// Parses and validates config `text`. `source` names it in errors and
@@ -519,7 +539,20 @@ pub fn parse(
     source: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    validate::parse(text, source, env)
+    parse_with(text, source, env, Secrets::Read)
+}
+
+/// [`parse`], with the choice of resolving the API keys or not.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_with(
+    text: &str,
+    source: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    secrets: Secrets,
+) -> Result<Config, ConfigError> {
+    validate::parse(text, source, env, secrets)
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarge
 use super::schema_errors::{closest, entity_prefix, serde_error};
 use super::{
     Config, ConfigError, ConnectionPolicy, Message, PrefixCache, Problem, Protocol, Scenario,
-    Secret, Slo, Target, Tls, DEFAULT_AZURE_API_VERSION, DEFAULT_CONNECT_TIMEOUT, DEFAULT_INTERVAL,
-    DEFAULT_TIMEOUT,
+    Secret, Secrets, Slo, Target, Tls, DEFAULT_AZURE_API_VERSION, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_INTERVAL, DEFAULT_TIMEOUT,
 };
 
 type JsonObject = serde_json::Map<String, serde_json::Value>;
@@ -38,6 +38,7 @@ pub(crate) fn parse(
     text: &str,
     source: &str,
     env: &dyn Fn(&str) -> Option<String>,
+    secrets: Secrets,
 ) -> Result<Config, ConfigError> {
     // First pass: plain YAML, so syntax errors are told apart from schema errors.
     let doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
@@ -50,6 +51,7 @@ pub(crate) fn parse(
     let mut v = Validator {
         problems: Vec::new(),
         env,
+        secrets,
         base_dir: base_dir(source),
     };
     let config = v.file(raw, source);
@@ -105,6 +107,7 @@ struct Defaults {
 struct Validator<'a> {
     problems: Vec<(String, String)>,
     env: &'a dyn Fn(&str) -> Option<String>,
+    secrets: Secrets,
     base_dir: Option<PathBuf>,
 }
 
@@ -800,6 +803,9 @@ impl Validator<'_> {
                     return (None, None);
                 }
                 let source = format!("env {var}");
+                if self.secrets == Secrets::Skip {
+                    return (None, Some(source));
+                }
                 match (self.env)(var) {
                     None => {
                         self.problem(
@@ -824,6 +830,9 @@ impl Validator<'_> {
                 }
                 let shown = resolved.display().to_string();
                 let source = format!("file {shown}");
+                if self.secrets == Secrets::Skip {
+                    return (None, Some(source));
+                }
                 match std::fs::read_to_string(&resolved) {
                     Err(e) => {
                         self.problem(
