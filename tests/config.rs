@@ -542,3 +542,39 @@ fn an_invalid_interval_is_reported_once_not_compared_as_its_default() {
         "{err}"
     );
 }
+
+/// Unknown keys do not hide the rest: every unknown key (in `defaults`, in two targets) and
+/// every other problem come out of one check, each at the line of its key, and a misspelt key
+/// is not also reported as the key it stands for being missing.
+#[test]
+fn every_unknown_key_and_every_other_problem_are_reported_in_one_run() {
+    let yaml = "defaults:\n  intervall: 15s\nscenarios:\n  - name: s\n    messages: [{role: user, content: hi}]\n    max_tokens: 8\ntargets:\n  - name: a\n    protocol: openai-chat\n    baseurl: http://h/v1\n    model: m\n  - name: b\n    protocol: openai\n    base_url: http://h/v1\n    modle: m\n    interval: fast\n";
+    let err = parse(yaml).unwrap_err();
+    let got: Vec<(Option<usize>, Option<usize>, &str)> = err
+        .problems
+        .iter()
+        .map(|p| (p.line, p.column, p.path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(2), Some(3), "defaults.intervall"),
+            (Some(10), Some(5), "targets[0].baseurl"),
+            (Some(13), Some(15), "targets[1].protocol"),
+            (Some(15), Some(5), "targets[1].modle"),
+            (Some(16), Some(15), "targets[1].interval"),
+        ],
+        "{err}"
+    );
+    assert!(
+        err.problems[1]
+            .message
+            .contains("did you mean \"base_url\""),
+        "{err}"
+    );
+    assert!(
+        err.problems[3].message.contains("did you mean \"model\""),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("is required"), "{err}");
+}

@@ -11,6 +11,7 @@ use yaml_rust2::scanner::Marker;
 #[derive(Debug, Default)]
 pub(crate) struct Locations {
     map: HashMap<String, (usize, usize)>,
+    keys: HashMap<String, (usize, usize)>,
 }
 
 impl Locations {
@@ -19,7 +20,10 @@ impl Locations {
     pub fn build(text: &str) -> Self {
         let mut walker = Walker::default();
         let _ = Parser::new_from_str(text).load(&mut walker, false);
-        Locations { map: walker.map }
+        Locations {
+            map: walker.map,
+            keys: walker.keys,
+        }
     }
 
     /// Location of `path`, else of its nearest ancestor that has one (e.g. the
@@ -36,6 +40,12 @@ impl Locations {
             }
             p = parent(p);
         }
+    }
+
+    /// Location of the key that ends `path` as written (an unknown key is reported there),
+    /// else [`find`](Self::find)'s answer.
+    pub fn find_key(&self, path: &str) -> Option<(usize, usize)> {
+        self.keys.get(path).copied().or_else(|| self.find(path))
     }
 }
 
@@ -65,6 +75,8 @@ enum Frame {
 struct Walker {
     stack: Vec<Frame>,
     map: HashMap<String, (usize, usize)>,
+    /// Where each mapping key itself is written (`map` has where its value starts).
+    keys: HashMap<String, (usize, usize)>,
 }
 
 fn join(parent: &str, key: &str) -> String {
@@ -97,6 +109,7 @@ impl Walker {
                         self.map.entry(path.clone()).or_insert(at);
                     }
                     // This node is a key; complex keys get the placeholder "?".
+                    self.keys.entry(join(path, key_text)).or_insert(at);
                     *key = Some(key_text.to_string());
                     None
                 }
@@ -165,5 +178,8 @@ mod tests {
         assert_eq!(loc.find("targets[1].name"), Some((6, 11)));
         // Missing key: the enclosing mapping.
         assert_eq!(loc.find("targets[1].base_url"), Some((6, 5)));
+        // A key itself, not its value.
+        assert_eq!(loc.find_key("defaults.interval"), Some((2, 3)));
+        assert_eq!(loc.find_key("targets[0].headers"), Some((5, 5)));
     }
 }

@@ -26,18 +26,28 @@ pub(super) fn closest<'a>(
         .map(|(_, c)| c)
 }
 
+/// Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`: "modle" is one
+/// swap from "model".
 fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // d[i][j]: distance between the first i chars of a and the first j of b.
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let sub = d[i - 1][j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = sub.min(d[i - 1][j] + 1).min(d[i][j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 // ---- serde_yaml errors ---------------------------------------------------------
@@ -97,6 +107,42 @@ pub(super) fn serde_error(
             message,
         }],
     }
+}
+
+/// For an "unknown field" error: the path of the mapping it is in (`""` for the top level),
+/// the unknown key, and the allowed key it is closest to, if any.
+pub(super) fn unknown_key(err: &serde_yaml::Error) -> Option<(String, String, Option<String>)> {
+    let text = err.to_string();
+    let (mapping, msg) = match text.split_once(": ") {
+        Some((p, m)) if !p.is_empty() && !p.contains([' ', '`', '"']) => (p.to_string(), m),
+        _ => (String::new(), text.as_str()),
+    };
+    if !msg.starts_with("unknown field") {
+        return None;
+    }
+    let words = ticked(msg);
+    let key = words.first()?.to_string();
+    let suggestion = closest(&key, words.get(1..).unwrap_or_default().iter().copied());
+    Some((mapping, key, suggestion.map(str::to_string)))
+}
+
+/// The mapping at `path` (`targets[0].tls`, `defaults`, `""` for the root) inside `doc`.
+pub(super) fn mapping_at<'a>(
+    doc: &'a mut Value,
+    path: &str,
+) -> Option<&'a mut serde_yaml::Mapping> {
+    let mut v = doc;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (key, index) = match part.split_once('[') {
+            Some((k, rest)) => (k, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        v = v.get_mut(key)?;
+        if let Some(i) = index {
+            v = v.get_mut(i)?;
+        }
+    }
+    v.as_mapping_mut()
 }
 
 /// `target "NAME": ` / `scenario "NAME": ` for paths inside `targets[i]` / `scenarios[i]`.

@@ -11,7 +11,7 @@ use serde_yaml::{Mapping, Value};
 
 use super::locate::Locations;
 use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget, RawTls};
-use super::schema_errors::{closest, entity_prefix, serde_error};
+use super::schema_errors::{closest, entity_prefix, mapping_at, serde_error, unknown_key};
 use super::{
     Config, ConfigError, ConnectionPolicy, Message, PrefixCache, Problem, Protocol, Scenario,
     Secret, Secrets, Slo, Target, Tls, DEFAULT_AZURE_API_VERSION, DEFAULT_CONNECT_TIMEOUT,
@@ -42,11 +42,7 @@ pub(crate) fn parse(
 ) -> Result<Config, ConfigError> {
     // First pass: plain YAML, so syntax errors are told apart from schema errors.
     let doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
-    let raw: RawFile = if doc.is_null() {
-        RawFile::default()
-    } else {
-        serde_yaml::from_str(text).map_err(|e| serde_error(e, source, Some(&doc)))?
-    };
+    let (raw, unknown) = typed(text, source, &doc)?;
 
     let mut v = Validator {
         problems: Vec::new(),
@@ -55,14 +51,27 @@ pub(crate) fn parse(
         base_dir: base_dir(source),
     };
     let config = v.file(raw, source);
-    if v.problems.is_empty() {
+    if v.problems.is_empty() && unknown.problems.is_empty() {
         if let Some(config) = config {
             return Ok(config);
         }
     }
-    let locations = Locations::build(text);
-    let mut problems: Vec<Problem> = v
+    let semantic: Vec<(String, String)> = v
         .problems
+        .into_iter()
+        // A misspelt key also makes the key it stands for look missing: say it once.
+        .filter(|(path, _)| !unknown.hidden.contains(path))
+        .collect();
+    let mut problems = unknown.problems;
+    problems.extend(located(&Locations::build(text), source, semantic));
+    // Stable: problems on the same line keep validation order.
+    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    Err(ConfigError { problems })
+}
+
+/// `(field path, message)` problems with the line and column of their node in the text.
+fn located(locations: &Locations, source: &str, problems: Vec<(String, String)>) -> Vec<Problem> {
+    problems
         .into_iter()
         .map(|(path, message)| {
             let loc = locations.find(&path);
@@ -74,10 +83,80 @@ pub(crate) fn parse(
                 message,
             }
         })
-        .collect();
-    // Stable: problems on the same line keep validation order.
-    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
-    Err(ConfigError { problems })
+        .collect()
+}
+
+/// At most this many unknown keys are collected before the rest of the file is checked.
+const MAX_UNKNOWN_KEYS: usize = 50;
+
+/// The unknown keys of a file, as problems, and the paths of the keys they probably stand for
+/// (their closest allowed key, where the mapping lacks it).
+#[derive(Default)]
+struct UnknownKeys {
+    problems: Vec<Problem>,
+    hidden: Vec<String>,
+}
+
+/// Reads `text` (already parsed as `doc`) into the typed [`RawFile`]. serde stops at the first
+/// unknown key; so that every problem of a file is reported in one run, each unknown key is
+/// reported, taken out of the document, and the document is read again. Any other schema error
+/// (a wrong type, a missing key) ends the check there, with the unknown keys found before it.
+fn typed(text: &str, source: &str, doc: &Value) -> Result<(RawFile, UnknownKeys), ConfigError> {
+    let mut unknown = UnknownKeys::default();
+    if doc.is_null() {
+        return Ok((RawFile::default(), unknown));
+    }
+    let locations = Locations::build(text);
+    let mut current = doc.clone();
+    let mut current_text = text.to_string();
+    loop {
+        let err = match serde_yaml::from_str::<RawFile>(&current_text) {
+            Ok(raw) => return Ok((raw, unknown)),
+            Err(e) => e,
+        };
+        let found = unknown_key(&err).filter(|_| unknown.problems.len() < MAX_UNKNOWN_KEYS);
+        let error = serde_error(err, source, Some(doc));
+        // Taken out: Some(the path of the key it stands for, if that key is absent).
+        let taken_out = found.and_then(|(mapping, key, suggestion)| {
+            let m = mapping_at(&mut current, &mapping)?;
+            m.remove(key.as_str())?;
+            let stands_for = suggestion.filter(|s| !m.contains_key(s.as_str())).map(|s| {
+                if mapping.is_empty() {
+                    s
+                } else {
+                    format!("{mapping}.{s}")
+                }
+            });
+            Some(stands_for)
+        });
+        if taken_out.is_none() && unknown.problems.is_empty() {
+            // The first problem, and not an unknown key: exactly serde's location.
+            return Err(error);
+        }
+        // After the first read, serde's locations are in the rewritten text: find the key in
+        // the file as written.
+        for mut p in error.problems {
+            if let Some(loc) = locations.find_key(&p.path) {
+                (p.line, p.column) = (Some(loc.0), Some(loc.1));
+            }
+            unknown.problems.push(p);
+        }
+        match taken_out {
+            Some(stands_for) => {
+                unknown.hidden.extend(stands_for);
+                current_text = serde_yaml::to_string(&current)
+                    .expect("a YAML value read from text can be written back");
+            }
+            None => {
+                unknown
+                    .problems
+                    .sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+                return Err(ConfigError {
+                    problems: unknown.problems,
+                });
+            }
+        }
+    }
 }
 
 /// Directory that relative `api_key_file` paths are resolved against.
