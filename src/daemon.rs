@@ -332,10 +332,11 @@ impl Supervisor {
             .write()
             .unwrap_or_else(|e| e.into_inner()) = probers.clone();
         self.probers = probers;
+        let n = config.targets.len();
         Ok(format!(
-            "{}: {} targets; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
+            "{}: {n} target{}; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
             config.source,
-            config.targets.len(),
+            if n == 1 { "" } else { "s" },
             started - changed
         ))
     }

@@ -61,7 +61,7 @@ pub async fn run(
     );
     println!("  metrics             http://{}/metrics", daemon.addr);
     println!(
-        "  probing every 3 s; a summary every {}; Ctrl-C to stop",
+        "  probing every 3s; a summary every {}; Ctrl-C to stop",
         humantime::format_duration(every)
     );
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);

@@ -103,9 +103,10 @@ pub fn to_text(o: &ProbeOutcome) -> String {
         }
         Err(f) => {
             s += &format!(
-                "  FAILED      {} (HTTP {}): {}\n",
+                "  FAILED      {} ({}): {}\n",
                 f.reason,
-                obs.http_status.map_or("-".into(), |c| c.to_string()),
+                obs.http_status
+                    .map_or("no HTTP response".into(), |c| format!("HTTP {c}")),
                 f.detail
             );
         }

@@ -210,6 +210,20 @@ async fn connection_refused_is_connect() {
     drop(l);
     let o = probe_url(&format!("http://{addr}/v1"), "2s").await;
     assert_eq!(reason(&o), Some(FailureReason::Connect), "{:?}", o.result);
+    // The detail names where it tried to connect (a wrong base_url is the usual cause), and
+    // the report says there was no HTTP response rather than printing a status.
+    let detail = &o.result.as_ref().unwrap_err().detail;
+    assert!(
+        detail.starts_with(&format!("could not connect to {addr}: ")),
+        "{detail}"
+    );
+    let text = llm_probe::report::to_text(&o);
+    assert!(
+        text.contains(&format!(
+            "FAILED      connect (no HTTP response): could not connect to {addr}"
+        )),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -5,7 +5,9 @@ use std::error::Error as _;
 use crate::decode::DecodeError;
 use crate::measure::{Failure, FailureReason, Observations};
 
-/// The error and its sources, joined with ": ", without the URL (reqwest puts it in Display).
+/// The error and its sources, joined with ": ". Not the URL that reqwest puts in its Display
+/// (its path and query are configuration, not news); a connect error names the host and port it
+/// tried, which is what a wrong `base_url` gets wrong.
 fn describe(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
     let mut source = e.source();
@@ -13,8 +15,16 @@ fn describe(e: &reqwest::Error) -> String {
         parts.push(s.to_string());
         source = s.source();
     }
+    let connect_to;
     let head = if e.is_connect() {
-        "could not connect"
+        connect_to = match e
+            .url()
+            .and_then(|u| Some((u.host_str()?, u.port_or_known_default()?)))
+        {
+            Some((host, port)) => format!("could not connect to {host}:{port}"),
+            None => "could not connect".to_string(),
+        };
+        connect_to.as_str()
     } else if e.is_timeout() {
         "timed out"
     } else if e.is_request() {
