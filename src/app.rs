@@ -57,7 +57,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Run {
             config_file,
             listen,
-        } => match load(&config_file) {
+        } => match load(&config_file, config::Secrets::Read) {
             Some(cfg) => serve_until_signal(cfg, listen, config_file).await,
             None => return ExitCode::FAILURE,
         },
@@ -77,7 +77,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             target,
             scenario,
             output,
-        } => match load(&config_file) {
+        } => match load(&config_file, config::Secrets::Read) {
             Some(cfg) => {
                 return probe_once(&cfg, target.as_deref(), scenario.as_deref(), output).await
             }
@@ -116,8 +116,9 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-fn load(path: &std::path::Path) -> Option<Config> {
-    match config::load(path) {
+/// The config at `path`, or `None` after printing every problem to stderr.
+fn load(path: &std::path::Path, secrets: config::Secrets) -> Option<Config> {
+    match config::load_with(path, secrets) {
         Ok(c) => Some(c),
         Err(e) => {
             eprintln!("{e}");
@@ -127,12 +128,8 @@ fn load(path: &std::path::Path) -> Option<Config> {
 }
 
 fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitCode {
-    let cfg = match config::load_with(path, secrets) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(cfg) = load(path, secrets) else {
+        return ExitCode::FAILURE;
     };
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     println!(
