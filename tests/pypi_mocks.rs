@@ -39,7 +39,7 @@ fn venv_bin(name: &str) -> PathBuf {
 /// A mock server process on a loopback port, killed on drop.
 struct Mock {
     port: u16,
-    _child: common::ChildGuard,
+    _child: common::GroupGuard,
     _dir: tempfile::TempDir,
 }
 
@@ -50,7 +50,7 @@ fn start(mut cmd: Command, port: u16, dir: tempfile::TempDir) -> Mock {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut child = common::ChildGuard(cmd.spawn().unwrap());
+    let mut child = common::GroupGuard::spawn(&mut cmd).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {

@@ -137,6 +137,30 @@ impl Drop for ChildGuard {
     }
 }
 
+/// Starts `cmd` as the leader of a new process group and kills the whole group on drop, so a
+/// server that forks helpers (uvicorn's multiprocessing workers and resource tracker) leaves
+/// none running after the test.
+pub struct GroupGuard(pub std::process::Child);
+
+impl GroupGuard {
+    pub fn spawn(cmd: &mut std::process::Command) -> std::io::Result<GroupGuard> {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0).spawn().map(GroupGuard)
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let group = -(self.0.id() as i32);
+        // SAFETY: kill(2) with a negative pid signals every process of that group; it touches
+        // no memory of ours.
+        unsafe {
+            libc::kill(group, libc::SIGKILL);
+        }
+        let _ = self.0.wait();
+    }
+}
+
 /// Sends SIGINT to a child (a user's Ctrl-C).
 pub fn interrupt(child: &std::process::Child) {
     let status = std::process::Command::new("kill")
