@@ -578,3 +578,84 @@ fn every_unknown_key_and_every_other_problem_are_reported_in_one_run() {
     );
     assert!(!err.to_string().contains("is required"), "{err}");
 }
+
+/// A mapping of `n` entries drawn from `keys` (allowed keys, near misses and junk) with scalar
+/// values of every type, as YAML text indented by `indent`.
+fn mapping_text(keys: &[&str], picks: &[(usize, usize)], indent: &str) -> String {
+    const VALUES: [&str; 7] = ["15s", "7", "-1", "true", "null", "\"x y\"", "[a, 1]"];
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::new();
+    for (k, v) in picks {
+        let key = keys[k % keys.len()];
+        // Duplicate keys are a YAML error of their own; keep each key once.
+        if seen.insert(key) {
+            out.push_str(&format!("{indent}{key}: {}\n", VALUES[v % VALUES.len()]));
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    // About one case in six has no wrong-typed value and gets the full check.
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+    /// However many unknown keys a file has, and wherever, the check ends (each unknown key is
+    /// taken out once), never panics, gives each unknown key its line, and, unless a value of
+    /// the wrong type stops it, reports every one of them.
+    #[test]
+    fn any_mix_of_known_and_unknown_keys_is_reported_without_panic(
+        top in proptest::collection::vec((0usize..20, 0usize..7), 0..6),
+        target in proptest::collection::vec((0usize..20, 0usize..7), 0..12),
+        defaults in proptest::collection::vec((0usize..20, 0usize..7), 0..6),
+    ) {
+        let target_keys = ["version_path", "protocol", "base_url", "model", "interval", "timeout",
+            "intervall", "baseurl", "modle", "timout", "foo", "tls", "slo", "connection",
+            "headers", "bar_baz", "api_key_env", "temperature", "x", "protocl"];
+        let default_keys = ["interval", "timeout", "temperature", "intervall", "junk", "slo",
+            "headers", "tmeout", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"];
+        let top_keys = ["extra", "defualts", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8",
+            "x9", "y1", "y2", "y3", "y4", "y5", "y6", "y7", "y8", "y9"];
+        let yaml = format!(
+            "{}defaults:\n{}scenarios:\n  - name: s\n    messages: [{{role: user, content: hi}}]\n    max_tokens: 8\ntargets:\n  - name: t\n{}",
+            mapping_text(&top_keys, &top, ""),
+            mapping_text(&default_keys, &defaults, "  "),
+            mapping_text(&target_keys, &target, "    "),
+        );
+        if let Err(err) = parse(&yaml) {
+            for p in &err.problems {
+                proptest::prop_assert!(!p.message.is_empty(), "{err}");
+            }
+            for p in err.problems.iter().filter(|p| p.message.contains("unknown key")) {
+                proptest::prop_assert!(p.line.is_some(), "{} has no line:\n{err}\n{yaml}", p.path);
+            }
+            // A value of the wrong type stops the check there; without one, every unknown key
+            // of the file is reported.
+            if !err.problems.iter().any(|p| p.message.contains(" must be ")) {
+                let allowed_target = ["version_path", "protocol", "base_url", "model", "interval",
+                    "timeout", "tls", "slo", "connection", "headers", "api_key_env", "temperature"];
+                let allowed_defaults = ["interval", "timeout", "temperature", "slo", "headers"];
+                let mut expected: Vec<String> = Vec::new();
+                for (k, _) in &top {
+                    expected.push(top_keys[k % top_keys.len()].to_string());
+                }
+                for (k, _) in &defaults {
+                    let key = default_keys[k % default_keys.len()];
+                    if !allowed_defaults.contains(&key) {
+                        expected.push(format!("defaults.{key}"));
+                    }
+                }
+                for (k, _) in &target {
+                    let key = target_keys[k % target_keys.len()];
+                    if !allowed_target.contains(&key) {
+                        expected.push(format!("targets[0].{key}"));
+                    }
+                }
+                for path in expected {
+                    proptest::prop_assert!(
+                        err.problems.iter().any(|p| p.path == path),
+                        "{path} not reported:\n{err}\n{yaml}"
+                    );
+                }
+            }
+        }
+    }
+}

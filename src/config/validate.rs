@@ -141,12 +141,14 @@ fn typed(text: &str, source: &str, doc: &Value) -> Result<(RawFile, UnknownKeys)
             }
             unknown.problems.push(p);
         }
-        match taken_out {
-            Some(stands_for) => {
-                unknown.hidden.extend(stands_for);
-                current_text = serde_yaml::to_string(&current)
-                    .expect("a YAML value read from text can be written back");
-            }
+        // The document without the key, to read again; if it cannot be written back (it always
+        // can for YAML read from text), report what was found so far.
+        let rewritten = taken_out.and_then(|stands_for| {
+            unknown.hidden.extend(stands_for);
+            serde_yaml::to_string(&current).ok()
+        });
+        match rewritten {
+            Some(text) => current_text = text,
             None => {
                 unknown
                     .problems
