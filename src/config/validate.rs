@@ -1,6 +1,7 @@
 //! Raw file → validated [`Config`]: defaults applied, references resolved, every
 //! semantic problem collected as a full sentence.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,7 +43,9 @@ pub(crate) fn parse(
 ) -> Result<Config, ConfigError> {
     // First pass: plain YAML, so syntax errors are told apart from schema errors.
     let doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
-    let (raw, unknown) = typed(text, source, &doc)?;
+    // Where each node is written: only needed, and so only built, when there is a problem.
+    let locations = OnceCell::new();
+    let (raw, unknown) = typed(text, source, &doc, &locations)?;
 
     let mut v = Validator {
         problems: Vec::new(),
@@ -63,7 +66,8 @@ pub(crate) fn parse(
         .filter(|(path, _)| !unknown.hidden.contains(path))
         .collect();
     let mut problems = unknown.problems;
-    problems.extend(located(&Locations::build(text), source, semantic));
+    let locations = locations.get_or_init(|| Locations::build(text));
+    problems.extend(located(locations, source, semantic));
     // Stable: problems on the same line keep validation order.
     problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
     Err(ConfigError { problems })
@@ -101,12 +105,16 @@ struct UnknownKeys {
 /// unknown key; so that every problem of a file is reported in one run, each unknown key is
 /// reported, taken out of the document, and the document is read again. Any other schema error
 /// (a wrong type, a missing key) ends the check there, with the unknown keys found before it.
-fn typed(text: &str, source: &str, doc: &Value) -> Result<(RawFile, UnknownKeys), ConfigError> {
+fn typed(
+    text: &str,
+    source: &str,
+    doc: &Value,
+    locations: &OnceCell<Locations>,
+) -> Result<(RawFile, UnknownKeys), ConfigError> {
     let mut unknown = UnknownKeys::default();
     if doc.is_null() {
         return Ok((RawFile::default(), unknown));
     }
-    let locations = Locations::build(text);
     let mut current = doc.clone();
     let mut current_text = text.to_string();
     loop {
@@ -135,6 +143,7 @@ fn typed(text: &str, source: &str, doc: &Value) -> Result<(RawFile, UnknownKeys)
         }
         // After the first read, serde's locations are in the rewritten text: find the key in
         // the file as written.
+        let locations = locations.get_or_init(|| Locations::build(text));
         for mut p in error.problems {
             if let Some(loc) = locations.find_key(&p.path) {
                 (p.line, p.column) = (Some(loc.0), Some(loc.1));

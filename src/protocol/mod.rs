@@ -190,16 +190,31 @@ pub(crate) fn merge_extra_body(body: &mut serde_json::Value, target: &Target, sc
 pub(crate) fn read_llama_cpp_timings(chunk: &serde_json::Value, obs: &mut Observations) {
     use json::{f64_at, u64_at};
     if let Some(t) = chunk.get("timings").filter(|t| t.is_object()) {
-        let st = &mut obs.server_timings;
-        st.prompt_seconds = f64_at(t, "prompt_ms")
-            .map(|ms| ms / 1000.0)
-            .or(st.prompt_seconds);
-        st.prompt_tokens = u64_at(t, "prompt_n").or(st.prompt_tokens);
-        st.predicted_tokens = u64_at(t, "predicted_n").or(st.predicted_tokens);
-        st.predicted_seconds = f64_at(t, "predicted_ms")
-            .map(|ms| ms / 1000.0)
-            .or(st.predicted_seconds);
+        merge_llama_cpp_timings(
+            obs,
+            f64_at(t, "prompt_ms"),
+            u64_at(t, "prompt_n"),
+            u64_at(t, "predicted_n"),
+            f64_at(t, "predicted_ms"),
+        );
     }
+}
+
+/// Merges one `timings` object (milliseconds and token counts, as llama.cpp sends them) into
+/// `obs.server_timings` in seconds; a field the object lacks keeps its earlier value.
+pub(crate) fn merge_llama_cpp_timings(
+    obs: &mut Observations,
+    prompt_ms: Option<f64>,
+    prompt_n: Option<u64>,
+    predicted_n: Option<u64>,
+    predicted_ms: Option<f64>,
+) {
+    let secs = |ms: Option<f64>| ms.filter(|f| f.is_finite()).map(|ms| ms / 1000.0);
+    let st = &mut obs.server_timings;
+    st.prompt_seconds = secs(prompt_ms).or(st.prompt_seconds);
+    st.prompt_tokens = prompt_n.or(st.prompt_tokens);
+    st.predicted_tokens = predicted_n.or(st.predicted_tokens);
+    st.predicted_seconds = secs(predicted_ms).or(st.predicted_seconds);
 }
 
 /// Parses an event's data as JSON. Non-JSON that does not look like JSON (`: keepalive`

@@ -218,8 +218,8 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
         &mut obs.identity.system_fingerprint,
         Str::get(&chunk.system_fingerprint),
     );
+    let u64_of = |n: &Option<serde_json::Number>| n.as_ref().and_then(number_u64);
     if let Some(Obj(usage)) = &chunk.usage {
-        let u64_of = |n: &Option<serde_json::Number>| n.as_ref().and_then(number_u64);
         if let Some(n) = u64_of(&usage.completion_tokens) {
             obs.usage.completion_tokens = Some(n);
         }
@@ -233,13 +233,13 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
         }
     }
     if let Some(Obj(t)) = &chunk.timings {
-        let u64_of = |n: &Option<serde_json::Number>| n.as_ref().and_then(number_u64);
-        let secs = |ms: Option<f64>| ms.filter(|f| f.is_finite()).map(|ms| ms / 1000.0);
-        let st = &mut obs.server_timings;
-        st.prompt_seconds = secs(t.prompt_ms).or(st.prompt_seconds);
-        st.prompt_tokens = u64_of(&t.prompt_n).or(st.prompt_tokens);
-        st.predicted_tokens = u64_of(&t.predicted_n).or(st.predicted_tokens);
-        st.predicted_seconds = secs(t.predicted_ms).or(st.predicted_seconds);
+        super::merge_llama_cpp_timings(
+            obs,
+            t.prompt_ms,
+            u64_of(&t.prompt_n),
+            u64_of(&t.predicted_n),
+            t.predicted_ms,
+        );
     }
     let choices = chunk.choices.iter().flatten().map(|Obj(choice)| {
         let kind = match texts {
