@@ -231,7 +231,10 @@ function detail() {
       [0.5, 0.95].flatMap((p) => [
         q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_server_prefill_seconds_bucket{${s}}[$__rate_interval])))`, `server prefill P${p * 100} {{scenario}}`),
         q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_ttft_overhead_seconds_bucket{${s}}[$__rate_interval])))`, `overhead P${p * 100} {{scenario}}`),
-      ]), gp(0, 45, 24, 8), { min: 0 }),
+      ]), gp(0, 45, 12, 8), { min: 0 }),
+    timeseries('Connection setup (DNS, TCP, proxy, TLS)', 'Time to open the connection a probe used, part of its TTFT: every probe with connection: fresh (the default), only the ones that found no idle connection with connection: reuse. TTFT up with this up: a slow handshake, resolver or proxy, not the model.', 's',
+      [0.5, 0.95].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_connection_setup_seconds_bucket{${s}}[$__rate_interval])))`, `setup P${p * 100} {{scenario}}`)),
+      gp(12, 45, 12, 8), { min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,

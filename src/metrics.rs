@@ -80,6 +80,11 @@ pub const TOKENS_PER_SECOND_BUCKETS: &[f64] = &[
     1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 75.0, 100.0, 125.0, 150.0,
     200.0, 250.0, 300.0, 400.0, 500.0, 750.0, 1000.0, 2000.0,
 ];
+/// Bucket upper bounds (seconds) for connection setup: from loopback (well under a millisecond)
+/// to a TLS handshake across continents or behind a slow proxy.
+pub const CONNECTION_SETUP_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 /// Bucket upper bounds (seconds) for end-to-end request duration.
 pub const E2E_BUCKETS: &[f64] = &[
     0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0,
@@ -122,6 +127,7 @@ pub struct Metrics {
     e2e: Hist,
     server_prefill: Hist,
     ttft_overhead: Hist,
+    connection_setup: Hist,
     probes: Family<ProbeLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     anomalies: Family<AnomalyLabels, Counter>,
@@ -167,6 +173,10 @@ impl Metrics {
             e2e: Family::new_with_constructor(e2e_b),
             server_prefill: Family::new_with_constructor(ttft_b.clone()),
             ttft_overhead: Family::new_with_constructor(ttft_b.clone()),
+            connection_setup: Family::new_with_constructor(with_thresholds(
+                CONNECTION_SETUP_BUCKETS,
+                [],
+            )),
             probes: Family::default(),
             failures: Family::default(),
             anomalies: Family::default(),
@@ -228,6 +238,12 @@ impl Metrics {
             "Client TTFT minus the server-reported model load and prefill time: network, TLS, gateways and queueing in front of the server",
             Unit::Seconds,
             m.ttft_overhead.clone(),
+        );
+        r.register_with_unit(
+            "connection_setup",
+            "Time to open the connection a probe used (DNS, TCP, proxy CONNECT, TLS), part of its TTFT; every probe that opened a new connection, whatever its outcome (with connection: fresh, every probe that connected)",
+            Unit::Seconds,
+            m.connection_setup.clone(),
         );
         r.register(
             "probes",
@@ -346,6 +362,7 @@ impl Metrics {
             &self.e2e,
             &self.server_prefill,
             &self.ttft_overhead,
+            &self.connection_setup,
         ] {
             h.remove(labels);
         }
@@ -386,8 +403,10 @@ impl Metrics {
         }
     }
 
-    /// Records one finished probe: counters and gauges always; the latency and rate histograms
-    /// only for a success (a failed stream's partial timings are never observed).
+    /// Records one finished probe: counters and gauges always; connection setup whenever the
+    /// probe opened a connection (it is complete even when the stream later fails); the latency
+    /// and rate histograms only for a success (a failed stream's partial timings are never
+    /// observed).
     pub fn observe(&self, outcome: &ProbeOutcome) {
         let labels = ProbeLabels {
             target: outcome.target.to_string(),
@@ -408,6 +427,11 @@ impl Metrics {
                 .inc();
         }
         self.update_identity(&labels, &obs.identity);
+        if let Some(setup) = obs.timeline.connection_setup() {
+            self.connection_setup
+                .get_or_create(&labels)
+                .observe(setup.as_secs_f64());
+        }
         match &outcome.result {
             Ok(m) => {
                 self.ttft

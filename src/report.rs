@@ -13,7 +13,7 @@ use crate::measure::ProbeOutcome;
 /// `response_model`, `system_fingerprint`, `server_header`, `server_version`,
 /// `server_prompt_seconds`, `server_predicted_tokens`, `server_prefill_seconds` and
 /// `ttft_overhead_seconds` (successful probes whose server reports its prefill time),
-/// `anomalies`. Times in seconds.
+/// `connection_setup_seconds` (probes that opened a connection), `anomalies`. Times in seconds.
 pub fn to_json(o: &ProbeOutcome) -> Value {
     let obs = &o.observations;
     let m = o.result.as_ref().ok();
@@ -46,6 +46,7 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "server_predicted_tokens": obs.server_timings.predicted_tokens,
         "server_prefill_seconds": m.and_then(|m| m.server_prefill).map(secs),
         "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
+        "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
         "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
     })
 }
@@ -53,7 +54,8 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
 /// Most token events listed in a timeline.
 pub const MAX_TIMELINE_EVENTS: usize = 2000;
 
-/// The probe's marks as offsets from `sent`, seconds: `headers_seconds`, `ended_seconds`
+/// The probe's marks as offsets from `sent`, seconds: `connect_started_seconds` and
+/// `connected_seconds` (null when the probe opened no connection), `headers_seconds`, `ended_seconds`
 /// (null when not reached) and `events` (each token event's `offset_seconds` and `kind`,
 /// `output` or `reasoning`; at most [`MAX_TIMELINE_EVENTS`], `events_truncated` says if cut).
 pub fn timeline_json(o: &ProbeOutcome) -> Value {
@@ -72,6 +74,8 @@ pub fn timeline_json(o: &ProbeOutcome) -> Value {
         })
         .collect();
     json!({
+        "connect_started_seconds": tl.connect_started.map(offset),
+        "connected_seconds": tl.connected.map(offset),
         "headers_seconds": tl.headers.map(offset),
         "ended_seconds": tl.ended.map(offset),
         "events": events,
@@ -110,6 +114,12 @@ pub fn to_text(o: &ProbeOutcome) -> String {
                 f.detail
             );
         }
+    }
+    if let Some(c) = obs.timeline.connection_setup() {
+        s += &format!(
+            "  connection  opened in {} (DNS, TCP, TLS: part of TTFT)\n",
+            ms(c)
+        );
     }
     if let Some(p) = obs.usage.prompt_tokens {
         s += &format!(

@@ -44,7 +44,18 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
     assert!(events
         .windows(2)
         .all(|w| w[0]["offset_seconds"].as_f64() <= w[1]["offset_seconds"].as_f64()));
-    assert!(v["timeline"]["headers_seconds"].as_f64().unwrap() < first);
+    let tl = &v["timeline"];
+    assert!(tl["headers_seconds"].as_f64().unwrap() < first);
+    // A fresh connection (the default): opened after `sent`, ready before the headers, and its
+    // setup is the gap between the two marks.
+    let (start, ready) = (
+        tl["connect_started_seconds"].as_f64().unwrap(),
+        tl["connected_seconds"].as_f64().unwrap(),
+    );
+    assert!(0.0 <= start && start <= ready, "{tl}");
+    assert!(ready <= tl["headers_seconds"].as_f64().unwrap(), "{tl}");
+    let setup = v["connection_setup_seconds"].as_f64().unwrap();
+    assert!((setup - (ready - start)).abs() < 1e-6, "{setup} vs {tl}");
     let raw = v["raw_excerpt"].as_str().unwrap();
     assert!(
         raw.starts_with("data: {") && raw.contains("[DONE]"),

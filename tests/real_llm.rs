@@ -91,6 +91,10 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
         let overhead = m.ttft_overhead.expect("TTFT overhead");
         assert!((prefill.as_secs_f64() - prompt_s).abs() < 1e-6);
         assert_eq!(prefill + overhead, m.ttft, "prefill + overhead = TTFT");
+        // A fresh connection per probe (the default); opening it happens before the server sees
+        // the request, so it is inside the overhead.
+        let setup = obs.timeline.connection_setup().expect("a new connection");
+        assert!(setup <= overhead, "setup {setup:?} > overhead {overhead:?}");
         assert!(m.e2e >= m.ttft);
         assert!(m.output_tokens >= 1 && m.token_events >= 1);
         assert_eq!(obs.identity.server_header.as_deref(), Some("llama.cpp"));
@@ -111,5 +115,7 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
             overhead, n as f64,
             "{scenario}: the overhead histogram has every probe"
         );
+        let setups = common::sample(&text, "llm_probe_connection_setup_seconds_count", &l).unwrap();
+        assert_eq!(setups, n as f64, "{scenario}: one connection per probe");
     }
 }

@@ -1,13 +1,15 @@
 //! TLS to a real rustls server on loopback with certificates made for the test: an extra CA
 //! (`tls.ca_file`), an unknown CA (a `tls` failure), `insecure_skip_verify` (succeeds, and says
 //! so loudly), and mutual TLS (`tls.cert_file` + `tls.key_file`) with and without a client
-//! certificate. Config errors for the TLS block name the file and never print its contents.
+//! certificate. Connection setup time against a server that holds its handshake back. Config
+//! errors for the TLS block name the file and never print its contents.
 
 mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use llm_probe::measure::{FailureReason, ProbeOutcome};
 use llm_probe::probe::Prober;
@@ -51,8 +53,13 @@ fn pki() -> Pki {
 const SSE: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
 
 /// An HTTPS server on loopback that answers every request with a short chat stream; with
-/// `require_client_cert`, only clients with a certificate from the test CA get through.
-async fn https_server(pki: &Pki, require_client_cert: bool) -> SocketAddr {
+/// `require_client_cert`, only clients with a certificate from the test CA get through. Each
+/// TLS handshake starts `handshake_delay` after the TCP connection is accepted.
+async fn https_server(
+    pki: &Pki,
+    require_client_cert: bool,
+    handshake_delay: Duration,
+) -> SocketAddr {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -82,6 +89,7 @@ async fn https_server(pki: &Pki, require_client_cert: bool) -> SocketAddr {
             };
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
+                tokio::time::sleep(handshake_delay).await;
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     return;
                 };
@@ -147,7 +155,7 @@ async fn extra_ca_is_trusted_and_an_unknown_ca_is_a_tls_failure() {
     let pki = pki();
     let dir = tempfile::tempdir().unwrap();
     let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
-    let addr = https_server(&pki, false).await;
+    let addr = https_server(&pki, false, Duration::ZERO).await;
 
     let o = probe(&config(addr, &format!("    tls:\n      ca_file: {ca}\n"))).await;
     let m = o
@@ -168,7 +176,7 @@ async fn extra_ca_is_trusted_and_an_unknown_ca_is_a_tls_failure() {
 #[tokio::test]
 async fn insecure_skip_verify_connects_and_is_flagged_in_the_summary() {
     let pki = pki();
-    let addr = https_server(&pki, false).await;
+    let addr = https_server(&pki, false, Duration::ZERO).await;
     let cfg = config(addr, "    tls:\n      insecure_skip_verify: true\n");
     assert!(
         cfg.targets[0].summary().ends_with("TLS-VERIFICATION-OFF"),
@@ -186,7 +194,7 @@ async fn mutual_tls_needs_the_client_certificate() {
     let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
     let cert = write(dir.path(), "client.pem", &pki.client_cert_pem);
     let key = write(dir.path(), "client-key.pem", &pki.client_key_pem);
-    let addr = https_server(&pki, true).await;
+    let addr = https_server(&pki, true, Duration::ZERO).await;
 
     let with =
         format!("    tls:\n      ca_file: {ca}\n      cert_file: {cert}\n      key_file: {key}\n");
@@ -204,6 +212,66 @@ async fn mutual_tls_needs_the_client_certificate() {
         o.result
     );
     assert!(!o.is_success());
+}
+
+/// Connection setup is measured on its own and is part of TTFT: against a server that starts each
+/// TLS handshake 150 ms after accepting the connection, every probe (fresh connections, the
+/// default) reports a setup of at least 150 ms, a TTFT at least that long, and one observation
+/// in `llm_probe_connection_setup_seconds`, in the bucket the delay falls in.
+#[tokio::test]
+async fn connection_setup_covers_a_slow_tls_handshake_and_is_part_of_ttft() {
+    const DELAY: Duration = Duration::from_millis(150);
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
+    let addr = https_server(&pki, false, DELAY).await;
+    let cfg = config(addr, &format!("    tls:\n      ca_file: {ca}\n"));
+    let t = cfg.targets[0].clone();
+    let prober = Prober::new(t.clone()).unwrap();
+    let metrics = llm_probe::metrics::Metrics::new(&[]);
+    for _ in 0..2 {
+        let o = prober.probe(&t.scenarios[0]).await;
+        let m = o.result.as_ref().unwrap_or_else(|f| panic!("{f}"));
+        let setup = o
+            .observations
+            .timeline
+            .connection_setup()
+            .expect("a new connection");
+        assert!(setup >= DELAY, "setup {setup:?} < the handshake delay");
+        assert!(
+            setup < DELAY + Duration::from_millis(100),
+            "setup {setup:?}"
+        );
+        assert!(
+            m.ttft >= setup,
+            "TTFT {:?} includes setup {setup:?}",
+            m.ttft
+        );
+        let report = llm_probe::report::to_json(&o);
+        assert_eq!(report["connection_setup_seconds"], setup.as_secs_f64());
+        metrics.observe(&o);
+    }
+    let (_, text) = metrics.render(None);
+    let series = r#"{target="sim",model="sim-model",scenario="chat""#;
+    for (line, value) in [
+        (
+            format!("llm_probe_connection_setup_seconds_bucket{series},le=\"0.1\"}}"),
+            0,
+        ),
+        (
+            format!("llm_probe_connection_setup_seconds_bucket{series},le=\"0.25\"}}"),
+            2,
+        ),
+        (
+            format!("llm_probe_connection_setup_seconds_count{series}}}"),
+            2,
+        ),
+    ] {
+        assert!(
+            text.contains(&format!("{line} {value}\n")),
+            "{line} {value}:\n{text}"
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! A probe's marks on the monotonic clock (`DESIGN.md` §2, "Marks on one probe's timeline").
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What a token-bearing event carried.
 ///
@@ -29,6 +29,12 @@ pub struct TokenEvent {
 pub struct Timeline {
     /// Just before the request was handed to the HTTP client.
     pub sent: Instant,
+    /// The HTTP client started opening the connection this request went out on (DNS
+    /// resolution, TCP connect, proxy `CONNECT`, TLS handshake follow). `None` when the request
+    /// used a connection that was already open (`connection: reuse`) or none was opened.
+    pub connect_started: Option<Instant>,
+    /// That connection was ready to carry the request. Set together with `connect_started`.
+    pub connected: Option<Instant>,
     /// Status line and headers received.
     pub headers: Option<Instant>,
     /// Every token-bearing event, in arrival order (non-decreasing instants).
@@ -42,10 +48,22 @@ impl Timeline {
     pub fn new(sent: Instant) -> Self {
         Timeline {
             sent,
+            connect_started: None,
+            connected: None,
             headers: None,
             token_events: Vec::new(),
             ended: None,
         }
+    }
+
+    /// Connection setup time, `connected − connect_started`: how long opening the connection
+    /// took (DNS, TCP, proxy `CONNECT`, TLS). It is part of TTFT and E2E, which start at `sent`.
+    /// `None` when the probe opened no connection of its own.
+    pub fn connection_setup(&self) -> Option<Duration> {
+        Some(
+            self.connected?
+                .saturating_duration_since(self.connect_started?),
+        )
     }
 
     /// Records a token-bearing event that arrived `at` (the read's instant).

@@ -31,14 +31,15 @@ pub fn client_key(target: &Target) -> ClientKey {
 /// Builds the `reqwest` client for `target`: no retries of any kind (a retry would hide a
 /// failure and fold back-off into latency), no redirects, `TCP_NODELAY`, proxies from the
 /// environment (`HTTPS_PROXY`, `NO_PROXY`, …), the target's connect timeout and TLS settings
-/// (extra CA, client certificate, `insecure_skip_verify`), and its connection policy. It depends
+/// (extra CA, client certificate, `insecure_skip_verify`), its connection policy, and a timer
+/// around every connect (connection setup time, [`super::connect`]). It depends
 /// on nothing else of the target ([`client_key`]).
 ///
 /// `connection: fresh` (the default, as blackbox_exporter) opens a connection for every probe:
 /// servers close idle keep-alive connections after a few seconds (uvicorn and llama.cpp after
 /// 5 s, llama.cpp right after a stream), so a pooled connection is usually dead by the next
 /// probe, and reusing one races the server's close and fails a probe for nothing. TTFT then
-/// includes connection setup (TCP, and TLS for https).
+/// includes connection setup (TCP, and TLS for https), which is also reported on its own.
 ///
 /// Errors: the TLS material cannot be used (validated at config load, so rare).
 pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
@@ -48,6 +49,7 @@ pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> 
         .retry(reqwest::retry::never())
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(key.connect_timeout)
+        .connector_layer(super::connect::TimeConnects)
         .tcp_nodelay(true);
     b = match key.connection {
         ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),

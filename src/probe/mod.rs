@@ -3,6 +3,7 @@
 //! and concludes a [`ProbeOutcome`]. No retries, one deadline per probe.
 
 mod client;
+mod connect;
 mod errors;
 mod stream;
 
@@ -113,8 +114,10 @@ impl Prober {
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
         let deadline = sent + self.target.timeout;
-        let exchange = self.exchange(request, reader, &mut obs);
-        let failure = match tokio::time::timeout_at(deadline, exchange).await {
+        let exchange = tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs));
+        let (exchanged, connection) = connect::attribute(exchange).await;
+        (obs.timeline.connect_started, obs.timeline.connected) = connection.unzip();
+        let failure = match exchanged {
             Ok(result) => result.err(),
             Err(_) => Some(Failure::new(
                 FailureReason::Timeout,
