@@ -116,10 +116,7 @@ pub fn to_text(o: &ProbeOutcome) -> String {
         }
     }
     if let Some(c) = obs.timeline.connection_setup() {
-        s += &format!(
-            "  connection  opened in {} (DNS, TCP, TLS: part of TTFT)\n",
-            ms(c)
-        );
+        s += &format!("  connection  opened in {} (part of TTFT)\n", ms(c));
     }
     if let Some(p) = obs.usage.prompt_tokens {
         s += &format!(

@@ -11,44 +11,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::pki::{pki, Pki};
 use llm_probe::measure::{FailureReason, ProbeOutcome};
 use llm_probe::probe::Prober;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-struct Pki {
-    ca_pem: String,
-    server_cert: rustls::pki_types::CertificateDer<'static>,
-    server_key: Vec<u8>,
-    client_cert_pem: String,
-    client_key_pem: String,
-    ca_der: rustls::pki_types::CertificateDer<'static>,
-}
-
-fn pki() -> Pki {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let server_key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap()
-        .signed_by(&server_key, &ca)
-        .unwrap();
-    let client_key = KeyPair::generate().unwrap();
-    let client = CertificateParams::new(vec!["llm-probe".to_string()])
-        .unwrap()
-        .signed_by(&client_key, &ca)
-        .unwrap();
-    Pki {
-        ca_pem: ca.pem(),
-        ca_der: ca.der().clone(),
-        server_cert: server.der().clone(),
-        server_key: server_key.serialize_der(),
-        client_cert_pem: client.pem(),
-        client_key_pem: client_key.serialize_pem(),
-    }
-}
 
 const SSE: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
 
@@ -75,9 +41,8 @@ async fn https_server(
     } else {
         builder.with_no_client_auth()
     };
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.server_key.clone()));
     let config = builder
-        .with_single_cert(vec![pki.server_cert.clone()], key)
+        .with_single_cert(vec![pki.server_cert.clone()], pki.server_key())
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -4,18 +4,24 @@
 //!
 //! Clients are shared between targets, so the connector cannot know which probe it connects
 //! for. The probe runs its exchange inside [`attribute`], which puts a slot in a task-local; the
-//! connector's future writes its marks into the slot of the task that polls it to completion.
-//! hyper polls a connect in the requesting task, so a probe gets exactly the connection its
-//! request used. The one exception is under `connection: reuse`: when an idle connection
-//! frees up while a new one is still being opened, the request takes the idle one and hyper
-//! finishes the new one in a background task, where there is no slot, so it is not counted.
+//! connector's future writes its marks, and the new connection's local address, into the slot
+//! of the task that polls it to completion. hyper polls a connect in the requesting task, so
+//! that is the probe that asked for it. The probe then notes which connection its response came
+//! on ([`response_arrived`]); a connection it opened but did not use is not counted. That
+//! happens under `connection: reuse` over HTTP/2, when hyper drops a probe's new connection
+//! because another probe's HTTP/2 connection to the same host is being set up, and sends the
+//! request on that one. Also under `reuse`: when an idle connection frees up while a new one is
+//! still being opened, the request takes the idle one and hyper finishes the new one in a
+//! background task, where there is no slot, so it is not counted either.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -23,17 +29,64 @@ tokio::task_local! {
     static SLOT: Arc<Slot>;
 }
 
-/// Where a connect records its marks (start, ready).
+/// A connection the probe's task opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Opened {
+    started: Instant,
+    ready: Instant,
+    /// Its local address (`None` for a transport without one, e.g. some TLS-in-TLS tunnels).
+    local: Option<SocketAddr>,
+}
+
 #[derive(Debug, Default)]
-struct Slot(Mutex<Option<(Instant, Instant)>>);
+struct Marks {
+    opened: Option<Opened>,
+    /// The local address of the connection the response came on: `None` before a response,
+    /// `Some(None)` for a response from a transport without an address.
+    response_on: Option<Option<SocketAddr>>,
+}
+
+/// Where a connect records its marks; one per probe.
+#[derive(Debug, Default)]
+struct Slot(Mutex<Marks>);
+
+impl Slot {
+    fn with<R>(&self, f: impl FnOnce(&mut Marks) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
 
 /// Runs `exchange` so that a connection it opens is recorded; returns its output and, if it
-/// opened one, the instants the connect started and the connection was ready (monotonic clock).
+/// opened the connection its request went out on, the instants the connect started and the
+/// connection was ready (monotonic clock). Without a response (a failure before the headers)
+/// a connection the probe opened is taken to be the one its request used.
 pub async fn attribute<F: Future>(exchange: F) -> (F::Output, Option<(Instant, Instant)>) {
     let slot = Arc::new(Slot::default());
     let out = SLOT.scope(slot.clone(), exchange).await;
-    let marks = *slot.0.lock().unwrap_or_else(|e| e.into_inner());
+    let marks = slot.with(|m| used(m.opened, m.response_on));
     (out, marks)
+}
+
+/// Notes the connection `response` came on; call it inside [`attribute`] when the headers
+/// arrive. Does nothing outside.
+pub fn response_arrived(response: &reqwest::Response) {
+    let local = response
+        .extensions()
+        .get::<HttpInfo>()
+        .map(HttpInfo::local_addr);
+    let _ = SLOT.try_with(|slot| slot.with(|m| m.response_on = Some(local)));
+}
+
+/// The setup marks of `opened` if the request went out on it: no response seen, or the
+/// response came on the connection with `opened`'s local address.
+fn used(
+    opened: Option<Opened>,
+    response_on: Option<Option<SocketAddr>>,
+) -> Option<(Instant, Instant)> {
+    let o = opened?;
+    response_on
+        .is_none_or(|local| local == o.local)
+        .then_some((o.started, o.ready))
 }
 
 /// The layer for `reqwest::ClientBuilder::connector_layer`: wraps the connector (inside reqwest's
@@ -49,7 +102,8 @@ impl<S> Layer<S> for TimeConnects {
     }
 }
 
-/// A connector that records when each of its connects started and finished ([`TimeConnects`]).
+/// A connector that records when each of its connects started and finished, and the new
+/// connection's local address ([`TimeConnects`]).
 #[derive(Debug, Clone)]
 pub struct TimedConnector<S> {
     inner: S,
@@ -58,6 +112,7 @@ pub struct TimedConnector<S> {
 impl<S, Req> Service<Req> for TimedConnector<S>
 where
     S: Service<Req>,
+    S::Response: Connection,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -73,12 +128,18 @@ where
         let connect = self.inner.call(req);
         Box::pin(async move {
             let result = connect.await;
-            if result.is_ok() {
+            if let Ok(conn) = &result {
                 let ready = Instant::now();
+                let mut extras = http::Extensions::new();
+                conn.connected().get_extras(&mut extras);
+                let local = extras.get::<HttpInfo>().map(HttpInfo::local_addr);
+                let opened = Opened {
+                    started,
+                    ready,
+                    local,
+                };
                 // No slot: a connect finished outside a probe (see the module docs).
-                let _ = SLOT.try_with(|slot| {
-                    *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((started, ready));
-                });
+                let _ = SLOT.try_with(|slot| slot.with(|m| m.opened = Some(opened)));
             }
             result
         })
@@ -90,16 +151,27 @@ mod tests {
     use std::convert::Infallible;
     use std::time::Duration;
 
+    use hyper_util::client::legacy::connect::Connected;
+
     use super::*;
+
+    /// A connection without an address (as a connector for tests can make).
+    struct Conn;
+
+    impl Connection for Conn {
+        fn connected(&self) -> Connected {
+            Connected::new()
+        }
+    }
 
     /// A connector that takes `delay` to "connect".
     #[derive(Clone)]
     struct Slow(Duration);
 
     impl Service<()> for Slow {
-        type Response = ();
+        type Response = Conn;
         type Error = Infallible;
-        type Future = Pin<Box<dyn Future<Output = Result<(), Infallible>> + Send>>;
+        type Future = Pin<Box<dyn Future<Output = Result<Conn, Infallible>> + Send>>;
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
             Poll::Ready(Ok(()))
         }
@@ -107,7 +179,7 @@ mod tests {
             let d = self.0;
             Box::pin(async move {
                 tokio::time::sleep(d).await;
-                Ok(())
+                Ok(Conn)
             })
         }
     }
@@ -136,5 +208,26 @@ mod tests {
         })
         .await;
         assert_eq!(marks, None);
+    }
+
+    #[test]
+    fn a_connection_counts_only_if_the_response_came_on_it() {
+        let t0 = Instant::now();
+        let addr = |port| Some(SocketAddr::from(([127, 0, 0, 1], port)));
+        let opened = Some(Opened {
+            started: t0,
+            ready: t0 + Duration::from_millis(3),
+            local: addr(40001),
+        });
+        let marks = Some((t0, t0 + Duration::from_millis(3)));
+        assert_eq!(used(opened, Some(addr(40001))), marks, "its own connection");
+        assert_eq!(used(opened, None), marks, "failed before a response");
+        assert_eq!(
+            used(opened, Some(addr(40002))),
+            None,
+            "another probe's connection"
+        );
+        assert_eq!(used(opened, Some(None)), None, "a response from elsewhere");
+        assert_eq!(used(None, Some(addr(40001))), None, "opened nothing");
     }
 }

@@ -223,6 +223,7 @@ impl Prober {
             .await
             .map_err(|e| errors::classify(&e))?;
         obs.timeline.headers = Some(std::time::Instant::now());
+        connect::response_arrived(&response);
         let status = response.status();
         obs.http_status = Some(status.as_u16());
         let header = |name| {

@@ -2,6 +2,8 @@
 //! `/metrics`, reading one sample out of the text exposition.
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
