@@ -197,15 +197,23 @@ fn check_setups_belong_to_their_connections(rows: &[(String, Option<Duration>)])
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_probes_each_get_their_own_connections_setup() {
+/// Certificates for a test, and the CA's PEM written to a file (the path; kept while the
+/// directory lives).
+fn pki_and_ca_file() -> (common::pki::Pki, tempfile::TempDir, String) {
     let pki = common::pki::pki();
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let ca = ca.display().to_string();
+    (pki, dir, ca)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_probes_each_get_their_own_connections_setup() {
+    let (pki, _dir, ca) = pki_and_ca_file();
     for h2 in [false, true] {
         let addr = tagged_https_server(&pki, h2).await;
-        let rows = concurrent_round(&twenty_targets(addr, ca.to_str().unwrap(), "")).await;
+        let rows = concurrent_round(&twenty_targets(addr, &ca, "")).await;
         // `fresh`: a connection per probe, so every probe reports one, each its own.
         assert!(rows.iter().all(|r| r.1.is_some()), "h2 {h2}: {rows:#?}");
         check_setups_belong_to_their_connections(&rows);
@@ -214,12 +222,9 @@ async fn concurrent_probes_each_get_their_own_connections_setup() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reused_http2_connections_are_counted_once() {
-    let pki = common::pki::pki();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let (pki, _dir, ca) = pki_and_ca_file();
     let addr = tagged_https_server(&pki, true).await;
-    let cfg = twenty_targets(addr, ca.to_str().unwrap(), "    connection: reuse\n");
+    let cfg = twenty_targets(addr, &ca, "    connection: reuse\n");
     let rows = concurrent_round(&cfg).await;
     // Requests share HTTP/2 connections; hyper may drop a probe's new connection for another
     // one being set up and send its request there (that probe then reports no setup).
