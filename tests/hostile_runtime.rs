@@ -465,3 +465,30 @@ async fn a_sighup_during_start_up_does_not_kill_the_daemon() {
     let status = wait_exit(&mut child.0, Duration::from_secs(30)).expect("SIGTERM stops it");
     assert!(status.success(), "{status:?}");
 }
+
+/// A schedule that stops (here: a zero interval, which the config never allows, makes the
+/// ticker panic) is an error in the log and a 503 on `/-/healthy`, not a silent stop.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_probe_schedule_makes_the_exporter_unhealthy() {
+    let mut cfg = common::parse(&common::yaml(
+        "http://127.0.0.1:1/v1",
+        "10s",
+        &common::scenario("chat", 4),
+        "",
+    ));
+    std::sync::Arc::get_mut(&mut cfg.targets[0])
+        .expect("the only reference")
+        .interval = Duration::ZERO;
+    let d = common::daemon(cfg).await;
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, body) = common::get(d.addr, "/-/healthy", None).await;
+        if status == 503 {
+            assert!(body.contains("probe schedule stopped"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < end, "/-/healthy still answers {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.stop().await;
+}
