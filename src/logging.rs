@@ -110,12 +110,11 @@ fn level(word: &str) -> Option<&'static str> {
 /// name and silently turn logging off), a directive whose level is unknown, or an empty value.
 pub fn parse_level(value: &str) -> Result<String, String> {
     let known = "use error, warn, info, debug, trace or off (or TARGET=LEVEL directives, e.g. info,llm_probe::probe=debug)";
-    if value.trim().is_empty() {
+    if value.split(',').all(|d| d.trim().is_empty()) {
         return Err(format!("the log level is empty; {known}"));
     }
     let mut out = Vec::new();
-    for directive in value.split(',') {
-        let directive = directive.trim();
+    for directive in value.split(',').map(str::trim).filter(|d| !d.is_empty()) {
         let normal = match directive.rsplit_once('=') {
             Some((target, lvl)) if !target.trim().is_empty() => match level(lvl) {
                 Some(l) => format!("{}={l}", target.trim()),
@@ -163,6 +162,7 @@ mod tests {
             (" info ", "info"),
             ("info,llm_probe::probe=debug", "info,llm_probe::probe=debug"),
             ("llm_probe=Warning", "llm_probe=warn"),
+            ("info,", "info"),
         ];
         for (given, want) in ok {
             assert_eq!(parse_level(given).as_deref(), Ok(want), "{given:?}");
