@@ -193,9 +193,10 @@ pub struct Target {
     /// Extra HTTP headers: `defaults.headers` merged with the target's (the target
     /// wins; names compare case-insensitively). Names and values are valid HTTP.
     pub headers: Vec<(String, String)>,
-    /// Time between the starts of two probes of the same scenario (> 0).
+    /// Time between the starts of two probes of the same scenario (100 ms to 1 day, see
+    /// [`durations`]).
     pub interval: Duration,
-    /// Deadline for one whole probe, request and stream included (> 0, ≤ `interval`).
+    /// Deadline for one whole probe, request and stream included (1 ms to 1 day, ≤ `interval`).
     pub timeout: Duration,
     /// Target-level sampling temperature (target's, else `defaults.temperature`).
     pub temperature: Option<f64>,
