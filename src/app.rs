@@ -5,33 +5,13 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Cli, Command, LogFormat, Output};
+use crate::cli::{Cli, Command, Output};
 use crate::config::{self, Config};
 use crate::daemon::Daemon;
+use crate::logging::{self, stderr_line, stdout_text};
 use crate::probe::Prober;
 use crate::simulate::{Script, Simulator};
 use crate::{demo, report};
-
-/// Installs the `tracing` subscriber on stderr with `level` (a level or filter directive).
-pub fn init_logging(level: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| {
-        eprintln!("llm-probe: --log.level {level:?} is not a level (error, warn, info, debug, trace); using info");
-        tracing_subscriber::EnvFilter::new("info")
-    });
-    let stderr = std::io::stderr;
-    let _ = match format {
-        LogFormat::Logfmt => tracing_logfmt::builder()
-            .subscriber_builder()
-            .with_env_filter(filter)
-            .with_writer(stderr)
-            .try_init(),
-        LogFormat::Json => tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .with_writer(stderr)
-            .try_init(),
-    };
-}
 
 /// Makes glibc's `malloc` hand allocations of 1 MiB and more straight back to the kernel when
 /// they are freed. The `/metrics` body is the one such allocation (about 18 KiB per
@@ -52,15 +32,25 @@ pub fn return_large_buffers_to_os() {
 /// config or a failed probe).
 pub async fn run(cli: Cli) -> ExitCode {
     return_large_buffers_to_os();
-    init_logging(&cli.log_level, cli.log_format);
+    logging::init(&cli.log_level, cli.log_format);
     let result = match cli.command {
         Command::Run {
             config_file,
             listen,
-        } => match load(&config_file, config::Secrets::Read) {
-            Some(cfg) => serve_until_signal(cfg, listen, config_file).await,
-            None => return ExitCode::FAILURE,
-        },
+        } => {
+            // Before the config loads: a SIGHUP or SIGTERM while a large file is read must not
+            // end the process with the signal's default action.
+            let shutdown = shutdown_signal();
+            let hup = hangup_signal();
+            let loaded = tokio::select! {
+                _ = shutdown.cancelled() => return ExitCode::SUCCESS,
+                c = load(&config_file, config::Secrets::Read) => c,
+            };
+            match loaded {
+                Some(cfg) => serve_until_signal(cfg, listen, config_file, shutdown, hup).await,
+                None => return ExitCode::FAILURE,
+            }
+        }
         Command::CheckConfig {
             config_file,
             skip_secrets,
@@ -70,14 +60,14 @@ pub async fn run(cli: Cli) -> ExitCode {
             } else {
                 config::Secrets::Read
             };
-            return check_config(&config_file, secrets);
+            return check_config(&config_file, secrets).await;
         }
         Command::ProbeOnce {
             config_file,
             target,
             scenario,
             output,
-        } => match load(&config_file, config::Secrets::Read) {
+        } => match load(&config_file, config::Secrets::Read).await {
             Some(cfg) => {
                 return probe_once(&cfg, target.as_deref(), scenario.as_deref(), output).await
             }
@@ -110,76 +100,117 @@ pub async fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("llm-probe: {e:#}");
+            stderr_line(format_args!("llm-probe: {e:#}"));
             ExitCode::FAILURE
         }
     }
 }
 
-/// The config at `path`, or `None` after printing every problem to stderr.
-fn load(path: &std::path::Path, secrets: config::Secrets) -> Option<Config> {
-    match config::load_with(path, secrets) {
+/// The config at `path` (read off the runtime), or `None` after printing every problem to
+/// stderr.
+async fn load(path: &std::path::Path, secrets: config::Secrets) -> Option<Config> {
+    match config::load_off_runtime(path.to_path_buf(), secrets).await {
         Ok(c) => Some(c),
         Err(e) => {
-            eprintln!("{e}");
+            stderr_line(e);
             None
         }
     }
 }
 
-fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitCode {
-    let Some(cfg) = load(path, secrets) else {
+async fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitCode {
+    let Some(cfg) = load(path, secrets).await else {
         return ExitCode::FAILURE;
     };
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-    println!(
-        "{}: OK, {}, {}",
+    let mut out = format!(
+        "{}: OK, {}, {}\n",
         cfg.source,
         plural(cfg.targets.len(), "target"),
         plural(cfg.scenarios.len(), "scenario")
     );
     for t in &cfg.targets {
-        println!("  {}", t.summary());
+        out += &format!("  {}\n", t.summary());
     }
     if secrets == config::Secrets::Skip {
-        println!("API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read");
+        out += "API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read\n";
     }
+    stdout_text(out);
     ExitCode::SUCCESS
 }
 
-/// A token cancelled on SIGINT or SIGTERM.
+/// A token cancelled on SIGINT or SIGTERM. The handlers are installed before this returns.
 pub fn shutdown_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::SignalKind;
+        let mut int = install(SignalKind::interrupt(), "SIGINT");
+        let mut term = install(SignalKind::terminate(), "SIGTERM");
+        tokio::spawn(async move {
+            tokio::select! { _ = next(&mut int) => {}, _ = next(&mut term) => {} }
+            tracing::info!("shutting down");
+            t.cancel();
+        });
+    }
+    #[cfg(not(unix))]
     tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("installing a SIGTERM handler");
-            tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
-        }
-        #[cfg(not(unix))]
-        let _ = ctrl_c.await;
+        let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down");
         t.cancel();
     });
     token
 }
 
+#[cfg(unix)]
+type Hangup = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangup = ();
+
+/// The SIGHUP stream (installed now, so that from here on SIGHUP no longer ends the process).
+fn hangup_signal() -> Hangup {
+    #[cfg(unix)]
+    return install(tokio::signal::unix::SignalKind::hangup(), "SIGHUP");
+}
+
+/// A handler for `kind`, or `None` (logged) if it cannot be installed.
+#[cfg(unix)]
+fn install(
+    kind: tokio::signal::unix::SignalKind,
+    name: &str,
+) -> Option<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(kind)
+        .inspect_err(
+            |e| tracing::error!(signal = name, error = %e, "cannot install a signal handler"),
+        )
+        .ok()
+}
+
+/// The next delivery of `signal`; never, if it has no handler.
+#[cfg(unix)]
+async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
+    if let Some(s) = signal {
+        if s.recv().await.is_some() {
+            return;
+        }
+    }
+    std::future::pending().await
+}
+
 async fn serve_until_signal(
     cfg: Config,
     listen: std::net::SocketAddr,
     config_file: std::path::PathBuf,
+    shutdown: CancellationToken,
+    hup: Hangup,
 ) -> anyhow::Result<()> {
     let daemon = Daemon::start(cfg, listen, Some(config_file)).await?;
-    eprintln!(
+    stderr_line(format_args!(
         "llm-probe: serving metrics on http://{}/metrics",
         daemon.addr
-    );
-    let shutdown = shutdown_signal();
-    reload_on_sighup(daemon.reloader(), shutdown.clone());
+    ));
+    reload_on_sighup(daemon.reloader(), shutdown.clone(), hup);
     shutdown.cancelled().await;
     daemon.stop().await;
     Ok(())
@@ -189,17 +220,14 @@ async fn serve_until_signal(
 fn reload_on_sighup(
     tx: tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>,
     shutdown: CancellationToken,
+    mut hup: Hangup,
 ) {
     #[cfg(unix)]
     tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            return;
-        };
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                s = hup.recv() => if s.is_none() { return },
+                _ = next(&mut hup) => {}
             }
             tracing::info!("SIGHUP: reloading the configuration");
             // The daemon logs the outcome.
@@ -207,7 +235,7 @@ fn reload_on_sighup(
         }
     });
     #[cfg(not(unix))]
-    let _ = (tx, shutdown);
+    let _ = (tx, shutdown, hup);
 }
 
 async fn probe_once(
@@ -223,12 +251,12 @@ async fn probe_once(
         .collect();
     if targets.is_empty() {
         let names: Vec<_> = cfg.targets.iter().map(|t| t.name.as_str()).collect();
-        eprintln!(
+        stderr_line(format_args!(
             "llm-probe: no target named {:?} in {}; targets: {}",
             target.unwrap_or(""),
             cfg.source,
             names.join(", ")
-        );
+        ));
         return ExitCode::FAILURE;
     }
     let mut ran = 0;
@@ -237,10 +265,10 @@ async fn probe_once(
         let prober = match Prober::new(Arc::clone(t)) {
             Ok(p) => p,
             Err(e) => {
-                eprintln!(
+                stderr_line(format_args!(
                     "llm-probe: target {:?}: cannot build an HTTP client: {e}",
                     t.name
-                );
+                ));
                 return ExitCode::FAILURE;
             }
         };
@@ -258,19 +286,20 @@ async fn probe_once(
             };
             // A closed stdout (`| head`) ends the run quietly instead of panicking.
             if std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()).is_err() {
+                logging::LOG_WRITE_FAILURES.inc();
                 return ExitCode::FAILURE;
             }
         }
     }
     if ran == 0 {
-        eprintln!(
+        stderr_line(format_args!(
             "llm-probe: no scenario named {:?} on the selected targets",
             scenario.unwrap_or("")
-        );
+        ));
         return ExitCode::FAILURE;
     }
     if failed > 0 {
-        eprintln!("llm-probe: {failed} of {ran} probes failed");
+        stderr_line(format_args!("llm-probe: {failed} of {ran} probes failed"));
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
@@ -290,11 +319,11 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
             .map_or("?", |(n, _)| *n),
     );
     let sim = Simulator::start(listen, script).await?;
-    eprintln!(
+    stderr_line(format_args!(
         "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc}); also /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion and /openai/deployments/{{d}}/chat/completions at {}",
         sim.base_url(),
         sim.root_url()
-    );
+    ));
     shutdown_signal().cancelled().await;
     Ok(())
 }
@@ -307,16 +336,19 @@ async fn healthcheck(url: &str) -> ExitCode {
         Ok(req) => match req.send().await {
             Ok(r) if r.status().is_success() => ExitCode::SUCCESS,
             Ok(r) => {
-                eprintln!("llm-probe: {url} answered HTTP {}", r.status().as_u16());
+                stderr_line(format_args!(
+                    "llm-probe: {url} answered HTTP {}",
+                    r.status().as_u16()
+                ));
                 ExitCode::FAILURE
             }
             Err(e) => {
-                eprintln!("llm-probe: {url}: {}", e.without_url());
+                stderr_line(format_args!("llm-probe: {url}: {}", e.without_url()));
                 ExitCode::FAILURE
             }
         },
         Err(e) => {
-            eprintln!("llm-probe: {e}");
+            stderr_line(format_args!("llm-probe: {e}"));
             ExitCode::FAILURE
         }
     }

@@ -12,8 +12,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "llm-probe", version, about)]
 pub struct Cli {
-    /// Log level: error, warn, info, debug or trace (or a tracing filter directive).
-    #[arg(long = "log.level", default_value = "info", global = true)]
+    /// Log level: error, warn, info, debug, trace or off (any case; warning, err and
+    /// information are accepted too), or tracing filter directives such as
+    /// `info,llm_probe::probe=debug`. Anything else is an error.
+    #[arg(long = "log.level", default_value = "info", global = true, value_parser = crate::logging::parse_level)]
     pub log_level: String,
     /// Log format on stderr.
     #[arg(
@@ -91,11 +93,11 @@ pub enum Command {
         /// Address to listen on.
         #[arg(long = "web.listen-address", default_value = "127.0.0.1:8000")]
         listen: SocketAddr,
-        /// Time from request arrival to the first token.
-        #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+        /// Time from request arrival to the first token (0 to 1h).
+        #[arg(long, default_value = "200ms", value_parser = crate::config::durations::parse_scripted)]
         ttft: Duration,
-        /// Time between token events.
-        #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+        /// Time between token events (0 to 1h).
+        #[arg(long, default_value = "20ms", value_parser = crate::config::durations::parse_scripted)]
         itl: Duration,
         /// Output tokens per response (capped by the request's max_tokens).
         #[arg(long, default_value_t = 64)]
@@ -127,8 +129,8 @@ pub enum Command {
         /// Address to serve /metrics on.
         #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
         listen: SocketAddr,
-        /// Print the summary this often.
-        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        /// Print the summary this often (1s to 1d).
+        #[arg(long, default_value = "5s", value_parser = crate::config::durations::parse_summary_every)]
         every: Duration,
     },
 }

@@ -21,7 +21,7 @@ use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
-use crate::schedule::probe_loop;
+use crate::schedule::{panic_message, probe_loop};
 use crate::server::{self, ExporterState};
 
 /// How many recent probes the landing page and the demo keep.
@@ -82,6 +82,7 @@ impl Daemon {
             metrics: metrics.clone(),
             history: history.clone(),
             ready: false.into(),
+            stopped_schedules: 0.into(),
             reload: Some(reload_tx.clone()),
             probers: Default::default(),
             debug_slots: tokio::sync::Semaphore::new(server::DEBUG_PROBE_SLOTS),
@@ -204,7 +205,12 @@ impl Supervisor {
                 _ = self.shutdown.cancelled() => return,
                 r = requests.recv() => match r { Some(r) => r, None => return },
             };
-            let result = self.reload();
+            // Reading the file happens off the runtime; a shutdown does not wait for it.
+            let shutdown = self.shutdown.clone();
+            let result = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = self.reload() => r,
+            };
             match &result {
                 Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
                 Err(e) => {
@@ -217,14 +223,16 @@ impl Supervisor {
         }
     }
 
-    fn reload(&mut self) -> Result<String, String> {
+    async fn reload(&mut self) -> Result<String, String> {
         let Some(path) = &self.config_file else {
             return Err(
                 "this daemon was started without a config file, so there is nothing to reload"
                     .into(),
             );
         };
-        let config = config::load(path).map_err(|e| e.to_string())?;
+        let config = config::load_off_runtime(path.clone(), config::Secrets::Read)
+            .await
+            .map_err(|e| e.to_string())?;
         self.check_buckets(&config)?;
         self.apply(&config).map_err(|e| e.to_string())
     }
@@ -353,11 +361,26 @@ impl Supervisor {
             history.push(&o);
             let _ = tx.send(Arc::new(o));
         };
-        self.tasks.spawn(probe_loop(
+        let schedule = tokio::spawn(probe_loop(
             prober,
             run.scenario.clone(),
             record,
             run.stop.clone(),
         ));
+        // A schedule that ends other than by its stop token (a panic outside a probe) no longer
+        // probes: say so in the log and on /-/healthy.
+        let (state, names) = (
+            self.state.clone(),
+            (run.target.name.clone(), run.scenario.name.clone()),
+        );
+        self.tasks.spawn(async move {
+            if let Err(e) = schedule.await {
+                state.stopped_schedules.fetch_add(1, Ordering::AcqRel);
+                tracing::error!(
+                    target_name = %names.0, scenario = %names.1, panic = %panic_message(e),
+                    "a probe schedule stopped (a bug in llm-probe; please report it); this pair is no longer probed and /-/healthy answers 503 until a restart"
+                );
+            }
+        });
     }
 }

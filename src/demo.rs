@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config;
 use crate::daemon::Daemon;
 use crate::history::{quantile, RecentProbe};
+use crate::logging::stdout_text;
 use crate::simulate::{Script, Simulator};
 
 /// The demo's probes file; `{BASE_URL}` is replaced by the simulator's address.
@@ -41,34 +42,37 @@ pub fn demo_script() -> Script {
     }
 }
 
-/// Runs the demo until `shutdown`, printing a summary every `every`.
+/// Runs the demo until `shutdown`, printing a summary every `every` (1 s to 1 day).
 ///
-/// Errors: `listen` cannot be bound, or the built-in config does not load (a bug).
+/// Errors: `every` is out of bounds, `listen` cannot be bound, or the built-in config does not
+/// load (a bug).
 pub async fn run(
     listen: SocketAddr,
     every: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let every = config::durations::SUMMARY_EVERY
+        .check(every)
+        .map_err(|why| {
+            anyhow::anyhow!("demo --every {} {why}", humantime::format_duration(every))
+        })?;
     let sim = Simulator::start("127.0.0.1:0".parse()?, demo_script()).await?;
     let text = DEMO_CONFIG.replace("{BASE_URL}", &sim.base_url());
     let cfg = config::parse(&text, "<demo>", &|_| None)
         .map_err(|e| anyhow::anyhow!("built-in demo config: {e}"))?;
     let daemon = Daemon::start(cfg, listen, None).await?;
-    println!("llm-probe demo");
-    println!(
-        "  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s)",
-        sim.base_url()
-    );
-    println!("  metrics             http://{}/metrics", daemon.addr);
-    println!(
-        "  probing every 3s; a summary every {}; Ctrl-C to stop",
+    stdout_text(format_args!(
+        "llm-probe demo\n  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s)\n  metrics             http://{}/metrics\n  probing every 3s; a summary every {}; Ctrl-C to stop\n",
+        sim.base_url(),
+        daemon.addr,
         humantime::format_duration(every)
-    );
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ));
+    let first = crate::schedule::instant_after(tokio::time::Instant::now(), every);
+    let mut ticker = tokio::time::interval_at(first, every);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = ticker.tick() => print!("{}", summary(&daemon.history.snapshot())),
+            _ = ticker.tick() => stdout_text(summary(&daemon.history.snapshot())),
         }
     }
     daemon.stop().await;

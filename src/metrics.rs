@@ -251,6 +251,16 @@ impl Metrics {
             m.probes.clone(),
         );
         r.register(
+            "probe_panics",
+            "Probes that panicked (a bug in llm-probe; logged at error, not counted in probes)",
+            crate::schedule::PROBE_PANICS.clone(),
+        );
+        r.register(
+            "log_write_failures",
+            "Log lines that could not be written (e.g. stderr closed by a dead log shipper) and were dropped",
+            crate::logging::LOG_WRITE_FAILURES.clone(),
+        );
+        r.register(
             "probe_failures",
             "Failed probes by reason",
             m.failures.clone(),

@@ -12,6 +12,8 @@
 //! scenarios, a `target "NAME": ` / `scenario "NAME": ` prefix. YAML syntax errors and
 //! type errors detected by serde stop at the first one.
 
+pub mod durations;
+pub mod files;
 mod locate;
 mod raw;
 mod schema_errors;
@@ -21,7 +23,7 @@ mod validate;
 pub use tls::{ConnectionPolicy, Tls, DEFAULT_CONNECT_TIMEOUT};
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,9 +193,10 @@ pub struct Target {
     /// Extra HTTP headers: `defaults.headers` merged with the target's (the target
     /// wins; names compare case-insensitively). Names and values are valid HTTP.
     pub headers: Vec<(String, String)>,
-    /// Time between the starts of two probes of the same scenario (> 0).
+    /// Time between the starts of two probes of the same scenario (100 ms to 1 day, see
+    /// [`durations`]).
     pub interval: Duration,
-    /// Deadline for one whole probe, request and stream included (> 0, ≤ `interval`).
+    /// Deadline for one whole probe, request and stream included (1 ms to 1 day, ≤ `interval`).
     pub timeout: Duration,
     /// Target-level sampling temperature (target's, else `defaults.temperature`).
     pub temperature: Option<f64>,
@@ -517,13 +520,42 @@ pub enum Secrets {
 /// As [`load`].
 pub fn load_with(path: &Path, secrets: Secrets) -> Result<Config, ConfigError> {
     let source = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = files::read(path, files::MAX_CONFIG_BYTES).map_err(|e| {
         ConfigError::single(
             &source,
-            format!("cannot read the config file: {e}; check the path and its permissions."),
+            match e {
+                files::ReadError::NotFound | files::ReadError::PermissionDenied => {
+                    format!("cannot read the config file: {e}; check the path and its permissions.")
+                }
+                _ => format!("cannot read the config file: {e}; {}.", e.fix()),
+            },
+        )
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        ConfigError::single(
+            &source,
+            "the config file is not UTF-8 text; save it as UTF-8 (a probes file is YAML)."
+                .to_string(),
         )
     })?;
     parse_with(&text, &source, &|name| std::env::var(name).ok(), secrets)
+}
+
+/// [`load_with`] on a blocking thread, for callers on the async runtime: the runtime's workers
+/// never wait for a file (every read also has its own time limit, see [`files`]).
+///
+/// # Errors
+/// As [`load`].
+pub async fn load_off_runtime(path: PathBuf, secrets: Secrets) -> Result<Config, ConfigError> {
+    let source = path.display().to_string();
+    tokio::task::spawn_blocking(move || load_with(&path, secrets))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ConfigError::single(
+                &source,
+                format!("loading the config file failed inside llm-probe ({e}); this is a bug, please report it."),
+            ))
+        })
 }
 
 /// Parses and validates config `text`. `source` names it in errors and

@@ -666,7 +666,7 @@ impl Validator<'_> {
                 resolved = dir.join(resolved);
             }
         }
-        match std::fs::read(&resolved) {
+        match super::files::read(&resolved, super::files::MAX_SMALL_FILE_BYTES) {
             Ok(bytes) if String::from_utf8_lossy(&bytes).contains("-----BEGIN ") => {
                 Some((resolved, bytes))
             }
@@ -680,7 +680,11 @@ impl Validator<'_> {
             Err(e) => {
                 self.problem(
                     format!("{path}.tls.{field}"),
-                    format!("{pre}tls.{field} {} cannot be read ({}); check the path and that llm-probe may read it.", resolved.display(), io_reason(&e)),
+                    format!(
+                        "{pre}tls.{field} {} cannot be read ({e}); {}.",
+                        resolved.display(),
+                        e.fix()
+                    ),
                 );
                 None
             }
@@ -923,11 +927,23 @@ impl Validator<'_> {
                 if self.secrets == Secrets::Skip {
                     return (None, Some(source));
                 }
-                match std::fs::read_to_string(&resolved) {
+                let text = super::files::read(&resolved, super::files::MAX_SMALL_FILE_BYTES)
+                    .and_then(|b| {
+                        String::from_utf8(b).map_err(|_| {
+                            super::files::ReadError::Io(std::io::Error::new(
+                                std::io::ErrorKind::InvalidData,
+                                "not UTF-8 text",
+                            ))
+                        })
+                    });
+                match text {
                     Err(e) => {
                         self.problem(
                             p,
-                            format!("{pre}api_key_file {shown} cannot be read ({}); check the path and that llm-probe may read it.", io_reason(&e)),
+                            format!(
+                                "{pre}api_key_file {shown} cannot be read ({e}); {}.",
+                                e.fix()
+                            ),
                         );
                         (None, None)
                     }
@@ -1106,6 +1122,23 @@ impl Validator<'_> {
             );
             return None;
         }
+        let bounds = if field == "interval" {
+            super::durations::INTERVAL
+        } else {
+            super::durations::CONFIG
+        };
+        if let Err(why) = bounds.check(d) {
+            let shown = v.as_str().unwrap_or_default().trim();
+            self.problem(
+                path,
+                format!(
+                    "{pre}{field} \"{shown}\" {why}; set a value from {} to {}.",
+                    fmt_dur(bounds.min),
+                    fmt_dur(bounds.max)
+                ),
+            );
+            return None;
+        }
         Some(d)
     }
 
@@ -1212,13 +1245,4 @@ fn is_name_char(c: char) -> bool {
 
 fn fmt_dur(d: Duration) -> String {
     humantime::format_duration(d).to_string()
-}
-
-/// The OS reason without the "(os error N)" noise.
-fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => e.to_string(),
-    }
 }

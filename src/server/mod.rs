@@ -30,6 +30,8 @@ pub struct ExporterState {
     pub history: Arc<History>,
     /// True once the configuration is loaded and the probes are scheduled.
     pub ready: AtomicBool,
+    /// Probe schedules that ended unexpectedly (a panic); `/-/healthy` answers 503 while > 0.
+    pub stopped_schedules: std::sync::atomic::AtomicUsize,
     /// Where `POST /-/reload` sends its request; `None` disables the endpoint.
     pub reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
     /// The configured targets' probers by name: the only things `/probe` may probe, and the
@@ -145,7 +147,14 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
                 ),
             }
         }
-        "/-/healthy" => text(StatusCode::OK, "text/plain", "Healthy\n"),
+        "/-/healthy" if state.stopped_schedules.load(Ordering::Acquire) == 0 => {
+            text(StatusCode::OK, "text/plain", "Healthy\n")
+        }
+        "/-/healthy" => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "Unhealthy: a probe schedule stopped unexpectedly (see the log); restart llm-probe\n",
+        ),
         "/-/ready" if state.ready.load(Ordering::Acquire) => {
             text(StatusCode::OK, "text/plain", "Ready\n")
         }

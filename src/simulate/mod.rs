@@ -11,6 +11,7 @@
 
 mod wire;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::str::FromStr;
@@ -163,11 +164,24 @@ pub struct ReceivedRequest {
     pub events_sent: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
+/// How many received requests a simulator remembers (the most recent ones; at the demo's
+/// two probes every 3 s, about 4 hours).
+pub const RECEIVED_CAPACITY: usize = 10_000;
+
+/// Adds `request` to the record, forgetting the oldest beyond [`RECEIVED_CAPACITY`].
+fn record(received: &Mutex<VecDeque<ReceivedRequest>>, request: ReceivedRequest) {
+    let mut r = received.lock().unwrap_or_else(|e| e.into_inner());
+    if r.len() >= RECEIVED_CAPACITY {
+        r.pop_front();
+    }
+    r.push_back(request);
+}
+
 /// A running simulator.
 pub struct Simulator {
     /// Where it listens.
     pub addr: SocketAddr,
-    received: Arc<Mutex<Vec<ReceivedRequest>>>,
+    received: Arc<Mutex<VecDeque<ReceivedRequest>>>,
     shutdown: CancellationToken,
 }
 
@@ -178,7 +192,7 @@ impl Simulator {
     pub async fn start(addr: SocketAddr, script: Script) -> anyhow::Result<Simulator> {
         let listener = crate::server::bind(addr).await?;
         let addr = listener.local_addr()?;
-        let received = Arc::new(Mutex::new(Vec::new()));
+        let received = Arc::new(Mutex::new(VecDeque::new()));
         let shutdown = CancellationToken::new();
         let script = Arc::new(script);
         let rec = received.clone();
@@ -205,12 +219,16 @@ impl Simulator {
         format!("http://{}", self.addr)
     }
 
-    /// Every streaming request received so far, oldest first.
+    /// The streaming requests received so far, oldest first: the last
+    /// [`RECEIVED_CAPACITY`] of them (older ones are forgotten, so that a long `demo` or
+    /// `simulate` run keeps a bounded record).
     pub fn received(&self) -> Vec<ReceivedRequest> {
         self.received
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .iter()
+            .cloned()
+            .collect()
     }
 }
 
@@ -259,7 +277,7 @@ fn response(
 async fn handle(
     req: Request<Incoming>,
     script: Arc<Script>,
-    received: Arc<Mutex<Vec<ReceivedRequest>>>,
+    received: Arc<Mutex<VecDeque<ReceivedRequest>>>,
 ) -> Response<ChannelBody> {
     let path = req.uri().path().to_string();
     let headers = req
@@ -295,16 +313,16 @@ async fn handle(
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
     let events_sent = Arc::new(Mutex::new(Vec::new()));
     let max_tokens = wire.max_tokens(&body).unwrap_or(u64::MAX);
-    received
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(ReceivedRequest {
+    record(
+        &received,
+        ReceivedRequest {
             path,
             headers,
             body,
             arrived: arrival.into_std(),
             events_sent: events_sent.clone(),
-        });
+        },
+    );
 
     match script.fault {
         Fault::Http500 => {
@@ -581,5 +599,33 @@ async fn huge_line(wire: Wire, tx: &Sender) {
         if tx.send(Ok(Frame::data(piece.clone()))).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+
+    #[test]
+    fn the_record_keeps_only_the_most_recent_requests() {
+        let received = Mutex::new(VecDeque::new());
+        let request = |n: usize| ReceivedRequest {
+            path: format!("/v1/chat/completions?n={n}"),
+            headers: Vec::new(),
+            body: serde_json::Value::Null,
+            arrived: std::time::Instant::now(),
+            events_sent: Arc::default(),
+        };
+        for n in 0..RECEIVED_CAPACITY + 5 {
+            record(&received, request(n));
+        }
+        let r = received.lock().unwrap();
+        assert_eq!(r.len(), RECEIVED_CAPACITY);
+        assert!(r.front().unwrap().path.ends_with("n=5"));
+        assert!(r
+            .back()
+            .unwrap()
+            .path
+            .ends_with(&format!("n={}", RECEIVED_CAPACITY + 4)));
     }
 }
