@@ -22,3 +22,4 @@ pub mod app;
 pub mod cli;
 pub mod demo;
 pub mod report;
+pub mod sanitize;

@@ -12,12 +12,15 @@ use serde_yaml::{Mapping, Value};
 
 use super::locate::Locations;
 use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget, RawTls};
-use super::schema_errors::{closest, entity_prefix, mapping_at, serde_error, unknown_key};
+use super::schema_errors::{
+    closest, doc_prefix, entity_prefix, mapping_at, serde_error, unknown_key,
+};
 use super::{
     Config, ConfigError, ConnectionPolicy, Message, PrefixCache, Problem, Protocol, Scenario,
     Secret, Secrets, Slo, Target, Tls, DEFAULT_AZURE_API_VERSION, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_INTERVAL, DEFAULT_TIMEOUT,
+    DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_MODEL_LEN, MAX_NAME_LEN,
 };
+use crate::sanitize::{is_unsafe_char, redact_url};
 
 type JsonObject = serde_json::Map<String, serde_json::Value>;
 
@@ -41,11 +44,14 @@ pub(crate) fn parse(
     env: &dyn Fn(&str) -> Option<String>,
     secrets: Secrets,
 ) -> Result<Config, ConfigError> {
+    // A UTF-8 byte-order mark (some Windows editors write one) is not part of the YAML.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // First pass: plain YAML, so syntax errors are told apart from schema errors.
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
+    let mut doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
     // Where each node is written: only needed, and so only built, when there is a problem.
     let locations = OnceCell::new();
-    let (raw, unknown) = typed(text, source, &doc, &locations)?;
+    let merged = yaml_features(&mut doc, text, source, &locations)?;
+    let (raw, unknown) = typed(text, source, &doc, merged, &locations)?;
 
     let mut v = Validator {
         problems: Vec::new(),
@@ -77,17 +83,83 @@ pub(crate) fn parse(
 fn located(locations: &Locations, source: &str, problems: Vec<(String, String)>) -> Vec<Problem> {
     problems
         .into_iter()
-        .map(|(path, message)| {
-            let loc = locations.find(&path);
-            Problem {
-                source: source.to_string(),
-                line: loc.map(|l| l.0),
-                column: loc.map(|l| l.1),
-                path,
-                message,
-            }
-        })
+        .map(|(path, message)| Problem::new(source, locations.find(&path), &path, &message))
         .collect()
+}
+
+/// Tags and merge keys, which serde_yaml leaves to its user: a custom tag (`!env X`) would be
+/// silently dropped, so every one is a problem; merge keys (`<<: *base`) are applied, after
+/// checking that each merges mappings. Returns whether the document had a merge key.
+fn yaml_features(
+    doc: &mut Value,
+    text: &str,
+    source: &str,
+    locations: &OnceCell<Locations>,
+) -> Result<bool, ConfigError> {
+    let mut problems: Vec<(String, String)> = Vec::new();
+    let mut merges = false;
+    visit(doc, "", &mut |path, v| {
+        match v {
+        Value::Tagged(t) => problems.push((
+            path.to_string(),
+            format!("{}the YAML tag {} is not supported (llm-probe reads plain values); remove it and write the value itself.", doc_prefix(doc, path), t.tag),
+        )),
+        Value::Mapping(m) => {
+            let Some(value) = m.get("<<") else { return };
+            merges = true;
+            let mergeable = match value {
+                Value::Mapping(_) => true,
+                Value::Sequence(list) => list.iter().all(Value::is_mapping),
+                _ => false,
+            };
+            if !mergeable {
+                let at = if path.is_empty() { "<<".to_string() } else { format!("{path}.<<") };
+                problems.push((
+                    at,
+                    format!("{}a merge key (<<) must be followed by a mapping, an alias of one (<<: *base) or a list of them; fix the value or write the keys out.", doc_prefix(doc, path)),
+                ));
+            }
+        }
+        _ => {}
+    }
+    });
+    if !problems.is_empty() {
+        let locations = locations.get_or_init(|| Locations::build(text));
+        return Err(ConfigError {
+            problems: located(locations, source, problems),
+        });
+    }
+    if merges {
+        doc.apply_merge()
+            .map_err(|e| serde_error(e, source, None))?;
+    }
+    Ok(merges)
+}
+
+/// Calls `f` on every node of `v` with its path (`targets[0].headers.X-Team`), parents first.
+fn visit(v: &Value, path: &str, f: &mut dyn FnMut(&str, &Value)) {
+    f(path, v);
+    match v {
+        Value::Mapping(m) => {
+            for (k, child) in m {
+                if let Some(k) = k.as_str() {
+                    let p = if path.is_empty() {
+                        k.to_string()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    visit(child, &p, f);
+                }
+            }
+        }
+        Value::Sequence(list) => {
+            for (i, child) in list.iter().enumerate() {
+                visit(child, &format!("{path}[{i}]"), f);
+            }
+        }
+        Value::Tagged(t) => visit(&t.value, path, f),
+        _ => {}
+    }
 }
 
 /// At most this many unknown keys are collected before the rest of the file is checked.
@@ -105,10 +177,14 @@ struct UnknownKeys {
 /// unknown key; so that every problem of a file is reported in one run, each unknown key is
 /// reported, taken out of the document, and the document is read again. Any other schema error
 /// (a wrong type, a missing key) ends the check there, with the unknown keys found before it.
+///
+/// `merged`: merge keys were applied to `doc`, so it is read from its own rewritten text and
+/// every location is looked up in the file as written.
 fn typed(
     text: &str,
     source: &str,
     doc: &Value,
+    merged: bool,
     locations: &OnceCell<Locations>,
 ) -> Result<(RawFile, UnknownKeys), ConfigError> {
     let mut unknown = UnknownKeys::default();
@@ -116,7 +192,11 @@ fn typed(
         return Ok((RawFile::default(), unknown));
     }
     let mut current = doc.clone();
-    let mut current_text = text.to_string();
+    let mut current_text = if merged {
+        serde_yaml::to_string(doc).unwrap_or_else(|_| text.to_string())
+    } else {
+        text.to_string()
+    };
     loop {
         let err = match serde_yaml::from_str::<RawFile>(&current_text) {
             Ok(raw) => return Ok((raw, unknown)),
@@ -138,7 +218,16 @@ fn typed(
             Some(stands_for)
         });
         if taken_out.is_none() && unknown.problems.is_empty() {
-            // The first problem, and not an unknown key: exactly serde's location.
+            // The first problem, and not an unknown key: exactly serde's location (in the
+            // file as written unless merge keys were applied).
+            let mut error = error;
+            if merged {
+                let locations = locations.get_or_init(|| Locations::build(text));
+                for p in &mut error.problems {
+                    let loc = locations.find(&p.path);
+                    (p.line, p.column) = (loc.map(|l| l.0), loc.map(|l| l.1));
+                }
+            }
             return Err(error);
         }
         // After the first read, serde's locations are in the rewritten text: find the key in
@@ -191,6 +280,8 @@ struct Defaults {
     timing_invalid: bool,
     temperature: Option<f64>,
     headers: Vec<(String, String)>,
+    /// `defaults.secret_headers`, lower case.
+    secret_headers: Vec<String>,
     slo: Slo,
 }
 
@@ -207,7 +298,12 @@ impl Validator<'_> {
     }
 
     fn file(&mut self, raw: RawFile, source: &str) -> Option<Config> {
-        let defaults = self.defaults(raw.defaults.unwrap_or_default());
+        // Every header name a target sets: `defaults.secret_headers` may name any of them.
+        let target_headers: Vec<String> = (raw.targets.iter().flatten())
+            .filter_map(|t| t.headers.as_ref())
+            .flat_map(|h| h.keys().filter_map(Value::as_str).map(str::to_string))
+            .collect();
+        let defaults = self.defaults(raw.defaults.unwrap_or_default(), &target_headers);
 
         let raw_scenarios = raw.scenarios.unwrap_or_default();
         if raw_scenarios.is_empty() {
@@ -275,7 +371,7 @@ impl Validator<'_> {
 
     // ---- defaults -------------------------------------------------------------
 
-    fn defaults(&mut self, raw: RawDefaults) -> Defaults {
+    fn defaults(&mut self, raw: RawDefaults, target_headers: &[String]) -> Defaults {
         let mut d = Defaults::default();
         let p = "defaults";
         d.interval = raw
@@ -306,6 +402,10 @@ impl Validator<'_> {
         if let Some(h) = &raw.headers {
             d.headers = self.headers(&format!("{p}.headers"), "", h);
         }
+        let set: Vec<&str> = (d.headers.iter().map(|(k, _)| k.as_str()))
+            .chain(target_headers.iter().map(String::as_str))
+            .collect();
+        d.secret_headers = self.secret_headers(p, "", raw.secret_headers.as_deref(), &set);
         d.slo = self.slo(&format!("{p}.slo"), "", raw.slo.as_ref(), Slo::default());
         d
     }
@@ -493,6 +593,20 @@ impl Validator<'_> {
         let base_url = self.base_url(&format!("{path}.base_url"), &pre, raw.base_url.as_deref());
 
         let model = match raw.model.clone() {
+            Some(m) if m.chars().count() > MAX_MODEL_LEN => {
+                self.problem(
+                    format!("{path}.model"),
+                    format!("{pre}model is {} characters long; shorten it to at most {MAX_MODEL_LEN}, because it becomes the \"model\" label of every series.", m.chars().count()),
+                );
+                None
+            }
+            Some(m) if m.chars().any(is_unsafe_char) => {
+                self.problem(
+                    format!("{path}.model"),
+                    format!("{pre}model \"{m}\" contains control characters (such as a newline, a tab or an escape) or bidirectional controls; write the model name the endpoint serves, without them."),
+                );
+                None
+            }
             Some(m) if !m.trim().is_empty() => Some(m),
             _ => {
                 self.problem(
@@ -562,6 +676,13 @@ impl Validator<'_> {
                     Some(slot) => *slot = (k, v),
                     None => headers.push((k, v)),
                 }
+            }
+        }
+        let set: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+        let mut secret_headers = d.secret_headers.clone();
+        for name in self.secret_headers(path, &pre, raw.secret_headers.as_deref(), &set) {
+            if !secret_headers.contains(&name) {
+                secret_headers.push(name);
             }
         }
         if raw.api_key_env.is_some() || raw.api_key_file.is_some() {
@@ -636,6 +757,7 @@ impl Validator<'_> {
             api_key,
             api_key_source,
             headers,
+            secret_headers,
             interval,
             timeout,
             temperature,
@@ -794,7 +916,7 @@ impl Validator<'_> {
             Some(d) if !plain(d) => {
                 self.problem(
                     format!("{path}.deployment"),
-                    format!("{pre}deployment \"{d}\" is not a valid Azure deployment name; use only letters, digits, \"-\", \"_\" and \".\"."),
+                    format!("{pre}deployment \"{}\" is not a valid Azure deployment name; use only letters, digits, \"-\", \"_\" and \".\".", redact_url(d)),
                 );
                 None
             }
@@ -805,7 +927,7 @@ impl Validator<'_> {
             Some(v) if !plain(v) => {
                 self.problem(
                     format!("{path}.api_version"),
-                    format!("{pre}api_version \"{v}\" is not an Azure OpenAI API version; use a date like {DEFAULT_AZURE_API_VERSION} (optionally with -preview), or remove it for the default."),
+                    format!("{pre}api_version \"{}\" is not an Azure OpenAI API version; use a date like {DEFAULT_AZURE_API_VERSION} (optionally with -preview), or remove it for the default.", &redact_url(&format!("?{v}"))[1..]),
                 );
                 None
             }
@@ -820,7 +942,7 @@ impl Validator<'_> {
         if !v.starts_with('/') || v.contains(['?', '#', ' ']) {
             self.problem(
                 format!("{path}.version_path"),
-                format!("{pre}version_path \"{v}\" must be a path on the target's host starting with \"/\", without query or fragment, e.g. /version."),
+                format!("{pre}version_path \"{}\" must be a path on the target's host starting with \"/\", without query or fragment, e.g. /version.", redact_url(v)),
             );
             return None;
         }
@@ -838,12 +960,28 @@ impl Validator<'_> {
             );
             return None;
         };
+        // Quoted in messages only without user-info and query values.
+        let shown = redact_url(s);
         let url = match reqwest::Url::parse(s) {
+            Ok(u) if u.port() == Some(0) => {
+                self.problem(
+                    path,
+                    format!("{pre}base_url \"{shown}\" has port 0, which cannot be connected to; use a port from 1 to 65535."),
+                );
+                return None;
+            }
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => u,
+            Err(url::ParseError::InvalidPort) => {
+                self.problem(
+                    path,
+                    format!("{pre}base_url \"{shown}\" has a port out of range; use a port from 1 to 65535."),
+                );
+                return None;
+            }
             _ => {
                 self.problem(
                     path,
-                    format!("{pre}base_url \"{s}\" is not an absolute http(s) URL; write the scheme and host, {EXAMPLE}."),
+                    format!("{pre}base_url \"{shown}\" is not an absolute http(s) URL; write the scheme and host, {EXAMPLE}."),
                 );
                 return None;
             }
@@ -859,7 +997,7 @@ impl Validator<'_> {
         if url.query().is_some() || url.fragment().is_some() {
             self.problem(
                 path,
-                format!("{pre}base_url \"{s}\" has a query string or fragment; remove it, because the protocol appends its own path (e.g. /chat/completions) to base_url."),
+                format!("{pre}base_url \"{shown}\" has a query string or fragment; remove it, because the protocol appends its own path (e.g. /chat/completions) to base_url."),
             );
             return None;
         }
@@ -1043,6 +1181,14 @@ impl Validator<'_> {
             );
             return None;
         }
+        let len = name.chars().count();
+        if len > MAX_NAME_LEN {
+            self.problem(
+                p,
+                format!("{pre}name is {len} characters long; shorten it to at most {MAX_NAME_LEN}, because it becomes the \"{label}\" label of every series."),
+            );
+            return None;
+        }
         if !name.chars().all(is_name_char) {
             let suggestion: String = name
                 .chars()
@@ -1131,11 +1277,16 @@ impl Validator<'_> {
                 );
                 continue;
             };
-            let p = format!("{path}.{name}");
+            // A name with ":" holds a value after it (see header_name_shown): not in the path.
+            let p = format!("{path}.{}", header_name_shown(name));
             if HeaderName::from_bytes(name.as_bytes()).is_err() {
                 self.problem(
                     p,
-                    format!("{pre}header name \"{name}\" is not a valid HTTP header name; use only letters, digits and \"-\", e.g. X-Team."),
+                    if name.contains(':') {
+                        format!("{pre}header name \"{}\" is not a valid HTTP header name; write each header as a mapping entry, name then value (e.g. X-Team: sre), not as one string.", header_name_shown(name))
+                    } else {
+                        format!("{pre}header name \"{name}\" is not a valid HTTP header name; use only letters, digits and \"-\", e.g. X-Team.")
+                    },
                 );
                 continue;
             }
@@ -1162,6 +1313,48 @@ impl Validator<'_> {
                 continue;
             }
             out.push((name.to_string(), value.to_string()));
+        }
+        out
+    }
+
+    /// `{path}.secret_headers`: header names whose values are credentials, lower-cased. Each
+    /// must be a valid header name that `set` (the headers it may apply to) contains, so that a
+    /// misspelt entry does not leave the real header unmarked.
+    fn secret_headers(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: Option<&[String]>,
+        set: &[&str],
+    ) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (j, name) in raw.unwrap_or_default().iter().enumerate() {
+            let p = format!("{path}.secret_headers[{j}]");
+            if HeaderName::from_bytes(name.as_bytes()).is_err() {
+                self.problem(
+                    p,
+                    format!("{pre}secret_headers lists \"{}\", which is not a valid HTTP header name; list the names of headers set under headers, e.g. X-Tenant-Token.", header_name_shown(name)),
+                );
+                continue;
+            }
+            if !set.iter().any(|h| h.eq_ignore_ascii_case(name)) {
+                let hint = match closest(name, set.iter().copied()) {
+                    Some(c) => format!("did you mean \"{c}\"?"),
+                    None => {
+                        "list only headers set under headers (the target's or defaults.headers)."
+                            .into()
+                    }
+                };
+                self.problem(
+                    p,
+                    format!("{pre}secret_headers lists \"{name}\", but no header of that name is set, so nothing would be kept secret; {hint}"),
+                );
+                continue;
+            }
+            let lower = name.to_ascii_lowercase();
+            if !out.contains(&lower) {
+                out.push(lower);
+            }
         }
         out
     }
@@ -1203,6 +1396,15 @@ impl Validator<'_> {
                 );
             }
         }
+    }
+}
+
+/// A header name as a message may quote it: a name written as `Name: value` (a common slip)
+/// is cut at its first `:`, since what follows is a header value and may be a credential.
+fn header_name_shown(name: &str) -> String {
+    match name.split_once(':') {
+        Some((before, _)) => format!("{}: …", before.trim_end()),
+        None => name.to_string(),
     }
 }
 
