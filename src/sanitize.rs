@@ -47,8 +47,8 @@ pub fn terminal_safe(s: &str) -> Cow<'_, str> {
 /// What stands in for a redacted part.
 pub const REDACTED: &str = "***";
 
-/// `url` (valid or not, with or without a scheme) without its secrets: the user-info before `@`
-/// becomes `***`, and so does every query and fragment value (`?key=***&v=***`, a value without
+/// `url` (valid or not, with or without a scheme) without its secrets: the user-info (up to the
+/// last `@`) becomes `***`, and so does every query and fragment value (`?key=***&v=***`, a value without
 /// a name as a whole). Scheme, host, port and path are kept, so a message still shows which
 /// URL is meant.
 ///
@@ -60,16 +60,15 @@ pub fn redact_url(url: &str) -> String {
         Some(i) => url.split_at(i),
         None => (url, ""),
     };
+    // User-info ends at the last '@' before the query, wherever it is: a password may hold an
+    // unescaped '/' (`http://u:p/w@h/v1`), so a path with an '@' is redacted too.
     let authority_start = before.find("://").map_or(0, |i| i + 3);
-    let authority_end = before[authority_start..]
-        .find('/')
-        .map_or(before.len(), |i| authority_start + i);
     let mut out = String::with_capacity(url.len());
-    match before[authority_start..authority_end].rfind('@') {
+    match before.rfind('@').filter(|at| *at >= authority_start) {
         Some(at) => {
             out.push_str(&before[..authority_start]);
             out.push_str(REDACTED);
-            out.push_str(&before[authority_start + at..]);
+            out.push_str(&before[at..]);
         }
         None => out.push_str(before),
     }
@@ -160,7 +159,8 @@ mod tests {
             ),
             ("/version?key=SECRET", "/version?key=***"),
             ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
-            ("http://h/p@q", "http://h/p@q"),
+            ("http://u:p/w@h/v1", "http://***@h/v1"),
+            ("http:/u:pw@h/v1", "***@h/v1"),
         ];
         for (url, want) in cases {
             assert_eq!(redact_url(url), want, "{url}");

@@ -81,7 +81,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
             "\n",
             r#"09_bad_base_url.yaml:12:15: targets[1].base_url: target "ftp": base_url "ftp://models.internal/v1" is not an absolute http(s) URL; write the scheme and host, e.g. http://127.0.0.1:8000/v1."#,
             "\n",
-            r#"09_bad_base_url.yaml:16:15: targets[2].base_url: target "creds": base_url contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#
+            r#"09_bad_base_url.yaml:16:15: targets[2].base_url: target "creds": base_url "https://***@models.internal/v1" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#
         ),
     ),
     (
@@ -233,13 +233,13 @@ const ERROR_CASES: &[(&str, &str)] = &[
     (
         "34_secrets_in_urls.yaml",
         concat!(
-            r#"34_secrets_in_urls.yaml:8:15: targets[0].base_url: target "userinfo": base_url "http://***@/v1" is not an absolute http(s) URL; write the scheme and host, e.g. http://127.0.0.1:8000/v1."#,
+            r#"34_secrets_in_urls.yaml:8:15: targets[0].base_url: target "userinfo": base_url "http://***@/v1" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#,
             "\n",
             r#"34_secrets_in_urls.yaml:12:15: targets[1].base_url: target "query": base_url "https://api.example.com/v1?key=***" has a query string or fragment; remove it, because the protocol appends its own path (e.g. /chat/completions) to base_url."#,
             "\n",
-            r#"34_secrets_in_urls.yaml:16:15: targets[2].base_url: target "ftp": base_url "ftp://***@models.internal/" is not an absolute http(s) URL; write the scheme and host, e.g. http://127.0.0.1:8000/v1."#,
+            r#"34_secrets_in_urls.yaml:16:15: targets[2].base_url: target "ftp": base_url "ftp://***@models.internal/" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#,
             "\n",
-            r#"34_secrets_in_urls.yaml:20:15: targets[3].base_url: target "no-scheme": base_url "***@models.internal:8000/v1" is not an absolute http(s) URL; write the scheme and host, e.g. http://127.0.0.1:8000/v1."#,
+            r#"34_secrets_in_urls.yaml:20:15: targets[3].base_url: target "no-scheme": base_url "***@models.internal:8000/v1" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#,
             "\n",
             r#"34_secrets_in_urls.yaml:22:19: targets[3].version_path: target "no-scheme": version_path "/version?token=***" must be a path on the target's host starting with "/", without query or fragment, e.g. /version."#,
             "\n",

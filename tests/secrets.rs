@@ -224,19 +224,20 @@ fn bad_configs() -> Vec<(&'static str, String, &'static str)> {
         (
             "url fields",
             format!(
-                "{head}{}{}{}{}{}{}{}",
+                "{head}{}{}{}{}{}{}{}{}",
                 target("userinfo", &format!("    base_url: \"http://admin:{s}@/v1\"\n")),
                 target("query", &format!("    base_url: \"https://api.example.com/v1?key={s}\"\n")),
                 target("fragment", &format!("    base_url: \"https://h/v1#access_token={s}\"\n")),
                 target("ftp", &format!("    base_url: \"ftp://user:{s}@host/\"\n")),
                 target("no-scheme", &format!("    base_url: \"user:{s}@host:8000/v1\"\n")),
                 target("port", &format!("    base_url: \"http://u:{s}@h:99999/v1\"\n")),
+                target("slash", &format!("    base_url: \"http://u:pa/{s}@h/v1\"\n")),
                 target(
                     "version",
                     &format!("    base_url: http://h/v1\n    version_path: \"/version?key={s}\"\n"),
                 ),
             ),
-            "is not an absolute http(s) URL",
+            "contains a user name or password",
         ),
         (
             "azure fields",

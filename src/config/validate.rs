@@ -962,6 +962,13 @@ impl Validator<'_> {
         };
         // Quoted in messages only without user-info and query values.
         let shown = redact_url(s);
+        let credentials = format!("base_url \"{shown}\" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead.");
+        // Checked before parsing: a password with a character the URL parser rejects would
+        // otherwise be reported as something else (a bad port).
+        if s.split(['?', '#']).next().unwrap_or_default().contains('@') {
+            self.problem(path, format!("{pre}{credentials}"));
+            return None;
+        }
         let url = match reqwest::Url::parse(s) {
             Ok(u) if u.port() == Some(0) => {
                 self.problem(
@@ -988,10 +995,7 @@ impl Validator<'_> {
         };
         if !url.username().is_empty() || url.password().is_some() {
             // Do not echo the URL: it holds a credential.
-            self.problem(
-                path,
-                format!("{pre}base_url contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."),
-            );
+            self.problem(path, format!("{pre}{credentials}"));
             return None;
         }
         if url.query().is_some() || url.fragment().is_some() {
