@@ -53,15 +53,25 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
     })
 }
 
-/// [`to_json`] as one line (with its newline) that is safe to print to a terminal: besides
-/// the control characters JSON always escapes, DEL, C1 controls and bidirectional controls in
-/// server-sent strings are written as `\uXXXX` escapes, so the JSON still reads back exactly.
+/// [`to_json`] as one line of [`json_text`].
 pub fn json_line(o: &ProbeOutcome) -> String {
-    let text = to_json(o).to_string();
+    json_text(&to_json(o), false)
+}
+
+/// `v` as JSON text (indented when `pretty`) with a final newline, safe to print to a
+/// terminal: besides the control characters JSON always escapes, DEL, C1 controls and
+/// bidirectional controls in strings (server-sent ones included) are written as `\uXXXX`
+/// escapes, so the JSON still reads back exactly.
+pub fn json_text(v: &Value, pretty: bool) -> String {
+    let text = if pretty {
+        format!("{v:#}")
+    } else {
+        v.to_string()
+    };
     let mut out = String::with_capacity(text.len() + 1);
     for c in text.chars() {
-        if is_unsafe_char(c) {
-            // Outside the BMP no character is unsafe, so one escape is enough.
+        if is_unsafe_char(c) && c != '\n' {
+            // Every unsafe character is in the Basic Multilingual Plane: one escape each.
             out.push_str(&format!("\\u{:04x}", c as u32));
         } else {
             out.push(c);

@@ -13,10 +13,11 @@ use std::fmt::Write;
 
 /// True for characters that a terminal may act on instead of printing: C0 controls (tab,
 /// newline and carriage return included), DEL, C1 controls, and the bidirectional embedding,
-/// override and isolate controls (U+200E/F, U+202A–E, U+2066–9, U+061C) that reorder what is shown.
+/// override and isolate controls (U+200E/F, U+202A–E, U+2066–9, U+061C) that reorder what is
+/// shown, and the line and paragraph separators (U+2028/9) that some viewers break lines at.
 pub fn is_unsafe_char(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
 }
 
 /// `s` with every [`is_unsafe_char`] written as an escape: `\n`, `\r`, `\t`, `\xHH` for other

@@ -16,7 +16,7 @@ use llm_probe::simulate::Script;
 
 const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
 /// Recolours, clears the screen, forges a result line, and reverses the rest of the line.
-const HOSTILE: &str = "m\x1b[31m\x1b[2J\r\n  ok          TTFT 1.0 ms\u{9b}\u{202e}gnp.exe";
+const HOSTILE: &str = "m\x1b[31m\x1b[2J\r\n  ok          TTFT 1.0 ms\u{9b}\u{202e}gnp.exe\u{2028}x";
 
 fn config(dir: &tempfile::TempDir, base_url: &str) -> std::path::PathBuf {
     let p = dir.path().join("probes.yaml");
@@ -111,7 +111,7 @@ async fn probe_once_escapes_a_hostile_model_name_and_error_body() {
         .count();
     assert_eq!(ok_lines, 1, "one result line, none forged:\n{text}");
     assert!(
-        text.contains(r"model m\x1b[31m\x1b[2J\r\n  ok          TTFT 1.0 ms\x9b\u{202e}gnp.exe,"),
+        text.contains(r"model m\x1b[31m\x1b[2J\r\n  ok          TTFT 1.0 ms\x9b\u{202e}gnp.exe\u{2028}x,"),
         "the model is shown, escaped:\n{text}"
     );
 
