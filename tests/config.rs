@@ -213,6 +213,8 @@ const ERROR_CASES: &[(&str, &str)] = &[
     (
         "32_unknown_tag.yaml",
         concat!(
+            r#"32_unknown_tag.yaml:13:21: targets[0].timeout: target "local-vllm": the YAML tag !weird on a key is not supported (llm-probe reads plain keys); remove it."#,
+            "\n",
             r#"32_unknown_tag.yaml:10:23: targets[0].api_key_env: target "local-vllm": the YAML tag !env is not supported (llm-probe reads plain values); remove it and write the value itself."#,
             "\n",
             r#"32_unknown_tag.yaml:12:23: targets[0].headers.X-Team: target "local-vllm": the YAML tag !secret is not supported (llm-probe reads plain values); remove it and write the value itself."#
@@ -263,6 +265,10 @@ const ERROR_CASES: &[(&str, &str)] = &[
     (
         "36_headers_as_string.yaml",
         r#"36_headers_as_string.yaml:10:14: targets[0].headers: target "local-vllm": headers must be a YAML mapping, but it is a string; fix the value (see probes.example.yaml)."#,
+    ),
+    (
+        "37_tagged_float.yaml",
+        r#"37_tagged_float.yaml:5:18: scenarios[0].temperature: scenario "chat_short": temperature is written with a YAML tag on a quoted value (such as !!float "0.5"); write the plain value without tag or quotes, e.g. temperature: 0.5."#,
     ),
 ];
 

@@ -111,7 +111,9 @@ async fn probe_once_escapes_a_hostile_model_name_and_error_body() {
         .count();
     assert_eq!(ok_lines, 1, "one result line, none forged:\n{text}");
     assert!(
-        text.contains(r"model m\x1b[31m\x1b[2J\r\n  ok          TTFT 1.0 ms\x9b\u{202e}gnp.exe\u{2028}x,"),
+        text.contains(
+            r"model m\x1b[31m\x1b[2J\r\n  ok          TTFT 1.0 ms\x9b\u{202e}gnp.exe\u{2028}x,"
+        ),
         "the model is shown, escaped:\n{text}"
     );
 

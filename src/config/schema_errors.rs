@@ -263,7 +263,12 @@ fn schema_message(path: &str, msg: &str) -> String {
             );
             if same_kind {
                 let plain = value.unwrap_or("").trim_matches(['`', '"']);
-                return format!("{field} is written with a YAML tag on a quoted value (such as !!int \"{plain}\"); write the plain value without tag or quotes, e.g. {field}: {plain}.");
+                let tag = if kind == "integer" {
+                    "!!int"
+                } else {
+                    "!!float"
+                };
+                return format!("{field} is written with a YAML tag on a quoted value (such as {tag} \"{plain}\"); write the plain value without tag or quotes, e.g. {field}: {plain}.");
             }
             // Only fields that cannot hold a secret have their value echoed.
             let found = match value {

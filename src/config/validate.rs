@@ -105,6 +105,19 @@ fn yaml_features(
             format!("{}the YAML tag {} is not supported (llm-probe reads plain values); remove it and write the value itself.", doc_prefix(doc, path), t.tag),
         )),
         Value::Mapping(m) => {
+            for k in m.keys() {
+                if let Value::Tagged(t) = k {
+                    let at = match t.value.as_str() {
+                        Some(k) if !path.is_empty() => format!("{path}.{k}"),
+                        Some(k) => k.to_string(),
+                        None => path.to_string(),
+                    };
+                    problems.push((
+                        at,
+                        format!("{}the YAML tag {} on a key is not supported (llm-probe reads plain keys); remove it.", doc_prefix(doc, path), t.tag),
+                    ));
+                }
+            }
             let Some(value) = m.get("<<") else { return };
             merges = true;
             let mergeable = match value {
