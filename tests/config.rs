@@ -270,6 +270,14 @@ const ERROR_CASES: &[(&str, &str)] = &[
         "37_tagged_float.yaml",
         r#"37_tagged_float.yaml:5:18: scenarios[0].temperature: scenario "chat_short": temperature is written with a YAML tag on a quoted value (such as !!float "0.5"); write the plain value without tag or quotes, e.g. temperature: 0.5."#,
     ),
+    (
+        "38_key_in_key_fields.yaml",
+        concat!(
+            r#"38_key_in_key_fields.yaml:10:18: targets[0].api_key_env: target "key-in-env": api_key_env must be the name of an environment variable (letters, digits and "_"), not the key itself; put the key in a variable (e.g. export LOCAL_VLLM_KEY=...) and name that variable here."#,
+            "\n",
+            r#"38_key_in_key_fields.yaml:15:19: targets[1].api_key_file: target "key-in-file": api_key_file cannot be read (no such file); its value is not shown because, without a "/" or ".", it may be the key itself. Give the path of a file that holds the key (e.g. ./vllm.key)."#
+        ),
+    ),
 ];
 
 #[test]

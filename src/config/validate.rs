@@ -1047,6 +1047,16 @@ impl Validator<'_> {
                     );
                     return (None, None);
                 }
+                let is_identifier = var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !var.starts_with(|c: char| c.is_ascii_digit());
+                if !is_identifier {
+                    // Not echoed: a value that is no variable name is most often the key itself.
+                    self.problem(
+                        p,
+                        format!("{pre}api_key_env must be the name of an environment variable (letters, digits and \"_\"), not the key itself; put the key in a variable (e.g. export LOCAL_VLLM_KEY=...) and name that variable here."),
+                    );
+                    return (None, None);
+                }
                 let source = format!("env {var}");
                 if self.secrets == Secrets::Skip {
                     return (None, Some(source));
@@ -1074,11 +1084,26 @@ impl Validator<'_> {
                     }
                 }
                 let shown = resolved.display().to_string();
-                let source = format!("file {shown}");
+                // A "path" with neither "/" nor "." that names no file is most often the key
+                // pasted in the wrong field: it is never shown.
+                let bare = !file.contains(['/', '.']);
                 if self.secrets == Secrets::Skip {
+                    let source = if bare && !resolved.exists() {
+                        "file (a bare name that is no file here; not shown)".to_string()
+                    } else {
+                        format!("file {shown}")
+                    };
                     return (None, Some(source));
                 }
+                let source = format!("file {shown}");
                 match std::fs::read_to_string(&resolved) {
+                    Err(e) if bare => {
+                        self.problem(
+                            p,
+                            format!("{pre}api_key_file cannot be read ({}); its value is not shown because, without a \"/\" or \".\", it may be the key itself. Give the path of a file that holds the key (e.g. ./vllm.key).", io_reason(&e)),
+                        );
+                        (None, None)
+                    }
                     Err(e) => {
                         self.problem(
                             p,
