@@ -18,6 +18,7 @@ mod schema_errors;
 mod secret_headers;
 mod tls;
 mod validate;
+mod yaml_features;
 
 pub use secret_headers::{is_secret_header, SECRET_HEADERS, SECRET_HEADER_WORDS};
 pub use tls::{ConnectionPolicy, Tls, DEFAULT_CONNECT_TIMEOUT};
