@@ -196,7 +196,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     ),
     (
         "29_integer_out_of_range.yaml",
-        r#"29_integer_out_of_range.yaml:4:17: scenarios[0].max_tokens: max_tokens 18446744073709551616 is out of range; set it to at most 4294967295."#,
+        r#"29_integer_out_of_range.yaml:4:17: scenarios[0].max_tokens: max_tokens 18446744073709551616 is out of range; set it between 1 and 4294967295."#,
     ),
     (
         "30_port_out_of_range.yaml",
@@ -277,6 +277,10 @@ const ERROR_CASES: &[(&str, &str)] = &[
             "\n",
             r#"38_key_in_key_fields.yaml:15:19: targets[1].api_key_file: target "key-in-file": api_key_file cannot be read (no such file); its value is not shown because, without a "/" or ".", it may be the key itself. Give the path of a file that holds the key (e.g. ./vllm.key)."#
         ),
+    ),
+    (
+        "39_integer_over_64_bit_signed.yaml",
+        r#"39_integer_over_64_bit_signed.yaml:4:17: scenarios[0].max_tokens: scenario "chat_short": max_tokens 9223372036854775808 is out of range; set it between 1 and 4294967295."#,
     ),
 ];
 

@@ -286,13 +286,14 @@ impl Target {
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
-    /// timeout, scenario names and where the key comes from (never the key).
+    /// timeout, scenario names and where the key comes from (never the key), with control
+    /// characters escaped ([`crate::sanitize::terminal_safe`]).
     ///
     /// Example: `local-vllm: openai-chat http://127.0.0.1:8000/v1 model=my-model
     /// interval=15s timeout=10s scenarios=[chat_short, code_completion] api_key=env LOCAL_VLLM_KEY`
     pub fn summary(&self) -> String {
         let scenarios: Vec<&str> = self.scenarios.iter().map(|s| s.name.as_str()).collect();
-        format!(
+        let line = format!(
             "{}: {} {} model={} interval={} timeout={} scenarios=[{}] api_key={}",
             self.name,
             self.protocol,
@@ -302,7 +303,9 @@ impl Target {
             humantime::format_duration(self.timeout),
             scenarios.join(", "),
             self.api_key_source.as_deref().unwrap_or("none"),
-        ) + &self.transport_summary()
+        ) + &self.transport_summary();
+        // File paths may hold any character: printed escaped.
+        crate::sanitize::terminal_safe(&line).into_owned()
     }
 
     /// The temperature to send for `scenario`: the scenario's, else the target's.

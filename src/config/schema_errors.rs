@@ -119,12 +119,7 @@ fn syntax_message(path: &str, msg: &str, located: bool) -> String {
         .filter(|(_, rest)| rest.starts_with(" as u128") || rest.starts_with(" as i128"))
         .map(|(n, _)| n)
     {
-        let what = field.map_or("this number".to_string(), |f| format!("{f} {number}"));
-        let limit = match field {
-            Some("max_tokens") => format!("set it to at most {}", u32::MAX),
-            _ => "use a smaller value (see probes.example.yaml)".to_string(),
-        };
-        return format!("{what} is out of range; {limit}.");
+        return out_of_range(field, number);
     }
     if msg.contains("more than one document") {
         return "the file holds more than one YAML document (a line \"---\" starts another); keep a single document.".into();
@@ -134,6 +129,16 @@ fn syntax_message(path: &str, msg: &str, located: bool) -> String {
     } else {
         format!("the file is not valid YAML: {msg}; check its indentation and quoting.")
     }
+}
+
+/// `max_tokens 99999999999999999999 is out of range; set it between 1 and 4294967295.`
+fn out_of_range(field: Option<&str>, number: &str) -> String {
+    let what = field.map_or("this number".to_string(), |f| format!("{f} {number}"));
+    let limit = match field {
+        Some("max_tokens") => format!("set it between 1 and {}", u32::MAX),
+        _ => "use a smaller value (see probes.example.yaml)".to_string(),
+    };
+    format!("{what} is out of range; {limit}.")
 }
 
 /// For an "unknown field" error: the path of the mapping it is in (`""` for the top level),
@@ -261,8 +266,12 @@ fn schema_message(path: &str, msg: &str) -> String {
                 (kind.as_str(), expected),
                 ("integer", "an integer") | ("integer" | "floating point", "a number")
             );
+            let plain = value.unwrap_or("").trim_matches(['`', '"']);
+            // serde_yaml says the same of an integer beyond 64-bit signed range.
+            if same_kind && kind == "integer" && plain.parse::<i64>().is_err() {
+                return out_of_range(Some(field), plain);
+            }
             if same_kind {
-                let plain = value.unwrap_or("").trim_matches(['`', '"']);
                 let tag = if kind == "integer" {
                     "!!int"
                 } else {
