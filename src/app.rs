@@ -281,7 +281,7 @@ async fn probe_once(
             ran += 1;
             failed += usize::from(!outcome.is_success());
             let text = match output {
-                Output::Json => format!("{}\n", report::to_json(&outcome)),
+                Output::Json => report::json_line(&outcome),
                 Output::Text => report::to_text(&outcome),
             };
             // A closed stdout (`| head`) ends the run quietly instead of panicking.

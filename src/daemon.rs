@@ -45,13 +45,14 @@ pub struct Daemon {
     tasks: TaskTracker,
 }
 
-/// Logs one finished probe: a failure once at warn with target, scenario, reason and status;
-/// a success at debug.
+/// Logs one finished probe: a failure once at warn with target, scenario, reason, status and
+/// detail (server-sent, so escaped with [`crate::sanitize::terminal_safe`]); a success at debug.
 pub fn log_outcome(o: &ProbeOutcome) {
     match &o.result {
         Err(f) => tracing::warn!(
             target_name = %o.target, scenario = %o.scenario, reason = f.reason.as_str(),
-            status = o.observations.http_status, detail = %f.detail, "probe failed"
+            status = o.observations.http_status,
+            detail = %crate::sanitize::terminal_safe(&f.detail), "probe failed"
         ),
         Ok(m) => tracing::debug!(
             target_name = %o.target, scenario = %o.scenario, ttft_seconds = m.ttft.as_secs_f64(),

@@ -11,6 +11,7 @@ use crate::config;
 use crate::daemon::Daemon;
 use crate::history::{quantile, RecentProbe};
 use crate::logging::stdout_text;
+use crate::sanitize::terminal_safe;
 use crate::simulate::{Script, Simulator};
 
 /// The demo's probes file; `{BASE_URL}` is replaced by the simulator's address.
@@ -103,6 +104,7 @@ pub fn summary(recent: &[RecentProbe]) -> String {
             .collect();
         let fmt =
             |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1} {unit}"));
+        let (target, scenario) = (terminal_safe(target), terminal_safe(scenario));
         out += &format!(
             "  {target}/{scenario}: {} {}, {failed} failed | TTFT p50 {} p95 {} | {} (p50)\n",
             probes.len(),

@@ -2,8 +2,9 @@
 //!
 //! The modules follow the data flow (see `DESIGN.md` §4):
 //! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`,
-//! with `daemon` wiring them together, `simulate` the scripted test endpoint, and `app`, `cli`,
-//! `demo` and `report` the command line.
+//! with `daemon` wiring them together, `simulate` the scripted test endpoint, `app`, `cli`,
+//! `demo` and `report` the command line, and `sanitize` making server-sent text safe to print
+//! and URLs safe to quote.
 
 pub mod config;
 pub mod decode;
@@ -23,3 +24,4 @@ pub mod cli;
 pub mod demo;
 pub mod logging;
 pub mod report;
+pub mod sanitize;

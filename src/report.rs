@@ -1,9 +1,11 @@
 //! How `probe-once` prints an outcome: a JSON object per probe (unknown values are `null`,
-//! never 0) or a short text block.
+//! never 0) or a short text block. Both are safe to print to a terminal: every string a server
+//! sent is escaped ([`crate::sanitize::terminal_safe`] in text, `\uXXXX` in JSON).
 
 use serde_json::{json, Value};
 
 use crate::measure::ProbeOutcome;
+use crate::sanitize::{is_unsafe_char, terminal_safe};
 
 /// The JSON object of one probe. Fields: `target`, `scenario`, `model`, `success`,
 /// `failure_reason`, `failure_detail`, `http_status`, `ttft_seconds`,
@@ -51,6 +53,34 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
     })
 }
 
+/// [`to_json`] as one line of [`json_text`].
+pub fn json_line(o: &ProbeOutcome) -> String {
+    json_text(&to_json(o), false)
+}
+
+/// `v` as JSON text (indented when `pretty`) with a final newline, safe to print to a
+/// terminal: besides the control characters JSON always escapes, DEL, C1 controls and
+/// bidirectional controls in strings (server-sent ones included) are written as `\uXXXX`
+/// escapes, so the JSON still reads back exactly.
+pub fn json_text(v: &Value, pretty: bool) -> String {
+    let text = if pretty {
+        format!("{v:#}")
+    } else {
+        v.to_string()
+    };
+    let mut out = String::with_capacity(text.len() + 1);
+    for c in text.chars() {
+        if is_unsafe_char(c) && c != '\n' {
+            // Every unsafe character is in the Basic Multilingual Plane: one escape each.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\n');
+    out
+}
+
 /// Most token events listed in a timeline.
 pub const MAX_TIMELINE_EVENTS: usize = 2000;
 
@@ -83,11 +113,19 @@ pub fn timeline_json(o: &ProbeOutcome) -> Value {
     })
 }
 
-/// A few human-readable lines for one probe.
+/// A few human-readable lines for one probe. Every string from the server (failure detail,
+/// backend identity) or the config is passed through [`terminal_safe`], so none can add a
+/// line or move the cursor.
 pub fn to_text(o: &ProbeOutcome) -> String {
     let obs = &o.observations;
     let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
-    let mut s = format!("{} / {} (model {})\n", o.target, o.scenario, o.model);
+    let safe = |v: &Option<String>| terminal_safe(v.as_deref().unwrap_or("-")).into_owned();
+    let mut s = format!(
+        "{} / {} (model {})\n",
+        terminal_safe(&o.target),
+        terminal_safe(&o.scenario),
+        terminal_safe(&o.model)
+    );
     match &o.result {
         Ok(m) => {
             s += &format!("  ok          TTFT {}", ms(m.ttft));
@@ -111,7 +149,7 @@ pub fn to_text(o: &ProbeOutcome) -> String {
                 f.reason,
                 obs.http_status
                     .map_or("no HTTP response".into(), |c| format!("HTTP {c}")),
-                f.detail
+                terminal_safe(&f.detail)
             );
         }
     }
@@ -144,10 +182,10 @@ pub fn to_text(o: &ProbeOutcome) -> String {
     {
         s += &format!(
             "  backend     model {}, fingerprint {}, server {}, version {}\n",
-            id.response_model.as_deref().unwrap_or("-"),
-            id.system_fingerprint.as_deref().unwrap_or("-"),
-            id.server_header.as_deref().unwrap_or("-"),
-            id.server_version.as_deref().unwrap_or("-")
+            safe(&id.response_model),
+            safe(&id.system_fingerprint),
+            safe(&id.server_header),
+            safe(&id.server_version)
         );
     }
     if !obs.anomalies.is_empty() {

@@ -38,7 +38,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     ),
     (
         "02_unknown_key.yaml",
-        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection."#,
+        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, secret_headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection."#,
     ),
     (
         "03_missing_base_url.yaml",
@@ -81,7 +81,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
             "\n",
             r#"09_bad_base_url.yaml:12:15: targets[1].base_url: target "ftp": base_url "ftp://models.internal/v1" is not an absolute http(s) URL; write the scheme and host, e.g. http://127.0.0.1:8000/v1."#,
             "\n",
-            r#"09_bad_base_url.yaml:16:15: targets[2].base_url: target "creds": base_url contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#
+            r#"09_bad_base_url.yaml:16:15: targets[2].base_url: target "creds": base_url "https://***@models.internal/v1" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#
         ),
     ),
     (
@@ -182,6 +182,106 @@ const ERROR_CASES: &[(&str, &str)] = &[
             r#"25_bad_message.yaml:5:10: scenarios[0].messages[1].content: scenario "chat_short": messages[1] has no content; write the message text in content."#
         ),
     ),
+    (
+        "26_bom_file.yaml",
+        r#"26_bom_file.yaml:4:17: scenarios[0].max_tokens: scenario "chat_short": max_tokens is 0; set it to at least 1 (it caps the output tokens each probe generates, e.g. 64)."#,
+    ),
+    (
+        "27_multiple_documents.yaml",
+        r#"27_multiple_documents.yaml: the file holds more than one YAML document (a line "---" starts another); keep a single document."#,
+    ),
+    (
+        "28_tagged_int.yaml",
+        r#"28_tagged_int.yaml:4:17: scenarios[0].max_tokens: scenario "chat_short": max_tokens is written with a YAML tag on a quoted value (such as !!int "8"); write the plain value without tag or quotes, e.g. max_tokens: 8."#,
+    ),
+    (
+        "29_integer_out_of_range.yaml",
+        r#"29_integer_out_of_range.yaml:4:17: scenarios[0].max_tokens: max_tokens 18446744073709551616 is out of range; set it between 1 and 4294967295."#,
+    ),
+    (
+        "30_port_out_of_range.yaml",
+        concat!(
+            r#"30_port_out_of_range.yaml:8:15: targets[0].base_url: target "big-port": base_url "http://127.0.0.1:99999/v1" has a port out of range; use a port from 1 to 65535."#,
+            "\n",
+            r#"30_port_out_of_range.yaml:12:15: targets[1].base_url: target "port-zero": base_url "http://127.0.0.1:0/v1" has port 0, which cannot be connected to; use a port from 1 to 65535."#
+        ),
+    ),
+    (
+        "31_bad_merge_key.yaml",
+        r#"31_bad_merge_key.yaml:7:9: targets[0].<<: target "local-vllm": a merge key (<<) must be followed by a mapping, an alias of one (<<: *base) or a list of them; fix the value or write the keys out."#,
+    ),
+    (
+        "32_unknown_tag.yaml",
+        concat!(
+            r#"32_unknown_tag.yaml:13:21: targets[0].timeout: target "local-vllm": the YAML tag !weird on a key is not supported (llm-probe reads plain keys); remove it."#,
+            "\n",
+            r#"32_unknown_tag.yaml:10:23: targets[0].api_key_env: target "local-vllm": the YAML tag !env is not supported (llm-probe reads plain values); remove it and write the value itself."#,
+            "\n",
+            r#"32_unknown_tag.yaml:12:23: targets[0].headers.X-Team: target "local-vllm": the YAML tag !secret is not supported (llm-probe reads plain values); remove it and write the value itself."#
+        ),
+    ),
+    (
+        "33_long_names.yaml",
+        concat!(
+            r#"33_long_names.yaml:2:11: scenarios[0].name: scenario "ssssssssssssssssssssssssssssssss…": name is 200 characters long; shorten it to at most 128, because it becomes the "scenario" label of every series."#,
+            "\n",
+            r#"33_long_names.yaml:6:11: targets[0].name: target "tttttttttttttttttttttttttttttttt…": name is 129 characters long; shorten it to at most 128, because it becomes the "target" label of every series."#,
+            "\n",
+            r#"33_long_names.yaml:9:12: targets[0].model: target "tttttttttttttttttttttttttttttttt…": model is 257 characters long; shorten it to at most 256, because it becomes the "model" label of every series."#,
+            "\n",
+            r#"33_long_names.yaml:13:12: targets[1].model: target "escapes": model "m\x1b[31m\n  ok          TTFT 1.0 ms" contains control characters (such as a newline, a tab or an escape) or bidirectional controls; write the model name the endpoint serves, without them."#
+        ),
+    ),
+    (
+        "34_secrets_in_urls.yaml",
+        concat!(
+            r#"34_secrets_in_urls.yaml:8:15: targets[0].base_url: target "userinfo": base_url "http://***@/v1" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#,
+            "\n",
+            r#"34_secrets_in_urls.yaml:12:15: targets[1].base_url: target "query": base_url "https://api.example.com/v1?key=***" has a query string or fragment; remove it, because the protocol appends its own path (e.g. /chat/completions) to base_url."#,
+            "\n",
+            r#"34_secrets_in_urls.yaml:16:15: targets[2].base_url: target "ftp": base_url "ftp://***@models.internal/" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#,
+            "\n",
+            r#"34_secrets_in_urls.yaml:20:15: targets[3].base_url: target "no-scheme": base_url "***@models.internal:8000/v1" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."#,
+            "\n",
+            r#"34_secrets_in_urls.yaml:22:19: targets[3].version_path: target "no-scheme": version_path "/version?token=***" must be a path on the target's host starting with "/", without query or fragment, e.g. /version."#,
+            "\n",
+            r#"34_secrets_in_urls.yaml:27:17: targets[4].deployment: target "azure": deployment "gpt4?api-key=***" is not a valid Azure deployment name; use only letters, digits, "-", "_" and "."."#,
+            "\n",
+            r#"34_secrets_in_urls.yaml:28:18: targets[4].api_version: target "azure": api_version "***&api-key=***" is not an Azure OpenAI API version; use a date like 2024-10-21 (optionally with -preview), or remove it for the default."#
+        ),
+    ),
+    (
+        "35_secret_headers.yaml",
+        concat!(
+            r#"35_secret_headers.yaml:2:20: defaults.secret_headers[0]: secret_headers lists "X-Nowhere", but no header of that name is set, so nothing would be kept secret; list only headers set under headers (the target's or defaults.headers)."#,
+            "\n",
+            r#"35_secret_headers.yaml:13:7: targets[0].headers.Authorization: …: target "local-vllm": header name "Authorization: …" is not a valid HTTP header name; write each header as a mapping entry, name then value (e.g. X-Team: sre), not as one string."#,
+            "\n",
+            r#"35_secret_headers.yaml:15:22: targets[0].secret_headers[0]: target "local-vllm": secret_headers lists "X-Tenat", but no header of that name is set, so nothing would be kept secret; did you mean "X-Tenant"?"#,
+            "\n",
+            r#"35_secret_headers.yaml:15:31: targets[0].secret_headers[1]: target "local-vllm": secret_headers lists "Bad Name", which is not a valid HTTP header name; list the names of headers set under headers, e.g. X-Tenant-Token."#
+        ),
+    ),
+    (
+        "36_headers_as_string.yaml",
+        r#"36_headers_as_string.yaml:10:14: targets[0].headers: target "local-vllm": headers must be a YAML mapping, but it is a string; fix the value (see probes.example.yaml)."#,
+    ),
+    (
+        "37_tagged_float.yaml",
+        r#"37_tagged_float.yaml:5:18: scenarios[0].temperature: scenario "chat_short": temperature is written with a YAML tag on a quoted value (such as !!float "0.5"); write the plain value without tag or quotes, e.g. temperature: 0.5."#,
+    ),
+    (
+        "38_key_in_key_fields.yaml",
+        concat!(
+            r#"38_key_in_key_fields.yaml:10:18: targets[0].api_key_env: target "key-in-env": api_key_env must be the name of an environment variable (letters, digits and "_"), not the key itself; put the key in a variable (e.g. export LOCAL_VLLM_KEY=...) and name that variable here."#,
+            "\n",
+            r#"38_key_in_key_fields.yaml:15:19: targets[1].api_key_file: target "key-in-file": api_key_file cannot be read (no such file); its value is not shown because, without a "/" or ".", it may be the key itself. Give the path of a file that holds the key (e.g. ./vllm.key)."#
+        ),
+    ),
+    (
+        "39_integer_over_64_bit_signed.yaml",
+        r#"39_integer_over_64_bit_signed.yaml:4:17: scenarios[0].max_tokens: scenario "chat_short": max_tokens 9223372036854775808 is out of range; set it between 1 and 4294967295."#,
+    ),
 ];
 
 #[test]
@@ -194,6 +294,23 @@ fn every_error_fixture_gives_its_exact_message() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Across every fixture: no message quotes a value the fixtures mark as secret (the word
+/// SECRET in a URL's user-info or query, a header value, a mistyped header), and "this line"
+/// is said only by a problem that has a line.
+#[test]
+fn no_fixture_message_echoes_a_secret_or_points_at_no_line() {
+    for (file, _) in ERROR_CASES {
+        let text = std::fs::read_to_string(format!("{FIXTURES}/{file}")).unwrap();
+        let err = config::parse(&text, file, &env).unwrap_err();
+        for p in &err.problems {
+            assert!(!p.to_string().contains("SECRET"), "{file}: {p}");
+            if p.message.contains("this line") {
+                assert!(p.line.is_some(), "{file}: {p}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -530,6 +647,74 @@ fn secret_never_appears_in_debug_summary_or_errors() {
         assert!(!out.contains("UNIQUE-9f3b"), "secret leaked in: {out}");
     }
     assert!(outputs.iter().any(|o| o.contains("<redacted>")));
+}
+
+/// YAML merge keys apply: a target built from an anchored one gets its keys (its own win),
+/// and a problem in a merged target is placed in the file as written.
+#[test]
+fn merge_keys_are_applied_and_problems_in_merged_targets_are_located() {
+    let yaml = format!(
+        "{SCENARIOS}targets:\n  - &base\n    name: a\n    protocol: openai-chat\n    base_url: http://h/v1\n    model: m\n    interval: 5s\n  - <<: *base\n    name: b\n    interval: 7s\n  - {{<<: [*base], name: c}}\n"
+    );
+    let cfg = parse(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(&str, &str, Duration)> = cfg
+        .targets
+        .iter()
+        .map(|t| (t.name.as_str(), t.model.as_str(), t.interval))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a", "m", ms(5000)),
+            ("b", "m", ms(7000)),
+            ("c", "m", ms(5000))
+        ]
+    );
+    // A wrong type and a semantic problem, each in a target that merges: lines of this file.
+    let bad_type = yaml.replace(
+        "    interval: 7s\n",
+        "    interval: 7s\n    temperature: [1]\n",
+    );
+    let err = parse(&bad_type).unwrap_err();
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert_eq!(
+        (err.problems[0].line, err.problems[0].path.as_str()),
+        (Some(14), "targets[1].temperature"),
+        "{err}"
+    );
+    let bad_value = yaml.replace("interval: 7s", "interval: 0s");
+    let err = parse(&bad_value).unwrap_err();
+    assert_eq!(
+        (err.problems[0].line, err.problems[0].path.as_str()),
+        (Some(13), "targets[1].interval"),
+        "{err}"
+    );
+}
+
+/// `secret_headers` (defaults' and the target's) adds to the built-in list; the values of every
+/// secret header are redacted in `Debug`, the others are shown.
+#[test]
+fn secret_headers_mark_any_header_secret() {
+    let t = one_target(
+        "defaults: {headers: {X-Shared: d-value}, secret_headers: [X-Shared]}",
+        "    headers: {X-Tenant: t-value, X-Team: sre, Cookie: c-value, X-Goog-Api-Key: g-value}\n    secret_headers: [x-tenant]\n",
+    );
+    assert_eq!(t.secret_headers, ["x-shared", "x-tenant"]);
+    for name in [
+        "X-Shared",
+        "x-tenant",
+        "cookie",
+        "X-Goog-Api-Key",
+        "Authorization",
+    ] {
+        assert!(t.is_secret_header(name), "{name}");
+    }
+    assert!(!t.is_secret_header("X-Team"));
+    let debug = format!("{t:?}");
+    for value in ["d-value", "t-value", "c-value", "g-value"] {
+        assert!(!debug.contains(value), "{value} in {debug}");
+    }
+    assert!(debug.contains("\"X-Team\", \"sre\""), "{debug}");
 }
 
 #[test]

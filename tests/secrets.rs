@@ -1,12 +1,17 @@
-//! A unique API key is set and every output channel is searched for it: stdout and stderr of
-//! `check-config`, `probe-once` (text and JSON, success and failure) and `run` at trace level,
-//! `/metrics` in both formats, and the landing page. The simulator's log of received requests
-//! proves the key was really sent, so the test cannot pass vacuously.
+//! A unique API key and unique values of secret headers (built-in ones and one marked with
+//! `secret_headers`) are set and every output channel is searched for them: stdout and stderr
+//! of `check-config`, `probe-once` (text and JSON, success and failure) and `run` at trace
+//! level, `/metrics` in both formats, and the landing page. The simulator's log of received
+//! requests proves the key and headers were really sent, so the test cannot pass vacuously.
+//!
+//! Config errors get the same search: files whose URL fields hold credentials (user-info,
+//! query values, in every URL-taking field and scheme) are checked, probed and run, and loaded
+//! by a running daemon on SIGHUP and `POST /-/reload`; no message may quote the secret.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::io::Read;
+use std::process::Command;
 use std::time::Duration;
 
 use llm_probe::simulate::{Fault, Script};
@@ -15,12 +20,27 @@ const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
 const KEY: &str = "sk-llmprobe-SECRET-7d41c9e2";
 const KEY_ENV: &str = "LLM_PROBE_TEST_SECRET_KEY";
 
+/// Secret header values: (header, value). `X-Tenant` is secret only because the file says so.
+const HEADERS: &[(&str, &str)] = &[
+    ("Cookie", "session=hdr-SECRET-cookie-51e2"),
+    ("Proxy-Authorization", "Basic hdr-SECRET-proxy-9c07"),
+    ("X-Goog-Api-Key", "hdr-SECRET-goog-44ad"),
+    ("X-Tenant", "hdr-SECRET-tenant-b3f8"),
+];
+
 fn config(dir: &tempfile::TempDir, base_url: &str) -> std::path::PathBuf {
+    let headers: Vec<String> = HEADERS
+        .iter()
+        .map(|(k, v)| format!("{k}: \"{v}\""))
+        .collect();
     let yaml = common::yaml(
         base_url,
         "1s",
         &common::scenario("chat", 8),
-        &format!("    api_key_env: {KEY_ENV}\n"),
+        &format!(
+            "    api_key_env: {KEY_ENV}\n    headers: {{{}}}\n    secret_headers: [X-Tenant]\n",
+            headers.join(", ")
+        ),
     );
     let p = dir.path().join("probes.yaml");
     std::fs::write(&p, yaml).unwrap();
@@ -43,6 +63,21 @@ fn run(args: &[&str], config: &std::path::Path) -> String {
     )
 }
 
+/// `run` at trace level on `config` with the key in its environment, once it serves: the
+/// process, its log, and the address it serves on.
+fn trace_daemon(config: &std::path::Path) -> (common::ChildGuard, common::StderrLines, String) {
+    let args = [
+        "--log.level",
+        "trace",
+        "run",
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ];
+    let (child, mut err) = common::spawn_logged(BIN, &args, config, &[(KEY_ENV, KEY)]);
+    let addr = err.served_addr();
+    (child, err, addr)
+}
+
 fn assert_no_key(channel: &str, text: &str) {
     assert!(
         !text.contains(KEY),
@@ -51,6 +86,10 @@ fn assert_no_key(channel: &str, text: &str) {
     assert!(
         !text.contains("7d41c9e2"),
         "part of the API key leaked into {channel}"
+    );
+    assert!(
+        !text.contains("hdr-SECRET"),
+        "a secret header value leaked into {channel}:\n{text}"
     );
 }
 
@@ -91,36 +130,7 @@ async fn the_key_never_appears_in_any_output() {
             ),
         ];
         // The daemon at trace level, its /metrics and landing page.
-        let mut child = common::ChildGuard(
-            Command::new(BIN)
-                .args([
-                    "--log.level",
-                    "trace",
-                    "run",
-                    "--web.listen-address",
-                    "127.0.0.1:0",
-                    "--config.file",
-                ])
-                .arg(&ok_cfg)
-                .env(KEY_ENV, KEY)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-        let mut err = BufReader::new(child.0.stderr.take().unwrap());
-        let mut log = String::new();
-        let addr = loop {
-            let mut line = String::new();
-            assert!(
-                err.read_line(&mut line).unwrap() > 0,
-                "daemon exited early:\n{log}"
-            );
-            log += &line;
-            if let Some(rest) = line.split("serving metrics on http://").nth(1) {
-                break rest.split('/').next().unwrap().to_string();
-            }
-        };
+        let (mut child, err, addr) = trace_daemon(&ok_cfg);
         std::thread::sleep(Duration::from_millis(2500));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -152,7 +162,7 @@ async fn the_key_never_appears_in_any_output() {
         outputs.push(("landing page", get("/", "text/html")));
         common::interrupt(&child.0);
         child.0.wait().unwrap();
-        err.read_to_string(&mut log).unwrap();
+        let log = err.finish();
         let mut stdout = String::new();
         child
             .0
@@ -186,5 +196,170 @@ async fn the_key_never_appears_in_any_output() {
             .find(|(k, _)| k == "authorization")
             .map(|(_, v)| v.as_str());
         assert_eq!(auth, Some(format!("Bearer {KEY}").as_str()));
+        for (name, value) in HEADERS {
+            let sent = r
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str());
+            assert_eq!(sent, Some(*value), "{name} was sent");
+        }
+    }
+}
+
+// ---- config errors ------------------------------------------------------------------
+
+/// The secret every bad config below hides in a field: a URL, a key field, a header.
+const CONFIG_SECRET: &str = "cfg-SECRET-8e31d0";
+
+/// Config files that are wrong in a field holding [`CONFIG_SECRET`], with a phrase each one's
+/// error must contain (so the search is not vacuous).
+fn bad_configs() -> Vec<(&'static str, String, &'static str)> {
+    let s = CONFIG_SECRET;
+    let head = "scenarios:\n  - {name: chat, messages: [{role: user, content: hi}], max_tokens: 8}\ntargets:\n";
+    let target = |name: &str, extra: &str| {
+        format!("  - name: {name}\n    protocol: openai-chat\n    model: m\n{extra}")
+    };
+    vec![
+        (
+            "url fields",
+            format!(
+                "{head}{}{}{}{}{}{}{}{}",
+                target("userinfo", &format!("    base_url: \"http://admin:{s}@/v1\"\n")),
+                target("query", &format!("    base_url: \"https://api.example.com/v1?key={s}\"\n")),
+                target("fragment", &format!("    base_url: \"https://h/v1#access_token={s}\"\n")),
+                target("ftp", &format!("    base_url: \"ftp://user:{s}@host/\"\n")),
+                target("no-scheme", &format!("    base_url: \"user:{s}@host:8000/v1\"\n")),
+                target("port", &format!("    base_url: \"http://u:{s}@h:99999/v1\"\n")),
+                target("slash", &format!("    base_url: \"http://u:pa/{s}@h/v1\"\n")),
+                target(
+                    "version",
+                    &format!("    base_url: http://h/v1\n    version_path: \"/version?key={s}\"\n"),
+                ),
+            ),
+            "contains a user name or password",
+        ),
+        (
+            "azure fields",
+            format!(
+                "{head}  - {{name: az, protocol: azure-openai, base_url: 'https://h', model: m, deployment: 'd?api-key={s}', api_version: '2024-10-21&api-key={s}'}}\n"
+            ),
+            "is not a valid Azure deployment name",
+        ),
+        (
+            "key pasted into api_key_env",
+            format!("{head}{}", target("k", &format!("    base_url: http://h/v1\n    api_key_env: sk-proj-{s}\n"))),
+            "not the key itself",
+        ),
+        (
+            "key pasted into api_key_file",
+            format!("{head}{}", target("k", &format!("    base_url: http://h/v1\n    api_key_file: sk-ant-{s}\n"))),
+            "may be the key itself|not shown",
+        ),
+        (
+            "header written as one string",
+            format!("{head}{}", target("h", &format!("    base_url: http://h/v1\n    headers: \"Authorization: Bearer {s}\"\n"))),
+            "headers must be",
+        ),
+        (
+            "header name holding its value",
+            format!("{head}{}", target("h", &format!("    base_url: http://h/v1\n    headers: {{\"Authorization: Bearer {s}\": x}}\n"))),
+            "is not a valid HTTP header name",
+        ),
+    ]
+}
+
+/// Every channel a config error reaches: `check-config` (both log formats), `probe-once` (text
+/// and JSON), `run` at start-up, and a running daemon's log and `POST /-/reload` answer when
+/// the file turns bad under it (SIGHUP and HTTP).
+#[test]
+fn config_errors_never_echo_a_secret_on_any_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    for (what, yaml, phrase) in bad_configs() {
+        std::fs::write(&path, &yaml).unwrap();
+        let runs: [(&str, &[&str]); 7] = [
+            ("check-config", &["check-config"]),
+            (
+                "check-config --skip-secrets",
+                &["check-config", "--skip-secrets"],
+            ),
+            (
+                "check-config json log",
+                &["--log.format", "json", "check-config"],
+            ),
+            ("probe-once", &["probe-once"]),
+            ("probe-once json", &["probe-once", "--output", "json"]),
+            ("run", &["run", "--web.listen-address", "127.0.0.1:0"]),
+            (
+                "run json log",
+                &[
+                    "--log.format",
+                    "json",
+                    "run",
+                    "--web.listen-address",
+                    "127.0.0.1:0",
+                ],
+            ),
+        ];
+        for (channel, args) in runs {
+            let out = run(args, &path);
+            assert!(
+                phrase.split('|').any(|p| out.contains(p)),
+                "{what} / {channel}: {phrase:?} not reported:\n{out}"
+            );
+            outputs.push((format!("{what} / {channel}"), out));
+        }
+    }
+
+    // A running daemon whose file turns bad: the reload is refused, and logged.
+    let sim_dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(config(&sim_dir, "http://127.0.0.1:9/v1")).unwrap();
+    std::fs::write(&path, good).unwrap();
+    let (mut child, mut err, addr) = trace_daemon(&path);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Each bad file is loaded by `POST /-/reload` and by SIGHUP (the HTTP round trip first, so
+    // the SIGHUP handler, installed just after the daemon starts serving, is in place).
+    for (what, yaml, phrase) in bad_configs() {
+        std::fs::write(&path, &yaml).unwrap();
+        let body = rt.block_on(async {
+            let r = reqwest::Client::new()
+                .post(format!("http://{addr}/-/reload"))
+                .send()
+                .await
+                .unwrap();
+            format!("HTTP {} {}", r.status(), r.text().await.unwrap())
+        });
+        assert!(!body.starts_with("HTTP 200"), "{what}: {body}");
+        outputs.push((format!("{what} / POST /-/reload"), body));
+        let line = err.until("reload failed");
+        assert!(
+            phrase.split('|').any(|p| line.contains(p)),
+            "{what}: {line}"
+        );
+        let hup = Command::new("kill")
+            .args(["-HUP", &child.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+        let line = err.until("reload failed");
+        assert!(
+            phrase.split('|').any(|p| line.contains(p)),
+            "{what}: {line}"
+        );
+    }
+    common::interrupt(&child.0);
+    child.0.wait().unwrap();
+    outputs.push(("daemon log, reloads".into(), err.finish()));
+
+    for (channel, text) in &outputs {
+        assert!(
+            !text.contains(CONFIG_SECRET) && !text.contains("8e31d0"),
+            "the secret leaked into {channel}:\n{text}"
+        );
     }
 }

@@ -17,9 +17,12 @@ pub mod files;
 mod locate;
 mod raw;
 mod schema_errors;
+mod secret_headers;
 mod tls;
 mod validate;
+mod yaml_features;
 
+pub use secret_headers::{is_secret_header, SECRET_HEADERS, SECRET_HEADER_WORDS};
 pub use tls::{ConnectionPolicy, Tls, DEFAULT_CONNECT_TIMEOUT};
 
 use std::fmt;
@@ -37,6 +40,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// that streams `stream_options.include_usage`).
 pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
 
+/// Longest target or scenario name, in characters: names are the `target` and `scenario` label
+/// values of every series, so a long one is repeated in every line of `/metrics`.
+pub const MAX_NAME_LEN: usize = 128;
+/// Longest `model`, in characters (the `model` label of every series; long enough for cloud
+/// model ARNs and `org/repo` names with a revision).
+pub const MAX_MODEL_LEN: usize = 256;
+
 /// A loaded, validated configuration. Immutable; share it behind an `Arc` and swap
 /// the whole thing on reload.
 #[derive(Debug)]
@@ -53,7 +63,8 @@ pub struct Config {
 /// A canned prompt sent as one streaming request.
 #[derive(Debug, PartialEq)]
 pub struct Scenario {
-    /// Unique name; used as the `scenario` metric label. Matches `[A-Za-z0-9_.:-]+`.
+    /// Unique name; used as the `scenario` metric label. Matches `[A-Za-z0-9_.:-]+`, at most
+    /// [`MAX_NAME_LEN`] characters.
     pub name: String,
     /// The chat messages, in order. Never empty; every content is non-empty.
     pub messages: Vec<Message>,
@@ -176,14 +187,16 @@ impl fmt::Display for Protocol {
 /// An endpoint to probe, with every default applied.
 #[derive(PartialEq)]
 pub struct Target {
-    /// Unique name; used as the `target` metric label. Matches `[A-Za-z0-9_.:-]+`.
+    /// Unique name; used as the `target` metric label. Matches `[A-Za-z0-9_.:-]+`, at most
+    /// [`MAX_NAME_LEN`] characters.
     pub name: String,
     /// Wire protocol.
     pub protocol: Protocol,
     /// Absolute `http`/`https` URL without credentials, query or fragment, as written
     /// (e.g. `http://127.0.0.1:8000/v1`); the protocol appends its path to it.
     pub base_url: reqwest::Url,
-    /// Model name sent in the request and used as the `model` metric label.
+    /// Model name sent in the request and used as the `model` metric label: at most
+    /// [`MAX_MODEL_LEN`] characters, no control or bidirectional-control characters.
     pub model: String,
     /// The API key, resolved at load time from `api_key_env` / `api_key_file`
     /// (surrounding whitespace trimmed). `None` when neither is configured.
@@ -193,6 +206,9 @@ pub struct Target {
     /// Extra HTTP headers: `defaults.headers` merged with the target's (the target
     /// wins; names compare case-insensitively). Names and values are valid HTTP.
     pub headers: Vec<(String, String)>,
+    /// Header names (lower case) the file marks secret with `secret_headers:` (`defaults`' and
+    /// the target's), in addition to the built-in list; see [`Target::is_secret_header`].
+    pub secret_headers: Vec<String>,
     /// Time between the starts of two probes of the same scenario (100 ms to 1 day, see
     /// [`durations`]).
     pub interval: Duration,
@@ -237,6 +253,7 @@ impl Target {
             api_key,
             api_key_source,
             headers,
+            secret_headers,
             interval,
             timeout,
             temperature,
@@ -257,6 +274,7 @@ impl Target {
             && *api_key == other.api_key
             && *api_key_source == other.api_key_source
             && *headers == other.headers
+            && *secret_headers == other.secret_headers
             && *interval == other.interval
             && *timeout == other.timeout
             && *temperature == other.temperature
@@ -271,13 +289,14 @@ impl Target {
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
-    /// timeout, scenario names and where the key comes from (never the key).
+    /// timeout, scenario names and where the key comes from (never the key), with control
+    /// characters escaped ([`crate::sanitize::terminal_safe`]).
     ///
     /// Example: `local-vllm: openai-chat http://127.0.0.1:8000/v1 model=my-model
     /// interval=15s timeout=10s scenarios=[chat_short, code_completion] api_key=env LOCAL_VLLM_KEY`
     pub fn summary(&self) -> String {
         let scenarios: Vec<&str> = self.scenarios.iter().map(|s| s.name.as_str()).collect();
-        format!(
+        let line = format!(
             "{}: {} {} model={} interval={} timeout={} scenarios=[{}] api_key={}",
             self.name,
             self.protocol,
@@ -287,7 +306,9 @@ impl Target {
             humantime::format_duration(self.timeout),
             scenarios.join(", "),
             self.api_key_source.as_deref().unwrap_or("none"),
-        ) + &self.transport_summary()
+        ) + &self.transport_summary();
+        // File paths may hold any character: printed escaped.
+        crate::sanitize::terminal_safe(&line).into_owned()
     }
 
     /// The temperature to send for `scenario`: the scenario's, else the target's.
@@ -309,18 +330,18 @@ impl Target {
     }
 }
 
-/// Header names whose values are redacted in `Debug` output.
-fn is_sensitive_header(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n == "authorization"
-        || n == "proxy-authorization"
-        || n == "cookie"
-        || n.contains("key")
-        || n.contains("token")
-        || n.contains("secret")
-}
-
 impl Target {
+    /// True when the value of header `name` (any case) is a credential: a built-in secret
+    /// header ([`is_secret_header`]) or one this target's `secret_headers` names. Such values
+    /// are sent marked sensitive and never shown in `Debug` output.
+    pub fn is_secret_header(&self, name: &str) -> bool {
+        is_secret_header(name)
+            || self
+                .secret_headers
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(name))
+    }
+
     /// The non-default transport settings, for [`Target::summary`]: ` connection=reuse`,
     /// ` tls.ca_file=…`, ` tls.client_cert=…`, and a loud ` TLS-VERIFICATION-OFF`.
     fn transport_summary(&self) -> String {
@@ -347,7 +368,7 @@ impl fmt::Debug for Target {
             .headers
             .iter()
             .map(|(k, v)| {
-                let v = if is_sensitive_header(k) {
+                let v = if self.is_secret_header(k) {
                     "<redacted>"
                 } else {
                     v.as_str()
@@ -364,6 +385,7 @@ impl fmt::Debug for Target {
             .field("api_key", &self.api_key)
             .field("api_key_source", &self.api_key_source)
             .field("headers", &headers)
+            .field("secret_headers", &self.secret_headers)
             .field("interval", &self.interval)
             .field("timeout", &self.timeout)
             .field("temperature", &self.temperature)
@@ -448,13 +470,7 @@ fn display_lines(problems: &[Problem]) -> String {
 impl ConfigError {
     fn single(source: &str, message: String) -> Self {
         ConfigError {
-            problems: vec![Problem {
-                source: source.to_string(),
-                line: None,
-                column: None,
-                path: String::new(),
-                message,
-            }],
+            problems: vec![Problem::new(source, None, "", &message)],
         }
     }
 }
@@ -475,6 +491,22 @@ pub struct Problem {
     pub path: String,
     /// A full sentence that names the field and says how to fix it.
     pub message: String,
+}
+
+impl Problem {
+    /// The one way problems are made: `path` and `message` are made safe to show on any
+    /// channel (a terminal, a log, an HTTP body) with [`crate::sanitize::for_message`]: a URL
+    /// quoted anywhere in them loses its user-info and query values, control characters are
+    /// escaped. `at` is the 1-based (line, column), when known.
+    pub(crate) fn new(source: &str, at: Option<(usize, usize)>, path: &str, message: &str) -> Self {
+        Problem {
+            source: source.to_string(),
+            line: at.map(|l| l.0),
+            column: at.map(|l| l.1),
+            path: crate::sanitize::for_message(path),
+            message: crate::sanitize::for_message(message),
+        }
+    }
 }
 
 impl fmt::Display for Problem {

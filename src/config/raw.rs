@@ -25,6 +25,7 @@ pub(crate) struct RawDefaults {
     pub timeout: Option<Value>,
     pub temperature: Option<f64>,
     pub headers: Option<Mapping>,
+    pub secret_headers: Option<Vec<String>>,
     pub slo: Option<RawSlo>,
 }
 
@@ -66,6 +67,7 @@ pub(crate) struct RawTarget {
     pub timeout: Option<Value>,
     pub temperature: Option<f64>,
     pub headers: Option<Mapping>,
+    pub secret_headers: Option<Vec<String>>,
     pub extra_body: Option<JsonObject>,
     pub scenarios: Option<Vec<String>>,
     pub slo: Option<RawSlo>,

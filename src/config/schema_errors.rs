@@ -6,8 +6,13 @@ use serde_yaml::Value;
 use super::{ConfigError, Problem};
 
 /// `target "NAME": `, or `target #N: ` when the name is missing.
+/// A name longer than [`super::MAX_NAME_LEN`] is cut (it is reported on its own).
 pub(super) fn entity_prefix(kind: &str, name: Option<&str>, i: usize) -> String {
     match name {
+        Some(n) if n.chars().count() > super::MAX_NAME_LEN => {
+            let head: String = n.chars().take(32).collect();
+            format!("{kind} \"{head}…\": ")
+        }
         Some(n) => format!("{kind} \"{n}\": "),
         None => format!("{kind} #{}: ", i + 1),
     }
@@ -95,18 +100,45 @@ pub(super) fn serde_error(
             let key = msg.trim_start_matches("duplicate entry with key").trim();
             format!("the key {key} appears twice in the same mapping; keep only one of them.")
         }
-        None => format!("the file is not valid YAML: {msg}; check the indentation and quoting on this line and the lines just above it."),
+        None => syntax_message(&path, &msg, loc.is_some()),
         Some(doc) => format!("{}{}", doc_prefix(doc, &path), schema_message(&path, &msg)),
     };
     ConfigError {
-        problems: vec![Problem {
-            source: source.to_string(),
-            line: loc.map(|l| l.0),
-            column: loc.map(|l| l.1),
-            path,
-            message,
-        }],
+        problems: vec![Problem::new(source, loc, &path, &message)],
     }
+}
+
+/// The message for an error of the YAML itself (before any schema check). `located`: the
+/// error has a line, so the message may point at "this line".
+fn syntax_message(path: &str, msg: &str, located: bool) -> String {
+    let field = path.rsplit('.').next().filter(|f| !f.is_empty());
+    // serde_yaml reads every integer as 64 bits; a larger one fails before any schema check.
+    if let Some(number) = msg
+        .strip_prefix("invalid type: integer `")
+        .and_then(|r| r.split_once('`'))
+        .filter(|(_, rest)| rest.starts_with(" as u128") || rest.starts_with(" as i128"))
+        .map(|(n, _)| n)
+    {
+        return out_of_range(field, number);
+    }
+    if msg.contains("more than one document") {
+        return "the file holds more than one YAML document (a line \"---\" starts another); keep a single document.".into();
+    }
+    if located {
+        format!("the file is not valid YAML: {msg}; check the indentation and quoting on this line and the lines just above it.")
+    } else {
+        format!("the file is not valid YAML: {msg}; check its indentation and quoting.")
+    }
+}
+
+/// `max_tokens 99999999999999999999 is out of range; set it between 1 and 4294967295.`
+fn out_of_range(field: Option<&str>, number: &str) -> String {
+    let what = field.map_or("this number".to_string(), |f| format!("{f} {number}"));
+    let limit = match field {
+        Some("max_tokens") => format!("set it between 1 and {}", u32::MAX),
+        _ => "use a smaller value (see probes.example.yaml)".to_string(),
+    };
+    format!("{what} is out of range; {limit}.")
 }
 
 /// For an "unknown field" error: the path of the mapping it is in (`""` for the top level),
@@ -146,7 +178,7 @@ pub(super) fn mapping_at<'a>(
 }
 
 /// `target "NAME": ` / `scenario "NAME": ` for paths inside `targets[i]` / `scenarios[i]`.
-fn doc_prefix(doc: &Value, path: &str) -> String {
+pub(super) fn doc_prefix(doc: &Value, path: &str) -> String {
     for (list, kind) in [("targets", "target"), ("scenarios", "scenario")] {
         let Some(rest) = path.strip_prefix(list).and_then(|r| r.strip_prefix('[')) else {
             continue;
@@ -168,6 +200,25 @@ fn doc_prefix(doc: &Value, path: &str) -> String {
 fn ticked(msg: &str) -> Vec<&str> {
     msg.split('`').skip(1).step_by(2).collect()
 }
+
+/// Fields whose value a type error may quote: numbers, durations and names, never a field that
+/// can hold a secret (URLs, headers, keys, files, request bodies).
+const ECHOED_FIELDS: &[&str] = &[
+    "max_tokens",
+    "temperature",
+    "interval",
+    "timeout",
+    "connect_timeout",
+    "ttft_p95",
+    "output_tokens_per_second_min",
+    "prefix_cache",
+    "protocol",
+    "connection",
+    "role",
+    "name",
+    "model",
+    "insecure_skip_verify",
+];
 
 fn schema_message(path: &str, msg: &str) -> String {
     let field = path
@@ -203,9 +254,43 @@ fn schema_message(path: &str, msg: &str) -> String {
                 e if e.starts_with("struct ") || e == "a map" => "a mapping",
                 e => e,
             };
-            let found = found.replace("sequence", "list").replace("map", "mapping");
+            // The kind ("string", "integer", "floating point", …) and the value as written.
+            let (kind, value) = match found.find(['`', '"']) {
+                Some(i) => (found[..i].trim(), Some(found[i..].trim())),
+                None => (found, None),
+            };
+            let kind = kind.replace("sequence", "list").replace("map", "mapping");
+            // `!!int "8"`: serde_yaml reads a tagged, quoted scalar as the right kind and still
+            // refuses it.
+            let same_kind = matches!(
+                (kind.as_str(), expected),
+                ("integer", "an integer") | ("integer" | "floating point", "a number")
+            );
+            let plain = value.unwrap_or("").trim_matches(['`', '"']);
+            // serde_yaml says the same of an integer beyond 64-bit signed range.
+            if same_kind && kind == "integer" && plain.parse::<i64>().is_err() {
+                return out_of_range(Some(field), plain);
+            }
+            if same_kind {
+                let tag = if kind == "integer" {
+                    "!!int"
+                } else {
+                    "!!float"
+                };
+                return format!("{field} is written with a YAML tag on a quoted value (such as {tag} \"{plain}\"); write the plain value without tag or quotes, e.g. {field}: {plain}.");
+            }
+            // Only fields that cannot hold a secret have their value echoed.
+            let found = match value {
+                Some(v) if ECHOED_FIELDS.contains(&field) => format!("{kind} {v}"),
+                _ => format!("a {kind}"),
+            };
             return format!("{field} must be {expected}, but it is {found}; fix the value (see probes.example.yaml).");
         }
+    }
+    if msg.starts_with("invalid value") && !ECHOED_FIELDS.contains(&field) {
+        return format!(
+            "{field} has a value of the wrong form; fix the value (see probes.example.yaml)."
+        );
     }
     format!("{msg}; fix the value (see probes.example.yaml).")
 }

@@ -13,11 +13,13 @@ use serde_yaml::{Mapping, Value};
 use super::locate::Locations;
 use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget, RawTls};
 use super::schema_errors::{closest, entity_prefix, mapping_at, serde_error, unknown_key};
+use super::yaml_features::yaml_features;
 use super::{
     Config, ConfigError, ConnectionPolicy, Message, PrefixCache, Problem, Protocol, Scenario,
     Secret, Secrets, Slo, Target, Tls, DEFAULT_AZURE_API_VERSION, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_INTERVAL, DEFAULT_TIMEOUT,
+    DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_MODEL_LEN, MAX_NAME_LEN,
 };
+use crate::sanitize::{is_unsafe_char, redact_url};
 
 type JsonObject = serde_json::Map<String, serde_json::Value>;
 
@@ -41,11 +43,14 @@ pub(crate) fn parse(
     env: &dyn Fn(&str) -> Option<String>,
     secrets: Secrets,
 ) -> Result<Config, ConfigError> {
+    // A UTF-8 byte-order mark (some Windows editors write one) is not part of the YAML.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // First pass: plain YAML, so syntax errors are told apart from schema errors.
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
+    let mut doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
     // Where each node is written: only needed, and so only built, when there is a problem.
     let locations = OnceCell::new();
-    let (raw, unknown) = typed(text, source, &doc, &locations)?;
+    let merged = yaml_features(&mut doc, text, source, &locations)?;
+    let (raw, unknown) = typed(text, source, &doc, merged, &locations)?;
 
     let mut v = Validator {
         problems: Vec::new(),
@@ -74,19 +79,14 @@ pub(crate) fn parse(
 }
 
 /// `(field path, message)` problems with the line and column of their node in the text.
-fn located(locations: &Locations, source: &str, problems: Vec<(String, String)>) -> Vec<Problem> {
+pub(super) fn located(
+    locations: &Locations,
+    source: &str,
+    problems: Vec<(String, String)>,
+) -> Vec<Problem> {
     problems
         .into_iter()
-        .map(|(path, message)| {
-            let loc = locations.find(&path);
-            Problem {
-                source: source.to_string(),
-                line: loc.map(|l| l.0),
-                column: loc.map(|l| l.1),
-                path,
-                message,
-            }
-        })
+        .map(|(path, message)| Problem::new(source, locations.find(&path), &path, &message))
         .collect()
 }
 
@@ -105,10 +105,14 @@ struct UnknownKeys {
 /// unknown key; so that every problem of a file is reported in one run, each unknown key is
 /// reported, taken out of the document, and the document is read again. Any other schema error
 /// (a wrong type, a missing key) ends the check there, with the unknown keys found before it.
+///
+/// `merged`: merge keys were applied to `doc`, so it is read from its own rewritten text and
+/// every location is looked up in the file as written.
 fn typed(
     text: &str,
     source: &str,
     doc: &Value,
+    merged: bool,
     locations: &OnceCell<Locations>,
 ) -> Result<(RawFile, UnknownKeys), ConfigError> {
     let mut unknown = UnknownKeys::default();
@@ -116,7 +120,11 @@ fn typed(
         return Ok((RawFile::default(), unknown));
     }
     let mut current = doc.clone();
-    let mut current_text = text.to_string();
+    let mut current_text = if merged {
+        serde_yaml::to_string(doc).unwrap_or_else(|_| text.to_string())
+    } else {
+        text.to_string()
+    };
     loop {
         let err = match serde_yaml::from_str::<RawFile>(&current_text) {
             Ok(raw) => return Ok((raw, unknown)),
@@ -138,7 +146,16 @@ fn typed(
             Some(stands_for)
         });
         if taken_out.is_none() && unknown.problems.is_empty() {
-            // The first problem, and not an unknown key: exactly serde's location.
+            // The first problem, and not an unknown key: exactly serde's location (in the
+            // file as written unless merge keys were applied).
+            let mut error = error;
+            if merged {
+                let locations = locations.get_or_init(|| Locations::build(text));
+                for p in &mut error.problems {
+                    let loc = locations.find(&p.path);
+                    (p.line, p.column) = (loc.map(|l| l.0), loc.map(|l| l.1));
+                }
+            }
             return Err(error);
         }
         // After the first read, serde's locations are in the rewritten text: find the key in
@@ -191,6 +208,8 @@ struct Defaults {
     timing_invalid: bool,
     temperature: Option<f64>,
     headers: Vec<(String, String)>,
+    /// `defaults.secret_headers`, lower case.
+    secret_headers: Vec<String>,
     slo: Slo,
 }
 
@@ -207,7 +226,12 @@ impl Validator<'_> {
     }
 
     fn file(&mut self, raw: RawFile, source: &str) -> Option<Config> {
-        let defaults = self.defaults(raw.defaults.unwrap_or_default());
+        // Every header name a target sets: `defaults.secret_headers` may name any of them.
+        let target_headers: Vec<String> = (raw.targets.iter().flatten())
+            .filter_map(|t| t.headers.as_ref())
+            .flat_map(|h| h.keys().filter_map(Value::as_str).map(str::to_string))
+            .collect();
+        let defaults = self.defaults(raw.defaults.unwrap_or_default(), &target_headers);
 
         let raw_scenarios = raw.scenarios.unwrap_or_default();
         if raw_scenarios.is_empty() {
@@ -275,7 +299,7 @@ impl Validator<'_> {
 
     // ---- defaults -------------------------------------------------------------
 
-    fn defaults(&mut self, raw: RawDefaults) -> Defaults {
+    fn defaults(&mut self, raw: RawDefaults, target_headers: &[String]) -> Defaults {
         let mut d = Defaults::default();
         let p = "defaults";
         d.interval = raw
@@ -306,6 +330,10 @@ impl Validator<'_> {
         if let Some(h) = &raw.headers {
             d.headers = self.headers(&format!("{p}.headers"), "", h);
         }
+        let set: Vec<&str> = (d.headers.iter().map(|(k, _)| k.as_str()))
+            .chain(target_headers.iter().map(String::as_str))
+            .collect();
+        d.secret_headers = self.secret_headers(p, "", raw.secret_headers.as_deref(), &set);
         d.slo = self.slo(&format!("{p}.slo"), "", raw.slo.as_ref(), Slo::default());
         d
     }
@@ -493,6 +521,20 @@ impl Validator<'_> {
         let base_url = self.base_url(&format!("{path}.base_url"), &pre, raw.base_url.as_deref());
 
         let model = match raw.model.clone() {
+            Some(m) if m.chars().count() > MAX_MODEL_LEN => {
+                self.problem(
+                    format!("{path}.model"),
+                    format!("{pre}model is {} characters long; shorten it to at most {MAX_MODEL_LEN}, because it becomes the \"model\" label of every series.", m.chars().count()),
+                );
+                None
+            }
+            Some(m) if m.chars().any(is_unsafe_char) => {
+                self.problem(
+                    format!("{path}.model"),
+                    format!("{pre}model \"{m}\" contains control characters (such as a newline, a tab or an escape) or bidirectional controls; write the model name the endpoint serves, without them."),
+                );
+                None
+            }
             Some(m) if !m.trim().is_empty() => Some(m),
             _ => {
                 self.problem(
@@ -562,6 +604,13 @@ impl Validator<'_> {
                     Some(slot) => *slot = (k, v),
                     None => headers.push((k, v)),
                 }
+            }
+        }
+        let set: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+        let mut secret_headers = d.secret_headers.clone();
+        for name in self.secret_headers(path, &pre, raw.secret_headers.as_deref(), &set) {
+            if !secret_headers.contains(&name) {
+                secret_headers.push(name);
             }
         }
         if raw.api_key_env.is_some() || raw.api_key_file.is_some() {
@@ -636,6 +685,7 @@ impl Validator<'_> {
             api_key,
             api_key_source,
             headers,
+            secret_headers,
             interval,
             timeout,
             temperature,
@@ -798,7 +848,7 @@ impl Validator<'_> {
             Some(d) if !plain(d) => {
                 self.problem(
                     format!("{path}.deployment"),
-                    format!("{pre}deployment \"{d}\" is not a valid Azure deployment name; use only letters, digits, \"-\", \"_\" and \".\"."),
+                    format!("{pre}deployment \"{}\" is not a valid Azure deployment name; use only letters, digits, \"-\", \"_\" and \".\".", redact_url(d)),
                 );
                 None
             }
@@ -809,7 +859,7 @@ impl Validator<'_> {
             Some(v) if !plain(v) => {
                 self.problem(
                     format!("{path}.api_version"),
-                    format!("{pre}api_version \"{v}\" is not an Azure OpenAI API version; use a date like {DEFAULT_AZURE_API_VERSION} (optionally with -preview), or remove it for the default."),
+                    format!("{pre}api_version \"{}\" is not an Azure OpenAI API version; use a date like {DEFAULT_AZURE_API_VERSION} (optionally with -preview), or remove it for the default.", &redact_url(&format!("?{v}"))[1..]),
                 );
                 None
             }
@@ -824,7 +874,7 @@ impl Validator<'_> {
         if !v.starts_with('/') || v.contains(['?', '#', ' ']) {
             self.problem(
                 format!("{path}.version_path"),
-                format!("{pre}version_path \"{v}\" must be a path on the target's host starting with \"/\", without query or fragment, e.g. /version."),
+                format!("{pre}version_path \"{}\" must be a path on the target's host starting with \"/\", without query or fragment, e.g. /version.", redact_url(v)),
             );
             return None;
         }
@@ -842,28 +892,48 @@ impl Validator<'_> {
             );
             return None;
         };
+        // Quoted in messages only without user-info and query values.
+        let shown = redact_url(s);
+        let credentials = format!("base_url \"{shown}\" contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead.");
+        // Checked before parsing: a password with a character the URL parser rejects would
+        // otherwise be reported as something else (a bad port).
+        if s.split(['?', '#']).next().unwrap_or_default().contains('@') {
+            self.problem(path, format!("{pre}{credentials}"));
+            return None;
+        }
         let url = match reqwest::Url::parse(s) {
+            Ok(u) if u.port() == Some(0) => {
+                self.problem(
+                    path,
+                    format!("{pre}base_url \"{shown}\" has port 0, which cannot be connected to; use a port from 1 to 65535."),
+                );
+                return None;
+            }
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => u,
+            Err(url::ParseError::InvalidPort) => {
+                self.problem(
+                    path,
+                    format!("{pre}base_url \"{shown}\" has a port out of range; use a port from 1 to 65535."),
+                );
+                return None;
+            }
             _ => {
                 self.problem(
                     path,
-                    format!("{pre}base_url \"{s}\" is not an absolute http(s) URL; write the scheme and host, {EXAMPLE}."),
+                    format!("{pre}base_url \"{shown}\" is not an absolute http(s) URL; write the scheme and host, {EXAMPLE}."),
                 );
                 return None;
             }
         };
         if !url.username().is_empty() || url.password().is_some() {
             // Do not echo the URL: it holds a credential.
-            self.problem(
-                path,
-                format!("{pre}base_url contains a user name or password, which would end up in logs; remove it and use api_key_env or api_key_file instead."),
-            );
+            self.problem(path, format!("{pre}{credentials}"));
             return None;
         }
         if url.query().is_some() || url.fragment().is_some() {
             self.problem(
                 path,
-                format!("{pre}base_url \"{s}\" has a query string or fragment; remove it, because the protocol appends its own path (e.g. /chat/completions) to base_url."),
+                format!("{pre}base_url \"{shown}\" has a query string or fragment; remove it, because the protocol appends its own path (e.g. /chat/completions) to base_url."),
             );
             return None;
         }
@@ -896,6 +966,16 @@ impl Validator<'_> {
                     );
                     return (None, None);
                 }
+                let is_identifier = var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !var.starts_with(|c: char| c.is_ascii_digit());
+                if !is_identifier {
+                    // Not echoed: a value that is no variable name is most often the key itself.
+                    self.problem(
+                        p,
+                        format!("{pre}api_key_env must be the name of an environment variable (letters, digits and \"_\"), not the key itself; put the key in a variable (e.g. export LOCAL_VLLM_KEY=...) and name that variable here."),
+                    );
+                    return (None, None);
+                }
                 let source = format!("env {var}");
                 if self.secrets == Secrets::Skip {
                     return (None, Some(source));
@@ -923,10 +1003,18 @@ impl Validator<'_> {
                     }
                 }
                 let shown = resolved.display().to_string();
-                let source = format!("file {shown}");
+                // A "path" with neither "/" nor "." that names no file is most often the key
+                // pasted in the wrong field: it is never shown.
+                let bare = !file.contains(['/', '.']);
                 if self.secrets == Secrets::Skip {
+                    let source = if bare && !resolved.exists() {
+                        "file (a bare name that is no file here; not shown)".to_string()
+                    } else {
+                        format!("file {shown}")
+                    };
                     return (None, Some(source));
                 }
+                let source = format!("file {shown}");
                 let text = super::files::read(&resolved, super::files::MAX_SMALL_FILE_BYTES)
                     .and_then(|b| {
                         String::from_utf8(b).map_err(|_| {
@@ -937,6 +1025,13 @@ impl Validator<'_> {
                         })
                     });
                 match text {
+                    Err(e) if bare => {
+                        self.problem(
+                            p,
+                            format!("{pre}api_key_file cannot be read ({e}); its value is not shown because, without a \"/\" or \".\", it may be the key itself. Give the path of a file that holds the key (e.g. ./vllm.key)."),
+                        );
+                        (None, None)
+                    }
                     Err(e) => {
                         self.problem(
                             p,
@@ -1059,6 +1154,14 @@ impl Validator<'_> {
             );
             return None;
         }
+        let len = name.chars().count();
+        if len > MAX_NAME_LEN {
+            self.problem(
+                p,
+                format!("{pre}name is {len} characters long; shorten it to at most {MAX_NAME_LEN}, because it becomes the \"{label}\" label of every series."),
+            );
+            return None;
+        }
         if !name.chars().all(is_name_char) {
             let suggestion: String = name
                 .chars()
@@ -1164,11 +1267,16 @@ impl Validator<'_> {
                 );
                 continue;
             };
-            let p = format!("{path}.{name}");
+            // A name with ":" holds a value after it (see header_name_shown): not in the path.
+            let p = format!("{path}.{}", header_name_shown(name));
             if HeaderName::from_bytes(name.as_bytes()).is_err() {
                 self.problem(
                     p,
-                    format!("{pre}header name \"{name}\" is not a valid HTTP header name; use only letters, digits and \"-\", e.g. X-Team."),
+                    if name.contains(':') {
+                        format!("{pre}header name \"{}\" is not a valid HTTP header name; write each header as a mapping entry, name then value (e.g. X-Team: sre), not as one string.", header_name_shown(name))
+                    } else {
+                        format!("{pre}header name \"{name}\" is not a valid HTTP header name; use only letters, digits and \"-\", e.g. X-Team.")
+                    },
                 );
                 continue;
             }
@@ -1195,6 +1303,48 @@ impl Validator<'_> {
                 continue;
             }
             out.push((name.to_string(), value.to_string()));
+        }
+        out
+    }
+
+    /// `{path}.secret_headers`: header names whose values are credentials, lower-cased. Each
+    /// must be a valid header name that `set` (the headers it may apply to) contains, so that a
+    /// misspelt entry does not leave the real header unmarked.
+    fn secret_headers(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: Option<&[String]>,
+        set: &[&str],
+    ) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (j, name) in raw.unwrap_or_default().iter().enumerate() {
+            let p = format!("{path}.secret_headers[{j}]");
+            if HeaderName::from_bytes(name.as_bytes()).is_err() {
+                self.problem(
+                    p,
+                    format!("{pre}secret_headers lists \"{}\", which is not a valid HTTP header name; list the names of headers set under headers, e.g. X-Tenant-Token.", header_name_shown(name)),
+                );
+                continue;
+            }
+            if !set.iter().any(|h| h.eq_ignore_ascii_case(name)) {
+                let hint = match closest(name, set.iter().copied()) {
+                    Some(c) => format!("did you mean \"{c}\"?"),
+                    None => {
+                        "list only headers set under headers (the target's or defaults.headers)."
+                            .into()
+                    }
+                };
+                self.problem(
+                    p,
+                    format!("{pre}secret_headers lists \"{name}\", but no header of that name is set, so nothing would be kept secret; {hint}"),
+                );
+                continue;
+            }
+            let lower = name.to_ascii_lowercase();
+            if !out.contains(&lower) {
+                out.push(lower);
+            }
         }
         out
     }
@@ -1236,6 +1386,15 @@ impl Validator<'_> {
                 );
             }
         }
+    }
+}
+
+/// A header name as a message may quote it: a name written as `Name: value` (a common slip)
+/// is cut at its first `:`, since what follows is a header value and may be a credential.
+fn header_name_shown(name: &str) -> String {
+    match name.split_once(':') {
+        Some((before, _)) => format!("{}: …", before.trim_end()),
+        None => name.to_string(),
     }
 }
 

@@ -151,7 +151,11 @@ impl Prober {
         url.set_query(None);
         let mut req = self.client.get(url);
         for (k, v) in &self.target.headers {
-            req = req.header(k, v);
+            // Valid (checked at load); secret ones marked as on the probe's own request.
+            if let Ok(mut v) = HeaderValue::from_str(v) {
+                v.set_sensitive(self.target.is_secret_header(k));
+                req = req.header(k, v);
+            }
         }
         let fetch = async {
             let mut resp = req.send().await.ok()?;
@@ -195,9 +199,7 @@ impl Prober {
                     "a request header is not a valid HTTP header (check the key's characters)",
                 ));
             };
-            if is_secret_header(&name) {
-                value.set_sensitive(true);
-            }
+            value.set_sensitive(self.target.is_secret_header(name.as_str()));
             headers.append(name, value.clone());
         }
         self.client
@@ -297,15 +299,6 @@ impl Prober {
     }
 }
 
-/// Headers whose values are credentials: marked sensitive so that no debug output shows them.
-fn is_secret_header(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "authorization" | "api-key" | "x-api-key" | "proxy-authorization"
-    ) || name.as_str().contains("token")
-        || name.as_str().contains("secret")
-}
-
 /// Longest `Retry-After` honoured; a larger one is capped (a typo must not stop probing for days).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
@@ -386,5 +379,35 @@ mod tests {
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert_eq!(parse_retry_after("999999999", now), Some(MAX_RETRY_AFTER));
+    }
+
+    /// Every header of the one secret list, the key's own header and one marked with
+    /// `secret_headers` go out marked sensitive (no `Debug` of the request shows them); the
+    /// others do not.
+    #[tokio::test]
+    async fn secret_headers_are_sent_marked_sensitive() {
+        let mut headers: Vec<String> = crate::config::SECRET_HEADERS
+            .iter()
+            .map(|h| format!("{h}: v"))
+            .collect();
+        headers.extend(["X-Tenant: v".into(), "X-Team: sre".into()]);
+        let yaml = format!(
+            "scenarios: [{{name: s, messages: [{{role: user, content: hi}}], max_tokens: 1}}]\ntargets:\n  - name: t\n    protocol: anthropic\n    base_url: http://127.0.0.1:9/v1\n    model: m\n    api_key_env: K\n    headers: {{{}}}\n    secret_headers: [X-Tenant]\n",
+            headers.join(", ").replace("x-api-key: v, ", ""),
+        );
+        let cfg = crate::config::parse(&yaml, "t.yaml", &|_| Some("k".into()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let target = Arc::clone(&cfg.targets[0]);
+        let prober = Prober::new(Arc::clone(&target)).unwrap();
+        let spec = protocol::build_request(&target, &target.scenarios[0], None);
+        let request = prober.request(spec).unwrap();
+        let sent = request.headers();
+        for name in crate::config::SECRET_HEADERS.iter().chain(&["x-tenant"]) {
+            let value = sent.get(*name).unwrap_or_else(|| panic!("{name} not sent"));
+            assert!(value.is_sensitive(), "{name}");
+        }
+        assert!(!sent.get("x-team").unwrap().is_sensitive());
+        let debug = format!("{request:?}");
+        assert!(!debug.contains("\"v\""), "{debug}");
     }
 }

@@ -22,8 +22,9 @@ use crate::measure::{Failure, Observations};
 
 pub use prompt::{new_nonce, render_messages, render_prompt};
 
-/// An HTTP request ready to send: always a `POST` with a JSON body.
-#[derive(Debug, Clone)]
+/// An HTTP request ready to send: always a `POST` with a JSON body. `Debug` shows header
+/// names only (the values may hold the API key).
+#[derive(Clone)]
 pub struct RequestSpec {
     /// Full URL of the streaming endpoint.
     pub url: reqwest::Url,
@@ -32,6 +33,19 @@ pub struct RequestSpec {
     pub headers: Vec<(String, String)>,
     /// The JSON body.
     pub body: serde_json::Value,
+}
+
+impl std::fmt::Debug for RequestSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = (self.headers.iter())
+            .map(|(k, _)| (k.as_str(), "<redacted>"))
+            .collect();
+        f.debug_struct("RequestSpec")
+            .field("url", &self.url.as_str())
+            .field("headers", &headers)
+            .field("body", &self.body)
+            .finish()
+    }
 }
 
 /// What the probe loop does after an event.

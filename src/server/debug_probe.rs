@@ -96,5 +96,9 @@ pub(super) async fn handle(
             .into_owned()
             .into();
     }
-    text(StatusCode::OK, "application/json", format!("{body:#}\n"))
+    text(
+        StatusCode::OK,
+        "application/json",
+        report::json_text(&body, true),
+    )
 }

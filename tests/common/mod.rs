@@ -178,3 +178,69 @@ pub async fn simulator(script: llm_probe::simulate::Script) -> llm_probe::simula
         .await
         .expect("the simulator starts")
 }
+
+/// The stderr of a child, read line by line, everything read so far kept in `text`.
+pub struct StderrLines {
+    reader: std::io::BufReader<std::process::ChildStderr>,
+    pub text: String,
+}
+
+impl StderrLines {
+    /// Reads up to and including the first line containing `needle` and returns that line;
+    /// panics (with the log) when the child closes stderr first.
+    pub fn until(&mut self, needle: &str) -> String {
+        use std::io::BufRead;
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.reader.read_line(&mut line).unwrap() > 0,
+                "the process ended before logging {needle:?}:\n{}",
+                self.text
+            );
+            self.text += &line;
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// Waits for `run`'s "serving metrics on http://ADDR/metrics" line and returns ADDR.
+    pub fn served_addr(&mut self) -> String {
+        let line = self.until("serving metrics on http://");
+        let rest = line.split("http://").nth(1).unwrap();
+        rest.split('/').next().unwrap().to_string()
+    }
+
+    /// Reads the rest (after the child ended) and returns the whole log.
+    pub fn finish(mut self) -> String {
+        use std::io::Read;
+        self.reader.read_to_string(&mut self.text).unwrap();
+        self.text
+    }
+}
+
+/// Starts `bin args --config.file config` with `env`, stdout and stderr piped.
+pub fn spawn_logged(
+    bin: &str,
+    args: &[&str],
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (ChildGuard, StderrLines) {
+    let mut child = ChildGuard(
+        std::process::Command::new(bin)
+            .args(args)
+            .arg("--config.file")
+            .arg(config)
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let reader = std::io::BufReader::new(child.0.stderr.take().unwrap());
+    let lines = StderrLines {
+        reader,
+        text: String::new(),
+    };
+    (child, lines)
+}

@@ -1,0 +1,182 @@
+//! Making text safe to show: strings a server sent (or a config file holds) are escaped before
+//! they reach a terminal or a log, and URLs lose their credentials and query values before
+//! they reach any message.
+//!
+//! - [`terminal_safe`]: control characters (C0, DEL, C1) and the Unicode bidirectional
+//!   controls become visible escapes (`\x1b`, `\n`, `\u{202e}`), so a model name like
+//!   `"m\x1b[2J\n  ok          TTFT 1.0 ms"` cannot clear the screen or forge a line.
+//! - [`redact_url`] / [`redact_urls_in`]: `http://admin:pw@h/v1?key=k#t` becomes
+//!   `http://***@h/v1?key=***#***`.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// True for characters that a terminal may act on instead of printing: C0 controls (tab,
+/// newline and carriage return included), DEL, C1 controls, and the bidirectional embedding,
+/// override and isolate controls (U+200E/F, U+202A–E, U+2066–9, U+061C) that reorder what is
+/// shown, and the line and paragraph separators (U+2028/9) that some viewers break lines at.
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+}
+
+/// `s` with every [`is_unsafe_char`] written as an escape: `\n`, `\r`, `\t`, `\xHH` for other
+/// characters below U+0100, `\u{HHHH}` above. Borrowed when there is nothing to escape.
+/// Use it on every server-sent (or file-sourced) string printed to a terminal or a log.
+pub fn terminal_safe(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_unsafe_char(c) && (c as u32) < 0x100 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if is_unsafe_char(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// What stands in for a redacted part.
+pub const REDACTED: &str = "***";
+
+/// `url` (valid or not, with or without a scheme) without its secrets: the user-info (up to the
+/// last `@`) becomes `***`, and so does every query and fragment value (`?key=***&v=***`, a value without
+/// a name as a whole). Scheme, host, port and path are kept, so a message still shows which
+/// URL is meant.
+///
+/// `http://admin:SECRET@/v1` → `http://***@/v1`; `https://h/v1?key=SECRET` →
+/// `https://h/v1?key=***`; `user:pw@host/v1` → `***@host/v1`.
+pub fn redact_url(url: &str) -> String {
+    // Everything after the first '?' or '#' is query or fragment.
+    let (before, rest) = match url.find(['?', '#']) {
+        Some(i) => url.split_at(i),
+        None => (url, ""),
+    };
+    // User-info ends at the last '@' before the query, wherever it is: a password may hold an
+    // unescaped '/' (`http://u:p/w@h/v1`), so a path with an '@' is redacted too.
+    let authority_start = before.find("://").map_or(0, |i| i + 3);
+    let mut out = String::with_capacity(url.len());
+    match before.rfind('@').filter(|at| *at >= authority_start) {
+        Some(at) => {
+            out.push_str(&before[..authority_start]);
+            out.push_str(REDACTED);
+            out.push_str(&before[at..]);
+        }
+        None => out.push_str(before),
+    }
+    // Query and fragment: keep the separators and the names, hide the values.
+    let mut part = String::new();
+    let flush = |part: &mut String, out: &mut String| {
+        if !part.is_empty() {
+            match part.split_once('=') {
+                Some((name, _)) => {
+                    out.push_str(name);
+                    out.push('=');
+                    out.push_str(REDACTED);
+                }
+                None => out.push_str(REDACTED),
+            }
+            part.clear();
+        }
+    };
+    for c in rest.chars() {
+        if matches!(c, '?' | '#' | '&' | ';') {
+            flush(&mut part, &mut out);
+            out.push(c);
+        } else {
+            part.push(c);
+        }
+    }
+    flush(&mut part, &mut out);
+    out
+}
+
+/// `text` with every `scheme://…` URL in it passed through [`redact_url`]. A URL ends at
+/// whitespace, a quote, a backtick or an angle bracket. For messages that may quote a URL
+/// anywhere (an error that echoes a value).
+pub fn redact_urls_in(text: &str) -> Cow<'_, str> {
+    if !text.contains("://") {
+        return Cow::Borrowed(text);
+    }
+    let is_end = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let start = rest[..i]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| is_end(*c))
+            .map_or(0, |(j, c)| j + c.len_utf8());
+        let end = rest[i..].find(is_end).map_or(rest.len(), |j| i + j);
+        out.push_str(&rest[..start]);
+        out.push_str(&redact_url(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// `text` as a config or error message may show it: URLs redacted ([`redact_urls_in`]), then
+/// made [`terminal_safe`].
+pub fn for_message(text: &str) -> String {
+    terminal_safe(&redact_urls_in(text)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_and_bidi_characters_are_escaped() {
+        assert!(matches!(terminal_safe("plain model-1 é"), Cow::Borrowed(_)));
+        assert_eq!(
+            terminal_safe("m\x1b[31m\r\n\tok\u{7f}\u{9b}\u{202e}x\u{2066}"),
+            "m\\x1b[31m\\r\\n\\tok\\x7f\\x9b\\u{202e}x\\u{2066}"
+        );
+    }
+
+    #[test]
+    fn urls_lose_user_info_query_and_fragment_values() {
+        let cases = [
+            ("http://admin:SECRET@/v1", "http://***@/v1"),
+            (
+                "https://api.example.com/v1?key=SECRET",
+                "https://api.example.com/v1?key=***",
+            ),
+            ("ftp://user:pw@host/", "ftp://***@host/"),
+            ("user:pw@host:8000/v1", "***@host:8000/v1"),
+            (
+                "http://a:b@c@h/p?x=1&SECRET#t=2",
+                "http://***@h/p?x=***&***#t=***",
+            ),
+            ("/version?key=SECRET", "/version?key=***"),
+            ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+            ("http://u:p/w@h/v1", "http://***@h/v1"),
+            ("http:/u:pw@h/v1", "***@h/v1"),
+        ];
+        for (url, want) in cases {
+            assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_inside_text_are_redacted() {
+        assert_eq!(
+            redact_urls_in(
+                r#"base_url "http://u:SECRET@h/v1?k=S" is bad; e.g. http://127.0.0.1:8000/v1."#
+            ),
+            r#"base_url "http://***@h/v1?k=***" is bad; e.g. http://127.0.0.1:8000/v1."#
+        );
+        assert_eq!(redact_urls_in("x: `s3://k:S@b` y"), "x: `s3://***@b` y");
+        assert_eq!(redact_urls_in("no url here"), "no url here");
+    }
+}
