@@ -73,13 +73,39 @@ fn is_completion(v: &serde_json::Value) -> bool {
             .is_some_and(|first| first.get("generated_text").is_some())
 }
 
+/// Whether the first event of a stream is a whole answer rather than a piece of one: a
+/// non-streamed completion wrapped as the stream's only event (`data: {"object":
+/// "chat.completion", …}`, an Ollama or llama.cpp document that is done and carries the text,
+/// a TGI `generated_text` without a `token`, an Anthropic `message`, a Responses `response`).
+/// Stream events never look like these: their first event carries a piece, or nothing.
+pub(super) fn is_whole_answer(v: &serde_json::Value) -> bool {
+    use crate::protocol::has_text;
+    let s = |k| v.get(k).and_then(serde_json::Value::as_str);
+    let has = |k| v.get(k).is_some_and(|x| !x.is_null());
+    let choices_with_message = v
+        .get("choices")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c.get("message").is_some()));
+    s("object") == Some("chat.completion")
+        || choices_with_message
+        || (s("object") == Some("response") && !has("type"))
+        || s("type") == Some("message")
+        || (v.get("done") == Some(&serde_json::Value::Bool(true))
+            && v.get("message").is_some_and(|m| has_text(m, "content")))
+        || (v.get("stop") == Some(&serde_json::Value::Bool(true)) && has_text(v, "content"))
+        || (has("generated_text") && !has("token"))
+        || v.as_array()
+            .and_then(|a| a.first())
+            .is_some_and(|first| first.get("generated_text").is_some())
+}
+
 /// The `<title>` of an HTML page, made safe to print.
 fn html_title(text: &str) -> Option<String> {
     let lower = text.to_ascii_lowercase();
     let start = lower.find("<title")?;
     let open_end = start + lower[start..].find('>')? + 1;
     let close = open_end + lower[open_end..].find("</title")?;
-    let title = excerpt(text[open_end..close].as_bytes(), 80);
+    let title = excerpt(&text.as_bytes()[open_end..close], 80);
     (!title.is_empty()).then_some(title)
 }
 

@@ -171,10 +171,7 @@ impl StreamReader {
                 }
                 continue;
             }
-            self.framed |= match self.decoder {
-                Decoder::Sse(_) => true,
-                Decoder::Ndjson(..) => looks_like_json(&event.data),
-            };
+            self.frame(&event, obs)?;
             match self.adapter.on_event(&event, at, obs) {
                 Flow::Continue => {}
                 Flow::Done => {
@@ -190,6 +187,25 @@ impl StreamReader {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Notes that `event` (before the end) shows the protocol's framing; a first event that is
+    /// a whole non-streamed answer fails the probe as not an event stream.
+    fn frame(&mut self, event: &SseEvent, obs: &mut Observations) -> Result<(), Failure> {
+        let json = looks_like_json(&event.data);
+        if !self.framed && json {
+            let first = serde_json::from_str::<serde_json::Value>(&event.data);
+            if first.is_ok_and(|v| body::is_whole_answer(&v)) {
+                return Err(body::not_a_stream(
+                    self.status,
+                    &self.content_type,
+                    event.data.as_bytes(),
+                    obs,
+                ));
+            }
+        }
+        self.framed |= json || matches!(self.decoder, Decoder::Sse(_));
         Ok(())
     }
 
@@ -229,7 +245,7 @@ impl StreamReader {
                             obs.anomaly(Anomaly::TrailingBytes);
                         }
                     } else {
-                        self.framed |= looks_like_json(&event.data);
+                        self.frame(&event, obs)?;
                         match self.adapter.on_event(&event, at, obs) {
                             Flow::Continue | Flow::Done => {}
                             Flow::Fail(_) => obs.anomaly(Anomaly::TrailingBytes),

@@ -20,7 +20,7 @@ use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Failure, Observations};
 
-pub(crate) use json::error_message;
+pub(crate) use json::{error_message, has_text};
 pub use prompt::{new_nonce, render_messages, render_prompt};
 
 /// An HTTP request ready to send: always a `POST` with a JSON body.
