@@ -234,6 +234,24 @@ async fn a_2xx_body_that_is_no_event_stream_says_what_came_back_in_every_protoco
 }
 
 #[tokio::test]
+async fn a_body_that_echoes_the_key_does_not_put_it_in_the_detail() {
+    let echo: &'static [u8] = b"<html><body>Authorization: Bearer sk-echoed-key-1234</body></html>";
+    for status in ["200 OK", "502 Bad Gateway"] {
+        let addr = fixed(status, "content-type: text/html\r\n", echo).await;
+        let yaml = format!(
+            "scenarios:\n  - name: s\n    messages: [{{role: user, content: \"Hi\"}}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://{addr}/v1\n    model: m\n    api_key_env: KEY\n"
+        );
+        let env = |k: &str| (k == "KEY").then(|| "sk-echoed-key-1234".to_string());
+        let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
+        let t = cfg.targets[0].clone();
+        let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+        let (_, detail) = failure(&o);
+        assert!(detail.contains("Authorization: Bearer [redacted]"), "{detail}");
+        assert!(!detail.contains("sk-echoed"), "{detail}");
+    }
+}
+
+#[tokio::test]
 async fn a_json_error_object_with_200_is_the_servers_error() {
     for ct in [
         "content-type: application/json\r\n",
@@ -555,8 +573,10 @@ async fn refused_reset_or_closed_before_a_response_is_connect_whatever_the_host_
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    for d in every_host("http", port, FailureReason::Connect, "3s").await {
-        assert!(d.starts_with("could not connect to "), "{d}");
+    for scheme in ["http", "https"] {
+        for d in every_host(scheme, port, FailureReason::Connect, "3s").await {
+            assert!(d.starts_with("could not connect to "), "{d}");
+        }
     }
     for fault in [Fault::ResetAtOnce, Fault::CloseWithoutResponse] {
         let addr = faulty(fault).await;

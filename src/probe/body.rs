@@ -82,12 +82,13 @@ pub(super) fn is_whole_answer(v: &serde_json::Value) -> bool {
     use crate::protocol::has_text;
     let s = |k| v.get(k).and_then(serde_json::Value::as_str);
     let has = |k| v.get(k).is_some_and(|x| !x.is_null());
-    let choices_with_message = v
-        .get("choices")
-        .and_then(serde_json::Value::as_array)
-        .is_some_and(|cs| cs.iter().any(|c| c.get("message").is_some()));
-    s("object") == Some("chat.completion")
-        || choices_with_message
+    // A chat chunk has `delta`s (some servers add a `message` beside them, or label chunks
+    // `chat.completion`); a whole answer has only `message`s.
+    let choices = v.get("choices").and_then(serde_json::Value::as_array);
+    let whole_choices = choices.is_some_and(|cs| {
+        cs.iter().any(|c| c.get("message").is_some()) && cs.iter().all(|c| c.get("delta").is_none())
+    });
+    whole_choices
         || (s("object") == Some("response") && !has("type"))
         || s("type") == Some("message")
         || (v.get("done") == Some(&serde_json::Value::Bool(true))

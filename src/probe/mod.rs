@@ -141,6 +141,15 @@ impl Prober {
                 ),
             )),
         };
+        // Server-sent text in the detail (an error page, a stream error) could echo the request
+        // back: the target's own secrets never leave the probe.
+        let mut failure = failure;
+        if let Some(f) = failure.as_mut() {
+            self.redact(&mut f.detail);
+        }
+        if let Some(e) = obs.stream_error.as_mut() {
+            self.redact(e);
+        }
         if let (Some(path), Some(_)) = (&self.target.version_path, obs.http_status) {
             let budget = deadline
                 .saturating_duration_since(Instant::now())
@@ -172,6 +181,21 @@ impl Prober {
             (!version.is_empty()).then(|| version.chars().take(128).collect())
         };
         tokio::time::timeout(budget, fetch).await.ok().flatten()
+    }
+
+    /// Replaces every occurrence of the target's API key and of its secret header values (at
+    /// least 4 bytes long) in `text` with `[redacted]`.
+    fn redact(&self, text: &mut String) {
+        let key = self.target.api_key.as_ref().map(|k| k.expose());
+        let headers = self.target.headers.iter().filter_map(|(k, v)| {
+            let name = HeaderName::from_bytes(k.as_bytes()).ok()?;
+            is_secret_header(&name).then_some(v.as_str())
+        });
+        for secret in key.into_iter().chain(headers).filter(|s| s.len() >= 4) {
+            if text.contains(secret) {
+                *text = text.replace(secret, "[redacted]");
+            }
+        }
     }
 
     fn conclude(

@@ -40,6 +40,9 @@ pub struct StreamReader {
     framed: bool,
     /// The first [`HEAD_BYTES`] of the (decoded) body.
     head: Vec<u8>,
+    /// Bytes the content decoder produced so far, and their cap (the per-probe byte cap).
+    decoded: u64,
+    max_decoded: u64,
     /// The response's status and content type, for a "not an event stream" detail.
     status: u16,
     content_type: String,
@@ -67,6 +70,8 @@ impl StreamReader {
             ended: false,
             framed: false,
             head: Vec::new(),
+            decoded: 0,
+            max_decoded: limits.max_stream_bytes,
             status: 200,
             content_type: String::new(),
         }
@@ -109,8 +114,10 @@ impl StreamReader {
     /// `at`. Returns `Ok(true)` once the protocol's terminator (or an error event) ended the
     /// stream (`obs.timeline.ended` is then set to the instant of the read that carried it),
     /// `Ok(false)` to keep reading, or the failure (`decode`, `too_large`) that ends the probe.
-    /// Bytes fed after the end are only checked: anything but a `[DONE]`, a repeated terminator,
-    /// comments and blank lines is [`Anomaly::TrailingBytes`]; they never fail the probe.
+    /// Bytes fed after the end are only checked: anything but a `[DONE]`, comments and blank
+    /// lines is [`Anomaly::TrailingBytes`]; they never fail the probe. Decoded bytes (after a
+    /// content coding) count against the per-probe byte cap too, so a compression bomb is
+    /// `too_large`.
     pub fn feed(
         &mut self,
         bytes: &[u8],
@@ -121,15 +128,36 @@ impl StreamReader {
         plain.clear();
         let bytes = match &mut self.content {
             None => bytes,
-            Some(c) => match c.feed(bytes, &mut plain) {
-                Ok(()) => &plain[..],
-                Err(_) if self.ended => {
-                    obs.anomaly(Anomaly::TrailingBytes);
-                    self.plain = plain;
-                    return Ok(true);
+            Some(c) => {
+                // In small pieces, so that one read of a compression bomb stops at the cap.
+                let mut result = Ok(());
+                for piece in bytes.chunks(1024) {
+                    result = c.feed(piece, &mut plain);
+                    if result.is_err() || self.decoded + plain.len() as u64 > self.max_decoded {
+                        break;
+                    }
                 }
-                Err(e) => return Err(errors::decode(e)),
-            },
+                self.decoded += plain.len() as u64;
+                match result {
+                    Err(_) if self.ended => {
+                        obs.anomaly(Anomaly::TrailingBytes);
+                        self.plain = plain;
+                        return Ok(true);
+                    }
+                    Err(e) => return Err(errors::decode(e)),
+                    Ok(()) if self.decoded > self.max_decoded && !self.ended => {
+                        return Err(Failure::new(
+                            FailureReason::TooLarge,
+                            format!(
+                                "the {}-coded stream decoded to more than {} bytes",
+                                c.coding().as_str(),
+                                self.max_decoded
+                            ),
+                        ));
+                    }
+                    Ok(()) => &plain[..],
+                }
+            }
         };
         let room = HEAD_BYTES.saturating_sub(self.head.len()).min(bytes.len());
         self.head.extend_from_slice(&bytes[..room]);
@@ -226,7 +254,7 @@ impl StreamReader {
         match &mut self.decoder {
             Decoder::Sse(d) => {
                 let trailing = d.finish();
-                self.framed |= d.comments() > 0;
+                self.framed |= d.comments() > 0 || trailing.pending.is_some();
                 match &trailing.pending {
                     Some(ev) if ended && self.adapter.is_benign_after_end(ev) => {}
                     Some(ev) if !ended && self.adapter.is_terminator(ev) => {

@@ -77,8 +77,9 @@ pub trait StreamProtocol: Send {
 
     /// Whether an event after the stream's end (its terminal event) is harmless: a `[DONE]`,
     /// which gateways add after any protocol's terminal event (LiteLLM after Responses'
-    /// `response.completed`), or the protocol's own [`StreamProtocol::is_terminator`] again.
-    /// Anything else after the end is an [`crate::measure::Anomaly::TrailingBytes`].
+    /// `response.completed`), or the protocol's own [`StreamProtocol::is_terminator`] (OpenAI's
+    /// `[DONE]` again). Anything else after the end is an
+    /// [`crate::measure::Anomaly::TrailingBytes`].
     fn is_benign_after_end(&self, event: &SseEvent) -> bool {
         event.data.trim() == "[DONE]" || self.is_terminator(event)
     }
