@@ -97,7 +97,6 @@ async fn fixed(status: &str, headers: &str, body: &'static [u8]) -> SocketAddr {
 
 // ---- probing --------------------------------------------------------------------------------
 
-
 /// Probes `protocol` at `scheme://host:port` once with `timeout`.
 async fn probe_at(protocol: Protocol, url_root: &str, timeout: &str) -> ProbeOutcome {
     let (base, extra) = match protocol {
@@ -246,7 +245,10 @@ async fn a_body_that_echoes_the_key_does_not_put_it_in_the_detail() {
         let t = cfg.targets[0].clone();
         let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
         let (_, detail) = failure(&o);
-        assert!(detail.contains("Authorization: Bearer [redacted]"), "{detail}");
+        assert!(
+            detail.contains("Authorization: Bearer [redacted]"),
+            "{detail}"
+        );
         assert!(!detail.contains("sk-echoed"), "{detail}");
     }
 }
@@ -682,4 +684,32 @@ async fn an_unresolvable_name_is_dns_whatever_else_it_says() {
         let (reason, detail) = failure(&o);
         assert_eq!(reason, FailureReason::Dns, "{host}: {detail}");
     }
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_just_before_the_deadline_is_not_a_timeout() {
+    // The whole stream arrives 250 ms in, the deadline is 300 ms, and the probe then reads on
+    // for its 100 ms drain while the server holds the connection open.
+    let addr = server(Arc::new(|mut tcp| {
+        Box::pin(async move {
+            read_request(&mut tcp).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let sse = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n";
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            let _ = tcp.write_all(&[head.as_bytes(), &chunk(sse.as_bytes())].concat()).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        })
+    }))
+    .await;
+    let yaml = format!(
+        "defaults:\n  timeout: 300ms\n  interval: 10s\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Hi\"}}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://{addr}/v1\n    model: m\n"
+    );
+    let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
+    let t = cfg.targets[0].clone();
+    let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+    let m = o.result.as_ref().unwrap_or_else(|f| panic!("{f}"));
+    assert!(
+        m.e2e >= Duration::from_millis(250) && m.e2e < Duration::from_millis(300),
+        "{m:?}"
+    );
 }

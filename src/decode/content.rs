@@ -16,7 +16,7 @@
 //! gz.write_all(b"data: [DONE]\n\n").unwrap();
 //! gz.flush().unwrap();
 //! let coded = gz.get_ref().clone();
-//! let mut dec = ContentDecoder::new(Coding::parse("gzip").unwrap());
+//! let mut dec = ContentDecoder::new(Coding::parse("gzip").unwrap().unwrap());
 //! let mut out = Vec::new();
 //! dec.feed(&coded, &mut out).unwrap();
 //! assert_eq!(out, b"data: [DONE]\n\n");
