@@ -197,6 +197,11 @@ async fn a_2xx_body_that_is_no_event_stream_says_what_came_back_in_every_protoco
                 b"\n\n\r\n",
                 vec!["HTTP 200 text/event-stream", "only blank lines"],
             ),
+            (
+                "content-type: text/event-stream\r\n",
+                b"",
+                vec!["HTTP 200 text/event-stream is not an event stream: an empty body"],
+            ),
         ];
         // A whole answer as the stream's only event ("fake streaming"); a legacy completions
         // chunk and a whole completion look alike, so that one is a stream of one token.

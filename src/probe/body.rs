@@ -39,6 +39,7 @@ pub(super) fn not_a_stream(
             Some(title) => format!("an HTML page \"{title}\""),
             None => "an HTML or XML page".to_string(),
         },
+        None if body.is_empty() => "an empty body".to_string(),
         None if text.trim().is_empty() => "only blank lines".to_string(),
         None => "text without any event".to_string(),
     };
@@ -46,12 +47,11 @@ pub(super) fn not_a_stream(
         "" => "without a content type".to_string(),
         ct => excerpt(ct.as_bytes(), 64),
     };
+    let shown = excerpt(body, EXCERPT_CHARS);
+    let sep = if shown.is_empty() { "" } else { ": " };
     Failure::new(
         FailureReason::Decode,
-        format!(
-            "HTTP {status} {ct} is not an event stream: {what}: {}",
-            excerpt(body, EXCERPT_CHARS)
-        ),
+        format!("HTTP {status} {ct} is not an event stream: {what}{sep}{shown}"),
     )
 }
 

@@ -295,7 +295,9 @@ impl StreamReader {
             }
             obs.timeline.ended = Some(at);
             Ok(())
-        } else if !self.framed && !self.head.is_empty() {
+        } else if !self.framed {
+            // Nothing of the stream's framing came, not even a keep-alive: the server answered
+            // with something else (an empty body included: a clean end, not a cut).
             obs.anomalies
                 .retain(|a| *a != Anomaly::TrailingBytes && *a != Anomaly::NonJsonData);
             Err(body::not_a_stream(
@@ -303,11 +305,6 @@ impl StreamReader {
                 &self.content_type,
                 &self.head,
                 obs,
-            ))
-        } else if self.head.is_empty() {
-            Err(Failure::new(
-                FailureReason::Truncated,
-                "the server closed the stream without sending a byte of it",
             ))
         } else {
             Err(Failure::new(
