@@ -448,6 +448,27 @@ async fn every_content_coding_is_decoded_read_by_read_and_flagged() {
 }
 
 #[tokio::test]
+async fn compressed_error_pages_are_shown_decoded() {
+    let mut z = compressor("gzip");
+    let mut page = z.push(HTML);
+    page.extend(z.end());
+    let page: &'static [u8] = Box::leak(page.into_boxed_slice());
+    for status in ["200 OK", "503 Service Unavailable"] {
+        let addr = fixed(
+            status,
+            "content-type: text/html\r\ncontent-encoding: gzip\r\n",
+            page,
+        )
+        .await;
+        let (_, detail) = failure(&probe(Protocol::OpenAiChat, addr).await);
+        assert!(
+            detail.contains("<title>502 Bad Gateway</title>"),
+            "{status}: {detail}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_coding_the_probe_cannot_undo_is_named() {
     let sse = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n";
     let addr = fixed(

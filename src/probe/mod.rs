@@ -290,12 +290,7 @@ impl Prober {
             obs,
         )?;
         if is_never_a_stream(&content_type) {
-            let mut head = read_head(&mut response, 2048).await;
-            if let Some(Ok(Some(coding))) = encoding.as_deref().map(Coding::parse) {
-                let mut plain = Vec::new();
-                let _ = ContentDecoder::new(coding).feed(&head, &mut plain);
-                head = plain;
-            }
+            let head = read_head(&mut response, 2048).await;
             return Err(body::not_a_stream(
                 status.as_u16(),
                 &content_type,
@@ -449,12 +444,27 @@ fn safe_location(base: &reqwest::Url, location: &[u8]) -> String {
     shown
 }
 
-/// Up to `max` bytes of the body (within 2 s), for error details.
+/// Up to `max` bytes of the body (within 2 s), for error details and the version answer.
+/// A body with a content coding the probe knows (gzip, deflate, br, zstd) is decoded, as far as
+/// it decodes.
 async fn read_head(response: &mut reqwest::Response, max: usize) -> Vec<u8> {
+    let mut decoder = response
+        .headers()
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| Coding::parse(v).ok().flatten())
+        .map(ContentDecoder::new);
     let mut buf = Vec::new();
     let read = async {
         while let Ok(Some(b)) = response.chunk().await {
-            buf.extend_from_slice(&b);
+            match decoder.as_mut() {
+                Some(d) => {
+                    if d.feed(&b, &mut buf).is_err() {
+                        break;
+                    }
+                }
+                None => buf.extend_from_slice(&b),
+            }
             if buf.len() >= max {
                 break;
             }
