@@ -22,21 +22,22 @@ fn run(protocol: Protocol, reads: &[&[u8]]) -> ProbeOutcome {
     let mut reader = StreamReader::new(protocol, &limits);
     let mut failure = None;
     let mut ended = false;
+    // As the probe does: after the end it keeps reading (its drain), and what follows the
+    // terminal event is only checked.
     for read in reads {
         match reader.feed(read, t0, &mut obs) {
             Ok(false) => {}
-            Ok(true) => {
-                ended = true;
-                break;
-            }
+            Ok(true) => ended = true,
             Err(f) => {
+                assert!(!ended, "a failure after the end");
                 failure = Some(f);
                 break;
             }
         }
     }
-    if !ended && failure.is_none() {
+    if failure.is_none() {
         failure = reader.finish(t0, &mut obs).err();
+        assert!(!(ended && failure.is_some()), "a failure after the end");
     }
     ProbeOutcome::conclude(
         "t".into(),

@@ -60,20 +60,21 @@ fn run(protocol: Protocol, bytes: &[u8], split: Split) -> ProbeOutcome {
     let mut failure = None;
     let mut ended = false;
     for (i, read) in reads.iter().enumerate() {
+        // After the end, the probe keeps reading for a moment (its drain): what follows the
+        // terminal event is only checked, whatever read it came in.
         match reader.feed(read, read_instant(t0, i), &mut obs) {
             Ok(false) => {}
-            Ok(true) => {
-                ended = true;
-                break;
-            }
+            Ok(true) => ended = true,
             Err(f) => {
+                assert!(!ended, "a failure after the end");
                 failure = Some(f);
                 break;
             }
         }
     }
-    if !ended && failure.is_none() {
+    if failure.is_none() {
         failure = reader.finish(read_instant(t0, reads.len()), &mut obs).err();
+        assert!(!(ended && failure.is_some()), "a failure after the end");
     }
     ProbeOutcome::conclude(
         "t".into(),
@@ -193,11 +194,38 @@ struct Case {
     prefill: Option<f64>,
 }
 
-use Anomaly::{NonJsonData, UnknownEvent};
+use Anomaly::{NonJsonData, TrailingBytes, UnknownEvent};
 use FailureReason::{EmptyStream, StreamError, Truncated};
 use TokenCountSource::{Events as FromEvents, Server, Usage as FromUsage};
 
 const CASES: &[Case] = &[
+    // ---- openai-chat (hand-written; the real captures are in tests/decode_sse.rs)
+    Case {
+        protocol: Protocol::OpenAiChat,
+        file: "protocols/openai-chat/refusal.sse",
+        // `delta.refusal` with `content: null`: the refusal is the output.
+        kinds: "O6",
+        result: Ok((6, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(12), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::OpenAiChat,
+        file: "protocols/openai-chat/leftover-after-done.sse",
+        kinds: "O1",
+        result: Ok((1, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        // A chunk after `[DONE]` is a real leftover, in whatever read it arrives.
+        anomalies: &[TrailingBytes],
+        prompt: (Some(3), None),
+        prefill: None,
+    },
     // ---- openai-completions
     Case {
         protocol: Protocol::OpenAiCompletions,
@@ -234,6 +262,19 @@ const CASES: &[Case] = &[
         error: Some("illegal memory access"),
         anomalies: &[],
         prompt: (None, None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::OpenAiCompletions,
+        file: "protocols/openai-completions/done-twice.sse",
+        kinds: "O1",
+        result: Ok((1, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        // A second `[DONE]` is harmless.
+        anomalies: &[],
+        prompt: (Some(3), None),
         prefill: None,
     },
     // ---- openai-responses
@@ -308,6 +349,31 @@ const CASES: &[Case] = &[
         error: None,
         anomalies: &[UnknownEvent],
         prompt: (Some(3), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::OpenAiResponses,
+        file: "protocols/openai-responses/litellm-done.sse",
+        kinds: "O2",
+        result: Ok((2, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        // LiteLLM's `data: [DONE]` after `response.completed` is harmless.
+        anomalies: &[],
+        prompt: (Some(5), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::OpenAiResponses,
+        file: "protocols/openai-responses/leftover-after-completed.sse",
+        kinds: "O2",
+        result: Ok((2, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[TrailingBytes],
+        prompt: (Some(5), None),
         prefill: None,
     },
     // ---- anthropic
@@ -390,6 +456,19 @@ const CASES: &[Case] = &[
         prompt: (Some(12), None),
         prefill: None,
     },
+    Case {
+        protocol: Protocol::Anthropic,
+        file: "protocols/anthropic/done-after-stop.sse",
+        kinds: "O2",
+        result: Ok((2, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        // A keep-alive and a `[DONE]` after `message_stop` are harmless.
+        anomalies: &[],
+        prompt: (Some(7), None),
+        prefill: None,
+    },
     // ---- ollama
     Case {
         protocol: Protocol::Ollama,
@@ -439,6 +518,19 @@ const CASES: &[Case] = &[
         prompt: (None, None),
         prefill: None,
     },
+    Case {
+        protocol: Protocol::Ollama,
+        file: "protocols/ollama/leftover-after-done.ndjson",
+        kinds: "O1",
+        result: Ok((1, Server)),
+        terminated: true,
+        finished: true,
+        error: None,
+        // A line after `done: true` is a real leftover.
+        anomalies: &[TrailingBytes],
+        prompt: (Some(3), None),
+        prefill: None,
+    },
     // ---- tgi
     Case {
         protocol: Protocol::Tgi,
@@ -477,6 +569,18 @@ const CASES: &[Case] = &[
         prompt: (None, None),
         prefill: None,
     },
+    Case {
+        protocol: Protocol::Tgi,
+        file: "protocols/tgi/done-after-end.sse",
+        kinds: "O1",
+        result: Ok((2, Server)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (None, None),
+        prefill: None,
+    },
     // ---- azure-openai
     Case {
         protocol: Protocol::AzureOpenAi,
@@ -500,6 +604,18 @@ const CASES: &[Case] = &[
         error: Some("The server had an error"),
         anomalies: &[],
         prompt: (None, None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::AzureOpenAi,
+        file: "protocols/azure-openai/refusal.sse",
+        kinds: "O3",
+        result: Ok((3, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(10), None),
         prefill: None,
     },
     // ---- llama-cpp (native /completion)
@@ -538,6 +654,18 @@ const CASES: &[Case] = &[
         anomalies: &[],
         prompt: (Some(5), None),
         prefill: Some(0.01),
+    },
+    Case {
+        protocol: Protocol::LlamaCpp,
+        file: "protocols/llama-cpp/done-after-stop.sse",
+        kinds: "O1",
+        result: Ok((1, Server)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(4), None),
+        prefill: None,
     },
 ];
 
@@ -818,6 +946,15 @@ fn request_shapes_and_the_key_in_exactly_one_header() {
                 spec.headers.iter().map(|h| &h.0).collect::<Vec<_>>()
             );
         }
+        // Identity asked for explicitly: without it a proxy may compress the stream.
+        assert_eq!(
+            spec.headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case("accept-encoding"))
+                .collect::<Vec<_>>(),
+            [&("accept-encoding".to_string(), "identity".to_string())],
+            "{p}"
+        );
         // The key: exactly once, in its header, nowhere else.
         let carrying: Vec<_> = spec
             .headers

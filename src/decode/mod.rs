@@ -14,8 +14,10 @@
 //! [`sse::SseDecoder`] implements the WHATWG "event stream" rules (`PROTOCOLS.md` §2) for OpenAI,
 //! Anthropic, Responses and TGI streams; [`ndjson::NdjsonDecoder`] splits Ollama's native
 //! one-JSON-document-per-line streams. Interpreting the payloads (JSON, `[DONE]`, keep-alives
-//! rewrapped as data) is the caller's job.
+//! rewrapped as data) is the caller's job. Before them, [`content::ContentDecoder`] undoes a
+//! content coding (gzip, deflate, br, zstd) a server applied although the probe asked for none.
 
+pub mod content;
 pub mod ndjson;
 pub mod sse;
 
@@ -32,14 +34,25 @@ pub enum DecodeError {
     /// A complete line was not valid UTF-8.
     #[error("stream is not valid UTF-8")]
     InvalidUtf8,
+    /// The body's content coding (`Content-Encoding`) could not be undone: the bytes are not
+    /// valid for it.
+    #[error("the {coding}-coded body does not decode: {detail}")]
+    CorruptCoding {
+        /// The coding's `Content-Encoding` token (`gzip`, `deflate`, `br`, `zstd`).
+        coding: &'static str,
+        /// The decompressor's message (at most 120 characters).
+        detail: String,
+    },
 }
 
 impl DecodeError {
-    /// A short, stable label for metrics and logs: `"too_large"` or `"invalid_utf8"`.
+    /// A short, stable label for metrics and logs: `"too_large"`, `"invalid_utf8"` or
+    /// `"corrupt_coding"`.
     pub fn label(&self) -> &'static str {
         match self {
             DecodeError::TooLarge { .. } => "too_large",
             DecodeError::InvalidUtf8 => "invalid_utf8",
+            DecodeError::CorruptCoding { .. } => "corrupt_coding",
         }
     }
 }

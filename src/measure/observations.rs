@@ -61,7 +61,8 @@ pub enum Anomaly {
     /// The server's count was below the number of token events (each carries at least one
     /// token), so it was not believed and N was counted from events.
     CountBelowEvents,
-    /// Bytes after the last complete event at end of stream (not a harmless `[DONE]`).
+    /// Bytes after the last complete event at end of stream, or after the protocol's terminal
+    /// event (not a harmless `[DONE]`, repeated terminator or keep-alive).
     TrailingBytes,
     /// A `data:` payload that is neither JSON nor a known sentinel (e.g. `data: : keepalive`).
     NonJsonData,
@@ -69,11 +70,14 @@ pub enum Anomaly {
     UnknownEvent,
     /// The stream closed cleanly after a finish reason but without its terminator.
     MissingTerminator,
+    /// The server compressed the stream (`Content-Encoding` gzip, deflate, br or zstd) although
+    /// the probe asked for `identity`; it was decoded as each compressed read arrived.
+    CompressedStream,
 }
 
 impl Anomaly {
     /// Every kind, in label order.
-    pub const ALL: [Anomaly; 8] = [
+    pub const ALL: [Anomaly; 9] = [
         Anomaly::CollapsedStream,
         Anomaly::MultiTokenEvents,
         Anomaly::MissingUsage,
@@ -82,6 +86,7 @@ impl Anomaly {
         Anomaly::NonJsonData,
         Anomaly::UnknownEvent,
         Anomaly::MissingTerminator,
+        Anomaly::CompressedStream,
     ];
 
     /// The metric label value.
@@ -95,6 +100,7 @@ impl Anomaly {
             Anomaly::NonJsonData => "non_json_data",
             Anomaly::UnknownEvent => "unknown_event",
             Anomaly::MissingTerminator => "missing_terminator",
+            Anomaly::CompressedStream => "compressed_stream",
         }
     }
 }

@@ -30,8 +30,10 @@ pub fn client_key(target: &Target) -> ClientKey {
 
 /// Builds the `reqwest` client for `target`: no retries of any kind (a retry would hide a
 /// failure and fold back-off into latency), no redirects, `TCP_NODELAY`, proxies from the
-/// environment (`HTTPS_PROXY`, `NO_PROXY`, …), the target's connect timeout and TLS settings
-/// (extra CA, client certificate, `insecure_skip_verify`), its connection policy, and a timer
+/// environment (`HTTPS_PROXY`, `NO_PROXY`, …), the probe's resolver (the system's, with
+/// failures typed as [`super::ResolveError`] and `.localhost` names on loopback), the target's
+/// connect timeout and TLS settings (extra CA, client certificate, `insecure_skip_verify`), its
+/// connection policy, and a timer
 /// around every connect (connection setup time, [`super::connect`]). It depends
 /// on nothing else of the target ([`client_key`]).
 ///
@@ -50,6 +52,7 @@ pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> 
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(key.connect_timeout)
         .connector_layer(super::connect::TimeConnects)
+        .dns_resolver(std::sync::Arc::new(super::resolve::Resolver))
         .tcp_nodelay(true);
     b = match key.connection {
         ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),

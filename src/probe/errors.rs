@@ -1,9 +1,48 @@
-//! Mapping transport errors onto the fixed [`FailureReason`] set.
+//! Mapping transport errors onto the fixed [`FailureReason`] set, by the errors' types.
+//!
+//! The reason is read from what the error *is* — the chain of `source()`s (and the error inside
+//! each `std::io::Error`), downcast to our resolver's [`ResolveError`], `rustls::Error`,
+//! `hyper::Error` and `std::io::ErrorKind` — never from its text, which holds the host name
+//! (a host called `tls-gateway` refused on connect is `connect`, not `tls`). The text is only the
+//! human-readable detail.
 
-use std::error::Error as _;
+use std::error::Error;
+use std::io;
 
+use super::resolve::ResolveError;
 use crate::decode::DecodeError;
 use crate::measure::{Failure, FailureReason, Observations};
+
+/// The error, then each error under it: `source()`, and for an `io::Error` the error it wraps
+/// (`io::Error::source` skips that one). At most 32 levels.
+fn chain<'a>(e: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
+    let mut out = vec![e];
+    while out.len() < 32 {
+        let cur = out[out.len() - 1];
+        let next = match cur.downcast_ref::<io::Error>() {
+            Some(io) => io.get_ref().map(|inner| inner as &(dyn Error + 'static)),
+            None => cur.source(),
+        };
+        match next {
+            Some(n) => out.push(n),
+            None => break,
+        }
+    }
+    out
+}
+
+fn find<'a, T: Error + 'static>(chain: &[&'a (dyn Error + 'static)]) -> Option<&'a T> {
+    chain.iter().find_map(|e| e.downcast_ref::<T>())
+}
+
+/// The kinds of the `io::Error`s in the chain, outermost first.
+fn io_kinds(chain: &[&(dyn Error + 'static)]) -> Vec<io::ErrorKind> {
+    chain
+        .iter()
+        .filter_map(|e| e.downcast_ref::<io::Error>())
+        .map(io::Error::kind)
+        .collect()
+}
 
 /// The error and its sources, joined with ": ". Not the URL that reqwest puts in its Display
 /// (its path and query are configuration, not news); a connect error names the host and port it
@@ -15,6 +54,7 @@ fn describe(e: &reqwest::Error) -> String {
         parts.push(s.to_string());
         source = s.source();
     }
+    parts.dedup();
     let connect_to;
     let head = if e.is_connect() {
         connect_to = match e
@@ -41,35 +81,75 @@ fn describe(e: &reqwest::Error) -> String {
     }
 }
 
-/// Classifies an error from sending the request or receiving the response head.
-pub(super) fn classify(e: &reqwest::Error) -> Failure {
-    let detail = describe(e);
-    let lower = detail.to_ascii_lowercase();
-    let reason = if lower.contains("dns error") || lower.contains("failed to lookup address") {
+/// Closed or reset by the peer.
+fn is_closed_kind(k: io::ErrorKind) -> bool {
+    matches!(
+        k,
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
+/// The reason for an error from sending the request or receiving the response head, from the
+/// error's types (see the module docs); `https` says whether the URL was `https`.
+fn reason_before_response(e: &reqwest::Error, https: bool) -> FailureReason {
+    let chain = chain(e);
+    let kinds = io_kinds(&chain);
+    let hyper = find::<hyper::Error>(&chain);
+    if find::<ResolveError>(&chain).is_some() {
         FailureReason::Dns
-    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
-    {
+    } else if find::<rustls::Error>(&chain).is_some() {
         FailureReason::Tls
-    } else if e.is_timeout() {
+    } else if e.is_timeout() || kinds.contains(&io::ErrorKind::TimedOut) {
         FailureReason::Timeout
     } else if e.is_connect() {
-        FailureReason::Connect
-    } else if lower.contains("connection reset")
-        || lower.contains("connection closed")
-        || lower.contains("incomplete message")
+        // A TCP connect is refused or unreachable, never cut: a peer that closes or resets an
+        // https connection while it is being set up did so in the TLS handshake.
+        if https && kinds.iter().any(|k| is_closed_kind(*k)) {
+            FailureReason::Tls
+        } else {
+            FailureReason::Connect
+        }
+    } else if hyper.is_some_and(|h| h.is_parse() || h.is_parse_status() || h.is_user()) {
+        FailureReason::HttpProtocol
+    } else if hyper.is_some_and(|h| h.is_incomplete_message() || h.is_closed() || h.is_canceled())
+        || kinds.iter().any(|k| is_closed_kind(*k))
     {
         // The server accepted the connection and dropped it before a response head.
         FailureReason::Connect
     } else {
         FailureReason::HttpProtocol
-    };
-    Failure::new(reason, detail)
+    }
 }
 
-/// Classifies an error while reading the body: the stream was cut short.
+/// Classifies an error from sending the request or receiving the response head.
+pub(super) fn classify(e: &reqwest::Error) -> Failure {
+    let https = e.url().is_some_and(|u| u.scheme() == "https");
+    Failure::new(reason_before_response(e, https), describe(e))
+}
+
+/// The reason for an error while reading the body: `http_protocol` for broken framing (an invalid
+/// chunk-size line), `tls` for a TLS failure, else `truncated` (reset, or closed mid-body).
+fn reason_in_body(e: &reqwest::Error) -> FailureReason {
+    let chain = chain(e);
+    let framing = io_kinds(&chain)
+        .iter()
+        .any(|k| matches!(k, io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput));
+    if find::<rustls::Error>(&chain).is_some() {
+        FailureReason::Tls
+    } else if framing || find::<hyper::Error>(&chain).is_some_and(hyper::Error::is_parse) {
+        FailureReason::HttpProtocol
+    } else {
+        FailureReason::Truncated
+    }
+}
+
+/// Classifies an error while reading the body.
 pub(super) fn classify_body(e: &reqwest::Error, obs: &Observations) -> Failure {
     Failure::new(
-        FailureReason::Truncated,
+        reason_in_body(e),
         format!(
             "{} (after {} token events)",
             describe(e),
@@ -78,11 +158,31 @@ pub(super) fn classify_body(e: &reqwest::Error, obs: &Observations) -> Failure {
     )
 }
 
-/// A decoder error: `too_large` for the size cap, `decode` for invalid UTF-8.
+/// A decoder error: `too_large` for the size cap, `decode` for invalid UTF-8 or a content coding
+/// that does not decode.
 pub(super) fn decode(e: DecodeError) -> Failure {
     let reason = match e {
         DecodeError::TooLarge { .. } => FailureReason::TooLarge,
-        DecodeError::InvalidUtf8 => FailureReason::Decode,
+        DecodeError::InvalidUtf8 | DecodeError::CorruptCoding { .. } => FailureReason::Decode,
     };
     Failure::new(reason, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Outer(#[source] io::Error);
+
+    #[test]
+    fn the_chain_goes_through_io_errors_into_what_they_wrap() {
+        let inner = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let e = Outer(io::Error::new(io::ErrorKind::InvalidData, inner));
+        let c = chain(&e);
+        assert_eq!(c.len(), 3, "{c:?}");
+        assert!(find::<rustls::Error>(&c).is_some());
+        assert_eq!(io_kinds(&c), [io::ErrorKind::InvalidData]);
+    }
 }

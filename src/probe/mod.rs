@@ -2,23 +2,31 @@
 //! read as it returns, feeds the bytes to the decoder and the events to the protocol adapter,
 //! and concludes a [`ProbeOutcome`]. No retries, one deadline per probe.
 
+mod body;
 mod client;
 mod connect;
 mod errors;
+mod resolve;
 mod stream;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER, SERVER};
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, RETRY_AFTER,
+    SERVER,
+};
 use tokio::time::Instant;
 
 use crate::config::{PrefixCache, Scenario, Target};
+use crate::decode::content::{Coding, ContentDecoder};
 use crate::decode::DEFAULT_MAX_EVENT_BYTES;
 use crate::measure::{Anomaly, Failure, FailureReason, Observations, ProbeOutcome};
 use crate::protocol;
 
+pub use body::excerpt;
 pub use client::{build_client, client_key, ClientKey};
+pub use resolve::ResolveError;
 pub use stream::StreamReader;
 
 /// Caps that keep one probe's memory bounded whatever the server sends.
@@ -119,6 +127,8 @@ impl Prober {
         (obs.timeline.connect_started, obs.timeline.connected) = connection.unzip();
         let failure = match exchanged {
             Ok(result) => result.err(),
+            // The stream ended in time; only the unmeasured read after it was cut short.
+            Err(_) if obs.timeline.ended.is_some() => None,
             Err(_) => Some(Failure::new(
                 FailureReason::Timeout,
                 format!(
@@ -133,6 +143,15 @@ impl Prober {
                 ),
             )),
         };
+        // Server-sent text in the detail (an error page, a stream error) could echo the request
+        // back: the target's own secrets never leave the probe.
+        let mut failure = failure;
+        if let Some(f) = failure.as_mut() {
+            self.redact(&mut f.detail);
+        }
+        if let Some(e) = obs.stream_error.as_mut() {
+            self.redact(e);
+        }
         if let (Some(path), Some(_)) = (&self.target.version_path, obs.http_status) {
             let budget = deadline
                 .saturating_duration_since(Instant::now())
@@ -162,12 +181,27 @@ impl Prober {
             if !resp.status().is_success() {
                 return None;
             }
-            let body = read_excerpt(&mut resp, 4096).await;
-            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            let body = read_head(&mut resp, 4096).await;
+            let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
             let version = v.get("version")?.as_str()?.trim();
             (!version.is_empty()).then(|| version.chars().take(128).collect())
         };
         tokio::time::timeout(budget, fetch).await.ok().flatten()
+    }
+
+    /// Replaces every occurrence of the target's API key and of its secret header values (at
+    /// least 4 bytes long) in `text` with `[redacted]`.
+    fn redact(&self, text: &mut String) {
+        let key = self.target.api_key.as_ref().map(|k| k.expose());
+        let headers = self.target.headers.iter().filter_map(|(k, v)| {
+            let name = HeaderName::from_bytes(k.as_bytes()).ok()?;
+            is_secret_header(&name).then_some(v.as_str())
+        });
+        for secret in key.into_iter().chain(headers).filter(|s| s.len() >= 4) {
+            if text.contains(secret) {
+                *text = text.replace(secret, "[redacted]");
+            }
+        }
     }
 
     fn conclude(
@@ -236,19 +270,35 @@ impl Prober {
         };
         Observations::identity_field(&mut obs.identity.server_header, header(SERVER));
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
+        let encoding = header(CONTENT_ENCODING).map(str::to_string);
         if status.as_u16() == 429 || status.as_u16() == 503 {
             obs.retry_after =
                 header(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
         }
-        if !status.is_success() {
-            let body = read_excerpt(&mut response, 2048).await;
-            return Err(Failure::new(
-                FailureReason::HttpStatus,
-                format!("HTTP {}: {}", status.as_u16(), body.trim()),
-            ));
+        // 204 and 205 have no body by definition: a streaming request got no stream.
+        if !status.is_success() || matches!(status.as_u16(), 204 | 205) {
+            return Err(status_failure(&mut response).await);
         }
-        if content_type.starts_with("application/json") {
-            return Err(not_a_stream(&read_excerpt(&mut response, 2048).await, obs));
+        let unasked = !self
+            .target
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("accept-encoding"));
+        reader.on_headers(
+            status.as_u16(),
+            &content_type,
+            encoding.as_deref(),
+            unasked,
+            obs,
+        )?;
+        if is_never_a_stream(&content_type) {
+            let head = read_head(&mut response, 2048).await;
+            return Err(body::not_a_stream(
+                status.as_u16(),
+                &content_type,
+                &head,
+                obs,
+            ));
         }
 
         loop {
@@ -272,30 +322,33 @@ impl Prober {
                 )));
             }
             if reader.feed(&bytes, at, obs)? {
-                self.drain(&mut response, obs).await;
-                return Ok(());
+                self.drain(&mut response, &mut reader, obs).await;
+                return reader.finish(std::time::Instant::now(), obs);
             }
         }
     }
 
     /// After the terminator: read what is left for a moment (not measured), so the connection
-    /// can be reused and bytes after the end are noticed.
-    async fn drain(&self, response: &mut reqwest::Response, obs: &mut Observations) {
+    /// can be reused and bytes after the end are checked by `reader` (a `[DONE]` a gateway adds
+    /// is harmless; anything else is a trailing-bytes anomaly). At most 64 KiB.
+    async fn drain(
+        &self,
+        response: &mut reqwest::Response,
+        reader: &mut StreamReader,
+        obs: &mut Observations,
+    ) {
         let rest = async {
-            let mut extra = 0usize;
+            let mut seen = 0usize;
             while let Ok(Some(b)) = response.chunk().await {
-                extra += b.iter().filter(|c| !c.is_ascii_whitespace()).count();
-                if extra > 4096 {
+                seen += b.len();
+                let _ = reader.feed(&b, std::time::Instant::now(), obs);
+                if seen > 64 << 10 {
+                    obs.anomaly(Anomaly::TrailingBytes);
                     break;
                 }
             }
-            extra
         };
-        if let Ok(extra) = tokio::time::timeout(self.limits.drain_after_end, rest).await {
-            if extra > 0 {
-                obs.anomaly(Anomaly::TrailingBytes);
-            }
-        }
+        let _ = tokio::time::timeout(self.limits.drain_after_end, rest).await;
     }
 }
 
@@ -320,30 +373,91 @@ fn too_large(detail: String) -> Failure {
     Failure::new(FailureReason::TooLarge, detail)
 }
 
-/// A 2xx `application/json` answer: the server ignored `stream: true`, or sent an error object.
-fn not_a_stream(body: &str, obs: &mut Observations) -> Failure {
-    match serde_json::from_str::<serde_json::Value>(body).ok().and_then(|v| v.get("error").cloned()) {
-        Some(err) => {
-            let msg = match &err {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.get("message").and_then(|m| m.as_str()).map(str::to_string).unwrap_or_else(|| other.to_string()),
-            };
-            obs.stream_error(&msg);
-            Failure::new(FailureReason::StreamError, msg)
-        }
-        None => Failure::new(
-            FailureReason::Decode,
-            "the server answered with application/json, not an event stream (does it support stream: true?)",
-        ),
-    }
+/// Media types that are never an event stream: a JSON document (the server ignored
+/// `stream: true`, or answered with an error object) or an HTML page (a proxy's error page).
+fn is_never_a_stream(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    matches!(
+        essence,
+        "application/json" | "application/problem+json" | "text/html" | "application/xhtml+xml"
+    )
 }
 
-/// Up to `max` bytes of the body, lossily decoded, for error details.
-async fn read_excerpt(response: &mut reqwest::Response, max: usize) -> String {
+/// The failure for a non-2xx status (and 204/205): `HTTP 302 Found, redirected to
+/// https://host/path (redirects are not followed …): <body excerpt>`. The `Location` is shown
+/// without user-info, query or fragment (they can hold secrets).
+async fn status_failure(response: &mut reqwest::Response) -> Failure {
+    let status = response.status();
+    let mut detail = format!("HTTP {}", status.as_u16());
+    if let Some(reason) = status.canonical_reason() {
+        detail.push(' ');
+        detail.push_str(reason);
+    }
+    if matches!(status.as_u16(), 204 | 205) {
+        detail.push_str(": the server answered the streaming request without a body");
+    }
+    if status.is_redirection() {
+        let location = response
+            .headers()
+            .get(LOCATION)
+            .map(|v| safe_location(response.url(), v.as_bytes()));
+        match location {
+            Some(l) => detail.push_str(&format!(", redirected to {l}")),
+            None => detail.push_str(", a redirect without a Location"),
+        }
+        detail.push_str(" (redirects are not followed: set base_url to the final address)");
+    }
+    let body = read_head(response, 2048).await;
+    let body = body::excerpt(&body, 400);
+    if !body.is_empty() {
+        detail.push_str(": ");
+        detail.push_str(&body);
+    }
+    Failure::new(FailureReason::HttpStatus, detail)
+}
+
+/// A redirect's `Location`, resolved against the request's URL, without user-info, query or
+/// fragment (`?…` marks a removed query), made safe to print.
+fn safe_location(base: &reqwest::Url, location: &[u8]) -> String {
+    let Some(mut url) = std::str::from_utf8(location)
+        .ok()
+        .and_then(|l| base.join(l.trim()).ok())
+    else {
+        return "an unreadable Location".to_string();
+    };
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    let had_query = url.query().is_some();
+    url.set_query(None);
+    url.set_fragment(None);
+    let mut shown = body::excerpt(url.as_str().as_bytes(), 200);
+    if had_query {
+        shown.push_str("?…");
+    }
+    shown
+}
+
+/// Up to `max` bytes of the body (within 2 s), for error details and the version answer.
+/// A body with a content coding the probe knows (gzip, deflate, br, zstd) is decoded, as far as
+/// it decodes.
+async fn read_head(response: &mut reqwest::Response, max: usize) -> Vec<u8> {
+    let mut decoder = response
+        .headers()
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| Coding::parse(v).ok().flatten())
+        .map(ContentDecoder::new);
     let mut buf = Vec::new();
     let read = async {
         while let Ok(Some(b)) = response.chunk().await {
-            buf.extend_from_slice(&b);
+            match decoder.as_mut() {
+                Some(d) => {
+                    if d.feed(&b, &mut buf).is_err() {
+                        break;
+                    }
+                }
+                None => buf.extend_from_slice(&b),
+            }
             if buf.len() >= max {
                 break;
             }
@@ -351,7 +465,7 @@ async fn read_excerpt(response: &mut reqwest::Response, max: usize) -> String {
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
     buf.truncate(max);
-    String::from_utf8_lossy(&buf).into_owned()
+    buf
 }
 
 #[cfg(test)]

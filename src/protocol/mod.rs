@@ -20,6 +20,7 @@ use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Failure, Observations};
 
+pub(crate) use json::{error_message, has_text};
 pub use prompt::{new_nonce, render_messages, render_prompt};
 
 /// An HTTP request ready to send: always a `POST` with a JSON body. `Debug` shows header
@@ -87,6 +88,15 @@ pub trait StreamProtocol: Send {
     fn is_terminator(&self, _event: &SseEvent) -> bool {
         false
     }
+
+    /// Whether an event after the stream's end (its terminal event) is harmless: a `[DONE]`,
+    /// which gateways add after any protocol's terminal event (LiteLLM after Responses'
+    /// `response.completed`), or the protocol's own [`StreamProtocol::is_terminator`] (OpenAI's
+    /// `[DONE]` again). Anything else after the end is an
+    /// [`crate::measure::Anomaly::TrailingBytes`].
+    fn is_benign_after_end(&self, event: &SseEvent) -> bool {
+        event.data.trim() == "[DONE]" || self.is_terminator(event)
+    }
 }
 
 /// Builds the streaming request for `scenario` on `target`. `nonce`, when given, is put at the
@@ -126,11 +136,13 @@ pub(crate) fn join_url(base: &reqwest::Url, path: &str) -> reqwest::Url {
     url
 }
 
-/// The request headers every protocol sends: `accept: text/event-stream`, then the target's
-/// configured headers.
+/// The request headers every protocol sends: `accept: text/event-stream`, the target's
+/// configured headers, and `accept-encoding: identity` unless those set one (without it a server
+/// or proxy may compress the stream, RFC 9110 §12.5.3).
 pub(crate) fn common_headers(target: &Target) -> Vec<(String, String)> {
     let mut h = vec![("accept".to_string(), "text/event-stream".to_string())];
     h.extend(target.headers.iter().cloned());
+    default_header(&mut h, "accept-encoding", "identity");
     h
 }
 

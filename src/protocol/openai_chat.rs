@@ -1,7 +1,8 @@
 //! OpenAI chat completions (`POST {base}/chat/completions`), as served by vLLM, SGLang,
 //! llama.cpp, TGI Messages, Ollama `/v1`, LM Studio, OpenAI and most gateways.
 //!
-//! Tokens: `choices[i].delta.content`, reasoning in `delta.reasoning_content` or
+//! Tokens: `choices[i].delta.content`, a refusal's text in `delta.refusal` (sent with
+//! `content: null`; output like any answer), reasoning in `delta.reasoning_content` or
 //! `delta.reasoning`, tool-call arguments in `delta.tool_calls[].function.arguments`.
 //! Counts: the final `usage` chunk (`stream_options.include_usage`), and llama.cpp's `timings`.
 //! Terminator: `data: [DONE]`. Errors inside a 200: `{"error": …}`, `event: error`,
@@ -190,7 +191,7 @@ fn fold_choices<'a>(
 /// What a chat choice's `delta` carries; a choice without `delta` (Azure) carries nothing.
 fn chat_choice_kind(choice: &Value) -> Option<TokenKind> {
     let delta = choice.get("delta")?;
-    if has_text(delta, "content") || has_tool_arguments(delta) {
+    if has_text(delta, "content") || has_text(delta, "refusal") || has_tool_arguments(delta) {
         Some(TokenKind::Output)
     } else if has_text(delta, "reasoning_content") || has_text(delta, "reasoning") {
         Some(TokenKind::Reasoning)
@@ -258,7 +259,7 @@ fn typed_delta_kind(delta: &Delta<'_>) -> Option<TokenKind> {
             .as_ref()
             .is_some_and(|Obj(f)| Str::has_text(&f.arguments) || Str::has_text(&f.name))
     });
-    if Str::has_text(&delta.content) || tool_arguments {
+    if Str::has_text(&delta.content) || Str::has_text(&delta.refusal) || tool_arguments {
         Some(TokenKind::Output)
     } else if Str::has_text(&delta.reasoning_content) || Str::has_text(&delta.reasoning) {
         Some(TokenKind::Reasoning)
@@ -315,6 +316,24 @@ mod tests {
                 "{field}"
             );
         }
+    }
+
+    #[test]
+    fn a_refusal_is_output_text() {
+        let (obs, flow) = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":null,"refusal":"I"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"refusal":" can't"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[],"usage":{"completion_tokens":2}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(flow, Flow::Done);
+        let tl = &obs.timeline;
+        assert_eq!(tl.token_events.len(), 2);
+        assert!(tl.token_events.iter().all(|e| e.kind == TokenKind::Output));
+        assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
+        assert_eq!(tl.first_output(), tl.first_token());
     }
 
     #[test]
@@ -401,6 +420,9 @@ mod tests {
             r#"{"choices":[{"delta":{"content":""}}],"model":""}"#,
             r#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#,
             r#"{"choices":[{"delta":{"reasoning":"think","content":null}}]}"#,
+            r#"{"choices":[{"delta":{"content":null,"refusal":"I can't"}}]}"#,
+            r#"{"choices":[{"delta":{"refusal":""}}]}"#,
+            r#"{"choices":[{"delta":{"refusal":null,"reasoning":"r"}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"f","arguments":""}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
@@ -507,10 +529,12 @@ mod tests {
             field(text()),
             field(text()),
             field(proptest::collection::vec(tool_call, 0..3).prop_map(Value::from)),
+            field(text()),
         )
-            .prop_map(|(c, rc, r, tc)| {
+            .prop_map(|(c, rc, r, tc, rf)| {
                 obj(vec![
                     ("content", c),
+                    ("refusal", rf),
                     ("reasoning_content", rc),
                     ("reasoning", r),
                     ("tool_calls", tc),

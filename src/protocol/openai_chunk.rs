@@ -82,6 +82,9 @@ pub(super) struct Choice<'a> {
 pub(super) struct Delta<'a> {
     #[serde(borrow)]
     pub content: Option<Str<'a>>,
+    /// A refusal's text (sent with `content: null`): output.
+    #[serde(borrow)]
+    pub refusal: Option<Str<'a>>,
     #[serde(borrow)]
     pub reasoning_content: Option<Str<'a>>,
     #[serde(borrow)]

@@ -11,8 +11,9 @@
 //! object beside `response`. Terminator: `response.completed`, or `response.incomplete` (e.g.
 //! `max_output_tokens` reached: a finished generation). Errors inside a 200: `response.failed`
 //! (`response.error.message`) and the `error` event (`message`, `code`). Types this adapter does
-//! not know are recorded once as [`Anomaly::UnknownEvent`]. Source: PROTOCOLS.md §1,
-//! captured/llama-cpp-responses.txt.
+//! not know are recorded once as [`Anomaly::UnknownEvent`]. A `data: [DONE]` after the terminal
+//! event (LiteLLM sends one) is harmless ([`StreamProtocol::is_benign_after_end`]). Source:
+//! PROTOCOLS.md §1, captured/llama-cpp-responses.txt.
 
 use std::time::Instant;
 

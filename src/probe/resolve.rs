@@ -1,0 +1,82 @@
+//! The probe's host-name resolver: the system's (`getaddrinfo`, off the runtime's workers, as
+//! reqwest's default), with two differences.
+//!
+//! - Its failures are a type of their own, [`ResolveError`], so a DNS failure is told from any
+//!   other by type, not by searching error text (`super::errors`).
+//! - Names under `.localhost` resolve to the loopback addresses without asking the system
+//!   (RFC 6761 §6.3, as curl, browsers and systemd-resolved do), so a gateway addressed as
+//!   `gateway.localhost` works whatever `/etc/hosts` says.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+/// The host name did not resolve: the system's resolver failed or returned no address. Its
+/// message never contains the host name (the probe's detail says where it tried to connect).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The system's resolver failed.
+    #[error("the host name did not resolve: {0}")]
+    Lookup(#[source] std::io::Error),
+    /// The system's resolver answered with no address.
+    #[error("the host name resolved to no address")]
+    NoAddress,
+}
+
+/// The resolver given to every probe client ([`super::build_client`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resolver;
+
+/// Whether `host` is a name under `localhost.` (RFC 6761 §6.3), other than `localhost` itself
+/// (left to the system's `/etc/hosts`).
+fn under_localhost(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    host.len() > ".localhost".len()
+        && host
+            .get(host.len() - ".localhost".len()..)
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(".localhost"))
+}
+
+impl Resolve for Resolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            if under_localhost(&host) {
+                let loopback = [
+                    SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                    SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+                ];
+                return Ok(Box::new(loopback.into_iter()) as Addrs);
+            }
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .map_err(ResolveError::Lookup)?
+                .collect();
+            if addrs.is_empty() {
+                return Err(ResolveError::NoAddress.into());
+            }
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_under_localhost() {
+        for yes in ["a.localhost", "tls-gateway.LOCALHOST", "x.y.localhost."] {
+            assert!(under_localhost(yes), "{yes}");
+        }
+        for no in [
+            "localhost",
+            "localhost.",
+            "notlocalhost",
+            "a.localhost.example",
+            ".localhost",
+        ] {
+            assert!(!under_localhost(no), "{no}");
+        }
+    }
+}
