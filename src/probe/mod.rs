@@ -193,10 +193,11 @@ impl Prober {
     /// least 4 bytes long) in `text` with `[redacted]`.
     fn redact(&self, text: &mut String) {
         let key = self.target.api_key.as_ref().map(|k| k.expose());
-        let headers = self.target.headers.iter().filter_map(|(k, v)| {
-            let name = HeaderName::from_bytes(k.as_bytes()).ok()?;
-            is_secret_header(&name).then_some(v.as_str())
-        });
+        let headers = self
+            .target
+            .headers
+            .iter()
+            .filter_map(|(k, v)| self.target.is_secret_header(k).then_some(v.as_str()));
         for secret in key.into_iter().chain(headers).filter(|s| s.len() >= 4) {
             if text.contains(secret) {
                 *text = text.replace(secret, "[redacted]");
