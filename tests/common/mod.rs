@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod pki;
+pub mod prometheus;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
