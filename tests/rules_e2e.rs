@@ -187,10 +187,37 @@ async fn fast_ttft_does_not_fire() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    for _ in 0..10 {
+    // Prometheus' own evaluations of the alert, not a fixed wait: over five of them (longer than
+    // `for: 2s` at a 1 s evaluation interval) it is never pending or firing.
+    let mut evaluations = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while evaluations.len() < 5 {
         let states = ttft_alert_states(&prom).await;
         assert!(states.is_empty(), "{ALERT} is {states:?} for a 50 ms TTFT");
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let last = alert_rule_last_evaluation(&prom).await;
+        if !evaluations.contains(&last) {
+            evaluations.push(last);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ALERT} was evaluated only {} times in 30 s",
+            evaluations.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     daemon.stop().await;
+}
+
+/// When Prometheus last evaluated the TTFT alert rule (its `lastEvaluation`, RFC 3339).
+async fn alert_rule_last_evaluation(p: &Prometheus) -> String {
+    let d = p.api("/api/v1/rules", &[("type", "alert")]).await;
+    d["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .find(|r| r["name"] == ALERT)
+        .and_then(|r| r["lastEvaluation"].as_str())
+        .unwrap_or_else(|| panic!("{ALERT} not loaded: {d}"))
+        .to_string()
 }
