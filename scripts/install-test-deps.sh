@@ -74,6 +74,7 @@ if [ ! -x "$MOCKS/bin/mockllm" ] || [ ! -x "$MOCKS/bin/llm-mock-api" ]; then
 fi
 say "PyPI mocks: $("$MOCKS/bin/pip" list --disable-pip-version-check 2>/dev/null | grep -iE '^(mockllm|llm-mock-api) ' | tr -s ' ' | paste -sd, -)"
 
+python3 -m pip --version >/dev/null 2>&1 || { say "installing pip (apt-get install python3-pip), for the PyPI downloads"; apt_install python3-pip; }
 for tool in c++ make; do
   command -v "$tool" >/dev/null || { say "installing the C++ build tools for llama.cpp (apt-get install g++ make)"; apt_install g++ make; break; }
 done
