@@ -62,6 +62,15 @@ wait_for_other_build() {
     sleep 20
     say "waiting for the other build: $((SECONDS - start)) s"
   done
+  # The other installer fetches the model next, straight into its final path: wait until it is
+  # there and has stopped growing (or fetch it here if it does not come within two minutes).
+  local size=-1 deadline=$((SECONDS + 120))
+  while ((SECONDS < deadline)); do
+    local now; now=$(stat -c %s "$MODEL" 2>/dev/null || echo -1)
+    [[ $now -gt 0 && $now -eq $size ]] && return 0
+    size=$now
+    sleep 3
+  done
 }
 
 build_server() {
