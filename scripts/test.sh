@@ -21,7 +21,6 @@ pinned=$(sed -n 's/^FROM rust:\([0-9.]*\)-.*/\1/p' Dockerfile | head -1)
 have=$(rustc --version 2>/dev/null | awk '{print $2}') || true
 [ -n "$have" ] || { say "rustc is not installed: install Rust $pinned (https://rustup.rs, then: rustup default $pinned)"; exit 1; }
 say "rustc $have; the Dockerfile pins $pinned${pinned:+ (tests/supply_chain.rs checks they match)}"
-say "system packages that are missing are installed with apt-get (root or sudo)"
 
 scripts/install-test-deps.sh
 # Tools installed into our own cache (hadolint) come after the system's.
