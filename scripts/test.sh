@@ -1,10 +1,38 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs and starts what it needs (Prometheus, the
-# real llama.cpp server), then runs every test, the real-component ones included.
+# The whole test suite on a fresh machine: installs what it needs (scripts/install-test-deps.sh:
+# Prometheus, Node.js, hadolint, cargo-audit, the PyPI mocks, the real llama.cpp server), then
+# runs every test, the real-component ones included.
+#
+# Needs: Rust (cargo) — the suite checks that rustc is the version the Dockerfile pins (the
+# `FROM rust:X.Y.Z-…` line, 1.95.0 today; the crate itself builds with 1.85 or newer); python3
+# with pip; and root or sudo, because missing system packages are installed with apt-get.
+# Set LLM_PROBE_ADVISORY_DB to a RustSec advisory-db snapshot when GitHub is unreachable;
+# otherwise `cargo audit` fetches the database.
+#
+# The real llama.cpp server (127.0.0.1:18080) is started by the tests that need it. If it was not
+# running before, it is stopped again at the end; if it was, it is left running.
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --test accuracy`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+say() { echo "test.sh: $*" >&2; }
+
+pinned=$(sed -n 's/^FROM rust:\([0-9.]*\)-.*/\1/p' Dockerfile | head -1)
+have=$(rustc --version 2>/dev/null | awk '{print $2}') || true
+[ -n "$have" ] || { say "rustc is not installed: install Rust $pinned (https://rustup.rs, then: rustup default $pinned)"; exit 1; }
+say "rustc $have; the Dockerfile pins $pinned${pinned:+ (tests/supply_chain.rs checks they match)}"
+
 scripts/install-test-deps.sh
 # Tools installed into our own cache (hadolint) come after the system's.
 export PATH="$PATH:$HOME/.cache/llm-probe-tools/bin"
-exec cargo test --locked --no-fail-fast "$@"
+
+was_running=""
+scripts/real-llm.sh status && was_running=1
+rc=0
+cargo test --locked --no-fail-fast "$@" || rc=$?
+if [ -z "$was_running" ]; then
+  scripts/real-llm.sh stop
+else
+  say "the real llama.cpp server was already running before the tests; left running (stop it: scripts/real-llm.sh stop)"
+fi
+exit "$rc"

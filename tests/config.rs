@@ -543,7 +543,10 @@ fn targets_share_scenario_arcs() {
 fn example_config_loads_cleanly() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/probes.example.yaml");
     let text = std::fs::read_to_string(path).unwrap();
-    let cfg = config::parse(&text, "probes.example.yaml", &env).unwrap_or_else(|e| panic!("{e}"));
+    // Copied to probes.yaml as is, it loads with no environment variable set: no target needs
+    // a key the user may not have (the keyed examples are commented out).
+    let cfg = config::parse(&text, "probes.example.yaml", &|_| None)
+        .unwrap_or_else(|e| panic!("probes.example.yaml must load without any key set:\n{e}"));
     let names: Vec<&str> = cfg.scenarios.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
@@ -577,6 +580,15 @@ fn example_config_loads_cleanly() {
         .find(|t| t.model == "smollm2-135m-instruct")
         .unwrap();
     assert_eq!(smol.base_url.as_str(), "http://127.0.0.1:18080/v1");
+    assert!(cfg.targets.iter().all(|t| t.api_key.is_none()));
+    // The key option is still shown, commented out, and loads once uncommented and set.
+    let keyed = text.replacen(
+        "    # api_key_env: LOCAL_VLLM_KEY",
+        "    api_key_env: LOCAL_VLLM_KEY",
+        1,
+    );
+    assert_ne!(keyed, text, "the commented api_key_env example is gone");
+    let cfg = config::parse(&keyed, "probes.example.yaml", &env).unwrap_or_else(|e| panic!("{e}"));
     let vllm = &cfg.targets[0];
     assert_eq!(vllm.api_key.as_ref().map(|k| k.expose()), Some(SECRET));
     assert_eq!(vllm.api_key_source.as_deref(), Some("env LOCAL_VLLM_KEY"));

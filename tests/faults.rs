@@ -321,11 +321,13 @@ async fn retry_after_holds_the_next_probe_back_and_shows_in_metrics() {
         first[0].observations.retry_after,
         Some(Duration::from_secs(7))
     );
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(
-        sim.received().len(),
-        1,
-        "no probe within the Retry-After window (8 ticks passed)"
+    // The next probe waits out the 7 s (23 ticks of 300 ms are skipped), then probing resumes.
+    common::outcomes(&mut rx, 1, Duration::from_secs(12)).await;
+    let arrived: Vec<_> = sim.received().iter().map(|r| r.arrived).collect();
+    let gap = arrived[1] - arrived[0];
+    assert!(
+        gap >= Duration::from_secs(7) && gap < Duration::from_secs(9),
+        "the second probe came {gap:?} after the first; Retry-After asked for 7 s"
     );
     let (_, text) = d.metrics.render(None);
     assert_eq!(
@@ -338,7 +340,7 @@ async fn retry_after_holds_the_next_probe_back_and_shows_in_metrics() {
             "llm_probe_probe_failures_total",
             &[("reason", "http_status")]
         ),
-        Some(1.0)
+        Some(2.0)
     );
     d.stop().await;
 }

@@ -1,16 +1,20 @@
 //! Every protocol adapter behind the shared decoders, under property tests (run in CI): random
 //! bytes and random, plausible JSON event streams split at random points never panic, never
 //! count more token events than there were events, and give the same outcome however the bytes
-//! are split. Bounded memory follows from the decoders' caps (tested in decode_*.rs).
+//! are split; the numbers of a success agree with the instants the reads had (one read: all zero;
+//! one read per millisecond: TTFT ≤ E2E ≤ the last read, the ITLs add up to the token span and
+//! TPOT × (N − 1) is that span). Bounded memory follows from the decoders' caps (tested in
+//! decode_*.rs).
 
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use llm_probe::config::Protocol;
 use llm_probe::measure::{FailureReason, Observations, ProbeOutcome};
 use llm_probe::probe::{Limits, StreamReader};
 use proptest::prelude::*;
 
-/// Feeds `reads` (one instant each) and concludes; returns the outcome and how many reads it took.
+/// Feeds `reads`, read `i` at `sent + i` ms, and concludes (the end of the body one millisecond
+/// after the last read).
 fn run(protocol: Protocol, reads: &[&[u8]]) -> ProbeOutcome {
     let t0 = Instant::now();
     let mut obs = Observations::new(t0);
@@ -22,10 +26,11 @@ fn run(protocol: Protocol, reads: &[&[u8]]) -> ProbeOutcome {
     let mut reader = StreamReader::new(protocol, &limits);
     let mut failure = None;
     let mut ended = false;
-    // As the probe does: after the end it keeps reading (its drain), and what follows the
-    // terminal event is only checked.
-    for read in reads {
-        match reader.feed(read, t0, &mut obs) {
+    // Each read gets its own instant, 1 ms apart. As the probe does: after the end it keeps
+    // reading (its drain), and what follows the terminal event is only checked.
+    let at = |i: usize| t0 + Duration::from_millis(i as u64);
+    for (i, read) in reads.iter().enumerate() {
+        match reader.feed(read, at(i), &mut obs) {
             Ok(false) => {}
             Ok(true) => ended = true,
             Err(f) => {
@@ -36,7 +41,7 @@ fn run(protocol: Protocol, reads: &[&[u8]]) -> ProbeOutcome {
         }
     }
     if failure.is_none() {
-        failure = reader.finish(t0, &mut obs).err();
+        failure = reader.finish(at(reads.len()), &mut obs).err();
         assert!(!(ended && failure.is_some()), "a failure after the end");
     }
     ProbeOutcome::conclude(
@@ -195,10 +200,28 @@ proptest! {
             prop_assert!(whole.observations.timeline.token_events.len() <= events.len());
             if let Ok(m) = &whole.result {
                 prop_assert!(m.output_tokens >= 1, "a success has at least one token");
-                prop_assert!(m.tpot.is_none_or(|t| t.as_secs_f64() >= 0.0));
+                // One read at the instant the request was sent: nothing took any time.
+                prop_assert_eq!(m.ttft, Duration::ZERO);
+                prop_assert_eq!(m.e2e, Duration::ZERO);
+                prop_assert_eq!(m.tpot, None, "no span to divide");
+                prop_assert!(m.inter_token_latencies.iter().all(|d| d.is_zero()));
             }
-            let parts = run(protocol, &split(&bytes, &cuts));
+            let reads = split(&bytes, &cuts);
+            let parts = run(protocol, &reads);
             prop_assert_eq!(summary(&whole), summary(&parts), "{:?}", protocol);
+            if let Ok(m) = &parts.result {
+                prop_assert!(m.ttft <= m.e2e);
+                prop_assert!(m.e2e <= Duration::from_millis(reads.len() as u64));
+                prop_assert_eq!(m.inter_token_latencies.len(), m.token_events - 1);
+                let span: Duration = m.inter_token_latencies.iter().sum();
+                match m.tpot {
+                    Some(tpot) => {
+                        let gaps = (m.output_tokens - 1) as f64;
+                        prop_assert!((tpot.as_secs_f64() * gaps - span.as_secs_f64()).abs() < 1e-6, "TPOT {:?} × {} ≠ span {:?}", tpot, gaps, span);
+                    }
+                    None => prop_assert!(m.output_tokens < 2 || span.is_zero()),
+                }
+            }
         }
     }
 }

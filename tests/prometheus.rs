@@ -6,6 +6,8 @@ mod common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+
+use common::prometheus::Prometheus;
 use std::time::Duration;
 
 use llm_probe::simulate::Script;
@@ -56,26 +58,14 @@ async fn promtool_accepts_the_text_exposition() {
     );
 }
 
-/// Queries Prometheus' HTTP API; returns the `data.result` array.
-async fn query(port: u16, promql: &str) -> Vec<serde_json::Value> {
-    let url = format!("http://127.0.0.1:{port}/api/v1/query");
-    let Ok(resp) = reqwest::Client::new()
-        .get(url)
-        .query(&[("query", promql)])
-        .send()
-        .await
-    else {
-        return vec![];
-    };
-    let Ok(v) = resp.json::<serde_json::Value>().await else {
-        return vec![];
-    };
-    v["data"]["result"].as_array().cloned().unwrap_or_default()
+/// An instant query; returns the `data.result` array.
+async fn query(prom: &Prometheus, promql: &str) -> Vec<serde_json::Value> {
+    let data = prom.api("/api/v1/query", &[("query", promql)]).await;
+    data["result"].as_array().cloned().unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_prometheus_scrapes_and_computes_p95_ttft() {
-    let prometheus = common::require_tool("prometheus", "apt-get install prometheus");
     let script = Script {
         ttft: Duration::from_millis(250),
         itl: Duration::from_millis(5),
@@ -92,31 +82,12 @@ async fn real_prometheus_scrapes_and_computes_p95_ttft() {
     let d = common::daemon(cfg).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let prom_cfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &prom_cfg,
-        format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n      - targets: ['{}']\n", d.addr),
-    )
-    .unwrap();
-    let port = common::free_port();
-    let _prom = common::ChildGuard(
-        Command::new(prometheus)
-            .arg(format!("--config.file={}", prom_cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let prom = Prometheus::start(dir.path(), &[], d.addr).await;
 
     let q = "histogram_quantile(0.95, sum by (le, target, scenario) (rate(llm_probe_time_to_first_token_seconds_bucket[1m])))";
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     let p95 = loop {
-        let r = query(port, q).await;
+        let r = query(&prom, q).await;
         let v = r
             .first()
             .and_then(|s| s["value"][1].as_str())
@@ -132,10 +103,10 @@ async fn real_prometheus_scrapes_and_computes_p95_ttft() {
     };
     // Every TTFT is ≈ 250 ms, inside the (0.25, 0.3] bucket: the estimate lies in that bucket.
     assert!((0.25..=0.3).contains(&p95), "P95 TTFT {p95}");
-    let up = query(port, "up{job=\"llm-probe\"}").await;
+    let up = query(&prom, "up{job=\"llm-probe\"}").await;
     assert_eq!(up[0]["value"][1], "1");
     // The exact-bucket SLI at the 0.3 s boundary: every probe was within the SLO.
-    let ratio = query(port, "sum(rate(llm_probe_time_to_first_token_seconds_bucket{le=~\"0.3(0*)?\"}[1m])) / sum(rate(llm_probe_time_to_first_token_seconds_count[1m]))").await;
+    let ratio = query(&prom, "sum(rate(llm_probe_time_to_first_token_seconds_bucket{le=~\"0.3(0*)?\"}[1m])) / sum(rate(llm_probe_time_to_first_token_seconds_count[1m]))").await;
     assert_eq!(ratio[0]["value"][1], "1", "{ratio:?}");
     d.stop().await;
 }

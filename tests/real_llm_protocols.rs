@@ -1,15 +1,14 @@
-//! The real llama.cpp server (`../shared/real-llm/`, SmolLM2-135M) through every protocol it
+//! The real llama.cpp server (`scripts/real-llm.sh`, SmolLM2-135M) through every protocol it
 //! speaks: OpenAI chat, OpenAI completions, OpenAI Responses, Anthropic Messages and its native
 //! `/completion`. Each is probed three times (temperature 0, 24 tokens); every probe succeeds,
 //! N equals the server's own `timings.predicted_n` where the protocol carries it (and comes
 //! from usage or the server count, never from events), the server's prefill is at most the
 //! client's TTFT, and no anomaly is reported. Anthropic carries no `timings`: its usage count
 //! is checked against the chat endpoint's `predicted_n` for the same warm prompt.
-//! Never skipped: a missing script or a server that does not start fails with the reason.
+//! Never skipped: a server that does not start fails with the reason.
 
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 
 use llm_probe::config::{Protocol, Scenario, Target};
@@ -17,27 +16,6 @@ use llm_probe::measure::{ProbeOutcome, TokenCountSource};
 use llm_probe::probe::Prober;
 
 const MAX_TOKENS: u64 = 24;
-
-/// Starts (or finds) the real server; returns its OpenAI-compatible base URL.
-fn real_server() -> String {
-    let script = common::shared_dir().join("real-llm/llama-server.sh");
-    assert!(
-        script.is_file(),
-        "{} is missing: this test needs ../shared beside the repository (or LLM_PROBE_SHARED)",
-        script.display()
-    );
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("start")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "llama-server did not start:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// One target per protocol (the native one at the server root), each with a cold and a warm
 /// scenario.
@@ -120,7 +98,9 @@ fn check(o: &ProbeOutcome, protocol: Protocol) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_protocol_llama_cpp_speaks() {
-    let v1 = tokio::task::spawn_blocking(real_server).await.unwrap();
+    let v1 = tokio::task::spawn_blocking(common::real_server)
+        .await
+        .unwrap();
     let mut warm_n = Vec::new();
     for t in targets(&v1) {
         let prober = Prober::new(t.clone()).unwrap();

@@ -155,9 +155,18 @@ async fn http_reload_and_a_flood_of_reloads() {
     for r in flood {
         assert_eq!(r.await.unwrap().unwrap().status(), 200);
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Three more probes after the flood (a duplicated schedule would bring them early).
+    let before = a.received().len();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while a.received().len() < before + 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "probing stopped after the flood: {} probes",
+            a.received().len() - before
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let arrivals: Vec<_> = a.received().iter().map(|r| r.arrived).collect();
-    assert!(arrivals.len() >= 3, "still probing: {}", arrivals.len());
     for w in arrivals.windows(2) {
         assert!(
             w[1] - w[0] >= Duration::from_millis(380),

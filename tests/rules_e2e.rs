@@ -10,29 +10,14 @@
 mod common;
 mod dash_support;
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::prometheus::Prometheus;
 use dash_support::{require_tool, root};
 use llm_probe::simulate::{Script, Simulator};
-use serde_json::Value;
 
 const ALERT: &str = "LlmProbeTTFTP95AboveSLO";
-
-/// Kills and reaps Prometheus when the test ends, however it ends.
-struct Prometheus {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn replace_all(text: &str, from: &str, to: &str, file: &str) -> String {
     assert!(
@@ -67,71 +52,15 @@ fn write_test_rules(dir: &Path) -> Vec<String> {
     vec!["recording.yml".into(), "alerts.yml".into()]
 }
 
-/// A free loopback port (bound, read, released: Prometheus needs it on its command line).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn start_prometheus(dir: &Path, scrape: std::net::SocketAddr) -> Prometheus {
     require_tool("prometheus");
     let rules = write_test_rules(dir);
-    let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: {rules:?}\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n      - targets: ['{scrape}']\n"
-    );
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-    let port = free_port();
-    let child = Command::new("prometheus")
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start prometheus");
-    let p = Prometheus {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(r) = client.get(format!("{}/-/ready", p.url)).send().await {
-            if r.status().is_success() {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "prometheus not ready in 20 s");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    p
-}
-
-async fn api(p: &Prometheus, path: &str, query: &[(&str, &str)]) -> Value {
-    let r = reqwest::Client::new()
-        .get(format!("{}{path}", p.url))
-        .query(query)
-        .send()
-        .await
-        .unwrap();
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["status"], "success", "{path}: {v}");
-    v["data"].clone()
+    Prometheus::start(dir, &rules, scrape).await
 }
 
 /// The value of the single-series instant query `q`, if any.
 async fn scalar(p: &Prometheus, q: &str) -> Option<f64> {
-    let d = api(p, "/api/v1/query", &[("query", q)]).await;
+    let d = p.api("/api/v1/query", &[("query", q)]).await;
     d["result"].as_array()?.first()?["value"][1]
         .as_str()?
         .parse()
@@ -140,7 +69,7 @@ async fn scalar(p: &Prometheus, q: &str) -> Option<f64> {
 
 /// States of the TTFT alert for target `sim`.
 async fn ttft_alert_states(p: &Prometheus) -> Vec<String> {
-    let d = api(p, "/api/v1/alerts", &[]).await;
+    let d = p.api("/api/v1/alerts", &[]).await;
     d["alerts"]
         .as_array()
         .unwrap()
@@ -201,15 +130,15 @@ async fn slow_ttft_fires_the_alert_in_prometheus() {
     assert_eq!(ratio, Some(0.0));
     // The tokens/s floor ratio resolves whatever `le` spelling Prometheus scraped ("30" in the
     // text format, "30.0" in OpenMetrics, which Prometheus 2.x asks for first).
-    let stored = api(
-        &prom,
-        "/api/v1/series",
-        &[(
-            "match[]",
-            r#"llm_probe_output_tokens_per_second_bucket{le=~"30(\\.0)?"}"#,
-        )],
-    )
-    .await;
+    let stored = prom
+        .api(
+            "/api/v1/series",
+            &[(
+                "match[]",
+                r#"llm_probe_output_tokens_per_second_bucket{le=~"30(\\.0)?"}"#,
+            )],
+        )
+        .await;
     let spelling = stored[0]["le"].as_str().unwrap_or("none").to_string();
     eprintln!("Prometheus stored the tokens/s floor bucket as le={spelling:?}");
     let tps_ratio = scalar(
@@ -231,7 +160,7 @@ async fn fast_ttft_does_not_fire() {
     let prom = start_prometheus(dir.path(), daemon.addr).await;
 
     // Positive control: the alert rule is loaded.
-    let rules = api(&prom, "/api/v1/rules", &[]).await;
+    let rules = prom.api("/api/v1/rules", &[]).await;
     assert!(rules.to_string().contains(ALERT), "{ALERT} not loaded");
 
     // Wait until the guard is satisfied and the SLI is computed, then past `for: 2s`.
@@ -258,10 +187,37 @@ async fn fast_ttft_does_not_fire() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    for _ in 0..10 {
+    // Prometheus' own evaluations of the alert, not a fixed wait: over five of them (longer than
+    // `for: 2s` at a 1 s evaluation interval) it is never pending or firing.
+    let mut evaluations = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while evaluations.len() < 5 {
         let states = ttft_alert_states(&prom).await;
         assert!(states.is_empty(), "{ALERT} is {states:?} for a 50 ms TTFT");
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let last = alert_rule_last_evaluation(&prom).await;
+        if !evaluations.contains(&last) {
+            evaluations.push(last);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ALERT} was evaluated only {} times in 30 s",
+            evaluations.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     daemon.stop().await;
+}
+
+/// When Prometheus last evaluated the TTFT alert rule (its `lastEvaluation`, RFC 3339).
+async fn alert_rule_last_evaluation(p: &Prometheus) -> String {
+    let d = p.api("/api/v1/rules", &[("type", "alert")]).await;
+    d["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .find(|r| r["name"] == ALERT)
+        .and_then(|r| r["lastEvaluation"].as_str())
+        .unwrap_or_else(|| panic!("{ALERT} not loaded: {d}"))
+        .to_string()
 }

@@ -131,7 +131,6 @@ async fn the_key_never_appears_in_any_output() {
         ];
         // The daemon at trace level, its /metrics and landing page.
         let (mut child, err, addr) = trace_daemon(&ok_cfg);
-        std::thread::sleep(Duration::from_millis(2500));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -149,11 +148,26 @@ async fn the_key_never_appears_in_any_output() {
                     .unwrap()
             })
         };
-        let metrics = get("/metrics", "text/plain");
-        assert!(
-            metrics.contains("llm_probe_probes_total{target=\"sim\""),
-            "the daemon probed: {metrics}"
-        );
+        // Until the daemon has counted a probe and its last probe succeeded (the series is
+        // registered at 0 when the daemon starts, so its presence alone proves nothing).
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let metrics = loop {
+            let metrics = get("/metrics", "text/plain");
+            let probes = common::sample(&metrics, "llm_probe_probes_total", &[("target", "sim")]);
+            let ok = common::sample(
+                &metrics,
+                "llm_probe_last_probe_success",
+                &[("target", "sim")],
+            );
+            if probes.is_some_and(|n| n >= 1.0) && ok == Some(1.0) {
+                break metrics;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon finished no successful probe within 15 s:\n{metrics}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
         outputs.push(("/metrics", metrics));
         outputs.push((
             "/metrics openmetrics",

@@ -1,4 +1,4 @@
-//! The real server: sequential probes of llama.cpp (`../shared/real-llm`), client TTFT minus the
+//! The real server: sequential probes of llama.cpp (`scripts/real-llm.sh`), client TTFT minus the
 //! server's own `timings.prompt_ms` — the part of TTFT that is not the model's.
 
 use std::time::Instant;

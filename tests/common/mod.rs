@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod pki;
+pub mod prometheus;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -122,11 +123,25 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// `../shared` beside the repository (override with `LLM_PROBE_SHARED`).
-pub fn shared_dir() -> std::path::PathBuf {
-    std::env::var_os("LLM_PROBE_SHARED")
-        .map(Into::into)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+/// Starts the real llama.cpp server with the repository's own `scripts/real-llm.sh start` (built
+/// once into `~/.cache/llm-probe-real-llm`, about ten minutes; reused when it is already running)
+/// and returns its OpenAI-compatible base URL, `http://127.0.0.1:18080/v1`. Blocking. Never
+/// skipped: a server that does not start fails the test with the script's reason.
+pub fn real_server() -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-llm.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("start")
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} start failed:\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// A child process killed (and reaped) on drop.

@@ -102,6 +102,60 @@ pub struct DashExpr {
     pub place: String,
     /// The expression as written, template variables included.
     pub expr: String,
+    /// Where Grafana runs it: an instant query (a stat's or table's `instant: true`), a range
+    /// query (time series, heatmaps, annotations), or as a variable's series selector.
+    pub kind: QueryKind,
+}
+
+/// How Grafana runs a dashboard expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryKind {
+    Instant,
+    Range,
+    /// A template variable's series selector (`label_values(selector, label)`, `query_result(…)`).
+    Variable,
+}
+
+/// A `label_values(selector, label)` template variable.
+#[derive(Debug, Clone)]
+pub struct LabelValuesVar {
+    pub name: String,
+    pub selector: String,
+    pub label: String,
+}
+
+/// The query text of each query-type template variable: (name, query).
+fn query_variables(dash: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for v in dash["templating"]["list"].as_array().into_iter().flatten() {
+        if v["type"] != "query" {
+            continue;
+        }
+        let q = match &v["query"] {
+            serde_json::Value::String(s) => s.clone(),
+            o => o["query"].as_str().unwrap_or("").to_string(),
+        };
+        out.push((v["name"].as_str().unwrap_or("").to_string(), q));
+    }
+    out
+}
+
+/// The dashboard's `label_values(selector, label)` variables.
+pub fn label_values_vars(dash: &serde_json::Value) -> Vec<LabelValuesVar> {
+    query_variables(dash)
+        .into_iter()
+        .filter_map(|(name, q)| {
+            let inner = q.strip_prefix("label_values(")?.strip_suffix(')')?;
+            let (sel, label) = inner
+                .rsplit_once(',')
+                .expect("label_values(selector, label)");
+            Some(LabelValuesVar {
+                name,
+                selector: sel.trim().to_string(),
+                label: label.trim().to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Every PromQL expression in a dashboard: panel targets (rows' nested panels included),
@@ -120,6 +174,11 @@ pub fn dashboard_exprs(path: &Path, dash: &serde_json::Value) -> Vec<DashExpr> {
                         t["refId"].as_str().unwrap_or("?")
                     ),
                     expr: e.to_string(),
+                    kind: if t["instant"] == true && t["range"] != true {
+                        QueryKind::Instant
+                    } else {
+                        QueryKind::Range
+                    },
                 });
             }
         }
@@ -129,36 +188,26 @@ pub fn dashboard_exprs(path: &Path, dash: &serde_json::Value) -> Vec<DashExpr> {
             out.push(DashExpr {
                 place: format!("{file}: annotation {:?}", a["name"].as_str().unwrap_or("")),
                 expr: e.to_string(),
+                kind: QueryKind::Range,
             });
         }
     }
-    for v in dash["templating"]["list"].as_array().into_iter().flatten() {
-        if v["type"] != "query" {
-            continue;
-        }
-        let q = match &v["query"] {
-            serde_json::Value::String(s) => s.clone(),
-            o => o["query"].as_str().unwrap_or("").to_string(),
-        };
+    for v in label_values_vars(dash) {
+        out.push(DashExpr {
+            place: format!("{file}: variable {}", v.name),
+            expr: v.selector,
+            kind: QueryKind::Variable,
+        });
+    }
+    for (name, q) in query_variables(dash) {
         if let Some(inner) = q
-            .strip_prefix("label_values(")
-            .and_then(|r| r.strip_suffix(')'))
-        {
-            // label_values(<selector>, <label>)
-            let (sel, _label) = inner
-                .rsplit_once(',')
-                .expect("label_values(selector, label)");
-            out.push(DashExpr {
-                place: format!("{file}: variable {}", v["name"].as_str().unwrap_or("")),
-                expr: sel.trim().to_string(),
-            });
-        } else if let Some(inner) = q
             .strip_prefix("query_result(")
             .and_then(|r| r.strip_suffix(')'))
         {
             out.push(DashExpr {
-                place: format!("{file}: variable {}", v["name"].as_str().unwrap_or("")),
+                place: format!("{file}: variable {name}"),
                 expr: inner.to_string(),
+                kind: QueryKind::Variable,
             });
         }
     }

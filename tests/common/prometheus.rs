@@ -1,0 +1,75 @@
+//! A real Prometheus (the Debian package's `prometheus` on PATH) for the tests: its own
+//! temporary data directory, a loopback port, a 1 s scrape and rule-evaluation interval, and the
+//! HTTP API. Killed and reaped when dropped.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running Prometheus, stopped on drop.
+pub struct Prometheus {
+    _child: super::ChildGuard,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Prometheus {
+    /// Starts Prometheus in `dir` (config file and TSDB go there), scraping `scrape` (job
+    /// `llm-probe`) every second and evaluating the rule files `rule_files` (paths relative to
+    /// `dir`, or absolute) every second; returns once `/-/ready` answers (at most 20 s).
+    pub async fn start(dir: &Path, rule_files: &[String], scrape: SocketAddr) -> Prometheus {
+        let bin = super::require_tool("prometheus", "apt-get install prometheus");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: {rule_files:?}\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n      - targets: ['{scrape}']\n"
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let port = super::free_port();
+        let child = Command::new(bin)
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start prometheus");
+        let p = Prometheus {
+            _child: super::ChildGuard(child),
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = client.get(format!("{}/-/ready", p.url)).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "prometheus not ready in 20 s");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        p
+    }
+
+    /// GETs the API `path` with `query`; returns `data`, panicking unless `status` is `success`.
+    pub async fn api(&self, path: &str, query: &[(&str, &str)]) -> Value {
+        let r = reqwest::Client::new()
+            .get(format!("{}{path}", self.url))
+            .query(query)
+            .send()
+            .await
+            .unwrap();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["status"], "success", "{path} {query:?}: {v}");
+        v["data"].clone()
+    }
+}
