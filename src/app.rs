@@ -57,8 +57,9 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Run {
             config_file,
             listen,
+            web,
         } => match load(&config_file, config::Secrets::Read) {
-            Some(cfg) => serve_until_signal(cfg, listen, config_file).await,
+            Some(cfg) => serve_until_signal(cfg, listen, config_file, web.server_options()).await,
             None => return ExitCode::FAILURE,
         },
         Command::CheckConfig {
@@ -104,7 +105,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             simulate(listen, script).await
         }
-        Command::Healthcheck { url } => return healthcheck(&url).await,
+        Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
     };
     match result {
@@ -172,8 +173,9 @@ async fn serve_until_signal(
     cfg: Config,
     listen: std::net::SocketAddr,
     config_file: std::path::PathBuf,
+    web: crate::server::ServerOptions,
 ) -> anyhow::Result<()> {
-    let daemon = Daemon::start(cfg, listen, Some(config_file)).await?;
+    let daemon = Daemon::start_with(cfg, listen, Some(config_file), web).await?;
     eprintln!(
         "llm-probe: serving metrics on http://{}/metrics",
         daemon.addr
@@ -297,27 +299,4 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
     );
     shutdown_signal().cancelled().await;
     Ok(())
-}
-
-async fn healthcheck(url: &str) -> ExitCode {
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(3))
-        .build();
-    match client.map(|c| c.get(url)) {
-        Ok(req) => match req.send().await {
-            Ok(r) if r.status().is_success() => ExitCode::SUCCESS,
-            Ok(r) => {
-                eprintln!("llm-probe: {url} answered HTTP {}", r.status().as_u16());
-                ExitCode::FAILURE
-            }
-            Err(e) => {
-                eprintln!("llm-probe: {url}: {}", e.without_url());
-                ExitCode::FAILURE
-            }
-        },
-        Err(e) => {
-            eprintln!("llm-probe: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }

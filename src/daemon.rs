@@ -39,6 +39,8 @@ pub struct Daemon {
     pub metrics: Arc<Metrics>,
     /// Its recent probes.
     pub history: Arc<History>,
+    /// The exporter's server: renders done, web config in force.
+    pub server: Arc<ExporterState>,
     outcomes: broadcast::Sender<Arc<ProbeOutcome>>,
     reload_tx: mpsc::Sender<ReloadRequest>,
     shutdown: CancellationToken,
@@ -70,6 +72,29 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
     ) -> anyhow::Result<Daemon> {
+        Self::start_with(
+            config,
+            listen,
+            config_file,
+            server::ServerOptions::default(),
+        )
+        .await
+    }
+
+    /// [`Daemon::start`] with the exporter's server set up by `options` (web config file,
+    /// on-demand probe policy, connection limits); the web config file is re-read on reload.
+    ///
+    /// Errors: as [`Daemon::start`]; the web config file is invalid (every problem, located).
+    pub async fn start_with(
+        config: Config,
+        listen: SocketAddr,
+        config_file: Option<PathBuf>,
+        options: server::ServerOptions,
+    ) -> anyhow::Result<Daemon> {
+        let web = match &options.web_config_file {
+            Some(p) => server::WebState::load(p.clone()).await?,
+            None => server::WebConfig::default(),
+        };
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
         let metrics = Arc::new(Metrics::new(&slos));
         let history = Arc::new(History::new(HISTORY_CAPACITY));
@@ -78,14 +103,13 @@ impl Daemon {
         let shutdown = CancellationToken::new();
         let (outcomes, _) = broadcast::channel(256);
         let (reload_tx, reload_rx) = mpsc::channel(8);
-        let state = Arc::new(ExporterState {
-            metrics: metrics.clone(),
-            history: history.clone(),
-            ready: false.into(),
-            reload: Some(reload_tx.clone()),
-            probers: Default::default(),
-            debug_slots: tokio::sync::Semaphore::new(server::DEBUG_PROBE_SLOTS),
-        });
+        let state = Arc::new(ExporterState::new(
+            metrics.clone(),
+            history.clone(),
+            Some(reload_tx.clone()),
+            &options,
+            web,
+        ));
         let tasks = TaskTracker::new();
         let mut supervisor = Supervisor {
             metrics: metrics.clone(),
@@ -113,6 +137,7 @@ impl Daemon {
             addr,
             metrics,
             history,
+            server: state,
             outcomes,
             reload_tx,
             shutdown,
@@ -204,7 +229,11 @@ impl Supervisor {
                 _ = self.shutdown.cancelled() => return,
                 r = requests.recv() => match r { Some(r) => r, None => return },
             };
-            let result = self.reload();
+            // The web config too: validate both files, then swap both.
+            let result = match self.state.web.prepare().await {
+                Ok(web) => self.reload().inspect(|_| self.state.web.swap(web)),
+                Err(e) => Err(e.to_string()),
+            };
             match &result {
                 Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
                 Err(e) => {

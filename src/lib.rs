@@ -21,4 +21,5 @@ pub mod simulate;
 pub mod app;
 pub mod cli;
 pub mod demo;
+pub mod healthcheck;
 pub mod report;

@@ -12,7 +12,7 @@
 //! scenarios, a `target "NAME": ` / `scenario "NAME": ` prefix. YAML syntax errors and
 //! type errors detected by serde stop at the first one.
 
-mod locate;
+pub(crate) mod locate;
 mod raw;
 mod schema_errors;
 mod tls;
