@@ -176,8 +176,13 @@ async fn serve_until_signal(
     web: crate::server::ServerOptions,
 ) -> anyhow::Result<()> {
     let daemon = Daemon::start_with(cfg, listen, Some(config_file), web).await?;
+    let scheme = if daemon.server.web.current().tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     eprintln!(
-        "llm-probe: serving metrics on http://{}/metrics",
+        "llm-probe: serving metrics on {scheme}://{}/metrics",
         daemon.addr
     );
     let shutdown = shutdown_signal();

@@ -162,7 +162,22 @@ pub(super) async fn handle(
         capture_bytes: if debug { RAW_EXCERPT_BYTES } else { 0 },
         ..Limits::default()
     };
-    let outcome = prober.with_limits(limits).probe(&scenario).await;
+    // On the probes' runtime: the timing is taken where the scheduled probes take theirs, and
+    // connections the probe opens are driven there (the client's pool is shared with them).
+    let probe = async move { prober.with_limits(limits).probe(&scenario).await };
+    let outcome = match state.probe_runtime.get() {
+        Some(rt) => match rt.spawn(probe).await {
+            Ok(o) => o,
+            Err(_) => {
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    "the probe was stopped (the exporter is shutting down)\n",
+                )
+            }
+        },
+        None => probe.await,
+    };
     crate::daemon::log_outcome(&outcome);
     state.history.push(&outcome);
     let mut body = report::to_json(&outcome);

@@ -69,6 +69,8 @@ pub struct ExporterState {
     /// Connection limits of the server.
     pub limits: ConnectionLimits,
     auth: auth::Authenticator,
+    /// The runtime the scheduled probes run on, where on-demand probes are sent too.
+    probe_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 /// Debug probes that may run at once.
@@ -136,6 +138,7 @@ impl ExporterState {
             scrapes: Arc::new(Scrapes::new()),
             limits: options.limits,
             auth: Default::default(),
+            probe_runtime: Default::default(),
         }
     }
 }
@@ -211,6 +214,13 @@ pub async fn serve_with<F, Fut, B, T>(
     }
 }
 
+/// A connection's byte stream, plain or TLS.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// One connection: the TLS handshake (within the header-read time) if `tls` is given, then
+/// HTTP/1.1 until the client leaves, the header-read time runs out or `shutdown` (which lets
+/// the request in progress finish).
 async fn connection<F, Fut, B>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -224,41 +234,27 @@ async fn connection<F, Fut, B>(
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let Some(tls) = tls else {
-        return http1(TokioIo::new(stream), peer, limits, shutdown, handle).await;
-    };
-    let handshake = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
-    let limit = limits.header_read_timeout.unwrap_or(Duration::MAX);
-    let stream = tokio::select! {
-        _ = shutdown.cancelled() => return,
-        r = tokio::time::timeout(limit, handshake) => match r {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                return;
+    let io: Box<dyn Io> = match tls {
+        None => Box::new(stream),
+        Some(tls) => {
+            let handshake = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
+            let limit = limits.header_read_timeout.unwrap_or(Duration::MAX);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = tokio::time::timeout(limit, handshake) => match r {
+                    Ok(Ok(s)) => Box::new(s),
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                },
             }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
-        },
+        }
     };
-    http1(TokioIo::new(stream), peer, limits, shutdown, handle).await
-}
-
-async fn http1<I, F, Fut, B>(
-    io: I,
-    peer: SocketAddr,
-    limits: ConnectionLimits,
-    shutdown: CancellationToken,
-    handle: F,
-) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<B>> + Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
     let service = hyper::service::service_fn(move |req| {
         let fut = handle(req);
         async move { Ok::<_, Infallible>(fut.await) }
@@ -267,7 +263,7 @@ async fn http1<I, F, Fut, B>(
     if let Some(t) = limits.header_read_timeout {
         builder.timer(TokioTimer::new()).header_read_timeout(t);
     }
-    let conn = builder.serve_connection(io, service);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     let result = tokio::select! {
         r = conn.as_mut() => r,
@@ -290,7 +286,72 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 /// Serves the exporter's pages on `listener` until `shutdown`; returns once every connection
 /// has ended.
+///
+/// The server runs on its own runtime (one worker, a few blocking threads for renders and
+/// bcrypt checks), whose threads run at a lower CPU priority (10 nice levels below the process): a flood of scrapes,
+/// TLS handshakes or login attempts then takes CPU from the probes only when they leave it
+/// idle, and never queues a probe's read behind a response being written (issue 18, item 5).
+/// On-demand probes are sent back to the caller's runtime, where the scheduled ones run.
 pub async fn serve_exporter(
+    listener: TcpListener,
+    state: Arc<ExporterState>,
+    shutdown: CancellationToken,
+) {
+    let _ = state.probe_runtime.set(tokio::runtime::Handle::current());
+    let web = listener.into_std().map(|l| {
+        (
+            l,
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .max_blocking_threads(4)
+                .thread_name("llm-probe-web")
+                .on_thread_start(lower_priority)
+                .enable_all()
+                .build(),
+        )
+    });
+    let (listener, runtime) = match web {
+        Ok((l, Ok(rt))) => (l, rt),
+        Ok((l, Err(e))) => {
+            tracing::warn!(error = %e, "cannot start the web server's own threads; serving on the probes' runtime");
+            match TcpListener::from_std(l) {
+                Ok(l) => return serve_on_this_runtime(l, state, shutdown).await,
+                Err(e) => {
+                    tracing::error!(error = %e, "the listening socket is lost; not serving");
+                    return;
+                }
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the listening socket is lost; not serving");
+            return;
+        }
+    };
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("llm-probe-web".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(l) => serve_on_this_runtime(l, state, shutdown).await,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot listen on the web server's threads")
+                    }
+                }
+            });
+            // Renders or bcrypt checks still running are not waited for.
+            runtime.shutdown_background();
+            let _ = done.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = finished.await;
+        }
+        Err(e) => tracing::error!(error = %e, "cannot start the web server's thread; not serving"),
+    }
+}
+
+async fn serve_on_this_runtime(
     listener: TcpListener,
     state: Arc<ExporterState>,
     shutdown: CancellationToken,
@@ -307,6 +368,20 @@ pub async fn serve_exporter(
         },
     )
     .await
+}
+
+/// Lowers the calling thread's CPU priority by 10 nice levels (at most to 19) from the
+/// process's (Linux: the nice value is a per-thread attribute).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid, getpriority and setpriority take plain integers and touch no memory of
+    // ours; raising one's own nice value is always permitted. A failure leaves the priority
+    // as it was.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(libc::PRIO_PROCESS, tid, (nice + 10).min(19));
+    }
 }
 
 pub(crate) fn text(

@@ -198,7 +198,9 @@ pub fn parse(text: &str, source: &str, dir: &Path) -> Result<WebConfig, ConfigEr
                     line: loc.as_ref().map(|l| l.line()),
                     column: loc.as_ref().map(|l| l.column()),
                     path: String::new(),
-                    message: format!("{message} (the keys are tls_server_config, http_server_config and basic_auth_users, as in the Prometheus exporter toolkit)"),
+                    message: format!(
+                        "{message} (the Prometheus exporter toolkit's web config format)"
+                    ),
                 }],
             }
         })?
@@ -253,9 +255,9 @@ pub fn parse(text: &str, source: &str, dir: &Path) -> Result<WebConfig, ConfigEr
     if problems.list.is_empty() {
         Ok(web)
     } else {
-        Err(ConfigError {
-            problems: problems.list,
-        })
+        let mut list = problems.list;
+        list.sort_by_key(|p| (p.line.unwrap_or(usize::MAX), p.column));
+        Err(ConfigError { problems: list })
     }
 }
 
@@ -335,101 +337,48 @@ fn tls_config(
             "is below min_version: no TLS version is left".into(),
         );
     }
-    let resolve = |f: &str| -> PathBuf { dir.join(f) };
-    let certs = match &raw.cert_file {
-        None => {
-            problems.add(
-                &format!("{P}.cert_file"),
-                "is required when tls_server_config is given: the server's certificate chain (PEM)"
-                    .into(),
-            );
-            None
-        }
-        Some(f) => {
-            let path = format!("{P}.cert_file");
-            match read_capped(&resolve(f)) {
-                Err(e) => {
-                    problems.add(&path, e);
-                    None
-                }
-                Ok(pem) => {
-                    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-                        .filter_map(Result::ok)
-                        .collect();
-                    if certs.is_empty() {
-                        problems.add(
-                            &path,
-                            format!("{f} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"),
-                        );
-                        None
-                    } else {
-                        Some(certs)
-                    }
-                }
-            }
-        }
-    };
-    let key = match &raw.key_file {
-        None => {
-            problems.add(
-                &format!("{P}.key_file"),
-                "is required when tls_server_config is given: the server's private key (PEM)"
-                    .into(),
-            );
-            None
-        }
-        Some(f) => {
-            let path = format!("{P}.key_file");
-            match read_capped(&resolve(f)) {
-                Err(e) => {
-                    problems.add(&path, e);
-                    None
-                }
-                Ok(pem) => match PrivateKeyDer::from_pem_slice(&pem) {
-                    Ok(k) => Some(k),
-                    Err(_) => {
-                        // Never the file's content: it is a private key.
-                        problems.add(
-                            &path,
-                            format!("{f} holds no PEM private key (PKCS#8, PKCS#1 or SEC1)"),
-                        );
-                        None
-                    }
-                },
-            }
-        }
-    };
-    let roots = match (&raw.client_ca_file, client_auth) {
+    let certs = read_pem(
+        dir,
+        P,
+        "cert_file",
+        raw.cert_file.as_deref(),
+        problems,
+        |f, pem| {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+                .filter_map(Result::ok)
+                .collect();
+            (!certs.is_empty()).then_some(certs).ok_or_else(|| {
+                format!("{f} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            })
+        },
+    );
+    let key = read_pem(
+        dir,
+        P,
+        "key_file",
+        raw.key_file.as_deref(),
+        problems,
+        |f, pem| {
+            // Never the file's content: it is a private key.
+            PrivateKeyDer::from_pem_slice(pem)
+                .map_err(|_| format!("{f} holds no PEM private key (PKCS#8, PKCS#1 or SEC1)"))
+        },
+    );
+    let roots = match (raw.client_ca_file.as_deref(), client_auth) {
         (None, ClientAuth::None) => None,
         (Some(_), ClientAuth::None) => {
             problems.add(&format!("{P}.client_ca_file"), "is given but client_auth_type does not verify client certificates; set client_auth_type to RequireAndVerifyClientCert or VerifyClientCertIfGiven".into());
             None
         }
-        (None, _) => {
-            problems.add(&format!("{P}.client_ca_file"), "is required by this client_auth_type: the CA certificates (PEM) that sign the clients' certificates".into());
-            None
-        }
-        (Some(f), _) => {
-            let path = format!("{P}.client_ca_file");
-            match read_capped(&resolve(f)) {
-                Err(e) => {
-                    problems.add(&path, e);
-                    None
-                }
-                Ok(pem) => {
-                    let mut roots = rustls::RootCertStore::empty();
-                    for c in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
-                        let _ = roots.add(c);
-                    }
-                    if roots.is_empty() {
-                        problems.add(&path, format!("{f} holds no usable PEM CA certificate"));
-                        None
-                    } else {
-                        Some(Arc::new(roots))
-                    }
-                }
+        (file, _) => read_pem(dir, P, "client_ca_file", file, problems, |f, pem| {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(pem).filter_map(Result::ok) {
+                let _ = roots.add(c);
             }
-        }
+            (!roots.is_empty())
+                .then(|| Arc::new(roots))
+                .ok_or_else(|| format!("{f} holds no usable PEM CA certificate"))
+        }),
     };
     if problems.list.len() > before {
         return None;
@@ -474,6 +423,35 @@ fn tls_config(
             None
         }
     }
+}
+
+/// Reads the PEM file `section.key` names (relative to `dir`) and parses it with `parse`
+/// (given the name as written and the bytes); a missing key, an unreadable file or a parse
+/// error is added to `problems`.
+fn read_pem<T>(
+    dir: &Path,
+    section: &str,
+    key: &str,
+    file: Option<&str>,
+    problems: &mut Problems<'_>,
+    parse: impl FnOnce(&str, &[u8]) -> Result<T, String>,
+) -> Option<T> {
+    let path = format!("{section}.{key}");
+    let Some(file) = file else {
+        let what = match key {
+            "cert_file" => "the server's certificate chain (PEM)",
+            "key_file" => "the server's private key (PEM)",
+            _ => "the CA certificates (PEM) that sign the clients' certificates",
+        };
+        problems.add(&path, format!("is required here: {what}"));
+        return None;
+    };
+    let parsed = read_capped(&dir.join(file))
+        .map_err(|e| {
+            format!("{e} (a relative path is resolved against the web config file's directory)")
+        })
+        .and_then(|pem| parse(file, &pem));
+    parsed.map_err(|e| problems.add(&path, e)).ok()
 }
 
 /// A value echoed in an error: at most 64 printable characters.
