@@ -211,6 +211,7 @@ fn limits(max_connections: usize, header_read_timeout: Duration) -> ServerOption
         limits: ConnectionLimits {
             max_connections,
             header_read_timeout: Some(header_read_timeout),
+            write_stall_timeout: Some(Duration::from_millis(500)),
             shutdown_grace: Duration::from_secs(1),
         },
         ..Default::default()
@@ -475,4 +476,28 @@ async fn healthcheck_wants_llm_probes_answer_and_names_a_timeout() {
         .unwrap();
     d.stop().await;
     stop.cancel();
+}
+
+#[test]
+fn the_server_ends_with_its_runtime_even_without_stop() {
+    let _serial = SERIAL.blocking_lock();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let d = rt.block_on(start(
+        common::parse(&common::idle_yaml()),
+        ServerOptions::default(),
+    ));
+    let addr = d.addr;
+    assert!(std::net::TcpStream::connect(addr).is_ok());
+    drop(d);
+    drop(rt);
+    // The server's own threads notice and close the port.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "still serving on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -12,6 +12,7 @@ mod auth;
 mod debug_probe;
 mod landing;
 mod scrape;
+mod stall;
 pub mod web_config;
 
 pub use accept::negotiate;
@@ -96,6 +97,9 @@ pub struct ConnectionLimits {
     /// handshake), from the connection's start or the previous response on a kept-alive
     /// connection; `None`: no limit.
     pub header_read_timeout: Option<Duration>,
+    /// How long a response may wait for the client to read it (no byte taken) before the
+    /// connection is dropped; `None`: no limit.
+    pub write_stall_timeout: Option<Duration>,
     /// On shutdown, how long requests in progress may take to finish before their
     /// connections are dropped.
     pub shutdown_grace: Duration,
@@ -105,11 +109,13 @@ pub struct ConnectionLimits {
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 impl Default for ConnectionLimits {
-    /// The exporter's: 512 connections, 10 s to send the headers, 5 s of grace.
+    /// The exporter's: 512 connections, 10 s to send the headers, 30 s to take some of a
+    /// response, 5 s of grace.
     fn default() -> Self {
         ConnectionLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: Some(Duration::from_secs(10)),
+            write_stall_timeout: Some(Duration::from_secs(30)),
             shutdown_grace: Duration::from_secs(5),
         }
     }
@@ -156,6 +162,7 @@ where
     let limits = ConnectionLimits {
         max_connections: 4096,
         header_read_timeout: None,
+        write_stall_timeout: None,
         shutdown_grace: Duration::from_secs(1),
     };
     serve_with(listener, shutdown, limits, || None, handle).await
@@ -234,8 +241,12 @@ async fn connection<F, Fut, B>(
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let io: Box<dyn Io> = match tls {
+    let stream: Box<dyn Io> = match limits.write_stall_timeout {
+        Some(limit) => Box::new(stall::StallLimit::new(stream, limit)),
         None => Box::new(stream),
+    };
+    let io: Box<dyn Io> = match tls {
+        None => stream,
         Some(tls) => {
             let handshake = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
             let limit = limits.header_read_timeout.unwrap_or(Duration::MAX);
@@ -327,15 +338,28 @@ pub async fn serve_exporter(
             return;
         }
     };
-    let (done, finished) = tokio::sync::oneshot::channel();
+    let (mut done, finished) = tokio::sync::oneshot::channel::<()>();
+    // Also stopped when this future is dropped (its runtime shut down without a `stop`), so
+    // that the thread never outlives its daemon.
+    let local = shutdown.child_token();
     let spawned = std::thread::Builder::new()
         .name("llm-probe-web".into())
         .spawn(move || {
-            runtime.block_on(async move {
-                match TcpListener::from_std(listener) {
-                    Ok(l) => serve_on_this_runtime(l, state, shutdown).await,
+            runtime.block_on(async {
+                let listener = match TcpListener::from_std(listener) {
+                    Ok(l) => l,
                     Err(e) => {
-                        tracing::error!(error = %e, "cannot listen on the web server's threads")
+                        tracing::error!(error = %e, "cannot listen on the web server's threads");
+                        return;
+                    }
+                };
+                let serve = serve_on_this_runtime(listener, state, local.clone());
+                tokio::pin!(serve);
+                tokio::select! {
+                    _ = &mut serve => {}
+                    _ = done.closed() => {
+                        local.cancel();
+                        serve.await;
                     }
                 }
             });
