@@ -151,7 +151,7 @@ pub struct WebFlags {
     pub debug_probe_interval: Option<Duration>,
     /// Connections served at once; more wait to be accepted.
     #[arg(long = "web.max-connections", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS,
-          value_parser = clap::value_parser!(usize))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
 }
 
@@ -165,7 +165,7 @@ impl WebFlags {
                 min_interval: self.debug_probe_interval,
             },
             limits: crate::server::ConnectionLimits {
-                max_connections: self.max_connections.max(1),
+                max_connections: self.max_connections,
                 ..Default::default()
             },
         }
@@ -235,5 +235,39 @@ mod tests {
     fn command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    fn web(args: &[&str]) -> WebFlags {
+        let argv = ["llm-probe", "run"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run { web, .. } => web,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn web_flags() {
+        assert!(web(&[]).enable_debug_probe);
+        assert!(web(&["--web.enable-debug-probe"]).enable_debug_probe);
+        assert!(!web(&["--web.enable-debug-probe=false"]).enable_debug_probe);
+        let o = web(&[
+            "--web.config.file",
+            "web.yml",
+            "--web.debug-probe-interval",
+            "5m",
+            "--web.max-connections",
+            "3",
+        ])
+        .server_options();
+        assert_eq!(
+            o.web_config_file.as_deref(),
+            Some(std::path::Path::new("web.yml"))
+        );
+        assert_eq!(o.debug_probe.min_interval, Some(Duration::from_secs(300)));
+        assert_eq!(o.limits.max_connections, 3);
+        assert!(Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", "0"]).is_err());
+        assert!(
+            Cli::try_parse_from(["llm-probe", "run", "--web.enable-debug-probe=maybe"]).is_err()
+        );
     }
 }

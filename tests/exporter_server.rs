@@ -225,6 +225,15 @@ async fn idle_connections_are_closed_after_the_header_timeout_while_scrapes_are_
     let d = start(cfg, limits(512, Duration::from_millis(800))).await;
     let started = Instant::now();
     let mut idle = slowloris(d.addr, 150).await;
+    // And one kept alive after a request: the same time to send the next one.
+    let mut kept = TcpStream::connect(d.addr).await.unwrap();
+    kept.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 512];
+    let n = kept.read(&mut answer).await.unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    idle.push(kept);
     // 300 idle connections held: scrapes are still answered, promptly.
     for _ in 0..5 {
         let t = Instant::now();
