@@ -72,6 +72,11 @@ async fn start(cfg_yaml: &str, config_file: Option<PathBuf>, web: PathBuf) -> Da
     .expect("daemon starts")
 }
 
+/// Sends `r`; its HTTP status.
+async fn status(r: reqwest::RequestBuilder) -> u16 {
+    r.send().await.unwrap().status().as_u16()
+}
+
 fn client(f: &Files) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(f.pki.ca_pem.as_bytes()).unwrap())
@@ -279,55 +284,24 @@ async fn reload_is_behind_auth_and_swaps_the_web_config_only_when_valid() {
     let d = start(&cfg, Some(probes), web.clone()).await;
     let c = client(&f).build().unwrap();
     let url = |p: &str| format!("https://{}{p}", d.addr);
-    let status = |r: reqwest::Response| r.status().as_u16();
 
     // Unauthenticated: refused, nothing reloaded.
-    assert_eq!(status(c.post(url("/-/reload")).send().await.unwrap()), 401);
-    assert_eq!(
-        status(c.get(url("/probe?target=sim")).send().await.unwrap()),
-        401
-    );
-    assert_eq!(status(c.get(url("/")).send().await.unwrap()), 401);
+    assert_eq!(status(c.post(url("/-/reload"))).await, 401);
+    assert_eq!(status(c.get(url("/probe?target=sim"))).await, 401);
+    assert_eq!(status(c.get(url("/"))).await, 401);
     // Authenticated: GET is 405, POST reloads.
     let auth =
         |r: reqwest::RequestBuilder, pw: &str| r.basic_auth("prometheus", Some(pw.to_string()));
-    assert_eq!(
-        status(
-            auth(c.get(url("/-/reload")), PASSWORD)
-                .send()
-                .await
-                .unwrap()
-        ),
-        405
-    );
-    assert_eq!(
-        status(
-            auth(c.post(url("/-/reload")), PASSWORD)
-                .send()
-                .await
-                .unwrap()
-        ),
-        200
-    );
+    assert_eq!(status(auth(c.get(url("/-/reload")), PASSWORD)).await, 405);
+    assert_eq!(status(auth(c.post(url("/-/reload")), PASSWORD)).await, 200);
 
     // A new password takes effect on reload.
     std::fs::write(&web, basic_auth_web("new password")).unwrap();
-    assert_eq!(
-        status(auth(c.get(url("/metrics")), PASSWORD).send().await.unwrap()),
-        200
-    );
+    assert_eq!(status(auth(c.get(url("/metrics")), PASSWORD)).await, 200);
     assert!(d.reload().await.is_ok());
+    assert_eq!(status(auth(c.get(url("/metrics")), PASSWORD)).await, 401);
     assert_eq!(
-        status(auth(c.get(url("/metrics")), PASSWORD).send().await.unwrap()),
-        401
-    );
-    assert_eq!(
-        status(
-            auth(c.get(url("/metrics")), "new password")
-                .send()
-                .await
-                .unwrap()
-        ),
+        status(auth(c.get(url("/metrics")), "new password")).await,
         200
     );
 
@@ -348,12 +322,7 @@ async fn reload_is_behind_auth_and_swaps_the_web_config_only_when_valid() {
         assert_eq!(r.status(), 500);
         assert!(!r.text().await.unwrap().contains("web.yml"));
         assert_eq!(
-            status(
-                auth(c.get(url("/metrics")), "new password")
-                    .send()
-                    .await
-                    .unwrap()
-            ),
+            status(auth(c.get(url("/metrics")), "new password")).await,
             200
         );
     }
@@ -498,18 +467,8 @@ async fn healthcheck_talks_to_a_tls_exporter_with_basic_auth() {
     let d = start(&cfg, None, f.web("web.yml", &basic_auth_web(PASSWORD))).await;
     let url = format!("https://{}/-/healthy", d.addr);
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "llm-probe".to_string(),
-            "healthcheck".into(),
-            "--url".into(),
-            url.clone(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        use clap::Parser;
-        match llm_probe::cli::Cli::try_parse_from(args).unwrap().command {
-            llm_probe::cli::Command::Healthcheck(a) => a,
-            _ => unreachable!(),
-        }
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        common::healthcheck_args(&url, &extra)
     };
     let ca = f.path("ca.pem").display().to_string();
     let pw = f.path("password").display().to_string();
@@ -545,5 +504,65 @@ async fn healthcheck_talks_to_a_tls_exporter_with_basic_auth() {
         .to_string();
     assert!(e.contains("certificate"), "{e}");
     assert!(!e.contains(PASSWORD));
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificate_modes_and_a_healthcheck_with_a_certificate() {
+    let f = Files::new();
+    let stranger = common::pki::pki();
+    let stranger_id = reqwest::Identity::from_pem(
+        format!("{}\n{}", stranger.client_cert_pem, stranger.client_key_pem).as_bytes(),
+    )
+    .unwrap();
+    let optional = MTLS_WEB.replace("RequireAndVerifyClientCert", "VerifyClientCertIfGiven");
+    let d = start(&common::idle_yaml(), None, f.web("optional.yml", &optional)).await;
+    let url = format!("https://{}/-/healthy", d.addr);
+    let get = |c: reqwest::ClientBuilder| {
+        let url = url.clone();
+        async move {
+            c.build()
+                .unwrap()
+                .get(url)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        }
+    };
+    assert_eq!(
+        get(client(&f)).await.unwrap(),
+        200,
+        "no certificate: allowed"
+    );
+    assert_eq!(get(client(&f).identity(identity(&f))).await.unwrap(), 200);
+    assert!(
+        get(client(&f).identity(stranger_id)).await.is_err(),
+        "a certificate from another CA is refused"
+    );
+    d.stop().await;
+
+    let d = start(&common::idle_yaml(), None, f.web("mtls.yml", MTLS_WEB)).await;
+    let url = format!("https://{}/-/healthy", d.addr);
+    let args = |extra: &[String]| common::healthcheck_args(&url, extra);
+    let p = |n: &str| f.path(n).display().to_string();
+    let ca = ["--tls.ca-file".to_string(), p("ca.pem")];
+    let e = llm_probe::healthcheck::check(&args(&ca)).await.unwrap_err();
+    assert!(
+        matches!(e, llm_probe::healthcheck::HealthError::Request { .. }),
+        "{e}"
+    );
+    let with_cert: Vec<String> = ca
+        .iter()
+        .cloned()
+        .chain([
+            "--tls.cert-file".into(),
+            p("client.crt"),
+            "--tls.key-file".into(),
+            p("client.key"),
+        ])
+        .collect();
+    llm_probe::healthcheck::check(&args(&with_cert))
+        .await
+        .unwrap();
     d.stop().await;
 }
