@@ -75,6 +75,19 @@ impl LastProbes {
     }
 }
 
+/// 429 with `Retry-After: wait` (whole seconds, rounded up).
+fn too_many(why: &str, wait: Duration) -> Response<Full<Bytes>> {
+    let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+    let mut r = text(
+        StatusCode::TOO_MANY_REQUESTS,
+        "text/plain",
+        format!("{why}; try again in {seconds} s\n"),
+    );
+    r.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    r
+}
+
 /// A request value echoed in an error: at most 64 printable characters.
 fn tame(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(64).collect()
@@ -137,10 +150,10 @@ pub(super) async fn handle(
         },
     };
     let Ok(_slot) = state.debug_slots.try_acquire() else {
-        return text(
-            StatusCode::TOO_MANY_REQUESTS,
-            "text/plain",
-            "debug probes are already running; try again shortly\n",
+        // A running probe ends within its target's timeout.
+        return too_many(
+            "on-demand probes are already running",
+            prober.target().timeout,
         );
     };
     let period = state
@@ -148,15 +161,13 @@ pub(super) async fn handle(
         .min_interval
         .unwrap_or(prober.target().interval);
     if let Err(wait) = state.debug_last.claim(target, period) {
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        let mut r = text(
-            StatusCode::TOO_MANY_REQUESTS,
-            "text/plain",
-            format!("target \"{target}\" was probed on demand less than {} ago; try again in {seconds} s\n", humantime::format_duration(period)),
+        return too_many(
+            &format!(
+                "target \"{target}\" was probed on demand less than {} ago",
+                humantime::format_duration(period)
+            ),
+            wait,
         );
-        r.headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(seconds));
-        return r;
     }
     let limits = Limits {
         capture_bytes: if debug { RAW_EXCERPT_BYTES } else { 0 },
