@@ -435,6 +435,20 @@ fn bad_web_config_files_give_located_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("not a regular file"), "{e}");
+    // A FIFO (as web config or as a key file) is refused at once, never waited on.
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = llm_probe::server::WebConfig::load(&fifo)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = problems(dir, "w7.yml", &tls.replace("server.key", "fifo"));
+    assert!(
+        e.contains("w7.yml:3:") && e.contains("not a regular file"),
+        "{e}"
+    );
 
     // The binary refuses to start on a bad web config, with the located error.
     let bad = f.web("bad.yml", &format!("{tls}basic_auth_users:\n  bob: nope\n"));

@@ -38,6 +38,9 @@ use crate::config::{ConfigError, Problem};
 /// Largest web config file, certificate or key file read.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
+/// Longest time reading the web config file and its PEM files may take.
+pub const LOAD_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Response headers a web config may not set: the server owns them.
 const RESERVED_HEADERS: &[&str] = &[
     "content-type",
@@ -459,6 +462,14 @@ fn tame(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
+/// Basic auth without TLS sends the passwords in clear text: allowed (as the exporter toolkit
+/// does, e.g. behind a TLS-terminating proxy), but said.
+fn warn_if_clear_text(config: &WebConfig) {
+    if !config.users.is_empty() && config.tls.is_none() {
+        tracing::warn!("basic_auth_users without tls_server_config: passwords cross the network in clear text unless a proxy terminates TLS");
+    }
+}
+
 /// The web config in force and where it is re-read from on reload.
 #[derive(Default)]
 pub struct WebState {
@@ -469,31 +480,38 @@ pub struct WebState {
 impl WebState {
     /// `config` in force, re-read from `path` on reload (`None`: no web config file).
     pub fn new(path: Option<PathBuf>, config: WebConfig) -> Self {
+        warn_if_clear_text(&config);
         WebState {
             path,
             current: RwLock::new(Arc::new(config)),
         }
     }
 
-    /// Loads `path` off the async runtime (a slow disk never stalls the server).
+    /// Loads `path` off the async runtime (a slow disk never stalls the server), giving up
+    /// after [`LOAD_TIME_LIMIT`] (a hung network mount).
     ///
     /// # Errors
-    /// As [`WebConfig::load`].
+    /// As [`WebConfig::load`], or the time limit.
     pub async fn load(path: PathBuf) -> Result<WebConfig, ConfigError> {
         let source = path.display().to_string();
-        tokio::task::spawn_blocking(move || WebConfig::load(&path))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ConfigError {
-                    problems: vec![Problem {
-                        source,
-                        line: None,
-                        column: None,
-                        path: String::new(),
-                        message: "reading the web config file failed".into(),
-                    }],
-                })
-            })
+        let failed = |message: String| ConfigError {
+            problems: vec![Problem {
+                source: source.clone(),
+                line: None,
+                column: None,
+                path: String::new(),
+                message,
+            }],
+        };
+        let read = tokio::task::spawn_blocking(move || WebConfig::load(&path));
+        match tokio::time::timeout(LOAD_TIME_LIMIT, read).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(failed("reading the web config file failed".into())),
+            Err(_) => Err(failed(format!(
+                "reading the web config file and the files it names took longer than {}; is the disk or network mount hung?",
+                humantime::format_duration(LOAD_TIME_LIMIT)
+            ))),
+        }
     }
 
     /// The configuration in force.
@@ -519,6 +537,7 @@ impl WebState {
     /// Puts a prepared configuration in force: new connections and requests use it.
     pub fn swap(&self, config: Option<WebConfig>) {
         if let Some(c) = config {
+            warn_if_clear_text(&c);
             *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
         }
     }
