@@ -443,7 +443,7 @@ fn display_lines(problems: &[Problem]) -> String {
 }
 
 impl ConfigError {
-    fn single(source: &str, message: String) -> Self {
+    pub(crate) fn single(source: &str, message: String) -> Self {
         ConfigError {
             problems: vec![Problem {
                 source: source.to_string(),

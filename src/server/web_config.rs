@@ -157,15 +157,7 @@ impl WebConfig {
     /// Every problem found, each naming the file, line, column and key and how to fix it.
     pub fn load(path: &Path) -> Result<WebConfig, ConfigError> {
         let source = path.display().to_string();
-        let single = |message: String| ConfigError {
-            problems: vec![Problem {
-                source: source.clone(),
-                line: None,
-                column: None,
-                path: String::new(),
-                message,
-            }],
-        };
+        let single = |message: String| ConfigError::single(&source, message);
         let bytes = read_capped(path)
             .map_err(|e| single(format!("{e}; check --web.config.file and its permissions")))?;
         let text = String::from_utf8(bytes)
@@ -494,15 +486,7 @@ impl WebState {
     /// As [`WebConfig::load`], or the time limit.
     pub async fn load(path: PathBuf) -> Result<WebConfig, ConfigError> {
         let source = path.display().to_string();
-        let failed = |message: String| ConfigError {
-            problems: vec![Problem {
-                source: source.clone(),
-                line: None,
-                column: None,
-                path: String::new(),
-                message,
-            }],
-        };
+        let failed = |message: String| ConfigError::single(&source, message);
         let read = tokio::task::spawn_blocking(move || WebConfig::load(&path));
         match tokio::time::timeout(LOAD_TIME_LIMIT, read).await {
             Ok(Ok(result)) => result,
