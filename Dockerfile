@@ -22,7 +22,12 @@ USER 65532:65532
 EXPOSE 9464
 # The config file is mounted here; reload it with SIGHUP or POST /-/reload.
 VOLUME ["/etc/llm-probe"]
+# `healthcheck` asks http://127.0.0.1:9464/-/healthy; with --web.config.file (TLS, basic auth)
+# point it at the exporter with environment variables instead of changing this line:
+# LLM_PROBE_HEALTHCHECK_URL=https://127.0.0.1:9464/-/healthy, LLM_PROBE_HEALTHCHECK_CA_FILE (or
+# LLM_PROBE_HEALTHCHECK_INSECURE_SKIP_VERIFY=true), LLM_PROBE_HEALTHCHECK_USERNAME and
+# LLM_PROBE_HEALTHCHECK_PASSWORD_FILE (README: "TLS and basic auth").
 HEALTHCHECK --interval=30s --timeout=5s --start-period=5s --retries=3 \
-  CMD ["/usr/local/bin/llm-probe", "healthcheck", "--url", "http://127.0.0.1:9464/-/healthy"]
+  CMD ["/usr/local/bin/llm-probe", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/llm-probe"]
 CMD ["run", "--config.file", "/etc/llm-probe/probes.yaml", "--web.listen-address", "0.0.0.0:9464"]

@@ -37,6 +37,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Run {
             config_file,
             listen,
+            web,
         } => {
             // Before the config loads: a SIGHUP or SIGTERM while a large file is read must not
             // end the process with the signal's default action.
@@ -47,7 +48,17 @@ pub async fn run(cli: Cli) -> ExitCode {
                 c = load(&config_file, config::Secrets::Read) => c,
             };
             match loaded {
-                Some(cfg) => serve_until_signal(cfg, listen, config_file, shutdown, hup).await,
+                Some(cfg) => {
+                    serve_until_signal(
+                        cfg,
+                        listen,
+                        config_file,
+                        shutdown,
+                        hup,
+                        web.server_options(),
+                    )
+                    .await
+                }
                 None => return ExitCode::FAILURE,
             }
         }
@@ -94,7 +105,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             simulate(listen, script).await
         }
-        Command::Healthcheck { url } => return healthcheck(&url).await,
+        Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
     };
     match result {
@@ -204,10 +215,16 @@ async fn serve_until_signal(
     config_file: std::path::PathBuf,
     shutdown: CancellationToken,
     hup: Hangup,
+    web: crate::server::ServerOptions,
 ) -> anyhow::Result<()> {
-    let daemon = Daemon::start(cfg, listen, Some(config_file)).await?;
+    let daemon = Daemon::start_with(cfg, listen, Some(config_file), web).await?;
+    let scheme = if daemon.server.web.current().tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     stderr_line(format_args!(
-        "llm-probe: serving metrics on http://{}/metrics",
+        "llm-probe: serving metrics on {scheme}://{}/metrics",
         daemon.addr
     ));
     reload_on_sighup(daemon.reloader(), shutdown.clone(), hup);
@@ -326,30 +343,4 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
     ));
     shutdown_signal().cancelled().await;
     Ok(())
-}
-
-async fn healthcheck(url: &str) -> ExitCode {
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(3))
-        .build();
-    match client.map(|c| c.get(url)) {
-        Ok(req) => match req.send().await {
-            Ok(r) if r.status().is_success() => ExitCode::SUCCESS,
-            Ok(r) => {
-                stderr_line(format_args!(
-                    "llm-probe: {url} answered HTTP {}",
-                    r.status().as_u16()
-                ));
-                ExitCode::FAILURE
-            }
-            Err(e) => {
-                stderr_line(format_args!("llm-probe: {url}: {}", e.without_url()));
-                ExitCode::FAILURE
-            }
-        },
-        Err(e) => {
-            stderr_line(format_args!("llm-probe: {e}"));
-            ExitCode::FAILURE
-        }
-    }
 }

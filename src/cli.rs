@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 /// Synthetic streaming probes for LLM inference endpoints: TTFT, TPOT, ITL, output tokens per
 /// second and E2E latency as Prometheus histograms.
@@ -62,6 +62,9 @@ pub enum Command {
         /// Address to serve /metrics on.
         #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
         listen: SocketAddr,
+        /// The exporter's own server: TLS, basic auth, on-demand probes, connections.
+        #[command(flatten)]
+        web: WebFlags,
     },
     /// Validate the probes file and print one line per target; exit 1 on errors.
     CheckConfig {
@@ -117,13 +120,9 @@ pub enum Command {
         #[arg(long, default_value = "none")]
         fault: crate::simulate::Fault,
     },
-    /// Exit 0 if a running exporter answers its health endpoint (for container health checks,
-    /// which have no shell or curl in a minimal image).
-    Healthcheck {
-        /// The health endpoint to ask.
-        #[arg(long, default_value = "http://127.0.0.1:9464/-/healthy")]
-        url: String,
-    },
+    /// Exit 0 if a running llm-probe answers its health endpoint (for container health
+    /// checks, which have no shell or curl in a minimal image); talks TLS and basic auth.
+    Healthcheck(HealthcheckArgs),
     /// First run: start the simulator, probe it, serve /metrics and print a live summary.
     Demo {
         /// Address to serve /metrics on.
@@ -133,4 +132,156 @@ pub enum Command {
         #[arg(long, default_value = "5s", value_parser = crate::config::durations::parse_summary_every)]
         every: Duration,
     },
+}
+
+/// A duration flag of at most `max_seconds`.
+fn duration_at_most(s: &str, max_seconds: u64) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d > Duration::from_secs(max_seconds) {
+        return Err(format!(
+            "at most {} please",
+            humantime::format_duration(Duration::from_secs(max_seconds))
+        ));
+    }
+    Ok(d)
+}
+
+/// `run`'s flags for the exporter's own server.
+#[derive(Debug, Clone, Args)]
+pub struct WebFlags {
+    /// Web config file (TLS with optional client certificates, basic auth users with bcrypt
+    /// hashes, extra response headers) in the Prometheus exporter toolkit's format; applies
+    /// to every endpoint and is re-read on reload.
+    #[arg(long = "web.config.file")]
+    pub web_config_file: Option<PathBuf>,
+    /// Allow on-demand probes (`/probe`, the landing page's "probe now" links), which spend
+    /// tokens; `--web.enable-debug-probe=false` switches them off.
+    #[arg(long = "web.enable-debug-probe", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub enable_debug_probe: bool,
+    /// At most one on-demand probe per target per this period (default: the target's
+    /// interval).
+    #[arg(long = "web.debug-probe-interval", value_parser = |s: &str| duration_at_most(s, 30 * 86_400))]
+    pub debug_probe_interval: Option<Duration>,
+    /// Connections served at once; more wait to be accepted.
+    #[arg(long = "web.max-connections", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+}
+
+impl WebFlags {
+    /// The server options these flags ask for.
+    pub fn server_options(&self) -> crate::server::ServerOptions {
+        crate::server::ServerOptions {
+            web_config_file: self.web_config_file.clone(),
+            debug_probe: crate::server::DebugProbePolicy {
+                enabled: self.enable_debug_probe,
+                min_interval: self.debug_probe_interval,
+            },
+            limits: crate::server::ConnectionLimits {
+                max_connections: self.max_connections,
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// `healthcheck`'s flags; each can also come from an environment variable, so that a
+/// container's `HEALTHCHECK` line stays the same when the exporter uses TLS or basic auth.
+#[derive(Debug, Clone, Args)]
+pub struct HealthcheckArgs {
+    /// The health endpoint to ask (https:// for an exporter with TLS).
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:9464/-/healthy",
+        env = "LLM_PROBE_HEALTHCHECK_URL"
+    )]
+    pub url: String,
+    /// How long to wait for the answer.
+    #[arg(long, default_value = "3s", value_parser = |s: &str| duration_at_most(s, 3600))]
+    pub timeout: Duration,
+    /// CA certificates (PEM) that sign the exporter's certificate (default: the system's).
+    #[arg(long = "tls.ca-file", env = "LLM_PROBE_HEALTHCHECK_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM), for an exporter that requires one.
+    #[arg(
+        long = "tls.cert-file",
+        env = "LLM_PROBE_HEALTHCHECK_CERT_FILE",
+        requires = "key_file"
+    )]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long = "tls.key-file",
+        env = "LLM_PROBE_HEALTHCHECK_KEY_FILE",
+        requires = "cert_file"
+    )]
+    pub key_file: Option<PathBuf>,
+    /// Accept any server certificate (liveness only; the answer is still checked).
+    #[arg(
+        long = "tls.insecure-skip-verify",
+        env = "LLM_PROBE_HEALTHCHECK_INSECURE_SKIP_VERIFY"
+    )]
+    pub insecure_skip_verify: bool,
+    /// Basic auth user name.
+    #[arg(
+        long = "basic-auth.username",
+        env = "LLM_PROBE_HEALTHCHECK_USERNAME",
+        requires = "password_file"
+    )]
+    pub username: Option<String>,
+    /// File holding the basic auth password (one line; never on the command line).
+    #[arg(
+        long = "basic-auth.password-file",
+        env = "LLM_PROBE_HEALTHCHECK_PASSWORD_FILE",
+        requires = "username"
+    )]
+    pub password_file: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own consistency checks (unique argument ids across flattened groups, valid
+    /// `requires`), which otherwise only fire when a user runs the binary.
+    #[test]
+    fn command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    fn web(args: &[&str]) -> WebFlags {
+        let argv = ["llm-probe", "run"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run { web, .. } => web,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn web_flags() {
+        assert!(web(&[]).enable_debug_probe);
+        assert!(web(&["--web.enable-debug-probe"]).enable_debug_probe);
+        assert!(!web(&["--web.enable-debug-probe=false"]).enable_debug_probe);
+        let o = web(&[
+            "--web.config.file",
+            "web.yml",
+            "--web.debug-probe-interval",
+            "5m",
+            "--web.max-connections",
+            "3",
+        ])
+        .server_options();
+        assert_eq!(
+            o.web_config_file.as_deref(),
+            Some(std::path::Path::new("web.yml"))
+        );
+        assert_eq!(o.debug_probe.min_interval, Some(Duration::from_secs(300)));
+        assert_eq!(o.limits.max_connections, 3);
+        assert!(Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", "0"]).is_err());
+        assert!(
+            Cli::try_parse_from(["llm-probe", "run", "--web.enable-debug-probe=maybe"]).is_err()
+        );
+    }
 }

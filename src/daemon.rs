@@ -39,6 +39,8 @@ pub struct Daemon {
     pub metrics: Arc<Metrics>,
     /// Its recent probes.
     pub history: Arc<History>,
+    /// The exporter's server: renders done, web config in force.
+    pub server: Arc<ExporterState>,
     outcomes: broadcast::Sender<Arc<ProbeOutcome>>,
     reload_tx: mpsc::Sender<ReloadRequest>,
     shutdown: CancellationToken,
@@ -71,6 +73,29 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
     ) -> anyhow::Result<Daemon> {
+        Self::start_with(
+            config,
+            listen,
+            config_file,
+            server::ServerOptions::default(),
+        )
+        .await
+    }
+
+    /// [`Daemon::start`] with the exporter's server set up by `options` (web config file,
+    /// on-demand probe policy, connection limits); the web config file is re-read on reload.
+    ///
+    /// Errors: as [`Daemon::start`]; the web config file is invalid (every problem, located).
+    pub async fn start_with(
+        config: Config,
+        listen: SocketAddr,
+        config_file: Option<PathBuf>,
+        options: server::ServerOptions,
+    ) -> anyhow::Result<Daemon> {
+        let web = match &options.web_config_file {
+            Some(p) => server::WebState::load(p.clone()).await?,
+            None => server::WebConfig::default(),
+        };
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
         let metrics = Arc::new(Metrics::new(&slos));
         let history = Arc::new(History::new(HISTORY_CAPACITY));
@@ -79,15 +104,13 @@ impl Daemon {
         let shutdown = CancellationToken::new();
         let (outcomes, _) = broadcast::channel(256);
         let (reload_tx, reload_rx) = mpsc::channel(8);
-        let state = Arc::new(ExporterState {
-            metrics: metrics.clone(),
-            history: history.clone(),
-            ready: false.into(),
-            stopped_schedules: 0.into(),
-            reload: Some(reload_tx.clone()),
-            probers: Default::default(),
-            debug_slots: tokio::sync::Semaphore::new(server::DEBUG_PROBE_SLOTS),
-        });
+        let state = Arc::new(ExporterState::new(
+            metrics.clone(),
+            history.clone(),
+            Some(reload_tx.clone()),
+            &options,
+            web,
+        ));
         let tasks = TaskTracker::new();
         let mut supervisor = Supervisor {
             metrics: metrics.clone(),
@@ -115,6 +138,7 @@ impl Daemon {
             addr,
             metrics,
             history,
+            server: state,
             outcomes,
             reload_tx,
             shutdown,
@@ -206,11 +230,17 @@ impl Supervisor {
                 _ = self.shutdown.cancelled() => return,
                 r = requests.recv() => match r { Some(r) => r, None => return },
             };
-            // Reading the file happens off the runtime; a shutdown does not wait for it.
+            // Reading the files happens off the runtime; a shutdown does not wait for it. The
+            // web config too: validate both files, then swap both.
             let shutdown = self.shutdown.clone();
             let result = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                r = self.reload() => r,
+                r = async {
+                    let web = self.state.web.prepare().await.map_err(|e| e.to_string())?;
+                    let summary = self.reload().await?;
+                    self.state.web.swap(web);
+                    Ok(summary)
+                } => r,
             };
             match &result {
                 Ok(summary) => tracing::info!(%summary, "configuration reloaded"),

@@ -22,6 +22,7 @@ pub mod simulate;
 pub mod app;
 pub mod cli;
 pub mod demo;
+pub mod healthcheck;
 pub mod logging;
 pub mod report;
 pub mod sanitize;

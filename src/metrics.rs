@@ -532,24 +532,50 @@ impl Metrics {
         }
     }
 
-    /// Renders the registry in the format the `Accept` header asks for: OpenMetrics when it
-    /// names `application/openmetrics-text`, else the Prometheus text format 0.0.4.
-    /// Returns `(content type, body)`.
+    /// Renders the registry in the format the `Accept` header asks for (see
+    /// [`crate::server::negotiate`]): OpenMetrics 1.0.0 when the header prefers it, else the
+    /// Prometheus text format 0.0.4. Returns `(content type, body)`.
     pub fn render(&self, accept: Option<&str>) -> (&'static str, String) {
+        let format = crate::server::negotiate(accept);
+        (format.content_type(), self.render_as(format))
+    }
+
+    /// Renders the registry in `format`.
+    pub fn render_as(&self, format: Exposition) -> String {
         let last = self.last_render_len.load(Ordering::Relaxed);
         // Room for the last body plus growth (new series, longer numbers) of ~3 %.
         let mut out = String::with_capacity((last + last / 32).max(16 * 1024));
-        let content_type = if accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
-            prometheus_client::encoding::text::encode(&mut out, &self.registry)
-                .expect("writing to a String cannot fail");
-            "application/openmetrics-text; version=1.0.0; charset=utf-8"
-        } else {
-            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
-                .expect("writing to a String cannot fail");
-            "text/plain; version=0.0.4; charset=utf-8"
-        };
+        match format {
+            Exposition::OpenMetrics => {
+                prometheus_client::encoding::text::encode(&mut out, &self.registry)
+                    .expect("writing to a String cannot fail")
+            }
+            Exposition::Text => {
+                prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+                    .expect("writing to a String cannot fail")
+            }
+        }
         self.last_render_len.store(out.len(), Ordering::Relaxed);
-        (content_type, out)
+        out
+    }
+}
+
+/// The exposition formats `/metrics` serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Exposition {
+    /// The Prometheus text format 0.0.4 (the default).
+    Text,
+    /// OpenMetrics 1.0.0 text.
+    OpenMetrics,
+}
+
+impl Exposition {
+    /// The `Content-Type` of a body in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::Text => "text/plain; version=0.0.4; charset=utf-8",
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
     }
 }
 

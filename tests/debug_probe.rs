@@ -17,13 +17,23 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
     };
     let sim = common::simulator(script).await;
     let scenarios = format!("{}{}", common::scenario("a", 8), common::scenario("b", 4));
-    let d = common::daemon(common::parse(&common::yaml(
-        &sim.base_url(),
-        "60s",
-        &scenarios,
-        "",
-    )))
-    .await;
+    // Two on-demand probes of one target in a row: no per-target period here (see
+    // tests/exporter_server.rs for the limit).
+    let options = llm_probe::server::ServerOptions {
+        debug_probe: llm_probe::server::DebugProbePolicy {
+            enabled: true,
+            min_interval: Some(Duration::ZERO),
+        },
+        ..Default::default()
+    };
+    let d = llm_probe::daemon::Daemon::start_with(
+        common::parse(&common::yaml(&sim.base_url(), "60s", &scenarios, "")),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        options,
+    )
+    .await
+    .unwrap();
 
     let (status, ct, body) =
         common::get(d.addr, "/probe?target=sim&scenario=b&debug=true", None).await;
@@ -105,10 +115,16 @@ async fn only_configured_targets_can_be_probed() {
         assert!(status == 404 || status == 400, "{path}: {status} {body}");
         assert!(!body.contains("\"success\""), "{path} ran a probe: {body}");
     }
+    // An unknown target is named as unknown; the configured ones are not listed to anyone
+    // who asks (issue 18, item 7): the landing page lists them.
     let (_, _, body) = common::get(d.addr, "/probe?target=nope", None).await;
     assert!(
-        body.contains("only configured targets can be probed: sim"),
+        body.contains("\"nope\" is not in the configuration") && body.contains("landing page (/)"),
         "{body}"
+    );
+    assert!(
+        !body.contains("sim"),
+        "a configured target is listed: {body}"
     );
     assert!(
         other.received().is_empty(),

@@ -14,7 +14,7 @@
 
 pub mod durations;
 pub mod files;
-mod locate;
+pub(crate) mod locate;
 mod raw;
 mod schema_errors;
 mod secret_headers;
@@ -468,7 +468,7 @@ fn display_lines(problems: &[Problem]) -> String {
 }
 
 impl ConfigError {
-    fn single(source: &str, message: String) -> Self {
+    pub(crate) fn single(source: &str, message: String) -> Self {
         ConfigError {
             problems: vec![Problem::new(source, None, "", &message)],
         }

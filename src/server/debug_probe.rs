@@ -4,12 +4,21 @@
 //!
 //! Only targets in the configuration can be probed, by name: no URL is ever taken from the
 //! request, so the endpoint is not an open proxy. At most [`super::DEBUG_PROBE_SLOTS`] run at
-//! once. On-demand probes are logged and shown on the landing page but not observed into the
-//! scheduled series (they would skew the histograms' cadence).
+//! once, and at most one per target per [`DebugProbePolicy::min_interval`] (by default the
+//! target's own interval: "probe now" never spends more than the schedule does); more get 429
+//! with `Retry-After`. `--web.enable-debug-probe=false` switches the endpoint off. An unknown
+//! target is answered without listing the configured ones. On-demand probes are logged and
+//! shown on the landing page but not observed into the scheduled series (they would skew the
+//! histograms' cadence).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::header::{HeaderValue, RETRY_AFTER};
 use hyper::{Request, Response, StatusCode};
 
 use super::{text, ExporterState};
@@ -18,6 +27,66 @@ use crate::report;
 
 /// Raw bytes a debug probe keeps.
 pub const RAW_EXCERPT_BYTES: usize = 8192;
+
+/// Whether `/probe` may run probes, and how often.
+#[derive(Debug, Clone)]
+pub struct DebugProbePolicy {
+    /// `false`: `/probe` answers 403 and the landing page shows no "probe now" links.
+    pub enabled: bool,
+    /// At most one on-demand probe per target per this period; `None`: the target's interval.
+    pub min_interval: Option<Duration>,
+}
+
+impl Default for DebugProbePolicy {
+    fn default() -> Self {
+        DebugProbePolicy {
+            enabled: true,
+            min_interval: None,
+        }
+    }
+}
+
+/// When each target's last on-demand probe started.
+#[derive(Default)]
+pub struct LastProbes(Mutex<HashMap<String, Instant>>);
+
+impl LastProbes {
+    /// Records a probe of `target` now, unless one started less than `period` ago: then how
+    /// long until the next is allowed.
+    fn claim(&self, target: &str, period: Duration) -> Result<(), Duration> {
+        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if let Some(wait) = last
+            .get(target)
+            // A period too long to add to an instant never ends.
+            .and_then(|&t| {
+                t.checked_add(period)
+                    .map_or(Some(period), |end| end.checked_duration_since(now))
+            })
+            .filter(|w| !w.is_zero())
+        {
+            return Err(wait);
+        }
+        // Forget targets whose period is over, so that the map stays as small as the set of
+        // recently probed targets.
+        last.retain(|_, t| now.duration_since(*t) < period);
+        last.insert(target.to_string(), now);
+        Ok(())
+    }
+}
+
+/// 429 with `Retry-After: wait` (whole seconds, rounded up).
+fn too_many(why: &str, wait: Duration) -> Response<Full<Bytes>> {
+    let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+    let mut r = text(
+        StatusCode::TOO_MANY_REQUESTS,
+        "text/plain",
+        format!("{why}; try again in {seconds} s\n"),
+    );
+    r.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    r
+}
 
 /// A request value echoed in an error: at most 64 printable characters.
 fn tame(s: &str) -> String {
@@ -33,6 +102,13 @@ pub(super) async fn handle(
         .map(|u| u.query_pairs().into_owned().collect())
         .unwrap_or_default();
     let param = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    if !state.debug_probe.enabled {
+        return text(
+            StatusCode::FORBIDDEN,
+            "text/plain",
+            "on-demand probes are switched off (--web.enable-debug-probe=false)\n",
+        );
+    }
     let Some(target) = param("target") else {
         return text(
             StatusCode::BAD_REQUEST,
@@ -46,12 +122,10 @@ pub(super) async fn handle(
         match probers.get(target) {
             Some(p) => p.clone(),
             None => {
-                let mut names: Vec<_> = probers.keys().cloned().collect();
-                names.sort();
                 return text(
                     StatusCode::NOT_FOUND,
                     "text/plain",
-                    format!("target \"{}\" is not in the configuration; only configured targets can be probed: {}\n", tame(target), names.join(", ")),
+                    format!("target \"{}\" is not in the configuration; only configured targets can be probed, and the landing page (/) lists them\n", tame(target)),
                 );
             }
         }
@@ -76,17 +150,45 @@ pub(super) async fn handle(
         },
     };
     let Ok(_slot) = state.debug_slots.try_acquire() else {
-        return text(
-            StatusCode::TOO_MANY_REQUESTS,
-            "text/plain",
-            "debug probes are already running; try again shortly\n",
+        // A running probe ends within its target's timeout.
+        return too_many(
+            "on-demand probes are already running",
+            prober.target().timeout,
         );
     };
+    let period = state
+        .debug_probe
+        .min_interval
+        .unwrap_or(prober.target().interval);
+    if let Err(wait) = state.debug_last.claim(target, period) {
+        return too_many(
+            &format!(
+                "target \"{target}\" was probed on demand less than {} ago",
+                humantime::format_duration(period)
+            ),
+            wait,
+        );
+    }
     let limits = Limits {
         capture_bytes: if debug { RAW_EXCERPT_BYTES } else { 0 },
         ..Limits::default()
     };
-    let outcome = prober.with_limits(limits).probe(&scenario).await;
+    // On the probes' runtime: the timing is taken where the scheduled probes take theirs, and
+    // connections the probe opens are driven there (the client's pool is shared with them).
+    let probe = async move { prober.with_limits(limits).probe(&scenario).await };
+    let outcome = match state.probe_runtime.get() {
+        Some(rt) => match rt.spawn(probe).await {
+            Ok(o) => o,
+            Err(_) => {
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    "the probe was stopped (the exporter is shutting down)\n",
+                )
+            }
+        },
+        None => probe.await,
+    };
     crate::daemon::log_outcome(&outcome);
     state.history.push(&outcome);
     let mut body = report::to_json(&outcome);

@@ -39,7 +39,8 @@ fn rows(probes: &[RecentProbe]) -> String {
         .collect()
 }
 
-/// The landing page: links, configured targets (each with a debug-probe link), the recent
+/// The landing page: links, configured targets (each with a "probe now" link unless those are
+/// switched off), the recent
 /// probes and, kept longer, the recent failures.
 pub(super) fn page(state: &ExporterState) -> String {
     let mut targets: Vec<_> = {
@@ -50,11 +51,15 @@ pub(super) fn page(state: &ExporterState) -> String {
     let target_rows: String = targets
         .iter()
         .map(|t| {
-            format!(
-                "<li><code>{}</code> <a href=\"/probe?target={}&amp;debug=true\">probe now</a></li>",
-                escape(&t.summary()),
-                escape(&t.name)
-            )
+            let button = if state.debug_probe.enabled {
+                format!(
+                    " <a href=\"/probe?target={}&amp;debug=true\">probe now</a>",
+                    escape(&t.name)
+                )
+            } else {
+                String::new()
+            };
+            format!("<li><code>{}</code>{button}</li>", escape(&t.summary()))
         })
         .collect();
     let header = "<tr><th>started</th><th>target</th><th>scenario</th><th>result</th></tr>";

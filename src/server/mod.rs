@@ -1,26 +1,49 @@
-//! The exporter's HTTP server (hyper): `/metrics`, `/-/healthy`, `/-/ready` and a landing page.
-//! Also the accept loop the simulator shares.
+//! The exporter's HTTP server (hyper): `/metrics`, `/-/healthy`, `/-/ready`, `/-/reload`,
+//! `/probe` and a landing page, over HTTP or TLS, behind basic auth when the web config asks
+//! for it. Also the accept loop the simulator shares.
+//!
+//! Connections are capped ([`ConnectionLimits`]): a client gets a fixed time to send its
+//! request's headers (and to finish a TLS handshake), at most `max_connections` are open at
+//! once (more wait in the kernel's accept queue, as Prometheus' `--web.max-connections`), and
+//! every connection task ends when the server stops.
 
+mod accept;
+mod auth;
 mod debug_probe;
 mod landing;
+mod scrape;
+mod stall;
+pub mod web_config;
+
+pub use accept::negotiate;
+pub use debug_probe::DebugProbePolicy;
+pub use scrape::Scrapes;
+pub use web_config::{WebConfig, WebState};
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Incoming};
-use hyper::header::{ACCEPT, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::history::History;
 use crate::metrics::Metrics;
+
+/// The body `/-/healthy` answers with; `healthcheck` checks for it, so that a 200 from some
+/// other server on the port does not pass.
+pub const HEALTHY_BODY: &str = "llm-probe is Healthy.\n";
 
 /// What the exporter's pages show.
 pub struct ExporterState {
@@ -39,13 +62,99 @@ pub struct ExporterState {
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
     /// Debug probes allowed at once (more get 429).
     pub debug_slots: tokio::sync::Semaphore,
+    /// Whether and how often `/probe` may run a probe.
+    pub debug_probe: DebugProbePolicy,
+    debug_last: debug_probe::LastProbes,
+    /// TLS, users and headers in force (re-read on reload).
+    pub web: WebState,
+    /// `/metrics` renders, shared by concurrent scrapes.
+    pub scrapes: Arc<Scrapes>,
+    /// Connection limits of the server.
+    pub limits: ConnectionLimits,
+    auth: auth::Authenticator,
+    /// The runtime the scheduled probes run on, where on-demand probes are sent too.
+    probe_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 /// Debug probes that may run at once.
 pub const DEBUG_PROBE_SLOTS: usize = 2;
 
+/// How the exporter's server is set up: what `run`'s `--web.*` flags say.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// The web config file (TLS, basic auth, headers), re-read on reload.
+    pub web_config_file: Option<PathBuf>,
+    /// Whether and how often `/probe` may run a probe.
+    pub debug_probe: DebugProbePolicy,
+    /// Connection limits.
+    pub limits: ConnectionLimits,
+}
+
+/// Limits on the connections a server holds.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections open at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers (and, on TLS, to finish the
+    /// handshake), from the connection's start or the previous response on a kept-alive
+    /// connection; `None`: no limit.
+    pub header_read_timeout: Option<Duration>,
+    /// How long a response may wait for the client to read it (no byte taken) before the
+    /// connection is dropped; `None`: no limit.
+    pub write_stall_timeout: Option<Duration>,
+    /// On shutdown, how long requests in progress may take to finish before their
+    /// connections are dropped.
+    pub shutdown_grace: Duration,
+}
+
+/// Default of `--web.max-connections` (Prometheus' own default).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+impl Default for ConnectionLimits {
+    /// The exporter's: 512 connections, 10 s to send the headers, 30 s to take some of a
+    /// response, 5 s of grace.
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: Some(Duration::from_secs(10)),
+            write_stall_timeout: Some(Duration::from_secs(30)),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ExporterState {
+    /// The state of a server set up by `options` with web config `web` (already loaded from
+    /// `options.web_config_file`); not ready until [`ExporterState::ready`] is set.
+    pub fn new(
+        metrics: Arc<Metrics>,
+        history: Arc<History>,
+        reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
+        options: &ServerOptions,
+        web: WebConfig,
+    ) -> Self {
+        ExporterState {
+            metrics,
+            history,
+            ready: false.into(),
+            stopped_schedules: 0.into(),
+            reload,
+            probers: Default::default(),
+            debug_slots: tokio::sync::Semaphore::new(DEBUG_PROBE_SLOTS),
+            debug_probe: options.debug_probe.clone(),
+            debug_last: Default::default(),
+            web: WebState::new(options.web_config_file.clone(), web),
+            scrapes: Arc::new(Scrapes::new()),
+            limits: options.limits,
+            auth: Default::default(),
+            probe_runtime: Default::default(),
+        }
+    }
+}
+
 /// Serves HTTP/1.1 on `listener` until `shutdown` is cancelled, calling `handle` for every
-/// request. Connection errors are logged at debug and never stop the loop.
+/// request, with no header-read timeout (the simulator's use: test clients only).
+/// Connection errors are logged at debug and never stop the loop.
 pub async fn serve<F, Fut, B>(listener: TcpListener, shutdown: CancellationToken, handle: F)
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -53,33 +162,132 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let limits = ConnectionLimits {
+        max_connections: 4096,
+        header_read_timeout: None,
+        write_stall_timeout: None,
+        shutdown_grace: Duration::from_secs(1),
+    };
+    serve_with(listener, shutdown, limits, || None, handle).await
+}
+
+/// [`serve`] within `limits`, over TLS when `tls()` (asked once per connection, so a reload
+/// applies to the next connection) gives a configuration. Returns once every connection task
+/// has ended (at most `limits.shutdown_grace` after `shutdown`).
+pub async fn serve_with<F, Fut, B, T>(
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    limits: ConnectionLimits,
+    tls: T,
+    handle: F,
+) where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    T: Fn() -> Option<Arc<rustls::ServerConfig>>,
+{
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let mut connections = JoinSet::new();
     loop {
+        while connections.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+        };
         let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
+                    // Out of file descriptors, most likely: wait instead of spinning.
                     tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
         };
         let _ = stream.set_nodelay(true);
-        let handle = handle.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let fut = handle(req);
-                async move { Ok::<_, Infallible>(fut.await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => if let Err(e) = r { tracing::debug!(%peer, error = %e, "connection ended with an error") },
-                _ = shutdown.cancelled() => conn.as_mut().graceful_shutdown(),
-            }
+        let (handle, shutdown, tls) = (handle.clone(), shutdown.clone(), tls());
+        connections.spawn(async move {
+            let _permit = permit;
+            connection(stream, peer, tls, limits, shutdown, handle).await;
         });
+    }
+    let drain = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(limits.shutdown_grace, drain)
+        .await
+        .is_err()
+    {
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+    }
+}
+
+/// A connection's byte stream, plain or TLS.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// One connection: the TLS handshake (within the header-read time) if `tls` is given, then
+/// HTTP/1.1 until the client leaves, the header-read time runs out or `shutdown` (which lets
+/// the request in progress finish).
+async fn connection<F, Fut, B>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+    handle: F,
+) where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream: Box<dyn Io> = match limits.write_stall_timeout {
+        Some(limit) => Box::new(stall::StallLimit::new(stream, limit)),
+        None => Box::new(stream),
+    };
+    let io: Box<dyn Io> = match tls {
+        None => stream,
+        Some(tls) => {
+            let handshake = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
+            let limit = limits.header_read_timeout.unwrap_or(Duration::MAX);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = tokio::time::timeout(limit, handshake) => match r {
+                    Ok(Ok(s)) => Box::new(s),
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                },
+            }
+        }
+    };
+    let service = hyper::service::service_fn(move |req| {
+        let fut = handle(req);
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    if let Some(t) = limits.header_read_timeout {
+        builder.timer(TokioTimer::new()).header_read_timeout(t);
+    }
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
 }
 
@@ -90,17 +298,117 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// Serves the exporter's pages on `listener` until `shutdown`.
+/// Serves the exporter's pages on `listener` until `shutdown`; returns once every connection
+/// has ended.
+///
+/// The server runs on its own runtime (one worker, a few blocking threads for renders and
+/// bcrypt checks), whose threads run at a lower CPU priority (10 nice levels below the process): a flood of scrapes,
+/// TLS handshakes or login attempts then takes CPU from the probes only when they leave it
+/// idle, and never queues a probe's read behind a response being written (issue 18, item 5).
+/// On-demand probes are sent back to the caller's runtime, where the scheduled ones run.
 pub async fn serve_exporter(
     listener: TcpListener,
     state: Arc<ExporterState>,
     shutdown: CancellationToken,
 ) {
-    serve(listener, shutdown, move |req| {
-        let state = state.clone();
-        async move { route(&state, &req).await }
-    })
+    let _ = state.probe_runtime.set(tokio::runtime::Handle::current());
+    let web = listener.into_std().map(|l| {
+        (
+            l,
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .max_blocking_threads(4)
+                .thread_name("llm-probe-web")
+                .on_thread_start(lower_priority)
+                .enable_all()
+                .build(),
+        )
+    });
+    let (listener, runtime) = match web {
+        Ok((l, Ok(rt))) => (l, rt),
+        Ok((l, Err(e))) => {
+            tracing::warn!(error = %e, "cannot start the web server's own threads; serving on the probes' runtime");
+            match TcpListener::from_std(l) {
+                Ok(l) => return serve_on_this_runtime(l, state, shutdown).await,
+                Err(e) => {
+                    tracing::error!(error = %e, "the listening socket is lost; not serving");
+                    return;
+                }
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the listening socket is lost; not serving");
+            return;
+        }
+    };
+    let (mut done, finished) = tokio::sync::oneshot::channel::<()>();
+    // Also stopped when this future is dropped (its runtime shut down without a `stop`), so
+    // that the thread never outlives its daemon.
+    let local = shutdown.child_token();
+    let spawned = std::thread::Builder::new()
+        .name("llm-probe-web".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                let listener = match TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot listen on the web server's threads");
+                        return;
+                    }
+                };
+                let serve = serve_on_this_runtime(listener, state, local.clone());
+                tokio::pin!(serve);
+                tokio::select! {
+                    _ = &mut serve => {}
+                    _ = done.closed() => {
+                        local.cancel();
+                        serve.await;
+                    }
+                }
+            });
+            // Renders or bcrypt checks still running are not waited for.
+            runtime.shutdown_background();
+            let _ = done.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = finished.await;
+        }
+        Err(e) => tracing::error!(error = %e, "cannot start the web server's thread; not serving"),
+    }
+}
+
+async fn serve_on_this_runtime(
+    listener: TcpListener,
+    state: Arc<ExporterState>,
+    shutdown: CancellationToken,
+) {
+    let tls_state = state.clone();
+    serve_with(
+        listener,
+        shutdown,
+        state.limits,
+        move || tls_state.web.current().tls.clone(),
+        move |req| {
+            let state = state.clone();
+            async move { guarded(&state, &req).await }
+        },
+    )
     .await
+}
+
+/// Lowers the calling thread's CPU priority by 10 nice levels (at most to 19) from the
+/// process's (Linux: the nice value is a per-thread attribute).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid, getpriority and setpriority take plain integers and touch no memory of
+    // ours; raising one's own nice value is always permitted. A failure leaves the priority
+    // as it was.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(libc::PRIO_PROCESS, tid, (nice + 10).min(19));
+    }
 }
 
 pub(crate) fn text(
@@ -115,6 +423,43 @@ pub(crate) fn text(
         .expect("static response parts are valid")
 }
 
+/// A 405 naming the allowed methods.
+fn method_not_allowed(allow: &'static str, message: &str) -> Response<Full<Bytes>> {
+    let mut r = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "text/plain",
+        message.to_string(),
+    );
+    r.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// Every request: basic auth when users are configured, then the route, then the web
+/// config's extra headers.
+async fn guarded(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let web = state.web.current();
+    let mut response = match state.auth.check(&web, req.headers()).await {
+        auth::Verdict::Allowed => route(state, req).await,
+        auth::Verdict::Denied => {
+            let mut r = text(
+                StatusCode::UNAUTHORIZED,
+                "text/plain",
+                "authentication required\n",
+            );
+            r.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"llm-probe\", charset=\"UTF-8\""),
+            );
+            r
+        }
+    };
+    for (name, value) in &web.headers {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    response
+}
+
 async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/-/reload" => return reload(state, req).await,
@@ -122,25 +467,15 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
         _ => {}
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "only GET is supported\n",
-        );
+        return method_not_allowed("GET, HEAD", "only GET is supported\n");
     }
     match req.uri().path() {
         "/metrics" => {
-            let accept = req
-                .headers()
-                .get(ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            // Rendering thousands of series takes tens of milliseconds (BENCHMARKS.md, table 4):
-            // on a blocking thread, so it never delays a probe's read on the runtime's workers.
-            let metrics = state.metrics.clone();
-            match tokio::task::spawn_blocking(move || metrics.render(accept.as_deref())).await {
-                Ok((content_type, body)) => text(StatusCode::OK, content_type, body),
-                Err(_) => text(
+            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+            let format = negotiate(accept);
+            match state.scrapes.body(&state.metrics, format).await {
+                Some(body) => text(StatusCode::OK, format.content_type(), body),
+                None => text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "text/plain",
                     "rendering the metrics failed\n",
@@ -148,7 +483,7 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
             }
         }
         "/-/healthy" if state.stopped_schedules.load(Ordering::Acquire) == 0 => {
-            text(StatusCode::OK, "text/plain", "Healthy\n")
+            text(StatusCode::OK, "text/plain", HEALTHY_BODY)
         }
         "/-/healthy" => text(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -172,15 +507,13 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
     }
 }
 
-/// `POST /-/reload` (as Prometheus and blackbox_exporter): 200 with a summary, or 500 with the
-/// reason the new file was rejected (the old configuration keeps running).
+/// `POST /-/reload` (as Prometheus and blackbox_exporter): 200 with a summary, or 500 with a
+/// generic message when the new files were rejected (the old configuration keeps running).
+/// The reason goes to the log only: a config error can quote what a file holds, and this
+/// answer goes to any client that can reach the port.
 async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.method() != Method::POST && req.method() != Method::PUT {
-        return text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "use POST to reload\n",
-        );
+    if req.method() != Method::POST {
+        return method_not_allowed("POST", "use POST to reload\n");
     }
     let Some(tx) = &state.reload else {
         return text(
@@ -191,10 +524,10 @@ async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full
     };
     match crate::daemon::request_reload(tx).await {
         Ok(summary) => text(StatusCode::OK, "text/plain", format!("{summary}\n")),
-        Err(e) => text(
+        Err(_) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             "text/plain",
-            format!("failed to reload config: {e}\n"),
+            "failed to reload the configuration; the previous configuration keeps running; the reason is in the exporter's log\n",
         ),
     }
 }

@@ -259,3 +259,40 @@ pub fn spawn_logged(
     };
     (child, lines)
 }
+
+/// A probes file with one target `sim` that no probe reaches within a test (port 1, a 60 s
+/// interval): for tests of the exporter's own endpoints.
+pub fn idle_yaml() -> String {
+    yaml("http://127.0.0.1:1/v1", "60s", &scenario("chat", 8), "")
+}
+
+/// Queries a Prometheus on loopback `port` through its HTTP API; returns the `data.result`
+/// array (empty while it starts or when the query fails).
+pub async fn prometheus_query(port: u16, promql: &str) -> Vec<serde_json::Value> {
+    let url = format!("http://127.0.0.1:{port}/api/v1/query");
+    let Ok(resp) = reqwest::Client::new()
+        .get(url)
+        .query(&[("query", promql)])
+        .send()
+        .await
+    else {
+        return vec![];
+    };
+    let Ok(v) = resp.json::<serde_json::Value>().await else {
+        return vec![];
+    };
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// `llm-probe healthcheck --url URL EXTRA…` as parsed by the command line.
+pub fn healthcheck_args(url: &str, extra: &[String]) -> llm_probe::cli::HealthcheckArgs {
+    use clap::Parser;
+    let argv = ["llm-probe", "healthcheck", "--url", url]
+        .into_iter()
+        .map(String::from)
+        .chain(extra.iter().cloned());
+    match llm_probe::cli::Cli::try_parse_from(argv).unwrap().command {
+        llm_probe::cli::Command::Healthcheck(a) => a,
+        _ => unreachable!(),
+    }
+}

@@ -9,6 +9,8 @@ pub struct Pki {
     pub ca_der: CertificateDer<'static>,
     pub server_cert: CertificateDer<'static>,
     pub server_key: Vec<u8>,
+    pub server_cert_pem: String,
+    pub server_key_pem: String,
     pub client_cert_pem: String,
     pub client_key_pem: String,
 }
@@ -39,6 +41,8 @@ pub fn pki() -> Pki {
         ca_der: ca.der().clone(),
         server_cert: server.der().clone(),
         server_key: server_key.serialize_der(),
+        server_cert_pem: server.pem(),
+        server_key_pem: server_key.serialize_pem(),
         client_cert_pem: client.pem(),
         client_key_pem: client_key.serialize_pem(),
     }

@@ -1,0 +1,504 @@
+//! The exporter's own HTTP server under hostile or heavy use (issue 18 items 5, 6, 13; issue
+//! 14 item 7; issue 16's probe-now limits): a scrape flood shares renders and leaves the
+//! probes' TTFT accurate; idle and half-sent connections are closed after the header-read
+//! timeout, capped, and ended on stop; `/-/reload` answers a bad file without its details;
+//! "probe now" is limited per target and can be switched off; `healthcheck` passes only on
+//! llm-probe's own answer and says "timed out" for a slow server.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llm_probe::daemon::Daemon;
+use llm_probe::server::{ConnectionLimits, DebugProbePolicy, ServerOptions};
+use llm_probe::simulate::Script;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One test at a time: the flood's timing assertions need the machine to themselves.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn start(cfg: llm_probe::config::Config, options: ServerOptions) -> Daemon {
+    Daemon::start_with(cfg, "127.0.0.1:0".parse().unwrap(), None, options)
+        .await
+        .expect("daemon starts")
+}
+
+/// A probes file with `n` targets `t0`… on one simulator.
+fn many_targets(base_url: &str, n: usize, interval: &str) -> String {
+    let mut y = format!(
+        "defaults:\n  interval: {interval}\nscenarios:\n{}targets:\n",
+        common::scenario("chat", 16)
+    );
+    for i in 0..n {
+        y += &format!("  - name: t{i}\n    protocol: openai-chat\n    base_url: {base_url}\n    model: sim-model\n");
+    }
+    y
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_flood_shares_renders_and_keeps_ttft_accurate() {
+    let _serial = SERIAL.lock().await;
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(200),
+        itl: Duration::from_millis(5),
+        tokens: 8,
+        ..Script::default()
+    })
+    .await;
+    let d = start(
+        common::parse(&many_targets(&sim.base_url(), 20, "1s")),
+        ServerOptions::default(),
+    )
+    .await;
+    let mut rx = d.subscribe();
+    // 150 scrapers in a loop, on their own thread at the probes' priority (as scrapers on the
+    // same machine would be), half of them asking for OpenMetrics.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (scrapes, failures, bytes) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let flood = {
+        let (stop, scrapes, failures, bytes, addr) = (
+            stop.clone(),
+            scrapes.clone(),
+            failures.clone(),
+            bytes.clone(),
+            d.addr,
+        );
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .on_thread_start(lowest_priority)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let client = reqwest::Client::new();
+                let tasks: Vec<_> = (0..150)
+                    .map(|i| {
+                        let (client, stop, scrapes, failures, bytes) = (
+                            client.clone(),
+                            stop.clone(),
+                            scrapes.clone(),
+                            failures.clone(),
+                            bytes.clone(),
+                        );
+                        let accept = if i % 2 == 0 {
+                            "text/plain"
+                        } else {
+                            "application/openmetrics-text"
+                        };
+                        tokio::spawn(async move {
+                            while !stop.load(Ordering::Relaxed) {
+                                let r = client
+                                    .get(format!("http://{addr}/metrics"))
+                                    .header("accept", accept)
+                                    .send()
+                                    .await;
+                                match r {
+                                    Ok(r) if r.status() == 200 => {
+                                        let body = r.bytes().await.map(|b| b.len()).unwrap_or(0);
+                                        bytes.fetch_add(body as u64, Ordering::Relaxed);
+                                        scrapes.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    _ => {
+                                        failures.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    let _ = t.await;
+                }
+            })
+        })
+    };
+    // Every target probed about 4 times while the flood runs.
+    let outcomes = common::outcomes(&mut rx, 80, Duration::from_secs(30)).await;
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    let (scrapes, renders) = (scrapes.load(Ordering::Relaxed), d.server.scrapes.renders());
+    let mut errors_ms: Vec<f64> = outcomes
+        .iter()
+        .map(|o| {
+            let m = o.result.as_ref().expect("probe succeeded");
+            (m.ttft.as_secs_f64() - 0.200) * 1e3
+        })
+        .collect();
+    errors_ms.sort_by(f64::total_cmp);
+    let quantile = |q: f64| errors_ms[((errors_ms.len() - 1) as f64 * q) as usize];
+    eprintln!(
+        "{scrapes} scrapes ({} MB), {renders} renders; TTFT error ms: min {:.2} median {:.2} p90 {:.2} max {:.2}",
+        bytes.load(Ordering::Relaxed) / 1_000_000,
+        quantile(0.0),
+        quantile(0.5),
+        quantile(0.9),
+        quantile(1.0),
+    );
+    assert_eq!(failures.load(Ordering::Relaxed), 0, "every scrape answered");
+    assert!(scrapes >= 300, "the flood ran: {scrapes} scrapes");
+    assert!(
+        renders * 5 <= scrapes,
+        "concurrent scrapes share renders: {renders} renders for {scrapes} scrapes"
+    );
+    // The accuracy tests' tolerance (tests/accuracy.rs: TTFT within 5 ms of the script) for
+    // the typical probe, nine in ten within 50 ms, and no false timeout. Measured on a
+    // 2-core machine under a load of 7 from other work: with a render per scrape on the
+    // probes' runtime (before), 750 scrapes in the time, false timeouts, median error 65 ms,
+    // p90 394 ms, max 619 ms; with shared renders on the server's own lower-priority threads,
+    // 3,000–5,000 scrapes and ~100–300 renders, median 1.3–2.4 ms, p90 7–18 ms (a single
+    // probe was once 300 ms late: the machine is shared, so the maximum is not asserted).
+    assert!(quantile(0.0) >= 0.0, "TTFT below the script: {errors_ms:?}");
+    assert!(
+        quantile(0.5) <= 5.0,
+        "median TTFT within 5 ms of 200 ms while /metrics is flooded: {errors_ms:?}"
+    );
+    assert!(
+        quantile(0.9) <= 50.0,
+        "nine in ten TTFTs within 50 ms of 200 ms: {errors_ms:?}"
+    );
+    d.stop().await;
+}
+
+/// The calling thread at nice 19: the flood's clients stand for other machines' Prometheus
+/// servers, whose CPU is not the exporter's to protect the probes from (on a 2-core test
+/// machine their parsing of a gigabyte of bodies would compete like any other load).
+fn lowest_priority() {
+    // SAFETY: plain integers, no memory of ours.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+    }
+}
+
+/// Reads from `s` until EOF or an error; true if the server closed it within `limit`.
+async fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Opens `n` connections that send nothing and `n` that send half a request's headers.
+async fn slowloris(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut conns = Vec::new();
+    for i in 0..2 * n {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        if i % 2 == 1 {
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .await
+                .unwrap();
+        }
+        conns.push(s);
+    }
+    conns
+}
+
+fn limits(max_connections: usize, header_read_timeout: Duration) -> ServerOptions {
+    ServerOptions {
+        limits: ConnectionLimits {
+            max_connections,
+            header_read_timeout: Some(header_read_timeout),
+            write_stall_timeout: Some(Duration::from_millis(500)),
+            shutdown_grace: Duration::from_secs(1),
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_after_the_header_timeout_while_scrapes_are_answered() {
+    let _serial = SERIAL.lock().await;
+    let cfg = common::parse(&common::idle_yaml());
+    let d = start(cfg, limits(512, Duration::from_millis(800))).await;
+    let started = Instant::now();
+    let mut idle = slowloris(d.addr, 150).await;
+    // And one kept alive after a request: the same time to send the next one.
+    let mut kept = TcpStream::connect(d.addr).await.unwrap();
+    kept.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = [0u8; 512];
+    let n = kept.read(&mut answer).await.unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    idle.push(kept);
+    // 300 idle connections held: scrapes are still answered, promptly.
+    for _ in 0..5 {
+        let t = Instant::now();
+        let (status, _, body) = common::get(d.addr, "/metrics", None).await;
+        assert_eq!(status, 200);
+        assert!(body.contains("llm_probe_"));
+        assert!(
+            t.elapsed() < Duration::from_millis(700),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    // Each is closed once its header-read time is up; none before.
+    let mut closed = 0;
+    for s in &mut idle {
+        closed += usize::from(closed_within(s, Duration::from_secs(5)).await);
+    }
+    assert_eq!(closed, idle.len(), "every idle connection was closed");
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "not before the timeout"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_connection_cap_a_scrape_waits_for_a_free_slot() {
+    let _serial = SERIAL.lock().await;
+    let cfg = common::parse(&common::idle_yaml());
+    let d = start(cfg, limits(4, Duration::from_millis(600))).await;
+    let opened = Instant::now();
+    let _idle = slowloris(d.addr, 2).await;
+    // All 4 slots are held: the scrape is answered only when the first idle one is dropped.
+    let (status, _, _) = common::get(d.addr, "/metrics", None).await;
+    assert_eq!(status, 200);
+    let waited = opened.elapsed();
+    assert!(
+        waited >= Duration::from_millis(550) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_ends_every_connection() {
+    let _serial = SERIAL.lock().await;
+    let cfg = common::parse(&common::idle_yaml());
+    // A header timeout far beyond the test: only stopping can close these.
+    let d = start(cfg, limits(512, Duration::from_secs(600))).await;
+    let addr = d.addr;
+    let mut idle = slowloris(addr, 20).await;
+    let t = Instant::now();
+    d.stop().await;
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    for s in &mut idle {
+        assert!(closed_within(s, Duration::from_secs(1)).await);
+    }
+    assert!(TcpStream::connect(addr).await.is_err(), "nothing listens");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_reload_answers_without_the_files_details() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    let good = common::idle_yaml();
+    std::fs::write(&path, &good).unwrap();
+    let d = Daemon::start(
+        common::parse(&good),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(path.clone()),
+    )
+    .await
+    .unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/-/reload", d.addr);
+    for bad in [
+        good.replace("http://127.0.0.1:1/v1", "http://admin:SECRETPW@/v1"),
+        good.replace(
+            "http://127.0.0.1:1/v1",
+            "https://api.example.com/v1?key=SECRETPW",
+        ),
+        good.replace("max_tokens: 8", "max_tokens: SECRETPW"),
+        "targets: [SECRETPW".to_string(),
+    ] {
+        std::fs::write(&path, &bad).unwrap();
+        let r = client.post(&url).send().await.unwrap();
+        assert_eq!(r.status(), 500);
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("failed to reload") && body.contains("log"),
+            "{body}"
+        );
+        for leak in ["SECRETPW", "admin", "probes.yaml", "max_tokens", "line"] {
+            assert!(!body.contains(leak), "{leak} in {body}");
+        }
+    }
+    // Only POST reloads.
+    for method in [reqwest::Method::GET, reqwest::Method::PUT] {
+        let r = client.request(method, &url).send().await.unwrap();
+        assert_eq!(r.status(), 405);
+        assert_eq!(r.headers()["allow"], "POST");
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_rapid_probe_now_requests_cause_one_probe() {
+    let _serial = SERIAL.lock().await;
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(20),
+        tokens: 3,
+        ..Script::default()
+    })
+    .await;
+    // An interval of an hour: no scheduled probe reaches the simulator within the test
+    // (the first one's phase is up to 10 s; the limit's period is the interval).
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "1h",
+        &common::scenario("chat", 8),
+        "",
+    ));
+    let before = sim.received().len();
+    let d = start(cfg, ServerOptions::default()).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/probe?target=sim&debug=true", d.addr);
+    let answers: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(client.get(&url).send()))
+        .collect();
+    let mut ok = 0;
+    for a in answers {
+        let r = a.await.unwrap().unwrap();
+        match r.status().as_u16() {
+            200 => ok += 1,
+            429 => {
+                let retry: u64 = r.headers()["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!((1..=3600).contains(&retry), "Retry-After {retry}");
+            }
+            other => panic!("status {other}"),
+        }
+    }
+    assert_eq!(ok, 1, "one probe now per target per period");
+    let probes = sim.received().len() - before;
+    assert!(probes <= 1, "the simulator saw {probes} requests");
+    d.stop().await;
+
+    // Switched off: 403, and the landing page offers no button.
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "1h",
+        &common::scenario("chat", 8),
+        "",
+    ));
+    let off = ServerOptions {
+        debug_probe: DebugProbePolicy {
+            enabled: false,
+            min_interval: None,
+        },
+        ..Default::default()
+    };
+    let d = start(cfg, off).await;
+    let before = sim.received().len();
+    let (status, _, _) = common::get(d.addr, "/probe?target=sim&debug=true", None).await;
+    assert_eq!(status, 403);
+    let (_, _, landing) = common::get(d.addr, "/", None).await;
+    assert!(
+        landing.contains("sim") && !landing.contains("probe now"),
+        "{landing}"
+    );
+    assert_eq!(sim.received().len(), before);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthcheck_wants_llm_probes_answer_and_names_a_timeout() {
+    let _serial = SERIAL.lock().await;
+    // Another server that answers 200 on the path does not pass.
+    let other = llm_probe::server::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let other_addr = other.local_addr().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(llm_probe::server::serve(
+        other,
+        stop.clone(),
+        |_req| async {
+            hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(
+                b"OK\n",
+            )))
+        },
+    ));
+    let e = llm_probe::healthcheck::check(&common::healthcheck_args(
+        &format!("http://{other_addr}/-/healthy"),
+        &["--timeout".into(), "1s".into()],
+    ))
+    .await
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("not as llm-probe's /-/healthy"),
+        "{e}"
+    );
+
+    // A server that accepts and never answers: a timeout, said as such.
+    let slow = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow_addr = slow.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = slow.accept().await {
+            held.push(s);
+        }
+    });
+    let t = Instant::now();
+    let e = llm_probe::healthcheck::check(&common::healthcheck_args(
+        &format!("http://{slow_addr}/-/healthy"),
+        &["--timeout".into(), "1s".into()],
+    ))
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(e, llm_probe::healthcheck::HealthError::Timeout { .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("timed out"), "{e}");
+    assert!(!e.to_string().contains("error sending request"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+    holder.abort();
+
+    // llm-probe itself passes.
+    let d = common::daemon(common::parse(&common::idle_yaml())).await;
+    llm_probe::healthcheck::check(&common::healthcheck_args(
+        &format!("http://{}/-/healthy", d.addr),
+        &["--timeout".into(), "1s".into()],
+    ))
+    .await
+    .unwrap();
+    d.stop().await;
+    stop.cancel();
+}
+
+#[test]
+fn the_server_ends_with_its_runtime_even_without_stop() {
+    let _serial = SERIAL.blocking_lock();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let d = rt.block_on(start(
+        common::parse(&common::idle_yaml()),
+        ServerOptions::default(),
+    ));
+    let addr = d.addr;
+    assert!(std::net::TcpStream::connect(addr).is_ok());
+    drop(d);
+    drop(rt);
+    // The server's own threads notice and close the port.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "still serving on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
