@@ -37,7 +37,17 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Run {
             config_file,
             listen,
+            shard,
         } => {
+            let shard =
+                match crate::shard::from_flags(shard.index, shard.index_from_hostname, shard.count)
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        stderr_line(format_args!("llm-probe: {e}"));
+                        return ExitCode::FAILURE;
+                    }
+                };
             // Before the config loads: a SIGHUP or SIGTERM while a large file is read must not
             // end the process with the signal's default action.
             let shutdown = shutdown_signal();
@@ -47,20 +57,23 @@ pub async fn run(cli: Cli) -> ExitCode {
                 c = load(&config_file, config::Secrets::Read) => c,
             };
             match loaded {
-                Some(cfg) => serve_until_signal(cfg, listen, config_file, shutdown, hup).await,
+                Some(cfg) => {
+                    serve_until_signal(cfg, listen, config_file, shard, shutdown, hup).await
+                }
                 None => return ExitCode::FAILURE,
             }
         }
         Command::CheckConfig {
             config_file,
             skip_secrets,
+            shard_count,
         } => {
             let secrets = if skip_secrets {
                 config::Secrets::Skip
             } else {
                 config::Secrets::Read
             };
-            return check_config(&config_file, secrets).await;
+            return check_config(&config_file, secrets, shard_count).await;
         }
         Command::ProbeOnce {
             config_file,
@@ -118,7 +131,11 @@ async fn load(path: &std::path::Path, secrets: config::Secrets) -> Option<Config
     }
 }
 
-async fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitCode {
+async fn check_config(
+    path: &std::path::Path,
+    secrets: config::Secrets,
+    shard_count: Option<u32>,
+) -> ExitCode {
     let Some(cfg) = load(path, secrets).await else {
         return ExitCode::FAILURE;
     };
@@ -132,11 +149,36 @@ async fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitC
     for t in &cfg.targets {
         out += &format!("  {}\n", t.summary());
     }
+    if let Some(count) = shard_count {
+        out += &shard_assignment(&cfg, count);
+    }
     if secrets == config::Secrets::Skip {
         out += "API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read\n";
     }
     stdout_text(out);
     ExitCode::SUCCESS
+}
+
+/// `check-config --shard.count N`: one block per replica with the pairs it probes.
+fn shard_assignment(cfg: &Config, count: u32) -> String {
+    let mut by_shard = vec![Vec::new(); count as usize];
+    for t in &cfg.targets {
+        for s in &t.scenarios {
+            by_shard[crate::shard::owner(&t.name, &s.name, count) as usize]
+                .push(format!("{}/{}", t.name, s.name));
+        }
+    }
+    let total: usize = by_shard.iter().map(Vec::len).sum();
+    let mut out =
+        format!("shard assignment for --shard.count {count} ({total} target/scenario pairs):\n");
+    for (i, pairs) in by_shard.iter_mut().enumerate() {
+        pairs.sort();
+        out += &format!("  shard {i}: {} pairs\n", pairs.len());
+        for p in pairs.iter() {
+            out += &format!("    {p}\n");
+        }
+    }
+    out
 }
 
 /// A token cancelled on SIGINT or SIGTERM. The handlers are installed before this returns.
@@ -202,10 +244,11 @@ async fn serve_until_signal(
     cfg: Config,
     listen: std::net::SocketAddr,
     config_file: std::path::PathBuf,
+    shard: crate::shard::Shard,
     shutdown: CancellationToken,
     hup: Hangup,
 ) -> anyhow::Result<()> {
-    let daemon = Daemon::start(cfg, listen, Some(config_file)).await?;
+    let daemon = Daemon::start_sharded(cfg, listen, Some(config_file), shard).await?;
     stderr_line(format_args!(
         "llm-probe: serving metrics on http://{}/metrics",
         daemon.addr

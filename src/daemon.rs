@@ -23,6 +23,7 @@ use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::schedule::{panic_message, probe_loop};
 use crate::server::{self, ExporterState};
+use crate::shard::Shard;
 
 /// How many recent probes the landing page and the demo keep.
 pub const HISTORY_CAPACITY: usize = 200;
@@ -70,8 +71,23 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
     ) -> anyhow::Result<Daemon> {
+        Daemon::start_sharded(config, listen, config_file, Shard::default()).await
+    }
+
+    /// [`Daemon::start`] for one replica of several reading the same file: it probes only the
+    /// (target, scenario) pairs `shard` owns ([`crate::shard`]), exports
+    /// `llm_probe_shard_info{index,count}`, and re-evaluates ownership on every reload.
+    ///
+    /// Errors: as [`Daemon::start`].
+    pub async fn start_sharded(
+        config: Config,
+        listen: SocketAddr,
+        config_file: Option<PathBuf>,
+        shard: Shard,
+    ) -> anyhow::Result<Daemon> {
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
         let metrics = Arc::new(Metrics::new(&slos));
+        metrics.set_shard(shard);
         let history = Arc::new(History::new(HISTORY_CAPACITY));
         let listener = server::bind(listen).await?;
         let addr = listener.local_addr()?;
@@ -86,6 +102,7 @@ impl Daemon {
             reload: Some(reload_tx.clone()),
             probers: Default::default(),
             debug_slots: tokio::sync::Semaphore::new(server::DEBUG_PROBE_SLOTS),
+            shard: Default::default(),
         });
         let tasks = TaskTracker::new();
         let mut supervisor = Supervisor {
@@ -99,6 +116,7 @@ impl Daemon {
             running: HashMap::new(),
             probers: HashMap::new(),
             clients: HashMap::new(),
+            shard,
         };
         supervisor.apply(&config)?;
         metrics.config_loaded(true, SystemTime::now());
@@ -109,7 +127,7 @@ impl Daemon {
         ));
         tasks.spawn(supervisor.run(reload_rx));
         state.ready.store(true, Ordering::Release);
-        tracing::info!(%addr, targets = config.targets.len(), source = %config.source, "llm-probe started");
+        tracing::info!(%addr, targets = config.targets.len(), source = %config.source, %shard, "llm-probe started");
         Ok(Daemon {
             addr,
             metrics,
@@ -196,6 +214,8 @@ struct Supervisor {
     probers: HashMap<String, Prober>,
     /// One HTTP client per [`ClientKey`], shared by the targets that have it.
     clients: HashMap<ClientKey, reqwest::Client>,
+    /// Which pairs this replica probes.
+    shard: Shard,
 }
 
 impl Supervisor {
@@ -280,15 +300,20 @@ impl Supervisor {
             };
             probers.insert(t.name.clone(), prober);
         }
+        let shard = self.shard;
+        let all_pairs = config.targets.iter().map(|t| t.scenarios.len()).sum();
         let wanted: HashMap<PairKey, (&Arc<Target>, &Arc<Scenario>)> = config
             .targets
             .iter()
             .flat_map(|t| {
                 t.scenarios
                     .iter()
+                    .filter(move |s| shard.owns(&t.name, &s.name))
                     .map(move |s| ((t.name.clone(), s.name.clone()), (t, s)))
             })
             .collect();
+        let owned_targets: std::collections::HashSet<&str> =
+            wanted.keys().map(|(t, _)| t.as_str()).collect();
         let (mut kept, mut changed, mut started, mut removed) = (0, 0, 0, 0);
         // Stop what is gone or different; forget the series whose labels no longer exist.
         self.running.retain(|key, run| match wanted.get(key) {
@@ -310,9 +335,11 @@ impl Supervisor {
                 false
             }
         });
+        // Per-target series go with the target's last owned pair.
         for (name, old) in &self.probers {
             match config.targets.iter().find(|t| &t.name == name) {
-                Some(t) if t.model == old.target().model => {}
+                Some(t)
+                    if t.model == old.target().model && owned_targets.contains(name.as_str()) => {}
                 _ => self.metrics.forget_target(name, &old.target().model),
             }
         }
@@ -340,9 +367,21 @@ impl Supervisor {
             .write()
             .unwrap_or_else(|e| e.into_inner()) = probers.clone();
         self.probers = probers;
+        let mut owned: Vec<PairKey> = self.running.keys().cloned().collect();
+        owned.sort();
+        *self.state.shard.write().unwrap_or_else(|e| e.into_inner()) = server::ShardView {
+            shard,
+            owned,
+            all_pairs,
+        };
         let n = config.targets.len();
+        let share = if shard.count > 1 {
+            format!(" ({shard}: {} of {all_pairs} pairs)", self.running.len())
+        } else {
+            String::new()
+        };
         Ok(format!(
-            "{}: {n} target{}; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
+            "{}: {n} target{}{share}; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
             config.source,
             if n == 1 { "" } else { "s" },
             started - changed

@@ -13,6 +13,7 @@ pub mod probe;
 pub mod protocol;
 pub mod schedule;
 pub mod server;
+pub mod shard;
 
 pub mod daemon;
 pub mod history;

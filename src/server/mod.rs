@@ -39,6 +39,19 @@ pub struct ExporterState {
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
     /// Debug probes allowed at once (more get 429).
     pub debug_slots: tokio::sync::Semaphore,
+    /// What this replica probes (the landing page shows it).
+    pub shard: std::sync::RwLock<ShardView>,
+}
+
+/// This replica's share of the configured pairs.
+#[derive(Debug, Clone, Default)]
+pub struct ShardView {
+    /// This replica's shard (index 0 of 1 when unsharded).
+    pub shard: crate::shard::Shard,
+    /// The (target, scenario) pairs it probes, sorted.
+    pub owned: Vec<(String, String)>,
+    /// How many pairs the configuration has in all.
+    pub all_pairs: usize,
 }
 
 /// Debug probes that may run at once.
