@@ -187,9 +187,11 @@ pub fn substitute_grafana_vars(expr: &str) -> String {
         ("${target:regex}", ".*"),
         ("${model:regex}", ".*"),
         ("${scenario:regex}", ".*"),
+        ("${location:regex}", ".*"),
         ("$target", ".*"),
         ("$model", ".*"),
         ("$scenario", ".*"),
+        ("$location", ".*"),
         ("$quantile", "0.95"),
     ] {
         s = s.replace(var, val);
