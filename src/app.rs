@@ -37,6 +37,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Run {
             config_file,
             listen,
+            config_watch,
             shard,
         } => {
             let shard =
@@ -52,13 +53,23 @@ pub async fn run(cli: Cli) -> ExitCode {
             // end the process with the signal's default action.
             let shutdown = shutdown_signal();
             let hup = hangup_signal();
+            // What --config.watch compares with: the content before it was loaded.
+            let watched = match config_watch {
+                true => Some(crate::watch::fingerprint_off_runtime(&config_file).await),
+                false => None,
+            };
             let loaded = tokio::select! {
                 _ = shutdown.cancelled() => return ExitCode::SUCCESS,
                 c = load(&config_file, config::Secrets::Read) => c,
             };
             match loaded {
                 Some(cfg) => {
-                    serve_until_signal(cfg, listen, config_file, shard, shutdown, hup).await
+                    let run = Serve {
+                        config_file,
+                        shard,
+                        watched,
+                    };
+                    serve_until_signal(cfg, listen, run, shutdown, hup).await
                 }
                 None => return ExitCode::FAILURE,
             }
@@ -240,15 +251,32 @@ async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
     std::future::pending().await
 }
 
+/// How `run` serves, beyond the configuration and the address.
+struct Serve {
+    config_file: std::path::PathBuf,
+    shard: crate::shard::Shard,
+    /// `Some(fingerprint before loading)` with --config.watch.
+    watched: Option<Option<u64>>,
+}
+
 async fn serve_until_signal(
     cfg: Config,
     listen: std::net::SocketAddr,
-    config_file: std::path::PathBuf,
-    shard: crate::shard::Shard,
+    run: Serve,
     shutdown: CancellationToken,
     hup: Hangup,
 ) -> anyhow::Result<()> {
-    let daemon = Daemon::start_sharded(cfg, listen, Some(config_file), shard).await?;
+    let daemon =
+        Daemon::start_sharded(cfg, listen, Some(run.config_file.clone()), run.shard).await?;
+    if let Some(applied) = run.watched {
+        tokio::spawn(crate::watch::watch(
+            run.config_file,
+            applied,
+            daemon.reloader(),
+            shutdown.clone(),
+            crate::watch::PERIOD,
+        ));
+    }
     stderr_line(format_args!(
         "llm-probe: serving metrics on http://{}/metrics",
         daemon.addr

@@ -62,6 +62,10 @@ pub enum Command {
         /// Address to serve /metrics on.
         #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
         listen: SocketAddr,
+        /// Reload the config file when its content changes (polled every second; follows the
+        /// `..data` symlink swap of a Kubernetes ConfigMap volume), as SIGHUP does.
+        #[arg(long = "config.watch")]
+        config_watch: bool,
         /// Which pairs this replica probes.
         #[command(flatten)]
         shard: ShardArgs,
