@@ -186,6 +186,58 @@ fn the_sharded_overlay_renders_a_statefulset_whose_shard_count_is_its_replicas()
     );
 }
 
+/// `schema-check/check.mjs` on `objects`: the Kubernetes and Prometheus Operator schemas of
+/// npm kubernetes-models (pinned in deploy/kubernetes/schema-check/package-lock.json).
+fn schema_check(objects: &[Value]) -> std::process::Output {
+    use std::io::Write;
+    common::require_tool("node", "apt-get install nodejs");
+    common::require_tool("npm", "apt-get install npm");
+    let dir = root().join("deploy/kubernetes/schema-check");
+    dash_support::npm_ci(
+        &dir,
+        &[
+            "kubernetes-models",
+            "@kubernetes-models/prometheus-operator",
+        ],
+    );
+    let mut child = Command::new("node")
+        .arg("check.mjs")
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let json = serde_json::to_vec(objects).unwrap();
+    child.stdin.take().unwrap().write_all(&json).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn every_rendered_object_passes_the_kubernetes_and_operator_schemas() {
+    for overlay in ["single", "sharded"] {
+        let objects = render(overlay);
+        let out = schema_check(&objects);
+        assert!(out.status.success(), "{overlay}:\n{}", text(&out));
+        let checked = String::from_utf8_lossy(&out.stdout).matches("ok ").count();
+        assert_eq!(checked, objects.len(), "{overlay}: {}", text(&out));
+    }
+    // Negative control: a wrong type is caught.
+    let mut objects = render("sharded");
+    let s = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "StatefulSet")
+        .unwrap();
+    s["spec"]["replicas"] = Value::String("three".into());
+    let out = schema_check(&objects);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("StatefulSet llm-probe"),
+        "{}",
+        text(&out)
+    );
+}
+
 #[test]
 fn generated_files_match_dashboards() {
     common::require_tool("node", "apt-get install nodejs");
