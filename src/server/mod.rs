@@ -74,6 +74,19 @@ pub struct ExporterState {
     auth: auth::Authenticator,
     /// The runtime the scheduled probes run on, where on-demand probes are sent too.
     probe_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// What this replica probes (the landing page shows it).
+    pub shard: std::sync::RwLock<ShardView>,
+}
+
+/// This replica's share of the configured pairs.
+#[derive(Debug, Clone, Default)]
+pub struct ShardView {
+    /// This replica's shard (index 0 of 1 when unsharded).
+    pub shard: crate::shard::Shard,
+    /// The (target, scenario) pairs it probes, sorted.
+    pub owned: Vec<(String, String)>,
+    /// How many pairs the configuration has in all.
+    pub all_pairs: usize,
 }
 
 /// Debug probes that may run at once.
@@ -148,6 +161,7 @@ impl ExporterState {
             limits: options.limits,
             auth: Default::default(),
             probe_runtime: Default::default(),
+            shard: Default::default(),
         }
     }
 }

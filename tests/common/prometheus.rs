@@ -9,6 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// One scrape target of job `llm-probe` and the target labels Prometheus adds to its series.
+pub struct Scrape<'a> {
+    pub addr: SocketAddr,
+    pub labels: &'a [(&'a str, &'a str)],
+}
+
 /// A running Prometheus, stopped on drop.
 pub struct Prometheus {
     _child: super::ChildGuard,
@@ -21,10 +27,33 @@ impl Prometheus {
     /// `llm-probe`) every second and evaluating the rule files `rule_files` (paths relative to
     /// `dir`, or absolute) every second; returns once `/-/ready` answers (at most 20 s).
     pub async fn start(dir: &Path, rule_files: &[String], scrape: SocketAddr) -> Prometheus {
+        let target = Scrape {
+            addr: scrape,
+            labels: &[],
+        };
+        Self::start_scraping(dir, rule_files, &[target]).await
+    }
+
+    /// [`Prometheus::start`] with several scrape targets of job `llm-probe`, each with the
+    /// target labels Prometheus adds to its series (e.g. `location`).
+    pub async fn start_scraping(
+        dir: &Path,
+        rule_files: &[String],
+        targets: &[Scrape<'_>],
+    ) -> Prometheus {
         let bin = super::require_tool("prometheus", "apt-get install prometheus");
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: {rule_files:?}\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n      - targets: ['{scrape}']\n"
+        let mut config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: {rule_files:?}\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n"
         );
+        for t in targets {
+            config += &format!("      - targets: ['{}']\n", t.addr);
+            if !t.labels.is_empty() {
+                config += "        labels:\n";
+                for (k, v) in t.labels {
+                    config += &format!("          {k}: {v:?}\n");
+                }
+            }
+        }
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let port = super::free_port();
         let child = Command::new(bin)

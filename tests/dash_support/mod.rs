@@ -64,6 +64,24 @@ pub fn run(cmd: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
 
+/// `npm ci` in `dir`, unless its node_modules already holds the lock's install of every package
+/// in `packages` (npm writes node_modules/.package-lock.json).
+pub fn npm_ci(dir: &Path, packages: &[&str]) {
+    let fresh =
+        std::fs::read_to_string(dir.join("node_modules/.package-lock.json")).is_ok_and(|s| {
+            packages
+                .iter()
+                .all(|p| s.contains(&format!("\"node_modules/{p}\"")))
+        });
+    if fresh {
+        return;
+    }
+    let out = run(Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir));
+    assert!(out.status.success(), "npm ci failed:\n{}", text(&out));
+}
+
 /// stdout + stderr of `out` as text.
 pub fn text(out: &Output) -> String {
     format!(
@@ -236,9 +254,11 @@ pub fn substitute_grafana_vars(expr: &str) -> String {
         ("${target:regex}", ".*"),
         ("${model:regex}", ".*"),
         ("${scenario:regex}", ".*"),
+        ("${location:regex}", ".*"),
         ("$target", ".*"),
         ("$model", ".*"),
         ("$scenario", ".*"),
+        ("$location", ".*"),
         ("$quantile", "0.95"),
     ] {
         s = s.replace(var, val);
