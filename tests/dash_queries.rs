@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::prometheus::Prometheus;
+use common::prometheus::{Prometheus, Scrape};
 use dash_support::{
     dashboard_exprs, dashboard_files, label_values_vars, read_json, rule_files,
     substitute_grafana_vars, QueryKind,
@@ -140,7 +140,13 @@ async fn every_dashboard_query_returns_data() {
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    let prom = Prometheus::start(dir.path(), &rules, d.addr).await;
+    // Scraped as one probe location (a target label, as the README's scrape config sets), so
+    // the dashboards' `location` variable and per-location panels have a value to show.
+    let scrape = Scrape {
+        addr: d.addr,
+        labels: &[("location", "test")],
+    };
+    let prom = Prometheus::start_scraping(dir.path(), &rules, &[scrape]).await;
     let start = now();
 
     // The rules loaded, and nothing in them fails to evaluate.
