@@ -114,6 +114,9 @@ pub enum Command {
         /// invalid-json, invalid-utf8, endless, huge-line.
         #[arg(long, default_value = "none")]
         fault: crate::simulate::Fault,
+        /// The load model: slots, prefill, batch slowdown and jitter.
+        #[command(flatten)]
+        load: SimLoad,
     },
     /// Exit 0 if a running exporter answers its health endpoint (for container health checks,
     /// which have no shell or curl in a minimal image).
@@ -131,4 +134,45 @@ pub enum Command {
         #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
         every: Duration,
     },
+}
+
+/// The simulator's load model on the command line (see [`crate::simulate::Load`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimLoad {
+    /// Streams generated at once; further requests queue FIFO and the wait is part of their
+    /// TTFT (0 = unlimited).
+    #[arg(long, default_value_t = 0)]
+    pub slots: u32,
+    /// Prefill time added to the TTFT per prompt token (whitespace-separated word).
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+    pub prefill_per_token: Duration,
+    /// Fractional ITL increase per additional active stream (0.05 = 5 % slower per stream).
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
+    pub itl_slowdown_per_stream: f64,
+    /// Sigma of the lognormal jitter (median 1) on each TTFT and token gap; 0 = none.
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
+    pub jitter: f64,
+    /// Seed of the jitter.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl From<SimLoad> for crate::simulate::Load {
+    fn from(l: SimLoad) -> Self {
+        crate::simulate::Load {
+            slots: l.slots,
+            prefill_per_token: l.prefill_per_token,
+            itl_slowdown_per_stream: l.itl_slowdown_per_stream,
+            jitter: l.jitter,
+            seed: l.seed,
+        }
+    }
+}
+
+/// A finite number ≥ 0.
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a number ≥ 0 (e.g. 0.1)")),
+    }
 }
