@@ -106,6 +106,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             simulate(listen, script).await
         }
+        Command::Bench(args) => return crate::bench::command::run(*args, shutdown_signal()).await,
         Command::Healthcheck { url } => return healthcheck(&url).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
     };
