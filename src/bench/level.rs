@@ -195,12 +195,18 @@ pub fn verdict(s: &LevelStats, slo: &Slo, max_failure_ratio: f64) -> Verdict {
     if failure_ratio > max_failure_ratio {
         broken_by.push(Criterion::FailureRatio);
     }
-    let crosses =
-        |ci: [Option<f64>; 2], t: f64| ci[0].is_none_or(|l| l <= t) && ci[1].is_none_or(|h| h >= t);
-    if s.ttft.n > 0 && crosses(s.ttft.p95_ci, ttft_limit) {
+    // A side the sample count cannot bound is taken at the sample's min or max: nothing
+    // observed lies beyond it, and judging it unbounded would flag every small level.
+    let crosses = |m: &Summary, ci: [Option<f64>; 2], t: f64| {
+        let low = ci[0].or(m.min);
+        let high = ci[1].or(m.max);
+        m.n > 0 && low.is_some_and(|l| l <= t) && high.is_some_and(|h| h >= t)
+    };
+    if crosses(&s.ttft, s.ttft.p95_ci, ttft_limit) {
         straddles.push(Criterion::TtftP95);
     }
-    if s.output_tokens_per_second.n > 0 && crosses(s.output_tokens_per_second.p5_ci, floor) {
+    let tps = &s.output_tokens_per_second;
+    if crosses(tps, tps.p5_ci, floor) {
         straddles.push(Criterion::OutputTokensPerSecondP5);
     }
     Verdict {
@@ -327,10 +333,10 @@ mod tests {
     #[test]
     fn a_ci_across_the_threshold_straddles() {
         let slo = Slo::default();
-        // Half the requests at 250 ms, half at 350 ms: P95 is 350 ms, but 10 samples leave
-        // the CI's lower end below 300 ms.
+        // Eight requests at 250 ms, two at 350 ms: P95 is 350 ms, but 10 samples put the
+        // CI's lower end at 250 ms.
         let rs: Vec<RequestRecord> = (1..=10)
-            .map(|i| rec(i, if i % 2 == 0 { 0.25 } else { 0.35 }, 50.0, true))
+            .map(|i| rec(i, if i <= 8 { 0.25 } else { 0.35 }, 50.0, true))
             .collect();
         let refs: Vec<&RequestRecord> = rs.iter().collect();
         let s = level_stats(Load::Rate(1.0), &refs, &slo);
