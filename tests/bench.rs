@@ -313,3 +313,84 @@ async fn a_server_that_fails_every_request_reports_the_reasons() {
     assert_eq!(v["sla_capacity"]["broken_at"]["concurrency"], 1);
     assert!(out_dir.join("ttft.svg").is_file());
 }
+
+/// One chart, rendered by a real browser (headless Chromium): the image decodes at its size
+/// and draws lines in colour, not a blank page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chart_renders_in_headless_chromium() {
+    let chromium = common::require_tool("chromium", "apt-get install -y chromium");
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        load: SimLoad {
+            slots: 1,
+            ..SimLoad::default()
+        },
+        ..Script::default()
+    })
+    .await;
+    let levels = vec![Load::Concurrency(1), Load::Concurrency(2)];
+    let r = bench(&sim.base_url(), plan(levels, 4, 0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    llm_probe::bench::command::write_all(&r, dir.path()).unwrap();
+    // Draw the SVG onto a canvas and count the pixels that are not white, and the coloured ones.
+    let page = dir.path().join("page.html");
+    std::fs::write(&page, r#"<html><body><img id="i" src="ttft.svg"><script>
+const i = document.getElementById('i');
+function done() {
+  const c = document.createElement('canvas');
+  c.width = i.naturalWidth; c.height = i.naturalHeight;
+  const x = c.getContext('2d');
+  x.fillStyle = '#fff'; x.fillRect(0, 0, c.width, c.height); x.drawImage(i, 0, 0);
+  const d = x.getImageData(0, 0, c.width, c.height).data;
+  let ink = 0, colour = 0;
+  for (let k = 0; k < d.length; k += 4) {
+    if (d[k] < 200 || d[k + 1] < 200 || d[k + 2] < 200) ink++;
+    if (Math.abs(d[k] - d[k + 2]) > 100) colour++;
+  }
+  document.body.setAttribute('data-result', `${i.naturalWidth}x${i.naturalHeight} ink=${ink} colour=${colour}`);
+}
+if (i.complete) done(); else { i.onload = done; i.onerror = () => document.body.setAttribute('data-result', 'error'); }
+</script></body></html>"#).unwrap();
+    let profile = dir.path().join("profile");
+    let url = format!("file://{}", page.display());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("timeout")
+            .arg("120")
+            .arg(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--allow-file-access-from-files",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(["--virtual-time-budget=5000", "--dump-dom", &url])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let result = dom
+        .split("data-result=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| {
+            panic!(
+                "no result in the DOM: {dom}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let field = |name: &str| -> u64 {
+        result
+            .split(' ')
+            .find_map(|kv| kv.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{result}"))
+    };
+    assert!(result.starts_with("900x520 "), "{result}");
+    assert!(field("ink=") > 2_000, "{result}");
+    assert!(field("colour=") > 300, "{result}");
+}
