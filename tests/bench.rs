@@ -286,7 +286,7 @@ async fn a_server_that_fails_every_request_reports_the_reasons() {
             "--config.file",
             &f,
             "--concurrency",
-            "1,2",
+            "1,2,4",
             "--requests",
             "4",
             "--pause",
@@ -295,6 +295,7 @@ async fn a_server_that_fails_every_request_reports_the_reasons() {
             "json",
             "--out",
             &o,
+            "--stop-on-slo-breach",
         ])
     })
     .await
@@ -304,6 +305,10 @@ async fn a_server_that_fails_every_request_reports_the_reasons() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.contains("no request succeeded"), "{stderr}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // --stop-on-slo-breach: the first level broke the SLA (every request failed), so only it ran.
+    assert_eq!(v["levels"].as_array().unwrap().len(), 1);
+    assert_eq!(v["metadata"]["stopped_on_slo_breach"], true);
+    assert_eq!(v["levels"][0]["broken_by"][0], "ttft_p95");
     for level in v["levels"].as_array().unwrap() {
         assert_eq!(level["requests"]["failed"], 4);
         assert_eq!(level["requests"]["failures_by_reason"]["http_status"], 4);
@@ -393,4 +398,58 @@ if (i.complete) done(); else { i.onload = done; i.onerror = () => document.body.
     assert!(result.starts_with("900x520 "), "{result}");
     assert!(field("ink=") > 2_000, "{result}");
     assert!(field("colour=") > 300, "{result}");
+}
+
+/// Ctrl-C in the middle of a sweep: the run ends cleanly and writes what was measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_writes_what_was_measured() {
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(50),
+        itl: Duration::from_millis(10),
+        tokens: 10,
+        ..Script::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, yaml(&sim.base_url())).unwrap();
+    let out_dir = dir.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_llm-probe"))
+        .args(["bench", "--config.file"])
+        .arg(&file)
+        .args([
+            "--concurrency",
+            "2,4",
+            "--duration",
+            "60s",
+            "--output",
+            "json",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the simulator has answered a few requests.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while sim.received().len() < 6 {
+        if std::time::Instant::now() > deadline {
+            let _ = common::ChildGuard(child);
+            panic!("no requests arrived");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    common::interrupt(&child);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["metadata"]["interrupted"], true);
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 1, "the sweep went on after Ctrl-C");
+    assert!(levels[0]["requests"]["succeeded"].as_u64().unwrap() >= 2);
+    assert!(out_dir.join("report.json").is_file());
 }

@@ -156,6 +156,7 @@ fn request(r: &Report, q: &RequestRecord) -> Value {
             "e2e_seconds": s.e2e,
             "output_tokens": s.output_tokens,
             "prompt_tokens": s.prompt_tokens,
+            "server_output_tokens": s.server_output_tokens,
             "output_tokens_per_second": s.output_tokens_per_second,
             "inter_token_latency_seconds": s.inter_token_latencies,
         }),

@@ -269,6 +269,7 @@ mod tests {
             e2e: ttft + 1.0,
             output_tokens: 10,
             prompt_tokens: None,
+            server_output_tokens: None,
             output_tokens_per_second: Some(tps),
             inter_token_latencies: vec![0.1, 0.1],
         };

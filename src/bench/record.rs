@@ -20,6 +20,9 @@ pub struct Sample {
     pub output_tokens: u64,
     /// Prompt tokens the server reported, if it did.
     pub prompt_tokens: Option<u64>,
+    /// The server's own count of generated tokens besides usage (llama.cpp
+    /// `timings.predicted_n`, Ollama `eval_count`, TGI `generated_tokens`), if it gave one.
+    pub server_output_tokens: Option<u64>,
     /// Per-request output tokens per second (1 / TPOT).
     pub output_tokens_per_second: Option<f64>,
     /// Every gap between token events, seconds.
@@ -48,7 +51,12 @@ pub struct RequestRecord {
 
 impl Sample {
     /// `m` with its latencies moved from the actual to the scheduled send (`+ lateness`).
-    pub fn from_measurement(m: &Measurement, lateness: Duration, prompt: Option<u64>) -> Sample {
+    pub fn from_measurement(
+        m: &Measurement,
+        lateness: Duration,
+        prompt: Option<u64>,
+        server_output_tokens: Option<u64>,
+    ) -> Sample {
         let late = |d: Duration| (d + lateness).as_secs_f64();
         Sample {
             ttft: late(m.ttft),
@@ -57,6 +65,7 @@ impl Sample {
             e2e: late(m.e2e),
             output_tokens: m.output_tokens,
             prompt_tokens: prompt,
+            server_output_tokens,
             output_tokens_per_second: m.output_tokens_per_second,
             inter_token_latencies: m
                 .inter_token_latencies
@@ -78,9 +87,10 @@ impl RequestRecord {
         ended: Duration,
         outcome: &ProbeOutcome,
     ) -> Self {
-        let prompt = outcome.observations.usage.prompt_tokens;
+        let obs = &outcome.observations;
+        let (prompt, server) = (obs.usage.prompt_tokens, obs.server_timings.predicted_tokens);
         let result = match &outcome.result {
-            Ok(m) => Ok(Sample::from_measurement(m, lateness, prompt)),
+            Ok(m) => Ok(Sample::from_measurement(m, lateness, prompt, server)),
             Err(f) => Err((f.reason, f.detail.clone())),
         };
         RequestRecord {
