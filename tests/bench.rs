@@ -91,6 +91,7 @@ async fn concurrency_sweep_matches_the_queueing_model() {
         let tpot = s.tpot.p50.unwrap();
         assert!((tpot - 0.020).abs() <= 0.001, "C={c}: TPOT {tpot}");
         assert_eq!(s.output_tokens, 12 * 32, "C={c}");
+        assert_eq!(s.lateness.max, Some(0.0), "closed loop: due when sent");
     }
     for rec in &r.records {
         assert_eq!(rec.result.as_ref().unwrap().output_tokens, 32);
@@ -452,4 +453,36 @@ async fn ctrl_c_writes_what_was_measured() {
     assert_eq!(levels.len(), 1, "the sweep went on after Ctrl-C");
     assert!(levels[0]["requests"]["succeeded"].as_u64().unwrap() >= 2);
     assert!(out_dir.join("report.json").is_file());
+}
+
+/// Open loop behind `--max-concurrency 1`: requests that wait for the cap are late, and their
+/// latencies count from the scheduled send (no coordinated omission).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_counts_the_wait_from_the_schedule() {
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(50),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        ..Script::default()
+    })
+    .await;
+    let mut p = plan(vec![Load::Rate(50.0)], 8, 0);
+    p.max_concurrency = Some(1);
+    let r = bench(&sim.base_url(), p).await;
+    assert_eq!(r.records.len(), 8);
+    let mut worst = Duration::ZERO;
+    for rec in &r.records {
+        let s = rec.result.as_ref().unwrap();
+        // TTFT from the schedule = the wait + the server's 50 ms.
+        let from_send = s.ttft - rec.lateness.as_secs_f64();
+        assert!((0.045..0.5).contains(&from_send), "{rec:?}");
+        worst = worst.max(rec.lateness);
+    }
+    // Eight requests of ≥ 64 ms each, one at a time, scheduled over ~140 ms.
+    assert!(
+        worst > Duration::from_millis(150),
+        "worst lateness {worst:?}"
+    );
+    let level = &r.levels[0].0;
+    assert!(level.ttft.max.unwrap() >= worst.as_secs_f64() + 0.045);
 }

@@ -13,6 +13,8 @@ struct Line {
     color: RGBColor,
     points: Vec<(f64, f64)>,
     dashed: bool,
+    /// A text beside each point (the level), or none.
+    point_labels: Vec<String>,
 }
 
 /// The three charts as `(file name, SVG text)`.
@@ -47,6 +49,7 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
         color,
         points,
         dashed,
+        point_labels: Vec::new(),
     };
     let ttft = vec![
         line("TTFT P50", BLUE, series(&|s| s.ttft.p50, 1e3), false),
@@ -74,10 +77,18 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
         ),
         line(&format!("floor {floor} tokens/s"), BLACK, flat(floor), true),
     ];
-    let curve: Vec<(f64, f64)> = stats
+    let (curve, names): (Vec<(f64, f64)>, Vec<String>) = stats
         .iter()
-        .filter_map(|s| s.ttft.p95.map(|p| (p * 1e3, s.output_throughput)))
-        .collect();
+        .filter_map(|s| {
+            let name = match s.load {
+                Load::Concurrency(c) => format!("C={c}"),
+                Load::Rate(r) => format!("{r}/s"),
+            };
+            s.ttft.p95.map(|p| ((p * 1e3, s.output_throughput), name))
+        })
+        .unzip();
+    let mut curve = line("levels", BLUE, curve, false);
+    curve.point_labels = names;
     let title = format!("{} / {}", r.target.name, r.scenario.name);
     Ok(vec![
         (
@@ -87,6 +98,7 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
                 x_desc,
                 "TTFT (ms)",
                 &ttft,
+                SeriesLabelPosition::UpperLeft,
             )?,
         ),
         (
@@ -96,6 +108,7 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
                 x_desc,
                 "output tokens/s per request",
                 &tps,
+                SeriesLabelPosition::UpperRight,
             )?,
         ),
         (
@@ -104,7 +117,8 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
                 &format!("Throughput vs latency — {title}"),
                 "TTFT P95 (ms)",
                 "aggregate output tokens/s",
-                &[line("levels", BLUE, curve, false)],
+                &[curve],
+                SeriesLabelPosition::LowerRight,
             )?,
         ),
     ])
@@ -122,7 +136,15 @@ fn range(lines: &[Line], pick: fn(&(f64, f64)) -> f64) -> (f64, f64) {
     ((lo - pad).min(0.0_f64.max(lo - pad)), hi + pad)
 }
 
-fn draw(caption: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> Result<String, String> {
+/// Where the legend goes: the corner each chart's lines leave free (TTFT rises to the right,
+/// tokens/s falls, throughput–latency ends to the right at the top).
+fn draw(
+    caption: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+    legend: SeriesLabelPosition,
+) -> Result<String, String> {
     let mut svg = String::new();
     let err = |e: &dyn std::fmt::Display| format!("drawing the chart {caption:?}: {e}");
     {
@@ -158,12 +180,16 @@ fn draw(caption: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> Result<Str
             }
             .label(l.label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            let texts = l.points.iter().zip(&l.point_labels).map(|(p, t)| {
+                EmptyElement::at(*p) + Text::new(t.clone(), (6, -18), ("sans-serif", 14))
+            });
+            chart.draw_series(texts).map_err(|e| err(&e))?;
         }
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(legend)
             .draw()
             .map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;

@@ -67,8 +67,9 @@ impl Shared {
         self.run.cancel.is_cancelled() || self.run.plan.duration.is_some_and(|d| at >= d)
     }
 
-    /// Sends request `i` due at `due` (level offset) and records it.
-    async fn request(&self, i: u64, due: Duration) {
+    /// Sends request `i` due at `due` (level offset; `None` in closed loop, where a request is
+    /// due when it is sent) and records it.
+    async fn request(&self, i: u64, due: Option<Duration>) {
         let outcome = tokio::select! {
             _ = self.run.cancel.cancelled() => return,
             o = self.run.prober.probe(&self.run.scenario) => o,
@@ -79,7 +80,7 @@ impl Shared {
             .timeline
             .sent
             .saturating_duration_since(start);
-        let due = due.min(sent);
+        let due = due.map_or(sent, |d| d.min(sent));
         let warmup = match self.run.plan.warmup {
             Warmup::Requests(n) => i < n,
             Warmup::Time(d) => due < d,
@@ -124,7 +125,7 @@ pub async fn run_level(run: &LevelRun, level: usize, load: Load) -> LevelResult 
                 tasks.spawn(async move {
                     while !s.out_of_time(s.start.elapsed()) {
                         let Some(i) = s.claim() else { break };
-                        s.request(i, s.start.elapsed()).await;
+                        s.request(i, None).await;
                     }
                 });
             }
@@ -169,7 +170,7 @@ async fn open_loop(shared: &Arc<Shared>, rate: f64, tasks: &mut JoinSet<()>) {
                 Some(c) => c.acquire_owned().await.ok(),
                 None => None,
             };
-            s.request(i, due).await;
+            s.request(i, Some(due)).await;
         });
     }
 }
