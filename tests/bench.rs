@@ -53,6 +53,16 @@ async fn bench(base_url: &str, plan: Plan) -> Report {
     .unwrap()
 }
 
+/// A quick stream: TTFT `ttft_ms`, 8 tokens 2 ms apart.
+fn quick(ttft_ms: u64) -> Script {
+    Script {
+        ttft: Duration::from_millis(ttft_ms),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        ..Script::default()
+    }
+}
+
 fn loaded_script() -> Script {
     Script {
         ttft: Duration::from_millis(200),
@@ -69,24 +79,46 @@ fn loaded_script() -> Script {
 /// Acceptance 1: 4 slots, TTFT 200 ms, ITL 20 ms, 32 tokens, no jitter. Up to 4 users nobody
 /// waits; at 8 users half of them wait for a whole stream (200 + 31 × 20 = 820 ms), so the
 /// steady-state TTFT is 200 + 820 = 1020 ms.
+///
+/// Each level's P50 TTFT is checked against the simulator's ground truth — when it actually
+/// sent each first token, from each request's arrival — within 5 ms (the client's error), and
+/// that truth against the analytic value within 40 ms: on a 2-core machine busy with parallel
+/// builds (load average 9) the simulator's own wake-ups were 6 ms late at C = 4 and its stream
+/// ends, which chain from wave to wave at C = 8, 28 ms late. In a run at load average 7 the
+/// measured P50s were 201.2–201.4 ms (C ≤ 4) and 1020.9 ms (C = 8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_sweep_matches_the_queueing_model() {
     let sim = common::simulator(loaded_script()).await;
     let levels = [1, 2, 4, 8].map(Load::Concurrency).to_vec();
     let r = bench(&sim.base_url(), plan(levels, 12, 1)).await;
     assert_eq!(r.levels.len(), 4);
-    for (s, _) in &r.levels {
+    // Levels do not overlap, so the simulator's requests come in level order, 13 per level.
+    let received = sim.received();
+    assert_eq!(received.len(), 4 * 13);
+    for (i, (s, _)) in r.levels.iter().enumerate() {
         let Load::Concurrency(c) = s.load else {
             panic!()
         };
         assert_eq!(s.requests.succeeded, 12, "C={c}: {:?}", s.requests);
+        let mut truth: Vec<f64> = received[i * 13..(i + 1) * 13]
+            .iter()
+            .map(|q| {
+                let first = q.events_sent.lock().unwrap()[0];
+                (first - q.arrived).as_secs_f64()
+            })
+            .collect();
+        truth.sort_by(f64::total_cmp);
+        let truth_p50 = llm_probe::bench::stats::quantile(&truth, 0.5).unwrap();
         let p50 = s.ttft.p50.unwrap();
-        let expected = if c <= 4 { 0.200 } else { 1.020 };
-        // At C = 8 against the analytic value only loosely: see the ground truth below.
-        let tolerance = if c <= 4 { 0.005 } else { 0.040 };
+        let analytic = if c <= 4 { 0.200 } else { 1.020 };
+        eprintln!("C={c}: P50 TTFT {p50:.4} s, the simulator's actual {truth_p50:.4} s, analytic {analytic} s");
         assert!(
-            (p50 - expected).abs() <= tolerance,
-            "C={c}: P50 TTFT {p50:.4} s, expected {expected} ± {tolerance}"
+            (p50 - truth_p50).abs() <= 0.005,
+            "C={c}: P50 TTFT {p50:.4} s, the simulator's actual {truth_p50:.4} s"
+        );
+        assert!(
+            (truth_p50 - analytic).abs() <= 0.040,
+            "C={c}: the simulator's actual P50 {truth_p50:.4} s, analytic {analytic} s"
         );
         let tpot = s.tpot.p50.unwrap();
         assert!((tpot - 0.020).abs() <= 0.001, "C={c}: TPOT {tpot}");
@@ -99,30 +131,7 @@ async fn concurrency_sweep_matches_the_queueing_model() {
     assert_eq!(r.capacity.capacity, Some(Load::Concurrency(4)));
     assert_eq!(r.capacity.broken_at, Some(Load::Concurrency(8)));
     assert_eq!(r.capacity.broken_by, vec![Criterion::TtftP95]);
-    // The simulator's ground truth at C = 8 (its last 12 requests): the first token actually
-    // sent, from arrival. The client's P50 is within 5 ms of it, and it is the analytic value
-    // plus the simulator's own lateness (its stream ends chain from wave to wave, so a busy
-    // machine delays them: bounded here at 40 ms).
-    let received = sim.received();
-    let mut truth: Vec<f64> = received[received.len() - 12..]
-        .iter()
-        .map(|q| {
-            let first = q.events_sent.lock().unwrap()[0];
-            (first - q.arrived).as_secs_f64()
-        })
-        .collect();
-    truth.sort_by(f64::total_cmp);
-    let truth_p50 = llm_probe::bench::stats::quantile(&truth, 0.5).unwrap();
-    let measured = r.levels[3].0.ttft.p50.unwrap();
-    eprintln!("C=8: measured P50 {measured:.4} s, simulator's actual P50 {truth_p50:.4} s, analytic 1.020 s");
-    assert!(
-        (measured - truth_p50).abs() <= 0.005,
-        "measured {measured}, truth {truth_p50}"
-    );
-    assert!(
-        (truth_p50 - 1.020).abs() <= 0.040,
-        "simulator's actual P50 {truth_p50}"
-    );
+    // At C = 8 the load model queued half of them for a whole stream.
     let waited = received
         .iter()
         .filter_map(|q| q.truth.get().copied())
@@ -134,13 +143,7 @@ async fn concurrency_sweep_matches_the_queueing_model() {
 /// The JSON report keeps the names the issue fixes, and the charts are SVG.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_schema_names_and_charts() {
-    let sim = common::simulator(Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(2),
-        tokens: 8,
-        ..Script::default()
-    })
-    .await;
+    let sim = common::simulator(quick(20)).await;
     let r = bench(&sim.base_url(), plan(vec![Load::Rate(20.0)], 10, 0)).await;
     let v = json::to_json(&r);
     assert_eq!(v["schema"], "llm-probe.bench/v1");
@@ -326,14 +329,11 @@ async fn a_server_that_fails_every_request_reports_the_reasons() {
 async fn a_chart_renders_in_headless_chromium() {
     let chromium = common::require_tool("chromium", "apt-get install -y chromium");
     let sim = common::simulator(Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(2),
-        tokens: 8,
         load: SimLoad {
             slots: 1,
             ..SimLoad::default()
         },
-        ..Script::default()
+        ..quick(20)
     })
     .await;
     let levels = vec![Load::Concurrency(1), Load::Concurrency(2)];
@@ -459,13 +459,7 @@ async fn ctrl_c_writes_what_was_measured() {
 /// latencies count from the scheduled send (no coordinated omission).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_counts_the_wait_from_the_schedule() {
-    let sim = common::simulator(Script {
-        ttft: Duration::from_millis(50),
-        itl: Duration::from_millis(2),
-        tokens: 8,
-        ..Script::default()
-    })
-    .await;
+    let sim = common::simulator(quick(50)).await;
     let mut p = plan(vec![Load::Rate(50.0)], 8, 0);
     p.max_concurrency = Some(1);
     let r = bench(&sim.base_url(), p).await;
@@ -485,4 +479,24 @@ async fn open_loop_counts_the_wait_from_the_schedule() {
     );
     let level = &r.levels[0].0;
     assert!(level.ttft.max.unwrap() >= worst.as_secs_f64() + 0.045);
+}
+
+/// `--max-requests` is a hard cap even when the plan cannot count requests ahead (closed loop
+/// bounded by time only): the sweep stops when it is spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_requests_caps_a_time_bounded_sweep() {
+    let sim = common::simulator(quick(5)).await;
+    let mut p = plan(vec![Load::Concurrency(2), Load::Concurrency(4)], 1, 0);
+    p.requests = None;
+    p.duration = Some(Duration::from_secs(30));
+    p.max_requests = 5;
+    let started = std::time::Instant::now();
+    let r = bench(&sim.base_url(), p).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the cap did not end the level"
+    );
+    assert_eq!(r.records.len(), 5);
+    assert_eq!(sim.received().len(), 5);
+    assert_eq!(r.levels.len(), 1, "the sweep went on past the cap");
 }
