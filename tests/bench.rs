@@ -500,3 +500,43 @@ async fn max_requests_caps_a_time_bounded_sweep() {
     assert_eq!(sim.received().len(), 5);
     assert_eq!(r.levels.len(), 1, "the sweep went on past the cap");
 }
+
+/// Secrets of the target (API key, a header value; the config refuses URL user-info and
+/// queries) appear in no output of `bench`: table, Markdown, JSON (failure details included) or charts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_output_carries_a_secret() {
+    for fault in [Fault::None, Fault::Http500] {
+        let sim = common::simulator(Script { fault, ..quick(5) }).await;
+        let text = yaml(&sim.base_url()).replace(
+            "    model: m\n",
+            "    model: m\n    api_key_env: BENCH_KEY\n    headers: {x-extra: HEADER-77c4}\n",
+        );
+        let cfg = llm_probe::config::parse(&text, "<test>", &|name| {
+            (name == "BENCH_KEY").then(|| "KEY-0f3b9".to_string())
+        })
+        .unwrap();
+        let (t, s) = select(&cfg, None, None).unwrap();
+        let r = sweep(
+            &text,
+            t,
+            s,
+            PrefixCache::Cold,
+            plan(vec![Load::Concurrency(1)], 2, 0),
+            CancellationToken::new(),
+            Progress::new(true),
+        )
+        .await
+        .unwrap();
+        // The requests really carried the key.
+        let sent = sim.received();
+        assert!(sent[0].headers.iter().any(|(_, v)| v.contains("KEY-0f3b9")));
+        let dir = tempfile::tempdir().unwrap();
+        llm_probe::bench::command::write_all(&r, dir.path()).unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let body = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for secret in ["KEY-0f3b9", "HEADER-77c4"] {
+                assert!(!body.contains(secret), "{fault:?}: {secret} in the output");
+            }
+        }
+    }
+}
