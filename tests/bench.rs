@@ -540,3 +540,62 @@ async fn no_output_carries_a_secret() {
         }
     }
 }
+
+/// The simulator's load flags on the command line: `simulate --slots 1` makes the second of two
+/// concurrent users wait a whole stream (100 ms + 7 × 2 ms), and a negative jitter is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_load_flags_from_the_command_line() {
+    let refused = Command::new(env!("CARGO_BIN_EXE_llm-probe"))
+        .args(["simulate", "--jitter=-1"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not a number ≥ 0"));
+
+    let port = common::free_port();
+    let sim = common::ChildGuard(
+        Command::new(env!("CARGO_BIN_EXE_llm-probe"))
+            .args([
+                "simulate",
+                "--web.listen-address",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .args([
+                "--slots", "1", "--ttft", "100ms", "--itl", "2ms", "--tokens", "8",
+            ])
+            .args([
+                "--jitter",
+                "0",
+                "--seed",
+                "3",
+                "--itl-slowdown-per-stream",
+                "0.5",
+            ])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the simulator did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = bench(&base, plan(vec![Load::Concurrency(2)], 2, 0)).await;
+    drop(sim);
+    let mut ttfts: Vec<f64> = r
+        .records
+        .iter()
+        .map(|q| q.result.as_ref().unwrap().ttft)
+        .collect();
+    ttfts.sort_by(f64::total_cmp);
+    // One slot, one active stream at a time: no slowdown, and the second waits 114 ms.
+    assert!((0.099..0.125).contains(&ttfts[0]), "{ttfts:?}");
+    assert!((0.210..0.260).contains(&ttfts[1]), "{ttfts:?}");
+}

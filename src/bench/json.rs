@@ -130,12 +130,10 @@ fn capacity(c: &Capacity) -> Value {
 
 fn request(r: &Report, q: &RequestRecord) -> Value {
     let (concurrency, rate) = r
+        .plan
         .levels
-        .iter()
-        .map(|(s, _)| s.load)
-        .chain(r.plan.levels.iter().copied())
-        .nth(q.level)
-        .map(|l| load_fields(&l))
+        .get(q.level)
+        .map(load_fields)
         .unwrap_or((Value::Null, Value::Null));
     let mut v = json!({
         "level": q.level,
