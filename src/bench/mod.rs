@@ -231,13 +231,3 @@ pub fn digest(parts: &[&str]) -> String {
     }
     format!("fnv1a64:{h:016x}")
 }
-
-/// Seconds as a short human string (`212 ms`, `1.25 s`, `850 µs`).
-pub fn fmt_secs(s: Option<f64>) -> String {
-    match s {
-        None => "–".into(),
-        Some(s) if s >= 1.0 => format!("{s:.2} s"),
-        Some(s) if s >= 0.001 => format!("{:.1} ms", s * 1e3),
-        Some(s) => format!("{:.0} µs", s * 1e6),
-    }
-}

@@ -1,7 +1,7 @@
 //! The human outputs: the terminal table, the Markdown report, and one progress line per level.
 
 use super::level::{Criterion, LevelStats, Load, Verdict};
-use super::{fmt_secs, Report};
+use super::Report;
 
 const HEADER: [&str; 11] = [
     "level",
@@ -16,6 +16,16 @@ const HEADER: [&str; 11] = [
     "out tok/s",
     "SLA",
 ];
+
+/// Seconds as a short human string (`212 ms`, `1.25 s`, `850 µs`).
+fn fmt_secs(s: Option<f64>) -> String {
+    match s {
+        None => "–".into(),
+        Some(s) if s >= 1.0 => format!("{s:.2} s"),
+        Some(s) if s >= 0.001 => format!("{:.1} ms", s * 1e3),
+        Some(s) => format!("{:.0} µs", s * 1e6),
+    }
+}
 
 fn ci(c: [Option<f64>; 2]) -> String {
     format!("[{}, {}]", fmt_secs(c[0]), fmt_secs(c[1]))
