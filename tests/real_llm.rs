@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use llm_probe::measure::TokenCountSource;
 
+/// The tests of this file share one server: one at a time, so that the load of one does not
+/// move the other's numbers (the bench sweep compares levels).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Starts (or finds) the real server; returns its OpenAI-compatible base URL.
 fn real_server() -> String {
     let script = common::shared_dir().join("real-llm/llama-server.sh");
@@ -30,6 +34,7 @@ fn real_server() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_rounds_of_two_scenarios_on_llama_cpp() {
+    let _serial = SERIAL.lock().await;
     let base_url = tokio::task::spawn_blocking(real_server).await.unwrap();
     let scenarios = "  - name: chat_short\n    messages: [{role: user, content: \"Explain time to first token in one sentence.\"}]\n    max_tokens: 32\n  - name: code_completion\n    messages: [{role: system, content: \"You complete Python code.\"}, {role: user, content: \"def fibonacci(n):\"}]\n    max_tokens: 48\n    temperature: 0\n";
     let yaml = format!(
@@ -130,6 +135,7 @@ async fn bench_sweep_on_llama_cpp() {
     use llm_probe::bench::level::Load;
     use llm_probe::bench::plan::{Plan, Warmup};
 
+    let _serial = SERIAL.lock().await;
     let base_url = tokio::task::spawn_blocking(real_server).await.unwrap();
     let yaml = format!(
         "defaults:\n  timeout: 60s\nscenarios:\n  - name: chat_short\n    messages: [{{role: user, content: \"Explain time to first token in one sentence.\"}}]\n    max_tokens: 32\ntargets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
