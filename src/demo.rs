@@ -33,12 +33,19 @@ targets:
     model: llm-probe-simulator
 "#;
 
-/// The simulator's script in the demo: TTFT 180 ms, a token every 12 ms (≈ 83 tokens/s).
+/// The simulator's script in the demo: TTFT 180 ms, a token every 12 ms (≈ 83 tokens/s), both
+/// with mild lognormal jitter (sigma 0.1).
 pub fn demo_script() -> Script {
     Script {
         ttft: Duration::from_millis(180),
         itl: Duration::from_millis(12),
         tokens: 256,
+        // Mild jitter, so the numbers spread like a real server's.
+        load: crate::simulate::Load {
+            jitter: 0.1,
+            seed: 1,
+            ..Default::default()
+        },
         ..Script::default()
     }
 }
@@ -63,7 +70,7 @@ pub async fn run(
         .map_err(|e| anyhow::anyhow!("built-in demo config: {e}"))?;
     let daemon = Daemon::start(cfg, listen, None).await?;
     stdout_text(format_args!(
-        "llm-probe demo\n  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s)\n  metrics             http://{}/metrics\n  probing every 3s; a summary every {}; Ctrl-C to stop\n",
+        "llm-probe demo\n  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s, mild jitter)\n  metrics             http://{}/metrics\n  probing every 3s; a summary every {}; Ctrl-C to stop\n",
         sim.base_url(),
         daemon.addr,
         humantime::format_duration(every)

@@ -21,6 +21,8 @@ pub mod daemon;
 pub mod history;
 pub mod simulate;
 
+pub mod bench;
+
 pub mod app;
 pub mod cli;
 pub mod demo;

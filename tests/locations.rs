@@ -85,9 +85,13 @@ async fn one_slow_location_warns_and_two_page() {
     // test rules): before that, the only location with enough probes is "every location", and
     // the quorum rule rightly judges on it alone (a single-location setup pages as before).
     let deadline = Instant::now() + Duration::from_secs(60);
-    let reporting = "count(target_model_scenario:llm_probe_time_to_first_token_seconds_count:increase10m >= 3)";
+    let reporting =
+        "count(target_model_scenario:llm_probe_time_to_first_token_seconds_count:increase10m >= 3)";
     while prom_support::scalar(&prom, reporting).await != Some(2.0) {
-        assert!(Instant::now() < deadline, "both locations never reported 3 probes");
+        assert!(
+            Instant::now() < deadline,
+            "both locations never reported 3 probes"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // us slow, eu fast: the one-location warning fires for us; the quorum alert never starts.

@@ -10,8 +10,13 @@ use std::time::Duration;
 
 use llm_probe::measure::TokenCountSource;
 
+/// The tests of this file share one server: one at a time, so that the load of one does not
+/// move the other's numbers (the bench sweep compares levels).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_rounds_of_two_scenarios_on_llama_cpp() {
+    let _serial = SERIAL.lock().await;
     let base_url = tokio::task::spawn_blocking(common::real_server)
         .await
         .unwrap();
@@ -104,4 +109,82 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
         let setups = common::sample(&text, "llm_probe_connection_setup_seconds_count", &l).unwrap();
         assert_eq!(setups, n as f64, "{scenario}: one connection per probe");
     }
+}
+
+/// `llm-probe bench` against the real server (issue 10, acceptance 2): a sweep of 1, 2, 4, 8
+/// virtual users with 8 requests per level on its 4 slots. Every request succeeds, the output
+/// tokens (from usage) equal the server's own `timings.predicted_n`, TTFT's P95 at 8 users is
+/// above its P95 at 1 (half of them queue for a slot), and per-request tokens/s falls as the
+/// decode batch grows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_sweep_on_llama_cpp() {
+    use llm_probe::bench::level::Load;
+    use llm_probe::bench::plan::{Plan, Warmup};
+
+    let _serial = SERIAL.lock().await;
+    let base_url = tokio::task::spawn_blocking(common::real_server)
+        .await
+        .unwrap();
+    let yaml = format!(
+        "defaults:\n  timeout: 60s\nscenarios:\n  - name: chat_short\n    messages: [{{role: user, content: \"Explain time to first token in one sentence.\"}}]\n    max_tokens: 32\ntargets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
+    );
+    let cfg = common::parse(&yaml);
+    let (t, s) = llm_probe::bench::select(&cfg, None, None).unwrap();
+    let plan = Plan {
+        levels: [1, 2, 4, 8].map(Load::Concurrency).to_vec(),
+        duration: None,
+        requests: Some(8),
+        warmup: Warmup::Requests(1),
+        pause: Duration::from_millis(500),
+        seed: 0,
+        max_concurrency: None,
+        max_requests: 100,
+        stop_on_slo_breach: false,
+        max_failure_ratio: 0.0,
+    };
+    let r = llm_probe::bench::sweep(
+        &yaml,
+        t,
+        s,
+        llm_probe::config::PrefixCache::Cold,
+        plan,
+        tokio_util::sync::CancellationToken::new(),
+        llm_probe::bench::progress::Progress::new(true),
+    )
+    .await
+    .unwrap();
+    eprint!("{}", llm_probe::bench::table::to_text(&r));
+    assert_eq!(r.levels.len(), 4);
+    for (l, _) in &r.levels {
+        assert_eq!(
+            l.requests.succeeded,
+            8,
+            "{}: {:?}",
+            l.load.label(),
+            l.requests
+        );
+    }
+    for rec in &r.records {
+        let s = rec.result.as_ref().unwrap_or_else(|f| panic!("{f:?}"));
+        assert!(s.output_tokens >= 1);
+        assert_eq!(
+            Some(s.output_tokens),
+            s.server_output_tokens,
+            "usage = timings.predicted_n"
+        );
+    }
+    let at = |i: usize| &r.levels[i].0;
+    assert!(
+        at(3).ttft.p95.unwrap() > at(0).ttft.p95.unwrap(),
+        "P95 TTFT at 8 users ({:?}) is not above P95 at 1 ({:?})",
+        at(3).ttft.p95,
+        at(0).ttft.p95
+    );
+    let tps = |i: usize| at(i).output_tokens_per_second.p50.unwrap();
+    assert!(
+        tps(3) < tps(0) && tps(2) < tps(0),
+        "per-request tokens/s P50 does not fall with concurrency: {:?}",
+        (0..4).map(tps).collect::<Vec<_>>()
+    );
+    assert_eq!(r.identity.server_header.as_deref(), Some("llama.cpp"));
 }

@@ -61,7 +61,7 @@ pub struct Config {
 }
 
 /// A canned prompt sent as one streaming request.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
     /// Unique name; used as the `scenario` metric label. Matches `[A-Za-z0-9_.:-]+`, at most
     /// [`MAX_NAME_LEN`] characters.

@@ -5,17 +5,20 @@
 //! `/completion`. Every protocol follows the same [`Script`]: headers and the protocol's preamble
 //! (role chunk, `message_start`, `response.created`, …) at once, the first token `ttft` after the
 //! request arrived, then one event every `itl`, then the protocol's finish, count and terminator.
-//! Event `k` is sent at `arrival + ttft + k·itl` on an absolute schedule (no drift). Fault modes
+//! Event `k` is sent at `arrival + ttft + k·itl` on an absolute schedule (no drift); a [`Load`]
+//! model adds slots with a FIFO queue, prefill per prompt token, batch slowdown and seeded
+//! jitter, and records what it did per request ([`Truth`]). Fault modes
 //! reproduce the classes of PROTOCOLS.md §3, each in the protocol's own shapes
 //! ([`wire`]).
 
+mod load;
 mod wire;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -26,6 +29,8 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use load::Engine;
+pub use load::{prompt_tokens, Load, Truth};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 pub use wire::Wire;
@@ -131,6 +136,9 @@ pub struct Script {
     pub model: String,
     /// What goes wrong.
     pub fault: Fault,
+    /// How load changes the timing (slots, prefill, batch slowdown, jitter); the default is
+    /// none, and then event `k` is sent at exactly `arrival + ttft + k·itl`.
+    pub load: Load,
 }
 
 impl Default for Script {
@@ -143,6 +151,7 @@ impl Default for Script {
             reasoning_tokens: 0,
             model: "llm-probe-simulator".into(),
             fault: Fault::None,
+            load: Load::default(),
         }
     }
 }
@@ -162,6 +171,10 @@ pub struct ReceivedRequest {
     /// send times, so that a benchmark can tell the simulator's own lateness (tokio's timer
     /// fires on millisecond ticks) from the client's.
     pub events_sent: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// The load model's decisions for this request (queue wait, jittered TTFT), set when the
+    /// request got its slot; unset for requests that never streamed (HTTP errors, faults that
+    /// end before the first token).
+    pub truth: Arc<OnceLock<Truth>>,
 }
 
 /// How many received requests a simulator remembers (the most recent ones; at the demo's
@@ -194,12 +207,13 @@ impl Simulator {
         let addr = listener.local_addr()?;
         let received = Arc::new(Mutex::new(VecDeque::new()));
         let shutdown = CancellationToken::new();
+        let engine = Arc::new(Engine::new(script.load.clone()));
         let script = Arc::new(script);
         let rec = received.clone();
         tokio::spawn(crate::server::serve(
             listener,
             shutdown.clone(),
-            move |req| handle(req, script.clone(), rec.clone()),
+            move |req| handle(req, script.clone(), engine.clone(), rec.clone()),
         ));
         Ok(Simulator {
             addr,
@@ -277,6 +291,7 @@ fn response(
 async fn handle(
     req: Request<Incoming>,
     script: Arc<Script>,
+    engine: Arc<Engine>,
     received: Arc<Mutex<VecDeque<ReceivedRequest>>>,
 ) -> Response<ChannelBody> {
     let path = req.uri().path().to_string();
@@ -312,6 +327,8 @@ async fn handle(
     let arrival = Instant::now();
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
     let events_sent = Arc::new(Mutex::new(Vec::new()));
+    let truth = Arc::new(OnceLock::new());
+    let prompt = prompt_tokens(&body);
     let max_tokens = wire.max_tokens(&body).unwrap_or(u64::MAX);
     record(
         &received,
@@ -321,6 +338,7 @@ async fn handle(
             body,
             arrived: arrival.into_std(),
             events_sent: events_sent.clone(),
+            truth: truth.clone(),
         },
     );
 
@@ -355,13 +373,25 @@ async fn handle(
         wire.content_type(),
         &[("cache-control", "no-cache")],
     );
-    tokio::spawn(stream(script, wire, tokens, arrival, tx, events_sent));
+    let load = LoadCtx {
+        engine,
+        truth,
+        prompt,
+    };
+    tokio::spawn(stream(script, wire, tokens, arrival, tx, events_sent, load));
     resp
 }
 
+/// One request's view of the load model.
+struct LoadCtx {
+    engine: Arc<Engine>,
+    truth: Arc<OnceLock<Truth>>,
+    prompt: u64,
+}
+
 /// Writes the scripted stream in `wire`'s shapes, recording when each token event was handed to
-/// the connection in `events_sent`. Returns early (dropping the sender ends the body) when the
-/// client goes away.
+/// the connection in `events_sent`. The stream holds a slot of the load model from its first
+/// token to its end. Returns early (dropping the sender ends the body) when the client goes away.
 async fn stream(
     script: Arc<Script>,
     wire: Wire,
@@ -369,6 +399,7 @@ async fn stream(
     arrival: Instant,
     tx: Sender,
     events_sent: Arc<Mutex<Vec<std::time::Instant>>>,
+    load: LoadCtx,
 ) {
     let send = |b: Bytes| {
         let tx = tx.clone();
@@ -399,6 +430,14 @@ async fn stream(
         }
         _ => {}
     }
+    let (_slot, queued) = load.engine.admit().await;
+    let origin = if queued { Instant::now() } else { arrival };
+    let ttft = load.engine.ttft(script.ttft, load.prompt);
+    let _ = load.truth.set(Truth {
+        queue_wait: origin - arrival,
+        ttft,
+        prompt_tokens: load.prompt,
+    });
     if let (Fault::Keepalive, Some(comment)) = (script.fault, wire.keepalive()) {
         let mut t = arrival;
         while t + Duration::from_millis(10) < arrival + script.ttft {
@@ -411,8 +450,12 @@ async fn stream(
     }
     let mut held = Vec::new();
     let mut sent_tokens = 0u32;
+    let mut at = origin + ttft;
     for k in 0..events {
-        pace::sleep_until(arrival + script.ttft + script.itl * k).await;
+        if k > 0 {
+            at += load.engine.itl(script.itl);
+        }
+        pace::sleep_until(at).await;
         let n = per_event.min(tokens - sent_tokens);
         let text: String = (0..n).map(|i| format!(" t{}", sent_tokens + i)).collect();
         let reasoning = sent_tokens < script.reasoning_tokens;
@@ -615,6 +658,7 @@ mod record_tests {
             body: serde_json::Value::Null,
             arrived: std::time::Instant::now(),
             events_sent: Arc::default(),
+            truth: Arc::default(),
         };
         for n in 0..RECEIVED_CAPACITY + 5 {
             record(&received, request(n));

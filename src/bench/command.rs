@@ -1,0 +1,127 @@
+//! `llm-probe bench` from the command line: flags → plan → sweep → outputs. Exit code 1 for
+//! bad input (the message names the flag or name and the fix) and when no request succeeded.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use super::level::Load;
+use super::plan::Plan;
+use super::progress::Progress;
+use super::{chart, estimate_prompt_tokens, json, select, sweep, table, Report};
+use crate::cli::{BenchArgs, BenchCache, BenchOutput};
+use crate::config::{self, PrefixCache};
+
+/// The plan the flags describe (not yet validated).
+pub fn plan_of(a: &BenchArgs) -> Plan {
+    let levels = if a.rate.is_empty() {
+        a.concurrency
+            .iter()
+            .map(|&c| Load::Concurrency(c))
+            .collect()
+    } else {
+        a.rate.iter().map(|&r| Load::Rate(r)).collect()
+    };
+    Plan {
+        levels,
+        duration: a.duration,
+        requests: a.requests,
+        warmup: a.warmup,
+        pause: a.pause,
+        seed: a.seed,
+        max_concurrency: a.max_concurrency,
+        max_requests: a.max_requests,
+        stop_on_slo_breach: a.stop_on_slo_breach,
+        max_failure_ratio: a.max_failure_ratio,
+    }
+}
+
+/// Runs the command until done or `cancel` (Ctrl-C): what was measured is still written.
+pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
+    let fail = |msg: String| {
+        eprintln!("llm-probe bench: {msg}");
+        ExitCode::FAILURE
+    };
+    let cfg = match config::load_with(&a.config_file, config::Secrets::Read) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (target, scenario) = match select(&cfg, a.target.as_deref(), a.scenario.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let plan = plan_of(&a);
+    if let Err(e) = plan.validate() {
+        return fail(e);
+    }
+    let progress = Progress::new(a.quiet);
+    for l in plan.describe(estimate_prompt_tokens(&scenario), scenario.max_tokens) {
+        progress.line(&l);
+    }
+    let cache = match a.prefix_cache {
+        BenchCache::Cold => PrefixCache::Cold,
+        BenchCache::Warm => PrefixCache::Warm,
+    };
+    let text = std::fs::read_to_string(&a.config_file).unwrap_or_default();
+    let report = match sweep(
+        &text,
+        target,
+        scenario,
+        cache,
+        plan,
+        cancel,
+        progress.clone(),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let stdout = match a.output {
+        BenchOutput::Table => table::to_text(&report),
+        BenchOutput::Json => format!("{:#}\n", json::to_json(&report)),
+        BenchOutput::Markdown => table::to_markdown(&report),
+    };
+    // A closed stdout (`| head`) is not an error worth a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), stdout.as_bytes());
+    if let Some(dir) = &a.out {
+        match write_all(&report, dir) {
+            Ok(files) => progress.line(&format!("wrote {} files to {}", files, dir.display())),
+            Err(e) => return fail(e),
+        }
+    }
+    let succeeded: u64 = report
+        .levels
+        .iter()
+        .map(|(s, _)| s.requests.succeeded)
+        .sum();
+    if succeeded == 0 {
+        return fail("no request succeeded; the failure reasons are in the report above".into());
+    }
+    ExitCode::SUCCESS
+}
+
+/// Writes `report.json`, `report.md`, `report.txt` and the SVG charts into `dir` (created if
+/// missing); returns how many files were written.
+///
+/// Errors: a file cannot be written (the message names it), or a chart cannot be drawn.
+pub fn write_all(report: &Report, dir: &Path) -> Result<usize, String> {
+    let write = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
+    write("report.json", &format!("{:#}\n", json::to_json(report)))?;
+    write("report.md", &table::to_markdown(report))?;
+    write("report.txt", &table::to_text(report))?;
+    let charts = chart::charts(report)?;
+    for (name, svg) in &charts {
+        write(name, svg)?;
+    }
+    Ok(3 + charts.len())
+}

@@ -1,0 +1,233 @@
+//! The plan of a load test: the levels of the sweep, how each level ends, warmup, caps, and the
+//! token spend they imply. Validation here gives the command line's errors for bad input.
+
+use std::time::Duration;
+
+use super::level::Load;
+
+/// What is excluded from a level's statistics at its start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Warmup {
+    /// The first N requests of each level (in send order).
+    Requests(u64),
+    /// Requests scheduled in the first D of each level.
+    Time(Duration),
+}
+
+impl std::str::FromStr for Warmup {
+    type Err = String;
+    /// `5` (requests) or a duration such as `10s`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Ok(n) = s.parse::<u64>() {
+            return Ok(Warmup::Requests(n));
+        }
+        humantime::parse_duration(s).map(Warmup::Time).map_err(|_| {
+            format!("--warmup {s:?} is neither a request count (e.g. 4) nor a duration (e.g. 10s)")
+        })
+    }
+}
+
+/// A whole sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The levels, in the order they run (increasing load for the SLA capacity).
+    pub levels: Vec<Load>,
+    /// Each level ends after this long (in-flight requests then finish) …
+    pub duration: Option<Duration>,
+    /// … or after this many measured requests, whichever comes first.
+    pub requests: Option<u64>,
+    /// Excluded from statistics at each level's start (sent in addition to `requests`).
+    pub warmup: Warmup,
+    /// Idle time between levels (lets queues drain).
+    pub pause: Duration,
+    /// Seed of the Poisson arrivals (level `i` uses `seed + i`).
+    pub seed: u64,
+    /// Open loop: most requests in flight at once; later arrivals wait (their wait counts).
+    pub max_concurrency: Option<u32>,
+    /// Hard cap on requests over the whole sweep, warmup included.
+    pub max_requests: u64,
+    /// Stop after the first level that breaks the SLA.
+    pub stop_on_slo_breach: bool,
+    /// Largest failed/sent ratio a level may have and meet the SLA.
+    pub max_failure_ratio: f64,
+}
+
+impl Plan {
+    /// Checks the plan; the error names the flag and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.levels.is_empty() {
+            return Err("give --concurrency 1,2,4,8 (closed loop) or --rate 0.5,1,2 (open loop, requests per second)".into());
+        }
+        for l in &self.levels {
+            match *l {
+                Load::Concurrency(0) => return Err("--concurrency: a level of 0 sends nothing; use 1 or more (e.g. 1,2,4,8)".into()),
+                Load::Rate(r) if !(r.is_finite() && r > 0.0) => return Err(format!("--rate: {r} is not a rate; use requests per second greater than 0 (e.g. 0.5,1,2)")),
+                _ => {}
+            }
+        }
+        let open = matches!(self.levels[0], Load::Rate(_));
+        if self.duration.is_none() && self.requests.is_none() {
+            return Err(if open {
+                "--rate without a bound never ends a level: add --duration (e.g. 60s) and/or --requests N".into()
+            } else {
+                "a level needs a bound: add --duration (e.g. 60s) and/or --requests N".into()
+            });
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) || self.requests == Some(0) {
+            return Err("--duration and --requests must be greater than 0".into());
+        }
+        if self.max_concurrency == Some(0) {
+            return Err("--max-concurrency 0 would send nothing; use 1 or more".into());
+        }
+        if !(0.0..=1.0).contains(&self.max_failure_ratio) {
+            return Err("--max-failure-ratio must be between 0 and 1 (e.g. 0.01)".into());
+        }
+        if let Some(total) = self.planned_total() {
+            if total > self.max_requests {
+                return Err(format!(
+                    "the sweep would send up to {total} requests, over --max-requests {}: lower --requests/--duration, drop levels, or raise --max-requests",
+                    self.max_requests
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Warmup requests per level when warmup is counted in requests.
+    pub fn warmup_requests(&self) -> u64 {
+        match self.warmup {
+            Warmup::Requests(n) => n,
+            Warmup::Time(_) => 0,
+        }
+    }
+
+    /// Most requests level `l` can send, when that is known: `requests` (+ warmup) or, open
+    /// loop, the expected arrivals in `duration` (+ 3 standard deviations of a Poisson count).
+    pub fn planned(&self, l: &Load) -> Option<u64> {
+        let by_count = self.requests.map(|n| n + self.warmup_requests());
+        let by_time = match (l, self.duration) {
+            (Load::Rate(r), Some(d)) => {
+                let mean = r * d.as_secs_f64();
+                Some((mean + 3.0 * mean.sqrt()).ceil() as u64)
+            }
+            _ => None,
+        };
+        match (by_count, by_time) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Requests of the whole sweep when every level's count is known.
+    pub fn planned_total(&self) -> Option<u64> {
+        self.levels.iter().map(|l| self.planned(l)).sum()
+    }
+
+    /// The plan as lines for the terminal, with the token spend it implies: requests ×
+    /// (prompt tokens + `max_tokens`); `prompt_tokens` is an estimate when the server has not
+    /// counted it yet.
+    pub fn describe(&self, prompt_tokens: u64, max_tokens: u32) -> Vec<String> {
+        let per = prompt_tokens + u64::from(max_tokens);
+        let bound = match (self.duration, self.requests) {
+            (Some(d), Some(n)) => format!(
+                "{n} requests or {} per level, whichever first",
+                humantime::format_duration(d)
+            ),
+            (Some(d), None) => format!("{} per level", humantime::format_duration(d)),
+            (None, Some(n)) => format!("{n} requests per level"),
+            (None, None) => "unbounded".into(),
+        };
+        let warmup = match self.warmup {
+            Warmup::Requests(0) => "no warmup".to_string(),
+            Warmup::Requests(n) => format!("warmup {n} requests"),
+            Warmup::Time(d) => format!("warmup {}", humantime::format_duration(d)),
+        };
+        let mut lines = vec![format!(
+            "plan: {bound}, {warmup}, pause {} between levels, at most {} requests in all",
+            humantime::format_duration(self.pause),
+            self.max_requests
+        )];
+        for l in &self.levels {
+            let n = self.planned(l);
+            lines.push(match n {
+                Some(n) => format!(
+                    "  {:<22} up to {n} requests ≈ {} tokens",
+                    l.label(),
+                    n * per
+                ),
+                None => format!(
+                    "  {:<22} as many requests as fit in the duration ({per} tokens each)",
+                    l.label()
+                ),
+            });
+        }
+        let total = self.planned_total().unwrap_or(self.max_requests);
+        lines.push(format!(
+            "token spend: up to {} tokens ({} requests × ({prompt_tokens} prompt + {max_tokens} max_tokens))",
+            total * per,
+            total
+        ));
+        lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(levels: Vec<Load>) -> Plan {
+        Plan {
+            levels,
+            duration: None,
+            requests: Some(10),
+            warmup: Warmup::Requests(2),
+            pause: Duration::ZERO,
+            seed: 0,
+            max_concurrency: None,
+            max_requests: 1000,
+            stop_on_slo_breach: false,
+            max_failure_ratio: 0.0,
+        }
+    }
+
+    #[test]
+    fn bad_plans_are_refused_with_the_flag_named() {
+        let e = plan(vec![Load::Concurrency(0)]).validate().unwrap_err();
+        assert!(e.contains("--concurrency") && e.contains("0"), "{e}");
+        let mut p = plan(vec![Load::Rate(1.0)]);
+        p.requests = None;
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("--rate") && e.contains("--duration"), "{e}");
+        let mut p = plan(vec![Load::Concurrency(1), Load::Concurrency(2)]);
+        p.max_requests = 20;
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("24") && e.contains("--max-requests 20"), "{e}");
+        assert!(plan(vec![Load::Concurrency(1)]).validate().is_ok());
+    }
+
+    #[test]
+    fn spend_is_requests_times_prompt_plus_max_tokens() {
+        let lines = plan(vec![Load::Concurrency(1), Load::Concurrency(2)]).describe(10, 32);
+        let last = lines.last().unwrap();
+        assert!(
+            last.contains("1008 tokens") && last.contains("24 requests"),
+            "{last}"
+        );
+    }
+
+    #[test]
+    fn open_loop_duration_bounds_the_count() {
+        let mut p = plan(vec![Load::Rate(2.0)]);
+        p.requests = None;
+        p.duration = Some(Duration::from_secs(50));
+        // 100 expected + 3·10.
+        assert_eq!(p.planned(&Load::Rate(2.0)), Some(130));
+    }
+
+    #[test]
+    fn warmup_parses_counts_and_durations() {
+        assert_eq!("4".parse(), Ok(Warmup::Requests(4)));
+        assert_eq!("10s".parse(), Ok(Warmup::Time(Duration::from_secs(10))));
+        assert!("soon".parse::<Warmup>().is_err());
+    }
+}

@@ -1,0 +1,209 @@
+//! The human outputs: the terminal table, the Markdown report, and one progress line per level.
+
+use super::level::{Criterion, LevelStats, Load, Verdict};
+use super::Report;
+
+const HEADER: [&str; 11] = [
+    "level",
+    "ok/sent",
+    "TTFT p50",
+    "TTFT p95 [95% CI]",
+    "TTFT p99",
+    "TPOT p50",
+    "ITL p99",
+    "tok/s p50",
+    "tok/s p5",
+    "out tok/s",
+    "SLA",
+];
+
+/// Seconds as a short human string (`212 ms`, `1.25 s`, `850 µs`).
+fn fmt_secs(s: Option<f64>) -> String {
+    match s {
+        None => "–".into(),
+        Some(s) if s >= 1.0 => format!("{s:.2} s"),
+        Some(s) if s >= 0.001 => format!("{:.1} ms", s * 1e3),
+        Some(s) => format!("{:.0} µs", s * 1e6),
+    }
+}
+
+fn ci(c: [Option<f64>; 2]) -> String {
+    format!("[{}, {}]", fmt_secs(c[0]), fmt_secs(c[1]))
+}
+
+fn rate(x: Option<f64>) -> String {
+    x.map_or("–".into(), |x| format!("{x:.1}"))
+}
+
+fn criterion(c: &Criterion) -> &'static str {
+    match c {
+        Criterion::TtftP95 => "TTFT p95",
+        Criterion::OutputTokensPerSecondP5 => "tok/s p5",
+        Criterion::FailureRatio => "failures",
+    }
+}
+
+fn list(cs: &[Criterion]) -> String {
+    cs.iter().map(criterion).collect::<Vec<_>>().join(", ")
+}
+
+fn sla(v: &Verdict) -> String {
+    let mut s = if v.broken_by.is_empty() {
+        "ok".to_string()
+    } else {
+        format!("broken: {}", list(&v.broken_by))
+    };
+    if !v.straddles.is_empty() {
+        s.push_str(&format!(" (CI straddles: {})", list(&v.straddles)));
+    }
+    s
+}
+
+fn row(s: &LevelStats, v: &Verdict) -> [String; 11] {
+    let level = match s.load {
+        Load::Concurrency(c) => format!("C={c}"),
+        Load::Rate(r) => format!("{r} req/s"),
+    };
+    [
+        level,
+        format!("{}/{}", s.requests.succeeded, s.requests.sent),
+        fmt_secs(s.ttft.p50),
+        format!("{} {}", fmt_secs(s.ttft.p95), ci(s.ttft.p95_ci)),
+        fmt_secs(s.ttft.p99),
+        fmt_secs(s.tpot.p50),
+        fmt_secs(s.itl.p99),
+        rate(s.output_tokens_per_second.p50),
+        rate(s.output_tokens_per_second.p5),
+        format!("{:.1}", s.output_throughput),
+        sla(v),
+    ]
+}
+
+/// One line per finished level, for the progress output.
+pub fn progress_line(s: &LevelStats, v: &Verdict) -> String {
+    let failures: Vec<String> = s
+        .requests
+        .failures_by_reason
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    format!(
+        "{}: {}/{} ok{}, TTFT p50 {} p95 {}, TPOT p50 {}, {:.1} output tokens/s, SLA {}",
+        s.load.label(),
+        s.requests.succeeded,
+        s.requests.sent,
+        if failures.is_empty() {
+            String::new()
+        } else {
+            format!(" (failed: {})", failures.join(", "))
+        },
+        fmt_secs(s.ttft.p50),
+        fmt_secs(s.ttft.p95),
+        fmt_secs(s.tpot.p50),
+        s.output_throughput,
+        sla(v)
+    )
+}
+
+fn capacity_line(r: &Report) -> String {
+    let c = &r.capacity;
+    let mut s = match (&c.capacity, &c.broken_at) {
+        (Some(l), Some(b)) => format!(
+            "SLA capacity: {} (first broken at {} by {})",
+            l.label(),
+            b.label(),
+            list(&c.broken_by)
+        ),
+        (Some(l), None) => format!(
+            "SLA capacity: at least {} (no level broke the SLA)",
+            l.label()
+        ),
+        (None, Some(b)) => format!(
+            "SLA capacity: none (the first level, {}, breaks it by {})",
+            b.label(),
+            list(&c.broken_by)
+        ),
+        (None, None) => "SLA capacity: no level completed".into(),
+    };
+    for (l, cs) in &c.straddles {
+        s.push_str(&format!(
+            "\n  {} straddles the SLA ({}): its 95 % CI crosses the threshold; more requests would tell",
+            l.label(),
+            list(cs)
+        ));
+    }
+    s
+}
+
+fn slo_line(r: &Report) -> String {
+    format!(
+        "{} / {} on {} — SLO: P95 TTFT ≤ {}, P5 ≥ {} output tokens/s per request, failures ≤ {} %{}",
+        r.target.name,
+        r.scenario.name,
+        r.target.model,
+        fmt_secs(Some(r.target.slo.ttft_p95.as_secs_f64())),
+        r.target.slo.output_tokens_per_second_min,
+        r.plan.max_failure_ratio * 100.0,
+        if r.interrupted {
+            " (interrupted: partial results)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The terminal table: aligned columns, then the SLA capacity.
+pub fn to_text(r: &Report) -> String {
+    let rows: Vec<[String; 11]> = r.levels.iter().map(|(s, v)| row(s, v)).collect();
+    let mut widths = HEADER.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let mut out = vec![slo_line(r), String::new()];
+    out.push(line(HEADER.iter().map(|h| h.to_string()).collect()));
+    for row in rows {
+        out.push(line(row.to_vec()));
+    }
+    out.push(String::new());
+    out.push(capacity_line(r));
+    out.join("\n") + "\n"
+}
+
+/// The Markdown report (for a pull request or a wiki page).
+pub fn to_markdown(r: &Report) -> String {
+    let mut out = vec![
+        format!(
+            "## llm-probe bench: {} / {}",
+            r.target.name, r.scenario.name
+        ),
+        String::new(),
+        slo_line(r),
+        String::new(),
+        format!("| {} |", HEADER.join(" | ")),
+        format!("|{}", "---|".repeat(HEADER.len())),
+    ];
+    for (s, v) in &r.levels {
+        out.push(format!("| {} |", row(s, v).join(" | ")));
+    }
+    out.push(String::new());
+    out.push(capacity_line(r).replace("\n  ", "\n- "));
+    out.push(String::new());
+    out.push(format!(
+        "llm-probe {}, {} → {}, config digest `{}`",
+        env!("CARGO_PKG_VERSION"),
+        humantime::format_rfc3339_seconds(r.started),
+        humantime::format_rfc3339_seconds(r.ended),
+        r.config_digest
+    ));
+    out.join("\n") + "\n"
+}
