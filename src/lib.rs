@@ -21,6 +21,7 @@ pub mod simulate;
 
 pub mod app;
 pub mod cli;
+pub mod compare;
 pub mod demo;
 pub mod logging;
 pub mod report;

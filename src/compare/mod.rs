@@ -1,0 +1,3 @@
+//! `llm-probe compare`: is the AFTER run slower than the BEFORE run, by how much, how sure?
+
+pub mod stats;
