@@ -84,49 +84,40 @@ pub struct Shift {
     pub low: Option<f64>,
     /// Upper end of the interval; `None` as for `low`.
     pub high: Option<f64>,
-    /// Pairs the estimate was computed from (`n_before × n_after`, or fewer when subsampled).
-    pub pairs: usize,
 }
-
-/// Most pairwise differences [`hodges_lehmann`] holds in memory (32 MB): beyond this, each side
-/// is subsampled (seeded, without replacement) to `√MAX_PAIRS` values.
-pub const MAX_PAIRS: usize = 4_000_000;
 
 /// Hodges–Lehmann estimate of the shift `after − before` and its distribution-free interval at
 /// `confidence` (e.g. 0.95), after Moses: with the `m·n` pairwise differences sorted and
 /// `K = ⌊m·n/2 − z·√(m·n·(m+n+1)/12)⌋` (`z` the two-sided normal quantile), the interval is
 /// `[D(K), D(m·n+1−K)]` (1-based order statistics). When `K < 1` the interval is unbounded
-/// (`low`/`high` are `None`). `None` when either sample is empty. Beyond [`MAX_PAIRS`] pairs each
-/// side is subsampled with a fixed seed, so the answer is still deterministic.
+/// (`low`/`high` are `None`). `None` when either sample is empty.
+///
+/// Exact for any sample size without forming the `m·n` differences: each order statistic is
+/// found by bisecting on the value with an `O(m + n)` count of the differences below it
+/// ([`kth_difference`]).
 pub fn hodges_lehmann(before: &[f64], after: &[f64], confidence: f64) -> Option<Shift> {
     if before.is_empty() || after.is_empty() {
         return None;
     }
-    let cap = (MAX_PAIRS as f64).sqrt() as usize;
-    let (before, after) = if before.len().saturating_mul(after.len()) > MAX_PAIRS {
-        let mut rng = Pcg64Mcg::seed_from_u64(0x4c4c_4d2d_7072_6f62);
-        (
-            subsample(before, cap, &mut rng),
-            subsample(after, cap, &mut rng),
-        )
+    let mut b = before.to_vec();
+    let mut a = after.to_vec();
+    b.sort_unstable_by(f64::total_cmp);
+    a.sort_unstable_by(f64::total_cmp);
+    let (m, n) = (b.len(), a.len());
+    let total = m * n;
+    let estimate = if total % 2 == 1 {
+        kth_difference(&b, &a, total / 2 + 1)
     } else {
-        (before.to_vec(), after.to_vec())
+        (kth_difference(&b, &a, total / 2) + kth_difference(&b, &a, total / 2 + 1)) / 2.0
     };
-    let (m, n) = (before.len(), after.len());
-    let mut diffs: Vec<f64> = Vec::with_capacity(m * n);
-    for a in &after {
-        diffs.extend(before.iter().map(|b| a - b));
-    }
-    let total = diffs.len();
-    let estimate = median_in_place(&mut diffs);
     let mn = total as f64;
     let z = normal_quantile(0.5 + confidence / 2.0);
     let k = (mn / 2.0 - z * (mn * (m + n + 1) as f64 / 12.0).sqrt()).floor();
     let (low, high) = if k >= 1.0 {
         let k = k as usize;
         (
-            Some(order_statistic(&mut diffs, k)),
-            Some(order_statistic(&mut diffs, total + 1 - k)),
+            Some(kth_difference(&b, &a, k)),
+            Some(kth_difference(&b, &a, total + 1 - k)),
         )
     } else {
         (None, None)
@@ -135,23 +126,58 @@ pub fn hodges_lehmann(before: &[f64], after: &[f64], confidence: f64) -> Option<
         estimate,
         low,
         high,
-        pairs: total,
     })
 }
 
-/// `k` distinct values of `v` chosen at random (all of `v` when it has at most `k`).
-fn subsample(v: &[f64], k: usize, rng: &mut Pcg64Mcg) -> Vec<f64> {
-    if v.len() <= k {
-        return v.to_vec();
+/// How many differences `a_j − b_i` are `≤ v` (both slices ascending), in `O(m + n)`: as
+/// `b_i` grows every difference falls, so the boundary in `a` only moves forward.
+fn count_differences_le(b: &[f64], a: &[f64], v: f64) -> usize {
+    let mut j = 0;
+    let mut count = 0;
+    for &bi in b {
+        while j < a.len() && a[j] - bi <= v {
+            j += 1;
+        }
+        count += j;
     }
-    let mut v = v.to_vec();
-    // Partial Fisher–Yates: the first k positions become a uniform sample.
-    for i in 0..k {
-        let j = rng.random_range(i..v.len());
-        v.swap(i, j);
+    count
+}
+
+/// At most this many differences are gathered and selected directly in [`kth_difference`].
+const GATHER_LIMIT: usize = 4096;
+
+/// The `k`-th smallest (1-based, `1 ≤ k ≤ m·n`) of the differences `a_j − b_i`, both slices
+/// ascending and non-empty: bisect the value range, keeping `count(≤ lo) < k ≤ count(≤ hi)`,
+/// until few differences lie in `(lo, hi]` (then gather and select them) or `lo` and `hi` are
+/// adjacent floating-point values (then the answer is `hi`).
+fn kth_difference(b: &[f64], a: &[f64], k: usize) -> f64 {
+    let mut lo = a[0] - b[b.len() - 1];
+    if count_differences_le(b, a, lo) >= k {
+        return lo;
     }
-    v.truncate(k);
-    v
+    let mut hi = a[a.len() - 1] - b[0];
+    let mut below = count_differences_le(b, a, lo);
+    let mut upto = b.len() * a.len();
+    while upto - below > GATHER_LIMIT {
+        let mid = lo + (hi - lo) / 2.0;
+        if mid <= lo || mid >= hi {
+            return hi;
+        }
+        let c = count_differences_le(b, a, mid);
+        if c >= k {
+            (hi, upto) = (mid, c);
+        } else {
+            (lo, below) = (mid, c);
+        }
+    }
+    let mut between: Vec<f64> = Vec::with_capacity(upto - below);
+    for &bi in b {
+        // Within a row the differences ascend with `a`: the ones in (lo, hi] are contiguous.
+        let from = a.partition_point(|aj| aj - bi <= lo);
+        let to = a.partition_point(|aj| aj - bi <= hi);
+        between.extend(a[from..to].iter().map(|aj| aj - bi));
+    }
+    order_statistic(&mut between, k - below)
 }
 
 /// The `k`-th smallest value (1-based) of `v`, reordering `v`.
