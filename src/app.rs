@@ -94,6 +94,26 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             simulate(listen, script).await
         }
+        Command::Compare {
+            before,
+            after,
+            output,
+            alpha,
+            threshold,
+            force,
+            resamples,
+            seed,
+            lengths,
+        } => {
+            let options = crate::compare::Options {
+                rule: crate::compare::verdict::Rule { alpha, threshold },
+                force,
+                resamples: resamples as usize,
+                seed,
+                lengths,
+            };
+            return crate::compare::run(&before, &after, &options, output);
+        }
         Command::Healthcheck { url } => return healthcheck(&url).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
     };
