@@ -67,6 +67,13 @@ fn ttft_plus_20_percent_is_a_regression_whose_intervals_contain_the_truth() {
             "bootstrap P50 interval misses +20 %: {ttft}"
         );
         assert_eq!(ttft["change_ci_method"], "bootstrap");
+        // Order-statistic intervals of each run's percentiles: around the point estimate.
+        let p95 = ttft["after"]["p95"].as_f64().unwrap();
+        let ci = &ttft["after"]["p95_ci"];
+        assert!(
+            ci[0].as_f64().unwrap() <= p95 && p95 <= ci[1].as_f64().unwrap(),
+            "{ttft}"
+        );
         // The decode side did not change.
         assert_eq!(level["tpot_seconds"]["verdict"], "no_change");
         assert_eq!(level["output_tokens_per_second"]["verdict"], "no_change");
@@ -183,6 +190,29 @@ fn probe_once_collections_and_unreadable_files() {
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("all probes"), "{text}");
+
+    // A hostile name in a run file cannot reach the terminal as a control sequence.
+    let evil = dir.path().join("evil.jsonl");
+    std::fs::write(
+        &evil,
+        "{\"target\":\"t\\u001b[2J\\u202e\",\"scenario\":\"s\",\"model\":\"m\\u001b]0;x\\u0007\",\"success\":true,\"ttft_seconds\":0.2,\"tpot_seconds\":0.03}\n",
+    )
+    .unwrap();
+    for output in ["text", "markdown", "json"] {
+        let out = compare(&[
+            evil.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--output",
+            output,
+        ]);
+        for stream in [&out.stdout, &out.stderr] {
+            let text = String::from_utf8_lossy(stream);
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{202e}'),
+                "{output}: {text:?}"
+            );
+        }
+    }
 
     let missing = dir.path().join("missing.json");
     let out = compare(&[missing.to_str().unwrap(), a.to_str().unwrap()]);

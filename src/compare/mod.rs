@@ -133,7 +133,12 @@ pub struct Row {
     pub before: [Option<f64>; 3],
     /// As `before`, for AFTER.
     pub after: [Option<f64>; 3],
-    /// Bootstrap 95 % interval of each percentile's relative change.
+    /// Distribution-free interval (order statistics, confidence `1 − alpha`) of each BEFORE
+    /// percentile; `None` where the sample is too small (e.g. a P99 of 30 requests).
+    pub before_ci: [Option<(f64, f64)>; 3],
+    /// As `before_ci`, for AFTER.
+    pub after_ci: [Option<(f64, f64)>; 3],
+    /// Bootstrap interval (confidence `1 − alpha`) of each percentile's relative change.
     pub change_ci: [Option<(f64, f64)>; 3],
     /// U test and Hodges–Lehmann evidence (`None`: a side has no values).
     pub evidence: Option<Evidence>,
@@ -312,12 +317,15 @@ fn compare_level(before: &Level, after: &Level, options: &Options) -> LevelCompa
             b.sort_by(f64::total_cmp);
             a.sort_by(f64::total_cmp);
             let pct = |s: &[f64]| QUANTILES.map(|q| stats::percentile(s, q));
+            let ci = |s: &[f64]| QUANTILES.map(|q| stats::percentile_ci(s, q, 1.0 - alpha));
             Some(Row {
                 metric,
                 n_before: b.len(),
                 n_after: a.len(),
                 before: pct(&b),
                 after: pct(&a),
+                before_ci: ci(&b),
+                after_ci: ci(&a),
                 change_ci: [cis[0], cis[1], cis[2]],
                 evidence,
                 verdict,

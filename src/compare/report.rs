@@ -325,8 +325,15 @@ pub fn to_markdown(c: &Comparison, before: &Run, after: &Run) -> String {
     out
 }
 
-fn quantile_object(v: &[Option<f64>; 3]) -> Value {
-    json!({ "p50": v[0], "p95": v[1], "p99": v[2] })
+/// `{p50, p95, p99}` with each percentile's order-statistic interval as `p50_ci` … (`null`: too
+/// few requests for one).
+fn quantile_object(v: &[Option<f64>; 3], ci: &[Option<(f64, f64)>; 3]) -> Value {
+    let ci = |i: usize| ci[i].map(|(l, h)| vec![l, h]);
+    json!({
+        "p50": v[0], "p95": v[1], "p99": v[2],
+        "p50_ci": ci(0), "p95_ci": ci(1), "p99_ci": ci(2),
+        "ci_method": "order statistics",
+    })
 }
 
 fn row_json(r: &Row) -> Value {
@@ -334,8 +341,8 @@ fn row_json(r: &Row) -> Value {
     json!({
         "n_before": r.n_before,
         "n_after": r.n_after,
-        "before": quantile_object(&r.before),
-        "after": quantile_object(&r.after),
+        "before": quantile_object(&r.before, &r.before_ci),
+        "after": quantile_object(&r.after, &r.after_ci),
         "change_ci": { "p50": ci(0), "p95": ci(1), "p99": ci(2) },
         "change_ci_method": "bootstrap",
         "mann_whitney_p": r.evidence.as_ref().map(|e| e.p_value),

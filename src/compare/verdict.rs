@@ -8,11 +8,12 @@
 //!    ([`crate::compare::stats`]).
 //! 2. Direction: `worse = c` when a higher value is worse (TTFT, TPOT, ITL, E2E), `worse = −c`
 //!    when a higher value is better (output tokens/s).
-//! 3. Significant (`p < α`): `regression` when `worse > threshold`, `improvement` when
+//! 3. Too few requests for an interval at `1 − α` (an end is unbounded): `inconclusive`,
+//!    whatever the p-value (the normal approximation is no basis for a handful of requests).
+//! 4. Significant (`p < α`): `regression` when `worse > threshold`, `improvement` when
 //!    `worse < −threshold`, otherwise `~` (a real change, but within the threshold).
-//! 4. Not significant: `inconclusive` when the interval still reaches beyond the threshold on
-//!    either side (`lo < −threshold` or `hi > threshold`, or the samples are too small for an
-//!    interval at all); otherwise `~`.
+//! 5. Not significant: `inconclusive` when the interval still reaches beyond the threshold on
+//!    either side (`lo < −threshold` or `hi > threshold`); otherwise `~`.
 //!
 //! The estimate of "N more requests" ([`more_requests`]) assumes the interval narrows as
 //! `1/√n` around the same estimate when both runs grow by the same factor `f`: the factor that
@@ -146,6 +147,12 @@ pub fn judge(e: &Evidence, direction: Direction, rule: Rule) -> Verdict {
         Direction::HigherIsBetter => -1.0,
     };
     let worse = sign * e.change;
+    let (Some(lo), Some(hi)) = (e.low, e.high) else {
+        // Too few requests for any interval: the U test's normal approximation is no basis.
+        return Verdict::Inconclusive {
+            more_requests: more_requests(e, rule),
+        };
+    };
     if e.p_value < rule.alpha {
         return if worse > rule.threshold {
             Verdict::Regression
@@ -155,25 +162,27 @@ pub fn judge(e: &Evidence, direction: Direction, rule: Rule) -> Verdict {
             Verdict::NoChange
         };
     }
-    match (e.low, e.high) {
-        (Some(lo), Some(hi)) if lo >= -rule.threshold && hi <= rule.threshold => Verdict::NoChange,
-        _ => Verdict::Inconclusive {
+    if lo >= -rule.threshold && hi <= rule.threshold {
+        Verdict::NoChange
+    } else {
+        Verdict::Inconclusive {
             more_requests: more_requests(e, rule),
-        },
+        }
     }
 }
 
 /// Requests to add to each run before an inconclusive row is likely to be settled (the module
-/// docs give the model). With an unbounded interval: the fewest requests per run for which the
-/// interval at `1 − alpha` exists at all.
+/// docs give the model). With an unbounded interval: how many more the smaller run needs for
+/// the interval at `1 − alpha` to exist at all.
 pub fn more_requests(e: &Evidence, rule: Rule) -> u64 {
     let n = e.n_before.max(e.n_after) as f64;
     let (Some(lo), Some(hi)) = (e.low, e.high) else {
-        let mut k = e.n_before.min(e.n_after).max(1);
+        let smaller = e.n_before.min(e.n_after).max(1);
+        let mut k = smaller;
         while !interval_exists(k, k, 1.0 - rule.alpha) {
             k += 1;
         }
-        return round_up_2_significant((k as f64 - n).max(1.0));
+        return round_up_2_significant(((k - smaller) as f64).max(1.0));
     };
     let (c, t) = (e.change, rule.threshold);
     // The factor f by which the sample must grow so the interval, narrowed by √f around c,

@@ -104,6 +104,13 @@ fn unbounded_interval_asks_for_the_minimum_sample() {
     // With k requests per run the interval exists from k = 4 (K = ⌊8 − 1.96·√(16·9/12)⌋ = 1).
     assert!(interval_exists(4, 4, 0.95) && !interval_exists(3, 3, 0.95));
     assert_eq!(more_requests, 2);
+    // A tiny but "significant" sample is still inconclusive: 1 vs 6 tied values, p ≈ 0.04.
+    let e = evidence(&[0.03], &[0.02; 6], 0.05).unwrap();
+    assert!(e.p_value < 0.05 && e.low.is_none());
+    assert_eq!(
+        judge(&e, Direction::HigherIsWorse, Rule::default()),
+        Verdict::Inconclusive { more_requests: 3 }
+    );
 }
 
 #[test]
