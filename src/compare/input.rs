@@ -15,7 +15,8 @@
 //!   one number per metric named as the daemon's metrics: `ttft_seconds`,
 //!   `time_to_first_output_token_seconds`, `tpot_seconds`, `inter_token_latency_seconds` (the
 //!   request's own ITL summary; when absent, the median of its `inter_token_latencies_seconds`
-//!   list), `e2e_seconds`, `output_tokens_per_second`. `null` or absent means unknown.
+//!   list), `e2e_seconds`, `output_tokens_per_second`. `null` or absent means unknown. An item
+//!   with `"warmup": true` is skipped (warm-up requests are excluded from the statistics).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -221,6 +222,7 @@ struct LevelCounts {
 #[derive(Deserialize)]
 struct RequestFields {
     level: Option<usize>,
+    warmup: Option<bool>,
     concurrency: Option<u64>,
     rate: Option<f64>,
     success: Option<bool>,
@@ -291,7 +293,12 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
             })
         })
         .collect::<Result<_, String>>()?;
-    for (i, r) in file.requests.iter().enumerate() {
+    for (i, r) in file
+        .requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.warmup != Some(true))
+    {
         let index = match (r.level, r.concurrency, r.rate) {
             (Some(l), _, _) => Some(l),
             (None, Some(c), _) => levels

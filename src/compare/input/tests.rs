@@ -16,7 +16,8 @@ fn bench_json_with_levels_requests_and_extra_fields() {
             "requests":[{"level":0,"success":true,"ttft_seconds":0.2,"tpot_seconds":0.02},
                         {"level":0,"success":false,"failure_reason":"timeout"},
                         {"level":1,"ttft_seconds":0.3,"inter_token_latencies_seconds":[0.01,0.03,0.02]},
-                        {"rate":2.5,"ttft_seconds":0.4}]}"#,
+                        {"rate":2.5,"ttft_seconds":0.4},
+                        {"level":1,"warmup":true,"ttft_seconds":9.0}]}"#,
     )
     .unwrap();
     assert_eq!(run.kind, RunKind::Bench);
