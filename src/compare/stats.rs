@@ -151,6 +151,12 @@ const GATHER_LIMIT: usize = 4096;
 /// until few differences lie in `(lo, hi]` (then gather and select them) or `lo` and `hi` are
 /// adjacent floating-point values (then the answer is `hi`).
 fn kth_difference(b: &[f64], a: &[f64], k: usize) -> f64 {
+    kth_difference_gathering(b, a, k, GATHER_LIMIT)
+}
+
+/// [`kth_difference`] gathering at most `limit` differences (tests use small limits to exercise
+/// the bisection on small samples).
+fn kth_difference_gathering(b: &[f64], a: &[f64], k: usize, limit: usize) -> f64 {
     let mut lo = a[0] - b[b.len() - 1];
     if count_differences_le(b, a, lo) >= k {
         return lo;
@@ -158,7 +164,7 @@ fn kth_difference(b: &[f64], a: &[f64], k: usize) -> f64 {
     let mut hi = a[a.len() - 1] - b[0];
     let mut below = count_differences_le(b, a, lo);
     let mut upto = b.len() * a.len();
-    while upto - below > GATHER_LIMIT {
+    while upto - below > limit {
         let mid = lo + (hi - lo) / 2.0;
         if mid <= lo || mid >= hi {
             return hi;

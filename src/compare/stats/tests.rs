@@ -210,3 +210,24 @@ fn bootstrap_undefined_cases() {
         vec![None]
     );
 }
+
+proptest::proptest! {
+    /// The bisection finds exactly the k-th smallest pairwise difference, ties included.
+    #[test]
+    fn kth_difference_equals_brute_force(
+        b in proptest::collection::vec(0u8..20, 1..40),
+        a in proptest::collection::vec(0u8..20, 1..40),
+        pick in 0.0f64..1.0,
+    ) {
+        let mut b: Vec<f64> = b.into_iter().map(|v| f64::from(v) * 0.1).collect();
+        let mut a: Vec<f64> = a.into_iter().map(|v| f64::from(v) * 0.1).collect();
+        b.sort_by(f64::total_cmp);
+        a.sort_by(f64::total_cmp);
+        let mut all: Vec<f64> = a.iter().flat_map(|x| b.iter().map(move |y| x - y)).collect();
+        all.sort_by(f64::total_cmp);
+        let k = 1 + ((all.len() - 1) as f64 * pick) as usize;
+        for limit in [0, 1, 7, GATHER_LIMIT] {
+            proptest::prop_assert_eq!(kth_difference_gathering(&b, &a, k, limit), all[k - 1]);
+        }
+    }
+}
