@@ -213,7 +213,7 @@ fn estimate_text(e: &Estimate, scale: f64, digits: usize) -> String {
 fn selection_text(s: &Selection, before: &Run, after: &Run) -> String {
     let name = |r: &Run| terminal_safe(r.path.to_string_lossy().as_ref()).into_owned();
     let mut out = format!(
-        "\nChoosing between the endpoints (E2E ≈ TTFT + (N − 1) × TPOT, medians; 95 % bootstrap intervals):\n  BEFORE {}: TTFT {:.1} ms, TPOT {:.2} ms ({} requests)\n  AFTER  {}: TTFT {:.1} ms, TPOT {:.2} ms ({} requests)\n",
+        "\nChoosing between the endpoints (E2E ≈ TTFT + (N − 1) × TPOT, medians; 95 % bootstrap intervals):\n  BEFORE {}: TTFT {:.1} ms, TPOT {:.2} ms (n = {})\n  AFTER  {}: TTFT {:.1} ms, TPOT {:.2} ms (n = {})\n",
         terminal_safe(&s.before.label),
         s.before.ttft * 1e3,
         s.before.tpot * 1e3,

@@ -13,7 +13,7 @@
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::input::Run;
+use super::input::{LevelKey, Run};
 use super::stats;
 use super::Options;
 
@@ -97,9 +97,9 @@ pub struct Selection {
 /// Median TTFT and median TPOT of one run (or one bootstrap resample of it), seconds.
 type Medians = (f64, f64);
 
-/// `(TTFT, TPOT)` of every successful request of the run's first level that has both.
-fn pairs(run: &Run) -> Vec<(f64, f64)> {
-    let Some(level) = run.levels.first() else {
+/// `(TTFT, TPOT)` of every successful request of the run's level `key` that has both.
+fn pairs(run: &Run, key: LevelKey) -> Vec<(f64, f64)> {
+    let Some(level) = run.levels.iter().find(|l| l.key == key) else {
         return Vec::new();
     };
     level
@@ -129,10 +129,20 @@ fn label(run: &Run) -> String {
     )
 }
 
-/// The selection section for two runs of different endpoints (first level of each). `None` when
-/// a run has no request with both TTFT and TPOT.
+/// The selection section for two runs of different endpoints, from the first level both runs
+/// have (else each run's first level: e.g. a probe-once collection against a bench run). `None`
+/// when a run has no request with both TTFT and TPOT.
 pub fn select(before: &Run, after: &Run, options: &Options) -> Option<Selection> {
-    let (pb, pa) = (pairs(before), pairs(after));
+    let common = before
+        .levels
+        .iter()
+        .map(|l| l.key)
+        .find(|k| after.levels.iter().any(|l| l.key == *k));
+    let (kb, ka) = match common {
+        Some(k) => (k, k),
+        None => (before.levels.first()?.key, after.levels.first()?.key),
+    };
+    let (pb, pa) = (pairs(before, kb), pairs(after, ka));
     let (mb, ma) = (medians(&pb)?, medians(&pa)?);
     let mut rng = Pcg64Mcg::seed_from_u64(options.seed);
     let resample = |p: &[(f64, f64)], rng: &mut Pcg64Mcg| -> Vec<(f64, f64)> {
