@@ -54,14 +54,15 @@ fn p_value(p: f64) -> String {
     }
 }
 
-const HEADER: [&str; 8] = [
+const HEADER: [&str; 9] = [
     "metric",
-    "n before/after",
+    "n",
     "P50 before → after",
     "P95 before → after",
     "P99 before → after",
-    "P95 change [95 % CI, bootstrap]",
-    "shift (Hodges–Lehmann) [CI] · U test p",
+    "P95 change [CI]",
+    "shift [CI]",
+    "p",
     "verdict",
 ];
 
@@ -82,12 +83,10 @@ fn row_cells(r: &Row) -> Vec<String> {
         ),
         _ => "-".into(),
     };
-    let shift = r.evidence.as_ref().map_or("-".into(), |e| {
-        format!(
-            "{} {} · p {}",
-            pct(e.change),
-            interval(e.low, e.high),
-            p_value(e.p_value)
+    let (shift, p) = r.evidence.as_ref().map_or(("-".into(), "-".into()), |e| {
+        (
+            format!("{} {}", pct(e.change), interval(e.low, e.high)),
+            p_value(e.p_value),
         )
     });
     vec![
@@ -98,6 +97,7 @@ fn row_cells(r: &Row) -> Vec<String> {
         pair(2),
         p95_change,
         shift,
+        p,
         r.verdict
             .map_or("n/a (no values on one side)".into(), |v| v.label()),
     ]
@@ -108,27 +108,22 @@ fn failure_cells(f: &FailureRow) -> Vec<String> {
         if sent == 0 {
             "-".into()
         } else {
-            format!(
-                "{failed}/{sent} ({:.1} %)",
-                failed as f64 / sent as f64 * 100.0
-            )
+            format!("{failed} ({:.1} %)", failed as f64 / sent as f64 * 100.0)
         }
     };
-    let (verdict, test) = match &f.test {
-        Some((v, t)) => (
-            v.label(),
-            format!("two-proportion z-test · p {}", p_value(t.p_value)),
-        ),
+    let (verdict, p) = match &f.test {
+        Some((v, t)) => (v.label(), p_value(t.p_value)),
         None => ("n/a (nothing sent)".into(), "-".into()),
     };
     vec![
         "failure ratio".into(),
-        format!("{}/{}", f.before.0, f.after.0),
+        format!("{}/{} sent", f.before.0, f.after.0),
         format!("{} → {}", ratio(f.before), ratio(f.after)),
         String::new(),
         String::new(),
         String::new(),
-        test,
+        String::new(),
+        p,
         verdict,
     ]
 }
@@ -149,15 +144,17 @@ fn run_title(run: &Run) -> String {
 }
 
 fn method_line(c: &Comparison) -> String {
+    let confidence = (1.0 - c.options.rule.alpha) * 100.0;
     format!(
-        "Rule: two-sided Mann–Whitney U test (tie-corrected) with the Hodges–Lehmann shift and its \
-         {:.0} % interval, relative to BEFORE's median; α = {}, threshold {:.0} %. Percentile-change \
-         intervals: bootstrap over requests, {} resamples, seed {}.",
-        (1.0 - c.options.rule.alpha) * 100.0,
+        "P95 change: relative change of the P95 with its {confidence:.0} % bootstrap interval \
+         (over requests, {} resamples, seed {}). Shift: Hodges–Lehmann shift relative to BEFORE's \
+         median with its {confidence:.0} % distribution-free interval. p: two-sided Mann–Whitney \
+         U test, tie-corrected (failure ratio: two-proportion z-test). Verdict: α = {}, \
+         threshold {:.0} %.",
+        c.options.resamples,
+        c.options.seed,
         c.options.rule.alpha,
         c.options.rule.threshold * 100.0,
-        c.options.resamples,
-        c.options.seed
     )
 }
 
