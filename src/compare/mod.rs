@@ -195,10 +195,25 @@ impl Comparison {
     }
 }
 
-/// Runs that must not be compared without `--force`: each entry names what differs.
+/// Why two runs were not compared.
 #[derive(Debug, thiserror::Error)]
-#[error("the runs are not comparable: {}; compare like with like, or pass --force", .0.join("; "))]
-pub struct Refusal(pub Vec<String>);
+pub enum Refusal {
+    /// Different setups (scenario, prompt size, `max_tokens`): each entry names what differs.
+    #[error("the runs are not comparable: {}; compare like with like, or pass --force", .0.join("; "))]
+    Setup(Vec<String>),
+    /// No level is in both runs (levels are matched by concurrency or rate).
+    #[error(
+        "no level is in both runs (BEFORE has {before}; AFTER has {after}): levels are matched \
+         by concurrency or rate, and a probe-once collection only matches another one; run both \
+         with the same --concurrency or --rate"
+    )]
+    NoCommonLevel {
+        /// BEFORE's levels, listed.
+        before: String,
+        /// AFTER's levels, listed.
+        after: String,
+    },
+}
 
 /// What differs between the runs' setups (scenario, prompt size, `max_tokens`): described.
 fn setup_differences(before: &Run, after: &Run) -> Vec<String> {
@@ -253,7 +268,7 @@ pub fn compare(before: &Run, after: &Run, options: &Options) -> Result<Compariso
     let differences = setup_differences(before, after);
     if !differences.is_empty() {
         if !options.force {
-            return Err(Refusal(differences));
+            return Err(Refusal::Setup(differences));
         }
         warnings.push(format!(
             "compared with --force although {}",
@@ -280,6 +295,20 @@ pub fn compare(before: &Run, after: &Run, options: &Options) -> Result<Compariso
         if !before.levels.iter().any(|b| b.key == a.key) {
             unmatched.push(format!("{} (AFTER only)", a.key));
         }
+    }
+    if levels.is_empty() {
+        let list = |r: &Run| {
+            let keys: Vec<String> = r.levels.iter().map(|l| l.key.to_string()).collect();
+            if keys.is_empty() {
+                "no levels".to_string()
+            } else {
+                keys.join(", ")
+            }
+        };
+        return Err(Refusal::NoCommonLevel {
+            before: list(before),
+            after: list(after),
+        });
     }
     let selection = different_endpoint
         .then(|| selection::select(before, after, options))

@@ -117,6 +117,23 @@ fn prompt_sizes_within_five_percent_are_the_same() {
 }
 
 #[test]
+fn no_common_level_is_an_error_not_an_empty_success() {
+    let b = run("s", &spread(10, 1.0), "a");
+    let mut a = run("s", &spread(10, 1.0), "b");
+    for l in &mut a.levels {
+        l.key = LevelKey::Rate(2.0);
+    }
+    let e = compare(&b, &a, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("BEFORE has concurrency 1, concurrency 8; AFTER has rate 2/s, rate 2/s"),
+        "{e}"
+    );
+    assert!(e.contains("same --concurrency or --rate"), "{e}");
+}
+
+#[test]
 fn option_parsers() {
     assert_eq!(parse_threshold("10%"), Ok(0.1));
     assert_eq!(parse_threshold("0.05"), Ok(0.05));
