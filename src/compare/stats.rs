@@ -94,7 +94,7 @@ pub struct Shift {
 ///
 /// Exact for any sample size without forming the `m·n` differences: each order statistic is
 /// found by bisecting on the value with an `O(m + n)` count of the differences below it
-/// ([`kth_difference`]).
+/// (`kth_difference`).
 pub fn hodges_lehmann(before: &[f64], after: &[f64], confidence: f64) -> Option<Shift> {
     if before.is_empty() || after.is_empty() {
         return None;
