@@ -123,6 +123,26 @@ pub async fn run(cli: Cli) -> ExitCode {
             simulate(listen, script).await
         }
         Command::Bench(args) => return crate::bench::command::run(*args, shutdown_signal()).await,
+        Command::Compare {
+            before,
+            after,
+            output,
+            alpha,
+            threshold,
+            force,
+            resamples,
+            seed,
+            lengths,
+        } => {
+            let options = crate::compare::Options {
+                rule: crate::compare::verdict::Rule { alpha, threshold },
+                force,
+                resamples: resamples as usize,
+                seed,
+                lengths,
+            };
+            return crate::compare::run(&before, &after, &options, output);
+        }
         Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
     };

@@ -48,6 +48,17 @@ pub enum Output {
     Json,
 }
 
+/// Output formats of `compare`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CompareOutput {
+    /// An aligned table per level.
+    Text,
+    /// Markdown tables (for a pull-request comment).
+    Markdown,
+    /// One JSON document (`"schema": "llm-probe.compare/v1"`).
+    Json,
+}
+
 /// Default address of the exporter (the port is in Prometheus' default port allocations range).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
@@ -137,6 +148,37 @@ pub enum Command {
     /// Load-test one (target, scenario): a concurrency or request-rate sweep measured like the
     /// daemon's probes, with P50/P95/P99, the SLA capacity, JSON/Markdown reports and charts.
     Bench(Box<BenchArgs>),
+    /// Is AFTER slower than BEFORE? Compare two `bench --output json` files (or two
+    /// `probe-once --output json` collections) per level and metric with a U test, a
+    /// Hodges–Lehmann interval and a verdict; exit 1 on any regression, 2 if the runs cannot be
+    /// read or compared.
+    Compare {
+        /// The run before the change.
+        before: PathBuf,
+        /// The run after the change.
+        after: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        output: CompareOutput,
+        /// Significance level of the tests (and 1 − alpha the confidence of the intervals).
+        #[arg(long, default_value = "0.05", value_parser = crate::compare::parse_alpha)]
+        alpha: f64,
+        /// Smallest relative change that counts (`10%` or `0.1`).
+        #[arg(long, default_value = "10%", value_parser = crate::compare::parse_threshold)]
+        threshold: f64,
+        /// Compare runs of different scenarios, prompt sizes or max_tokens anyway.
+        #[arg(long)]
+        force: bool,
+        /// Bootstrap resamples for the percentile-change intervals (at least 2000).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(2000..=1_000_000))]
+        resamples: u32,
+        /// Bootstrap seed (the same seed gives the same intervals).
+        #[arg(long, default_value_t = 17)]
+        seed: u64,
+        /// Output lengths (tokens) for the expected E2E when the runs are different endpoints.
+        #[arg(long, value_delimiter = ',', default_values_t = crate::compare::selection::TYPICAL_LENGTHS)]
+        lengths: Vec<u32>,
+    },
     /// Exit 0 if a running llm-probe answers its health endpoint (for container health
     /// checks, which have no shell or curl in a minimal image); talks TLS and basic auth.
     Healthcheck(HealthcheckArgs),

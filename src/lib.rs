@@ -25,6 +25,7 @@ pub mod bench;
 
 pub mod app;
 pub mod cli;
+pub mod compare;
 pub mod demo;
 pub mod healthcheck;
 pub mod logging;

@@ -1,0 +1,393 @@
+//! Reading a run for `compare`: a `bench --output json` file (`"schema": "llm-probe.bench/v1"`)
+//! or a `probe-once --output json` collection (one JSON object per line, fields of
+//! [`crate::report::to_json`]).
+//!
+//! **Assumptions about the bench JSON** (issue 10 fixes the names below; the rest is assumed
+//! here, in one place, to align with `bench` after merging). Unknown fields are ignored.
+//! - Metadata at the top level or inside a `metadata` object: `target`, `model`, `scenario`,
+//!   `prompt_tokens`, `max_tokens`, `config_digest`, and the endpoint identity as an object named
+//!   `endpoint_identity` (or `identity` / `endpoint`) with `response_model`,
+//!   `system_fingerprint`, `server_header` (or `server`) and `server_version` (or `version`).
+//! - `levels[]`: `concurrency` or `rate` (the other `null`), and `requests` {`sent`,
+//!   `succeeded`, `failed`, `failures_by_reason`} (used for the failure ratio when present).
+//! - `requests[]` (top level): `level`, the index into `levels[]` (or else the request's own
+//!   `concurrency` / `rate`); `success` (else inferred: no `failure_reason`); `failure_reason`;
+//!   one number per metric named as the daemon's metrics: `ttft_seconds`,
+//!   `time_to_first_output_token_seconds`, `tpot_seconds`, `inter_token_latency_seconds` (the
+//!   request's own ITL summary; when absent, the median of its `inter_token_latencies_seconds`
+//!   list), `e2e_seconds`, `output_tokens_per_second`. `null` or absent means unknown. An item
+//!   with `"warmup": true` is skipped (warm-up requests are excluded from the statistics).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Metric;
+
+/// The schema name prefix of `bench` JSON.
+pub const BENCH_SCHEMA_PREFIX: &str = "llm-probe.bench/";
+
+/// What a run file was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// `bench --output json`.
+    Bench,
+    /// `probe-once --output json` lines.
+    ProbeOnce,
+}
+
+/// Which level of a sweep: matched between runs by this key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LevelKey {
+    /// Closed loop with this many virtual users.
+    Concurrency(u64),
+    /// Open loop at this many requests per second.
+    Rate(f64),
+    /// A run without levels (a `probe-once` collection).
+    Single,
+}
+
+impl std::fmt::Display for LevelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LevelKey::Concurrency(c) => write!(f, "concurrency {c}"),
+            LevelKey::Rate(r) => write!(f, "rate {r}/s"),
+            LevelKey::Single => write!(f, "all probes"),
+        }
+    }
+}
+
+/// The endpoint identity a run saw (what the server said it is).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Identity {
+    /// The model the responses named.
+    #[serde(default)]
+    pub response_model: Option<String>,
+    /// OpenAI's `system_fingerprint`.
+    #[serde(default)]
+    pub system_fingerprint: Option<String>,
+    /// The `Server` header.
+    #[serde(default, alias = "server")]
+    pub server_header: Option<String>,
+    /// The server's reported version.
+    #[serde(default, alias = "version")]
+    pub server_version: Option<String>,
+}
+
+impl Identity {
+    /// Whether nothing is known.
+    pub fn is_empty(&self) -> bool {
+        *self == Identity::default()
+    }
+}
+
+/// One request's outcome and measurements (seconds, or tokens per second).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestRecord {
+    /// Whether the request succeeded.
+    pub success: bool,
+    /// The failure reason (failed requests).
+    pub failure_reason: Option<String>,
+    /// The value of each metric ([`Metric::ALL`] order); `None` when unknown.
+    pub values: [Option<f64>; Metric::ALL.len()],
+}
+
+/// One level of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Level {
+    /// Its key.
+    pub key: LevelKey,
+    /// `(sent, failed)` from the level's summary, when the file has one.
+    pub counts: Option<(u64, u64)>,
+    /// Its requests.
+    pub requests: Vec<RequestRecord>,
+}
+
+impl Level {
+    /// `(sent, failed)`: the summary's counts, else counted from the requests.
+    pub fn sent_failed(&self) -> (u64, u64) {
+        self.counts.unwrap_or_else(|| {
+            let failed = self.requests.iter().filter(|r| !r.success).count();
+            (self.requests.len() as u64, failed as u64)
+        })
+    }
+
+    /// The finite values of `metric` over successful requests.
+    pub fn values(&self, metric: Metric) -> Vec<f64> {
+        self.requests
+            .iter()
+            .filter(|r| r.success)
+            .filter_map(|r| r.values[metric.index()])
+            .filter(|v| v.is_finite())
+            .collect()
+    }
+}
+
+/// A run read from a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Bench or probe-once.
+    pub kind: RunKind,
+    /// Target name.
+    pub target: Option<String>,
+    /// Configured model.
+    pub model: Option<String>,
+    /// Scenario name.
+    pub scenario: Option<String>,
+    /// Prompt size as the file states it (any JSON value; compared for equality).
+    pub prompt_tokens: Option<Value>,
+    /// `max_tokens` as the file states it.
+    pub max_tokens: Option<Value>,
+    /// The endpoint identity.
+    pub identity: Identity,
+    /// Its levels (one for probe-once).
+    pub levels: Vec<Level>,
+}
+
+/// A run file that cannot be compared: names the file, what is wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+pub struct InputError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong, and the fix.
+    pub problem: String,
+}
+
+/// Read `path`: bench JSON or probe-once JSON lines (decided by content).
+pub fn read_run(path: &Path) -> Result<Run, InputError> {
+    let err = |problem: String| InputError {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    parse_run(path, &text).map_err(err)
+}
+
+/// Parse a run from `text` (see [`read_run`]); the error is the problem without the path.
+pub fn parse_run(path: &Path, text: &str) -> Result<Run, String> {
+    if let Ok(whole) = serde_json::from_str::<Value>(text) {
+        if let Some(schema) = whole.get("schema").and_then(Value::as_str) {
+            if !schema.starts_with(BENCH_SCHEMA_PREFIX) {
+                return Err(format!(
+                    "unknown schema {schema:?}: compare reads `llm-probe bench --output json` \
+                     ({BENCH_SCHEMA_PREFIX}v1) or `llm-probe probe-once --output json` lines"
+                ));
+            }
+            return parse_bench(path, whole);
+        }
+    }
+    parse_probe_lines(path, text)
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    target: Option<String>,
+    model: Option<String>,
+    scenario: Option<String>,
+    prompt_tokens: Option<Value>,
+    max_tokens: Option<Value>,
+    #[serde(alias = "identity", alias = "endpoint")]
+    endpoint_identity: Option<Identity>,
+}
+
+#[derive(Deserialize)]
+struct BenchFile {
+    #[serde(flatten)]
+    meta: Meta,
+    metadata: Option<Meta>,
+    levels: Vec<BenchLevel>,
+    #[serde(default)]
+    requests: Vec<RequestFields>,
+}
+
+#[derive(Deserialize)]
+struct BenchLevel {
+    concurrency: Option<u64>,
+    rate: Option<f64>,
+    requests: Option<LevelCounts>,
+}
+
+#[derive(Deserialize)]
+struct LevelCounts {
+    sent: u64,
+    failed: u64,
+}
+
+/// A request as both formats write it (bench's `requests[]` item or a probe-once line).
+#[derive(Deserialize)]
+struct RequestFields {
+    level: Option<usize>,
+    warmup: Option<bool>,
+    concurrency: Option<u64>,
+    rate: Option<f64>,
+    success: Option<bool>,
+    failure_reason: Option<String>,
+    ttft_seconds: Option<f64>,
+    time_to_first_output_token_seconds: Option<f64>,
+    tpot_seconds: Option<f64>,
+    inter_token_latency_seconds: Option<f64>,
+    inter_token_latencies_seconds: Option<Vec<f64>>,
+    e2e_seconds: Option<f64>,
+    output_tokens_per_second: Option<f64>,
+    // probe-once lines only:
+    target: Option<String>,
+    scenario: Option<String>,
+    model: Option<String>,
+    prompt_tokens: Option<Value>,
+    #[serde(flatten)]
+    identity: Identity,
+}
+
+impl RequestFields {
+    fn record(&self) -> RequestRecord {
+        let itl = self.inter_token_latency_seconds.or_else(|| {
+            self.inter_token_latencies_seconds
+                .as_deref()
+                .and_then(super::stats::median)
+        });
+        let mut values = [None; Metric::ALL.len()];
+        for m in Metric::ALL {
+            values[m.index()] = match m {
+                Metric::Ttft => self.ttft_seconds,
+                Metric::TimeToFirstOutputToken => self.time_to_first_output_token_seconds,
+                Metric::Tpot => self.tpot_seconds,
+                Metric::Itl => itl,
+                Metric::E2e => self.e2e_seconds,
+                Metric::OutputTokensPerSecond => self.output_tokens_per_second,
+            };
+        }
+        RequestRecord {
+            success: self.success.unwrap_or(self.failure_reason.is_none()),
+            failure_reason: self.failure_reason.clone(),
+            values,
+        }
+    }
+}
+
+fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
+    let file: BenchFile = serde_json::from_value(whole).map_err(|e| {
+        format!("not a readable bench JSON ({e}); write it with `llm-probe bench --output json`")
+    })?;
+    let meta = file.metadata.unwrap_or(file.meta);
+    let mut levels: Vec<Level> = file
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let key = match (l.concurrency, l.rate) {
+                (Some(c), _) => Ok(LevelKey::Concurrency(c)),
+                (None, Some(r)) => Ok(LevelKey::Rate(r)),
+                (None, None) => Err(format!(
+                    "levels[{i}] has neither `concurrency` nor `rate`; one of them is required"
+                )),
+            }?;
+            Ok(Level {
+                key,
+                counts: l.requests.as_ref().map(|c| (c.sent, c.failed)),
+                requests: Vec::new(),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    for (i, r) in file
+        .requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.warmup != Some(true))
+    {
+        let index = match (r.level, r.concurrency, r.rate) {
+            (Some(l), _, _) => Some(l),
+            (None, Some(c), _) => levels
+                .iter()
+                .position(|l| l.key == LevelKey::Concurrency(c)),
+            (None, None, Some(rate)) => levels.iter().position(|l| l.key == LevelKey::Rate(rate)),
+            (None, None, None) => None,
+        };
+        let level = index.and_then(|l| levels.get_mut(l)).ok_or_else(|| {
+            format!(
+                "requests[{i}] names no level of `levels[]` (its `level` must be an index \
+                 below {})",
+                file.levels.len()
+            )
+        })?;
+        level.requests.push(r.record());
+    }
+    Ok(Run {
+        path: path.to_path_buf(),
+        kind: RunKind::Bench,
+        target: meta.target,
+        model: meta.model,
+        scenario: meta.scenario,
+        prompt_tokens: meta.prompt_tokens,
+        max_tokens: meta.max_tokens,
+        identity: meta.endpoint_identity.unwrap_or_default(),
+        levels,
+    })
+}
+
+fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fields: RequestFields = serde_json::from_str(line).map_err(|e| {
+            format!(
+                "line {}: not a probe-once JSON object ({e}); compare reads \
+                 `llm-probe bench --output json` files or `llm-probe probe-once --output json` \
+                 lines",
+                i + 1
+            )
+        })?;
+        lines.push(fields);
+    }
+    let first = lines
+        .first()
+        .ok_or("empty: no probes to compare; collect some with `llm-probe probe-once --output json >> FILE`")?;
+    let mut by_pair: BTreeMap<(Option<&str>, Option<&str>), usize> = BTreeMap::new();
+    for l in &lines {
+        *by_pair
+            .entry((l.target.as_deref(), l.scenario.as_deref()))
+            .or_default() += 1;
+    }
+    if by_pair.len() > 1 {
+        let pairs: Vec<String> = by_pair
+            .keys()
+            .map(|(t, s)| format!("{}/{}", t.unwrap_or("?"), s.unwrap_or("?")))
+            .collect();
+        return Err(format!(
+            "probes of several target/scenario pairs ({}); collect one pair per file with \
+             `probe-once --target T --scenario S`",
+            pairs.join(", ")
+        ));
+    }
+    let identity = lines
+        .iter()
+        .find(|l| l.success == Some(true) && !l.identity.is_empty())
+        .map(|l| l.identity.clone())
+        .unwrap_or_default();
+    Ok(Run {
+        path: path.to_path_buf(),
+        kind: RunKind::ProbeOnce,
+        target: first.target.clone(),
+        model: first.model.clone(),
+        scenario: first.scenario.clone(),
+        prompt_tokens: lines
+            .iter()
+            .find_map(|l| l.prompt_tokens.clone().filter(|v| !v.is_null())),
+        max_tokens: None,
+        identity,
+        levels: vec![Level {
+            key: LevelKey::Single,
+            counts: None,
+            requests: lines.iter().map(RequestFields::record).collect(),
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests;
