@@ -193,7 +193,11 @@ fn one_pair_protobuf_exposition_matches_the_golden_file() {
             .iter()
             .filter(|(lo, hi, n)| *lo < v && v <= *hi && *n == 1)
             .collect();
-        assert_eq!(hits.len(), 1, "{v} s in exactly one native bucket: {native:?}");
+        assert_eq!(
+            hits.len(),
+            1,
+            "{v} s in exactly one native bucket: {native:?}"
+        );
     }
     assert_eq!(native.iter().map(|b| b.2).sum::<i64>(), 3);
     common::golden::assert_golden(GOLDEN, &normalize(&families), "golden_protobuf");
@@ -252,5 +256,8 @@ fn the_text_formats_carry_classic_buckets_only() {
     // OpenMetrics encodes native-only mode too (it refuses histograms without buckets).
     let (_, om) = metrics_after_three_probes(HistogramKinds::Native)
         .render(Some("application/openmetrics-text"));
-    assert!(om.contains("llm_probe_time_to_first_token_seconds_count{"), "{om}");
+    assert!(
+        om.contains("llm_probe_time_to_first_token_seconds_count{"),
+        "{om}"
+    );
 }

@@ -97,7 +97,6 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
         &rules,
         d.addr,
         &["--enable-feature=native-histograms"],
-        "",
     )
     .await;
 
@@ -195,7 +194,12 @@ fn native_variants_read_no_classic_series() {
         for e in dashboard_exprs(&f, &read_json(&f)) {
             checked += 1;
             for c in &classic {
-                assert!(!e.expr.contains(c.as_str()), "{}: {c} in {}", e.place, e.expr);
+                assert!(
+                    !e.expr.contains(c.as_str()),
+                    "{}: {c} in {}",
+                    e.place,
+                    e.expr
+                );
             }
         }
     }
@@ -247,4 +251,44 @@ fn bad_histogram_flags_are_rejected_with_the_flag_named() {
             assert!(err.contains(w), "{args:?}: {w:?} not in {err}");
         }
     }
+}
+
+/// Prometheus before 2.45 has no setting to keep the classic series of a histogram that has
+/// native buckets (`scrape_classic_histograms` came in 2.45, `always_scrape_classic_histograms`
+/// in 3.0): its config parser rejects the key. Checked on the installed version if it is one.
+#[test]
+fn prometheus_before_2_45_cannot_keep_classic_series() {
+    let promtool = common::require_tool("promtool", "apt-get install prometheus");
+    let version = std::process::Command::new(&promtool)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).to_string()
+        + &String::from_utf8_lossy(&version.stderr);
+    let minor = version
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("2."))
+        .and_then(|w| w.split('.').next()?.parse::<u32>().ok());
+    let Some(minor @ 40..=44) = minor else {
+        eprintln!("skipped: not Prometheus 2.40-2.44: {version}");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("p.yml");
+    std::fs::write(
+        &cfg,
+        "scrape_configs:\n  - job_name: x\n    scrape_classic_histograms: true\n    static_configs:\n      - targets: ['127.0.0.1:1']\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(&promtool)
+        .args(["check", "config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains("field scrape_classic_histograms not found"),
+        "2.{minor}: {text}"
+    );
 }

@@ -79,16 +79,16 @@ impl Scrapes {
         tx: watch::Sender<Option<Rendered>>,
     ) {
         let body = match self.render_permit.clone().acquire_owned().await {
-            Ok(_permit) => match tokio::task::spawn_blocking(move || metrics.render_as(format))
-                .await
-            {
-                Ok(Ok(body)) => Some(Bytes::from(body)),
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "rendering /metrics failed");
-                    None
+            Ok(_permit) => {
+                match tokio::task::spawn_blocking(move || metrics.render_as(format)).await {
+                    Ok(Ok(body)) => Some(Bytes::from(body)),
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "rendering /metrics failed");
+                        None
+                    }
+                    Err(_) => None,
                 }
-                Err(_) => None,
-            },
+            }
             Err(_) => None,
         };
         // Later scrapes start a fresh render; the waiting ones get this body.

@@ -21,22 +21,20 @@ impl Prometheus {
     /// `llm-probe`) every second and evaluating the rule files `rule_files` (paths relative to
     /// `dir`, or absolute) every second; returns once `/-/ready` answers (at most 20 s).
     pub async fn start(dir: &Path, rule_files: &[String], scrape: SocketAddr) -> Prometheus {
-        Self::start_with(dir, rule_files, scrape, &[], "").await
+        Self::start_with(dir, rule_files, scrape, &[]).await
     }
 
     /// [`Prometheus::start`] with extra command-line flags (e.g.
-    /// `--enable-feature=native-histograms`) and extra lines for the scrape config (each
-    /// indented by four spaces, e.g. `    scrape_classic_histograms: true\n`).
+    /// `--enable-feature=native-histograms`).
     pub async fn start_with(
         dir: &Path,
         rule_files: &[String],
         scrape: SocketAddr,
         flags: &[&str],
-        scrape_settings: &str,
     ) -> Prometheus {
         let bin = super::require_tool("prometheus", "apt-get install prometheus");
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: {rule_files:?}\nscrape_configs:\n  - job_name: llm-probe\n{scrape_settings}    static_configs:\n      - targets: ['{scrape}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: {rule_files:?}\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n      - targets: ['{scrape}']\n"
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let port = super::free_port();
