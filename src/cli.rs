@@ -155,8 +155,8 @@ pub struct WebFlags {
     #[arg(long = "metrics.histograms", value_enum, default_value_t = crate::metrics::HistogramKinds::Both)]
     pub histograms: crate::metrics::HistogramKinds,
     /// Resolution of the native buckets: each at most this factor wider than the one before
-    /// (above 1, at most 65536); the finest Prometheus schema within it is used (1.1: schema
-    /// 3, ≈ 9 % wide buckets).
+    /// (above 1, at most 65536); the coarsest Prometheus schema within it is used (1.1:
+    /// schema 3, ≈ 9 % wide buckets).
     #[arg(long = "metrics.native-histogram-bucket-factor",
           default_value_t = crate::metrics::DEFAULT_NATIVE_BUCKET_FACTOR,
           value_parser = crate::metrics::parse_native_bucket_factor)]

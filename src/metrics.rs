@@ -111,7 +111,7 @@ pub enum HistogramKinds {
 pub struct HistogramOptions {
     /// Classic, native or both.
     pub kinds: HistogramKinds,
-    /// Native bucket growth factor (> 1): the native schema chosen is the finest whose
+    /// Native bucket growth factor (> 1): the native schema chosen is the coarsest whose
     /// buckets grow by at most this factor (1.1 → schema 3, each bucket 2^(1/8) ≈ 9 % wider
     /// than the one before). Ignored with [`HistogramKinds::Classic`].
     pub native_bucket_factor: f64,
