@@ -10,10 +10,8 @@
 mod common;
 
 use std::fmt::Write;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use llm_probe::measure::{Measurement, Observations, ProbeOutcome, TokenCountSource};
 use llm_probe::metrics::{Exposition, HistogramKinds, HistogramOptions, Metrics};
 use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::{
     Histogram, MetricFamily, MetricType,
@@ -24,31 +22,6 @@ const GOLDEN: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/golden/one_pair_protobuf.txt"
 );
-
-/// A successful probe of `pair` with TTFT `ttft_ms` and fixed other numbers.
-fn outcome(ttft_ms: u64) -> ProbeOutcome {
-    let ms = Duration::from_millis;
-    ProbeOutcome {
-        target: Arc::from("local"),
-        scenario: Arc::from("chat"),
-        model: Arc::from("m"),
-        started_at: SystemTime::now(),
-        observations: Observations::new(Instant::now()),
-        result: Ok(Measurement {
-            ttft: ms(ttft_ms),
-            time_to_first_output_token: Some(ms(ttft_ms)),
-            tpot: Some(ms(20)),
-            output_tokens_per_second: Some(50.0),
-            e2e: ms(ttft_ms + 60),
-            output_tokens: 4,
-            token_count_source: TokenCountSource::Server,
-            token_events: 4,
-            inter_token_latencies: vec![ms(19), ms(20), ms(21)],
-            server_prefill: None,
-            ttft_overhead: None,
-        }),
-    }
-}
 
 /// Decodes a length-delimited stream of `MetricFamily` messages.
 pub fn decode(mut body: &[u8]) -> Vec<MetricFamily> {
@@ -166,7 +139,7 @@ fn metrics_after_three_probes(kinds: HistogramKinds) -> Metrics {
         },
     );
     for ttft in [250, 310, 1700] {
-        m.observe(&outcome(ttft));
+        m.observe(&common::synthetic::success(Duration::from_millis(ttft)));
     }
     m
 }

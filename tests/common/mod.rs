@@ -5,6 +5,7 @@
 pub mod golden;
 pub mod pki;
 pub mod prometheus;
+pub mod synthetic;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
