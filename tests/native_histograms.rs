@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::prometheus::Prometheus;
 use dash_support::{
-    dashboard_exprs, dashboard_files, read_json, read_yaml, root, rule_files, rules_of,
+    dashboard_exprs, dashboard_files, is_native_variant, names_in, read_json, read_yaml, root,
+    rule_files, rules_of, substitute_grafana_vars, QueryKind,
 };
 use llm_probe::simulate::Script;
 use serde_json::Value;
@@ -141,6 +142,34 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
         let v = eventually(&prom, &record, Duration::from_secs(30)).await;
         assert!(range.contains(&v), "{record} = {v}, expected {range:?}");
     }
+
+    // The native dashboards' histogram queries return data. (Server prefill and TTFT overhead
+    // stay empty: the simulator's OpenAI protocol reports no prefill time.)
+    let histograms: Vec<String> = HISTOGRAMS
+        .iter()
+        .filter(|n| !n.contains("server_prefill") && !n.contains("ttft_overhead"))
+        .map(|n| n.to_string())
+        .collect();
+    let mut checked = 0;
+    for f in dashboard_files()
+        .into_iter()
+        .filter(|f| is_native_variant(f))
+    {
+        for e in dashboard_exprs(&f, &read_json(&f)) {
+            let reads_histogram = names_in(&e.expr).iter().any(|n| histograms.contains(n));
+            if e.kind == QueryKind::Variable || !reads_histogram || e.expr.contains("offset 1w") {
+                continue;
+            }
+            let expr = substitute_grafana_vars(&e.expr);
+            assert!(
+                !query(&prom, &expr).await.is_empty(),
+                "{}: no data from {expr}",
+                e.place
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} dashboard queries checked");
     d.stop().await;
 }
 
@@ -150,10 +179,7 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
 fn native_variants_read_no_classic_series() {
     let classic = classic_series_names();
     let mut checked = 0;
-    for f in rule_files()
-        .into_iter()
-        .filter(|f| f.to_string_lossy().ends_with("-native.rules.yml"))
-    {
+    for f in rule_files().into_iter().filter(|f| is_native_variant(f)) {
         for r in rules_of(&read_yaml(&f)) {
             let expr = r["expr"].as_str().unwrap();
             checked += 1;
@@ -164,7 +190,7 @@ fn native_variants_read_no_classic_series() {
     }
     for f in dashboard_files()
         .into_iter()
-        .filter(|f| f.to_string_lossy().ends_with("-native.json"))
+        .filter(|f| is_native_variant(f))
     {
         for e in dashboard_exprs(&f, &read_json(&f)) {
             checked += 1;
@@ -181,13 +207,23 @@ fn native_variants_read_no_classic_series() {
     assert!(checked > 40, "only {checked} expressions checked");
 }
 
+/// Every histogram the daemon exports (the golden tests pin the names).
+const HISTOGRAMS: [&str; 9] = [
+    "llm_probe_time_to_first_token_seconds",
+    "llm_probe_time_to_first_output_token_seconds",
+    "llm_probe_time_per_output_token_seconds",
+    "llm_probe_inter_token_latency_seconds",
+    "llm_probe_output_tokens_per_second",
+    "llm_probe_request_duration_seconds",
+    "llm_probe_server_prefill_seconds",
+    "llm_probe_ttft_overhead_seconds",
+    "llm_probe_connection_setup_seconds",
+];
+
 /// `<histogram>_bucket`, `_count` and `_sum` of every histogram the daemon exports.
 fn classic_series_names() -> Vec<String> {
-    let m = llm_probe::metrics::Metrics::new(&[]);
-    let (_, text) = m.render(None);
-    text.lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.strip_suffix(" histogram"))
+    HISTOGRAMS
+        .iter()
         .flat_map(|h| ["_bucket", "_count", "_sum"].map(|s| format!("{h}{s}")))
         .collect()
 }
