@@ -158,9 +158,8 @@ pub struct WebFlags {
     /// (above 1, at most 65536); the coarsest Prometheus schema within it is used (1.1:
     /// schema 3, ≈ 9 % wide buckets).
     #[arg(long = "metrics.native-histogram-bucket-factor",
-          default_value_t = crate::metrics::DEFAULT_NATIVE_BUCKET_FACTOR,
-          value_parser = crate::metrics::parse_native_bucket_factor)]
-    pub native_bucket_factor: f64,
+          default_value_t = crate::metrics::NativeBucketFactor::DEFAULT)]
+    pub native_bucket_factor: crate::metrics::NativeBucketFactor,
     /// Web config file (TLS with optional client certificates, basic auth users with bcrypt
     /// hashes, extra response headers) in the Prometheus exporter toolkit's format; applies
     /// to every endpoint and is re-read on reload.

@@ -107,41 +107,66 @@ pub enum HistogramKinds {
 }
 
 /// The layout of the latency and rate histograms, fixed when the exporter starts.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HistogramOptions {
     /// Classic, native or both.
     pub kinds: HistogramKinds,
-    /// Native bucket growth factor (> 1): the native schema chosen is the coarsest whose
-    /// buckets grow by at most this factor (1.1 → schema 3, each bucket 2^(1/8) ≈ 9 % wider
-    /// than the one before). Ignored with [`HistogramKinds::Classic`].
-    pub native_bucket_factor: f64,
+    /// Resolution of the native buckets. Ignored with [`HistogramKinds::Classic`].
+    pub native_bucket_factor: NativeBucketFactor,
 }
 
-/// Default of `--metrics.native-histogram-bucket-factor` (client_golang's recommendation).
-pub const DEFAULT_NATIVE_BUCKET_FACTOR: f64 = 1.1;
+/// A native bucket growth factor, above 1 and at most 65536 (2^16, schema −4, the coarsest
+/// Prometheus knows): the native schema chosen is the coarsest whose buckets grow by at most
+/// this factor (1.1 → schema 3, each bucket 2^(1/8) ≈ 9 % wider than the one before).
+/// Made by [`NativeBucketFactor::new`] or parsed (`"1.1".parse()`), so always valid.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NativeBucketFactor(f64);
 
-impl Default for HistogramOptions {
-    fn default() -> Self {
-        HistogramOptions {
-            kinds: HistogramKinds::default(),
-            native_bucket_factor: DEFAULT_NATIVE_BUCKET_FACTOR,
+impl NativeBucketFactor {
+    /// client_golang's recommendation, the default of
+    /// `--metrics.native-histogram-bucket-factor`.
+    pub const DEFAULT: NativeBucketFactor = NativeBucketFactor(1.1);
+
+    /// `factor` if it is above 1 and at most 65536; else an error naming the range.
+    pub fn new(factor: f64) -> Result<Self, String> {
+        if factor > 1.0 && factor <= 65536.0 {
+            Ok(NativeBucketFactor(factor))
+        } else {
+            Err(format!(
+                "{factor} is out of range: the factor must be above 1 and at most 65536 (e.g. 1.1: each bucket at most 10 % wider than the one before)"
+            ))
         }
     }
+
+    /// The factor.
+    pub fn get(self) -> f64 {
+        self.0
+    }
 }
 
-/// Parses a native bucket factor: a number above 1 and at most 65536 (2^16, schema −4, the
-/// coarsest Prometheus knows). Errors name the accepted range.
-pub fn parse_native_bucket_factor(s: &str) -> Result<f64, String> {
-    let f: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number; use e.g. 1.1"))?;
-    if !(f > 1.0 && f <= 65536.0) {
-        return Err(format!(
-            "{s} is out of range: the factor must be above 1 and at most 65536 (e.g. 1.1: each bucket at most 10 % wider than the one before)"
-        ));
+impl Default for NativeBucketFactor {
+    fn default() -> Self {
+        Self::DEFAULT
     }
-    Ok(f)
+}
+
+impl std::fmt::Display for NativeBucketFactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::str::FromStr for NativeBucketFactor {
+    type Err = String;
+
+    /// A decimal number in the accepted range; errors say what was wrong.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let f: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not a number; use e.g. 1.1"))?;
+        Self::new(f)
+    }
 }
 
 /// The bucket layout of one histogram family: classic bounds (without `+Inf`) and, if
@@ -178,7 +203,7 @@ fn with_thresholds(base: &[f64], extra: impl IntoIterator<Item = f64>) -> Arc<[f
 impl HistogramOptions {
     /// The layout of a family whose classic bounds would be `bounds`.
     fn buckets(&self, bounds: &Arc<[f64]>) -> Buckets {
-        let native = NativeHistogramConfig::new(self.native_bucket_factor);
+        let native = NativeHistogramConfig::new(self.native_bucket_factor.get());
         match self.kinds {
             HistogramKinds::Classic => Buckets {
                 classic: bounds.clone(),
