@@ -94,8 +94,8 @@ pub const E2E_BUCKETS: &[f64] = &[
 /// Which buckets the latency and rate histograms carry (`run --metrics.histograms`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum HistogramKinds {
-    /// Classic buckets only (`_bucket{le=…}` series), the layout of [`TTFT_BUCKETS`] and the
-    /// others plus the SLO thresholds.
+    /// Classic buckets only (`_bucket{le=…}` series): the fixed boundaries (`TTFT_BUCKETS`
+    /// and the others) plus the SLO thresholds.
     Classic,
     /// Native (exponential) buckets only; the text formats then carry `_sum`, `_count` and
     /// a single `le="+Inf"` bucket.
