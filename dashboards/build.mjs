@@ -6,6 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nativeDashboard, nativeRules } from './native.mjs';
 
 const DS = { type: 'prometheus', uid: '${datasource}' };
 // `location` is a target label from the scrape config (several probe locations under one
@@ -294,11 +295,19 @@ const out = {
   'llm-probe-target.json': detail(),
   'llm-probe-regression.json': regression(),
 };
+// Native-histogram variants (native.mjs): the dashboards that read classic buckets, and the
+// rule files, rewritten; the regression dashboard reads recorded series only.
+out['llm-probe-fleet-native.json'] = nativeDashboard(out['llm-probe-fleet.json']);
+out['llm-probe-target-native.json'] = nativeDashboard(out['llm-probe-target.json']);
+for (const name of ['llm-probe-recording', 'llm-probe-slo-burn']) {
+  const classic = readFileSync(join(here, 'prometheus', `${name}.rules.yml`), 'utf8');
+  out[`../prometheus/${name}-native.rules.yml`] = nativeRules(classic, `${name}.rules.yml`);
+}
 const check = process.argv.includes('--check');
 let stale = [];
 for (const [name, dash] of Object.entries(out)) {
   const path = join(here, 'grafana', name);
-  const text = JSON.stringify(dash, null, 2) + '\n';
+  const text = typeof dash === 'string' ? dash : JSON.stringify(dash, null, 2) + '\n';
   if (check) {
     let old = '';
     try { old = readFileSync(path, 'utf8'); } catch { /* missing */ }

@@ -205,9 +205,20 @@ fn duration_at_most(s: &str, max_seconds: u64) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `run`'s flags for the exporter's own server.
+/// `run`'s flags for the exporter's own server and the histograms `/metrics` exposes.
 #[derive(Debug, Clone, Args)]
 pub struct WebFlags {
+    /// Which buckets the latency and tokens/s histograms carry: classic (`_bucket{le=…}`
+    /// series, in every format), native (exponential, only in the protobuf format a
+    /// Prometheus with native histograms enabled asks for) or both.
+    #[arg(long = "metrics.histograms", value_enum, default_value_t = crate::metrics::HistogramKinds::Both)]
+    pub histograms: crate::metrics::HistogramKinds,
+    /// Resolution of the native buckets: each at most this factor wider than the one before
+    /// (above 1, at most 65536); the coarsest Prometheus schema within it is used (1.1:
+    /// schema 3, ≈ 9 % wide buckets).
+    #[arg(long = "metrics.native-histogram-bucket-factor",
+          default_value_t = crate::metrics::NativeBucketFactor::DEFAULT)]
+    pub native_bucket_factor: crate::metrics::NativeBucketFactor,
     /// Web config file (TLS with optional client certificates, basic auth users with bcrypt
     /// hashes, extra response headers) in the Prometheus exporter toolkit's format; applies
     /// to every endpoint and is re-read on reload.
@@ -240,6 +251,10 @@ impl WebFlags {
             limits: crate::server::ConnectionLimits {
                 max_connections: self.max_connections,
                 ..Default::default()
+            },
+            histograms: crate::metrics::HistogramOptions {
+                kinds: self.histograms,
+                native_bucket_factor: self.native_bucket_factor,
             },
         }
     }

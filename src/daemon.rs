@@ -134,7 +134,7 @@ impl Daemon {
             None => server::WebConfig::default(),
         };
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
-        let metrics = Arc::new(Metrics::new(&slos));
+        let metrics = Arc::new(Metrics::with_histograms(&slos, options.histograms));
         metrics.set_shard(shard);
         let history = Arc::new(History::new(HISTORY_CAPACITY));
         let listener = server::bind(listen).await?;
@@ -309,8 +309,12 @@ impl Supervisor {
         self.apply(&config).map_err(|e| e.to_string())
     }
 
-    /// SLO thresholds must be bucket boundaries; buckets are fixed when the exporter starts.
+    /// SLO thresholds must be classic bucket boundaries (when there are classic buckets);
+    /// buckets are fixed when the exporter starts.
     fn check_buckets(&self, config: &Config) -> Result<(), String> {
+        if !self.metrics.has_classic_buckets() {
+            return Ok(());
+        }
         for t in &config.targets {
             let ttft = t.slo.ttft_p95.as_secs_f64();
             if !self.metrics.ttft_boundaries().contains(&ttft) {

@@ -11,7 +11,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::config::Slo;
@@ -97,17 +97,104 @@ pub const E2E_BUCKETS: &[f64] = &[
     120.0, 180.0, 300.0,
 ];
 
+/// Which buckets the latency and rate histograms carry (`run --metrics.histograms`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistogramKinds {
+    /// Classic buckets only (`_bucket{le=…}` series): the fixed boundaries (`TTFT_BUCKETS`
+    /// and the others) plus the SLO thresholds.
+    Classic,
+    /// Native (exponential) buckets only; the text formats then carry `_sum`, `_count` and
+    /// a single `le="+Inf"` bucket.
+    Native,
+    /// Both in one histogram: the protobuf exposition carries both, the text formats the
+    /// classic buckets.
+    #[default]
+    Both,
+}
+
+/// The layout of the latency and rate histograms, fixed when the exporter starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HistogramOptions {
+    /// Classic, native or both.
+    pub kinds: HistogramKinds,
+    /// Resolution of the native buckets. Ignored with [`HistogramKinds::Classic`].
+    pub native_bucket_factor: NativeBucketFactor,
+}
+
+/// A native bucket growth factor, above 1 and at most 65536 (2^16, schema −4, the coarsest
+/// Prometheus knows): the native schema chosen is the coarsest whose buckets grow by at most
+/// this factor (1.1 → schema 3, each bucket 2^(1/8) ≈ 9 % wider than the one before).
+/// Made by [`NativeBucketFactor::new`] or parsed (`"1.1".parse()`), so always valid.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NativeBucketFactor(f64);
+
+impl NativeBucketFactor {
+    /// client_golang's recommendation, the default of
+    /// `--metrics.native-histogram-bucket-factor`.
+    pub const DEFAULT: NativeBucketFactor = NativeBucketFactor(1.1);
+
+    /// `factor` if it is above 1 and at most 65536; else an error naming the range.
+    pub fn new(factor: f64) -> Result<Self, String> {
+        if factor > 1.0 && factor <= 65536.0 {
+            Ok(NativeBucketFactor(factor))
+        } else {
+            Err(format!(
+                "{factor} is out of range: the factor must be above 1 and at most 65536 (e.g. 1.1: each bucket at most 10 % wider than the one before)"
+            ))
+        }
+    }
+
+    /// The factor.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for NativeBucketFactor {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl std::fmt::Display for NativeBucketFactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::str::FromStr for NativeBucketFactor {
+    type Err = String;
+
+    /// A decimal number in the accepted range; errors say what was wrong.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let f: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not a number; use e.g. 1.1"))?;
+        Self::new(f)
+    }
+}
+
+/// The bucket layout of one histogram family: classic bounds (without `+Inf`) and, if
+/// enabled, the native configuration.
 #[derive(Clone)]
-struct Buckets(Arc<[f64]>);
+struct Buckets {
+    classic: Arc<[f64]>,
+    native: Option<NativeHistogramConfig>,
+}
 
 impl MetricConstructor<Histogram> for Buckets {
     fn new_metric(&self) -> Histogram {
-        Histogram::new(self.0.iter().copied())
+        let classic = self.classic.iter().copied();
+        match self.native {
+            None => Histogram::new(classic),
+            Some(native) => Histogram::new_classic_and_native(classic, native),
+        }
     }
 }
 
 /// `base` with `extra` merged in, sorted, deduplicated.
-fn with_thresholds(base: &[f64], extra: impl IntoIterator<Item = f64>) -> Buckets {
+fn with_thresholds(base: &[f64], extra: impl IntoIterator<Item = f64>) -> Arc<[f64]> {
     let mut v: Vec<f64> = base
         .iter()
         .copied()
@@ -116,7 +203,28 @@ fn with_thresholds(base: &[f64], extra: impl IntoIterator<Item = f64>) -> Bucket
         .collect();
     v.sort_by(f64::total_cmp);
     v.dedup();
-    Buckets(v.into())
+    v.into()
+}
+
+impl HistogramOptions {
+    /// The layout of a family whose classic bounds would be `bounds`.
+    fn buckets(&self, bounds: &Arc<[f64]>) -> Buckets {
+        let native = NativeHistogramConfig::new(self.native_bucket_factor.get());
+        match self.kinds {
+            HistogramKinds::Classic => Buckets {
+                classic: bounds.clone(),
+                native: None,
+            },
+            HistogramKinds::Native => Buckets {
+                classic: Arc::new([]),
+                native: Some(native),
+            },
+            HistogramKinds::Both => Buckets {
+                classic: bounds.clone(),
+                native: Some(native),
+            },
+        }
+    }
 }
 
 type Hist = Family<ProbeLabels, Histogram, Buckets>;
@@ -150,12 +258,14 @@ pub struct Metrics {
     reload_success: Gauge,
     reload_timestamp: F64Gauge,
     shard_info: Family<ShardLabels, Gauge>,
+    /// Whether the histograms carry classic buckets.
+    classic: bool,
     ttft_boundaries: Arc<[f64]>,
     tps_boundaries: Arc<[f64]>,
-    /// Bytes of the last render: the next one reserves this much up front, so a 15 MiB body is
+    /// Bytes of the last render per [`Exposition`]: the next one reserves this much up front, so a 15 MiB body is
     /// written once instead of being copied through every doubling of a growing `String`
     /// (which also held the old and the new buffer at once: a 2–3× peak in RSS).
-    last_render_len: AtomicUsize,
+    last_render_len: [AtomicUsize; 3],
 }
 
 impl Metrics {
@@ -163,27 +273,29 @@ impl Metrics {
     /// is added to the bucket boundaries so that "P95 above the SLO" and "share under the SLO
     /// below 95 %" are the same question (`DESIGN.md` §3).
     pub fn new(slos: &[Slo]) -> Self {
+        Self::with_histograms(slos, HistogramOptions::default())
+    }
+
+    /// [`Metrics::new`] with the histogram layout `histograms` (classic, native or both).
+    pub fn with_histograms(slos: &[Slo], histograms: HistogramOptions) -> Self {
         let ttft_b = with_thresholds(TTFT_BUCKETS, slos.iter().map(|s| s.ttft_p95.as_secs_f64()));
         let tps_b = with_thresholds(
             TOKENS_PER_SECOND_BUCKETS,
             slos.iter().map(|s| s.output_tokens_per_second_min),
         );
+        let layout = |bounds: &Arc<[f64]>| Family::new_with_constructor(histograms.buckets(bounds));
         let token_b = with_thresholds(TOKEN_TIME_BUCKETS, []);
-        let e2e_b = with_thresholds(E2E_BUCKETS, []);
         let mut m = Metrics {
             registry: Registry::with_prefix("llm_probe"),
-            ttft: Family::new_with_constructor(ttft_b.clone()),
-            ttfo: Family::new_with_constructor(ttft_b.clone()),
-            tpot: Family::new_with_constructor(token_b.clone()),
-            itl: Family::new_with_constructor(token_b),
-            tokens_per_second: Family::new_with_constructor(tps_b.clone()),
-            e2e: Family::new_with_constructor(e2e_b),
-            server_prefill: Family::new_with_constructor(ttft_b.clone()),
-            ttft_overhead: Family::new_with_constructor(ttft_b.clone()),
-            connection_setup: Family::new_with_constructor(with_thresholds(
-                CONNECTION_SETUP_BUCKETS,
-                [],
-            )),
+            ttft: layout(&ttft_b),
+            ttfo: layout(&ttft_b),
+            tpot: layout(&token_b),
+            itl: layout(&token_b),
+            tokens_per_second: layout(&tps_b),
+            e2e: layout(&with_thresholds(E2E_BUCKETS, [])),
+            server_prefill: layout(&ttft_b),
+            ttft_overhead: layout(&ttft_b),
+            connection_setup: layout(&with_thresholds(CONNECTION_SETUP_BUCKETS, [])),
             probes: Family::default(),
             failures: Family::default(),
             anomalies: Family::default(),
@@ -200,9 +312,10 @@ impl Metrics {
             reload_success: Gauge::default(),
             reload_timestamp: F64Gauge::default(),
             shard_info: Family::default(),
-            ttft_boundaries: ttft_b.0,
-            tps_boundaries: tps_b.0,
-            last_render_len: AtomicUsize::new(0),
+            classic: histograms.kinds != HistogramKinds::Native,
+            ttft_boundaries: ttft_b,
+            tps_boundaries: tps_b,
+            last_render_len: Default::default(),
         };
         let r = &mut m.registry;
         r.register_with_unit("time_to_first_token", "Time to first token (TTFT): first token-bearing event (reasoning included) minus request sent", Unit::Seconds, m.ttft.clone());
@@ -355,12 +468,18 @@ impl Metrics {
             .set(1);
     }
 
-    /// Bucket boundaries of the TTFT histograms, seconds (for start-up checks and tests).
+    /// Whether the histograms carry classic buckets (not with [`HistogramKinds::Native`]).
+    pub fn has_classic_buckets(&self) -> bool {
+        self.classic
+    }
+
+    /// Classic bucket boundaries of the TTFT histograms, seconds (for start-up checks and
+    /// tests); what they would be when [`Metrics::has_classic_buckets`] is false.
     pub fn ttft_boundaries(&self) -> &[f64] {
         &self.ttft_boundaries
     }
 
-    /// Bucket boundaries of the output-tokens-per-second histogram, tokens/s.
+    /// Classic bucket boundaries of the output-tokens-per-second histogram, tokens/s.
     pub fn tokens_per_second_boundaries(&self) -> &[f64] {
         &self.tps_boundaries
     }
@@ -556,41 +675,75 @@ impl Metrics {
         }
     }
 
-    /// Renders the registry in the format the `Accept` header asks for (see
-    /// [`crate::server::negotiate`]): OpenMetrics 1.0.0 when the header prefers it, else the
-    /// Prometheus text format 0.0.4. Returns `(content type, body)`.
+    /// Renders the registry in the text format the `Accept` header asks for (see
+    /// [`crate::server::negotiate_text`]): OpenMetrics 1.0.0 when the header prefers it, else
+    /// the Prometheus text format 0.0.4 (a protobuf preference is not considered here; `/metrics`
+    /// offers it, see [`Metrics::render_as`]). Returns `(content type, body)`.
+    ///
+    /// Panics if the encoder fails, which it does not for these formats (a `String` sink and
+    /// histograms that always carry at least the `+Inf` bucket).
     pub fn render(&self, accept: Option<&str>) -> (&'static str, String) {
-        let format = crate::server::negotiate(accept);
-        (format.content_type(), self.render_as(format))
+        let format = crate::server::negotiate_text(accept);
+        let body = self
+            .render_as(format)
+            .expect("the text formats encode every metric");
+        let body = String::from_utf8(body).expect("the text formats are UTF-8");
+        (format.content_type(), body)
     }
 
-    /// Renders the registry in `format`.
-    pub fn render_as(&self, format: Exposition) -> String {
-        let last = self.last_render_len.load(Ordering::Relaxed);
+    /// Renders the registry in `format`: the text formats carry the classic buckets of each
+    /// histogram, the protobuf format classic and native buckets (whichever are enabled).
+    ///
+    /// Errors: the encoder failed (a histogram whose native buckets cannot be encoded).
+    pub fn render_as(&self, format: Exposition) -> Result<Vec<u8>, RenderError> {
+        let last_len = &self.last_render_len[format as usize];
+        let last = last_len.load(Ordering::Relaxed);
         // Room for the last body plus growth (new series, longer numbers) of ~3 %.
-        let mut out = String::with_capacity((last + last / 32).max(16 * 1024));
-        match format {
-            Exposition::OpenMetrics => {
-                prometheus_client::encoding::text::encode(&mut out, &self.registry)
-                    .expect("writing to a String cannot fail")
+        let capacity = (last + last / 32).max(16 * 1024);
+        let out = match format {
+            Exposition::OpenMetrics | Exposition::Text => {
+                let mut out = String::with_capacity(capacity);
+                let written = if format == Exposition::OpenMetrics {
+                    prometheus_client::encoding::text::encode(&mut out, &self.registry)
+                } else {
+                    prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+                };
+                written.map_err(|_| RenderError(format))?;
+                out.into_bytes()
             }
-            Exposition::Text => {
-                prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
-                    .expect("writing to a String cannot fail")
+            Exposition::Protobuf => {
+                use prometheus_client::encoding::prometheus_protobuf::encode;
+                use prost::Message;
+                let families = encode(&self.registry).map_err(|_| RenderError(format))?;
+                let mut out = Vec::with_capacity(capacity);
+                for family in families {
+                    family
+                        .encode_length_delimited(&mut out)
+                        .map_err(|_| RenderError(format))?;
+                }
+                out
             }
-        }
-        self.last_render_len.store(out.len(), Ordering::Relaxed);
-        out
+        };
+        last_len.store(out.len(), Ordering::Relaxed);
+        Ok(out)
     }
 }
+
+/// Rendering the metrics in a format failed (an encoder error; nothing a scraper sent).
+#[derive(Debug, thiserror::Error)]
+#[error("encoding the metrics as {0:?} failed")]
+pub struct RenderError(pub Exposition);
 
 /// The exposition formats `/metrics` serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Exposition {
     /// The Prometheus text format 0.0.4 (the default).
-    Text,
+    Text = 0,
     /// OpenMetrics 1.0.0 text.
-    OpenMetrics,
+    OpenMetrics = 1,
+    /// The Prometheus protobuf format: length-delimited `io.prometheus.client.MetricFamily`
+    /// messages, the only format that carries native histograms.
+    Protobuf = 2,
 }
 
 impl Exposition {
@@ -599,9 +752,14 @@ impl Exposition {
         match self {
             Exposition::Text => "text/plain; version=0.0.4; charset=utf-8",
             Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Exposition::Protobuf => PROTOBUF_CONTENT_TYPE,
         }
     }
 }
+
+/// The media type of the Prometheus protobuf exposition.
+pub const PROTOBUF_CONTENT_TYPE: &str =
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
 fn failure_labels(l: &ProbeLabels, reason: FailureReason) -> FailureLabels {
     FailureLabels {

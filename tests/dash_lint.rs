@@ -215,9 +215,11 @@ fn every_dashboard_expression_is_valid_promql() {
     assert!(!out.status.success());
 }
 
-const STABLE_UIDS: [(&str, &str); 3] = [
+const STABLE_UIDS: [(&str, &str); 5] = [
+    ("llm-probe-fleet-native.json", "llm-probe-fleet-native"),
     ("llm-probe-fleet.json", "llm-probe-fleet"),
     ("llm-probe-regression.json", "llm-probe-regression"),
+    ("llm-probe-target-native.json", "llm-probe-target-native"),
     ("llm-probe-target.json", "llm-probe-target"),
 ];
 

@@ -200,7 +200,11 @@ async fn every_dashboard_query_returns_data() {
     let (start_s, end_s) = (format!("{start:.3}"), format!("{end:.3}"));
     let mut empty = Vec::new();
     let mut checked = 0;
-    for path in dashboard_files() {
+    // The native variants read native histograms, which this (classic) Prometheus never has.
+    for path in dashboard_files()
+        .into_iter()
+        .filter(|p| !dash_support::is_native_variant(p))
+    {
         let file = path.file_name().unwrap().to_string_lossy().to_string();
         let dash = read_json(&path);
         let exprs = dashboard_exprs(&path, &dash);

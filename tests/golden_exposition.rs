@@ -17,7 +17,6 @@ const GOLDEN: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/golden/one_pair.prom"
 );
-const REGENERATE: &str = "LLM_PROBE_REGENERATE_GOLDEN";
 
 /// Whether the value of the sample `series` (name and labels) depends on the clock.
 fn timing_dependent(series: &str) -> bool {
@@ -142,36 +141,5 @@ async fn one_pair_exposition_matches_the_golden_file() {
     assert_buckets_consistent(&text);
     let got = normalize(&text);
     assert!(got.contains("<t>"), "timing values were normalized");
-    if std::env::var_os(REGENERATE).is_some() {
-        std::fs::create_dir_all(std::path::Path::new(GOLDEN).parent().unwrap()).unwrap();
-        std::fs::write(GOLDEN, &got).unwrap();
-        eprintln!("wrote {GOLDEN}");
-        return;
-    }
-    let want = std::fs::read_to_string(GOLDEN).unwrap_or_else(|e| {
-        panic!("{GOLDEN}: {e}; create it with {REGENERATE}=1 cargo test --test golden_exposition")
-    });
-    if got != want {
-        let diff: Vec<String> = diff_lines(&want, &got);
-        panic!(
-            "/metrics differs from {GOLDEN} ({} lines; `-` golden, `+` now). If the change is intended, regenerate with {REGENERATE}=1 cargo test --test golden_exposition and review the diff.\n{}",
-            diff.len(),
-            diff.join("\n")
-        );
-    }
-}
-
-/// The lines only in `want` (`- …`) and only in `got` (`+ …`), in order.
-fn diff_lines(want: &str, got: &str) -> Vec<String> {
-    let w: Vec<&str> = want.lines().collect();
-    let g: Vec<&str> = got.lines().collect();
-    w.iter()
-        .filter(|l| !g.contains(l))
-        .map(|l| format!("- {l}"))
-        .chain(
-            g.iter()
-                .filter(|l| !w.contains(l))
-                .map(|l| format!("+ {l}")),
-        )
-        .collect()
+    common::golden::assert_golden(GOLDEN, &got, "golden_exposition");
 }

@@ -2,12 +2,15 @@
 //! observed under `--targets` different target names (one scenario each), then
 //! `Metrics::render` timed `--renders` times in both formats. A quick, repeatable stand-in for
 //! the render row of `scale` (which needs 70 s of probing), and the thing to run under
-//! `perf record` when the render is slow.
+//! `perf record` when the render is slow. `--histograms classic|native|both` (default both, as
+//! `llm-probe run`) sets the histograms' buckets; the protobuf format (native histograms) is
+//! timed too.
 
 use std::time::Instant;
 
+use clap::ValueEnum;
 use llm_probe::config;
-use llm_probe::metrics::{Metrics, ProbeLabels};
+use llm_probe::metrics::{Exposition, HistogramKinds, HistogramOptions, Metrics, ProbeLabels};
 use llm_probe::probe::Prober;
 use llm_probe::simulate::{Script, Simulator};
 
@@ -49,7 +52,13 @@ pub fn main(opts: &Opts) {
     });
     let (outcome, slo) = outcome;
 
-    let metrics = Metrics::new(std::slice::from_ref(&slo));
+    let kinds = HistogramKinds::from_str(&opts.str("histograms", "both"), true)
+        .expect("--histograms classic|native|both");
+    let histograms = HistogramOptions {
+        kinds,
+        ..HistogramOptions::default()
+    };
+    let metrics = Metrics::with_histograms(std::slice::from_ref(&slo), histograms);
     for i in 0..targets {
         let mut o = outcome.clone();
         o.target = format!("target-{i:04}").into();
@@ -66,7 +75,8 @@ pub fn main(opts: &Opts) {
     let load = loadavg();
     let mut text = Dist::new("`Metrics::render`, text 0.0.4");
     let mut om = Dist::new("`Metrics::render`, OpenMetrics");
-    let (mut size, mut lines) = (0, 0);
+    let mut pb = Dist::new("`Metrics::render_as`, protobuf");
+    let (mut size, mut lines, mut om_size, mut pb_size) = (0, 0, 0, 0);
     for _ in 0..renders {
         let t = Instant::now();
         let (_, body) = metrics.render(None);
@@ -75,12 +85,22 @@ pub fn main(opts: &Opts) {
         lines = body.lines().filter(|l| !l.starts_with('#')).count();
         drop(body);
         let t = Instant::now();
-        let _ = metrics.render(Some("application/openmetrics-text"));
+        om_size = metrics.render(Some("application/openmetrics-text")).1.len();
         om.push(ms(t.elapsed().as_secs_f64()));
+        let t = Instant::now();
+        pb_size = metrics.render_as(Exposition::Protobuf).unwrap().len();
+        pb.push(ms(t.elapsed().as_secs_f64()));
     }
     println!(
-        "\n#### `/metrics` render: {targets} targets × 1 scenario, each observed once (loadavg {load} → {})\n",
+        "\n#### `/metrics` render: {targets} targets × 1 scenario, each observed once, histograms {kinds:?} (loadavg {load} → {})\n",
         loadavg()
+    );
+    let per = |n: usize| n / targets.max(1);
+    println!(
+        "bytes per target: text {}, OpenMetrics {}, protobuf {}\n",
+        per(size),
+        per(om_size),
+        per(pb_size)
     );
     println!(
         "text 0.0.4 body: {size} bytes ({:.2} MiB), {lines} samples ({} per target)\n",
@@ -96,4 +116,5 @@ pub fn main(opts: &Opts) {
     println!("{HEADER}");
     println!("{}", row(&mut text));
     println!("{}", row(&mut om));
+    println!("{}", row(&mut pb));
 }

@@ -15,7 +15,7 @@ mod scrape;
 mod stall;
 pub mod web_config;
 
-pub use accept::negotiate;
+pub use accept::{negotiate, negotiate_text};
 pub use debug_probe::DebugProbePolicy;
 pub use scrape::Scrapes;
 pub use web_config::{WebConfig, WebState};
@@ -92,7 +92,7 @@ pub struct ShardView {
 /// Debug probes that may run at once.
 pub const DEBUG_PROBE_SLOTS: usize = 2;
 
-/// How the exporter's server is set up: what `run`'s `--web.*` flags say.
+/// How the exporter's server is set up: what `run`'s `--web.*` and `--metrics.*` flags say.
 #[derive(Debug, Clone, Default)]
 pub struct ServerOptions {
     /// The web config file (TLS, basic auth, headers), re-read on reload.
@@ -101,6 +101,8 @@ pub struct ServerOptions {
     pub debug_probe: DebugProbePolicy,
     /// Connection limits.
     pub limits: ConnectionLimits,
+    /// The buckets of the latency and rate histograms (`--metrics.*`), fixed at start.
+    pub histograms: crate::metrics::HistogramOptions,
 }
 
 /// Limits on the connections a server holds.

@@ -5,7 +5,7 @@
 //! and a body of megabytes. Rendering once per scrape let 200 concurrent scrapers hold 200
 //! bodies and 200 blocking threads, and starve the probes of CPU (issue 18, item 5). Here a
 //! scrape that finds a render of its format in progress waits for it and serves the same
-//! body; renders of the two formats take turns (one permit), on a blocking thread so that a
+//! body; renders of the three formats take turns (one permit), on a blocking thread so that a
 //! probe's reads on the runtime's workers are never queued behind one.
 
 use std::collections::HashMap;
@@ -79,10 +79,16 @@ impl Scrapes {
         tx: watch::Sender<Option<Rendered>>,
     ) {
         let body = match self.render_permit.clone().acquire_owned().await {
-            Ok(_permit) => tokio::task::spawn_blocking(move || metrics.render_as(format))
-                .await
-                .ok()
-                .map(Bytes::from),
+            Ok(_permit) => {
+                match tokio::task::spawn_blocking(move || metrics.render_as(format)).await {
+                    Ok(Ok(body)) => Some(Bytes::from(body)),
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "rendering /metrics failed");
+                        None
+                    }
+                    Err(_) => None,
+                }
+            }
             Err(_) => None,
         };
         // Later scrapes start a fresh render; the waiting ones get this body.

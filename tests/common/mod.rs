@@ -2,8 +2,10 @@
 //! `/metrics`, reading one sample out of the text exposition.
 #![allow(dead_code)]
 
+pub mod golden;
 pub mod pki;
 pub mod prometheus;
+pub mod synthetic;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

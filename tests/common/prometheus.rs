@@ -27,11 +27,22 @@ impl Prometheus {
     /// `llm-probe`) every second and evaluating the rule files `rule_files` (paths relative to
     /// `dir`, or absolute) every second; returns once `/-/ready` answers (at most 20 s).
     pub async fn start(dir: &Path, rule_files: &[String], scrape: SocketAddr) -> Prometheus {
+        Self::start_with(dir, rule_files, scrape, &[]).await
+    }
+
+    /// [`Prometheus::start`] with extra command-line flags (e.g.
+    /// `--enable-feature=native-histograms`).
+    pub async fn start_with(
+        dir: &Path,
+        rule_files: &[String],
+        scrape: SocketAddr,
+        flags: &[&str],
+    ) -> Prometheus {
         let target = Scrape {
             addr: scrape,
             labels: &[],
         };
-        Self::start_scraping(dir, rule_files, &[target]).await
+        Self::start_full(dir, rule_files, &[target], flags).await
     }
 
     /// [`Prometheus::start`] with several scrape targets of job `llm-probe`, each with the
@@ -40,6 +51,16 @@ impl Prometheus {
         dir: &Path,
         rule_files: &[String],
         targets: &[Scrape<'_>],
+    ) -> Prometheus {
+        Self::start_full(dir, rule_files, targets, &[]).await
+    }
+
+    /// Several scrape targets and extra command-line flags.
+    pub async fn start_full(
+        dir: &Path,
+        rule_files: &[String],
+        targets: &[Scrape<'_>],
+        flags: &[&str],
     ) -> Prometheus {
         let bin = super::require_tool("prometheus", "apt-get install prometheus");
         let mut config = format!(
@@ -67,6 +88,7 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
