@@ -307,7 +307,7 @@ async fn serve_until_signal(
 
 /// Reloads the configuration on every SIGHUP until `shutdown`.
 fn reload_on_sighup(
-    tx: tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>,
+    tx: tokio::sync::mpsc::Sender<crate::reload::ReloadRequest>,
     shutdown: CancellationToken,
     mut hup: Hangup,
 ) {
@@ -320,7 +320,7 @@ fn reload_on_sighup(
             }
             tracing::info!("SIGHUP: reloading the configuration");
             // The daemon logs the outcome.
-            let _ = crate::daemon::request_reload(&tx).await;
+            let _ = crate::reload::request(&tx).await;
         }
     });
     #[cfg(not(unix))]

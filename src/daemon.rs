@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -21,16 +21,13 @@ use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
+use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
 use crate::schedule::{panic_message, probe_loop};
 use crate::server::{self, ExporterState};
 use crate::shard::Shard;
 
 /// How many recent probes the landing page and the demo keep.
 pub const HISTORY_CAPACITY: usize = 200;
-
-/// A request to reload the configuration file; the reply is a one-line summary or the reason
-/// the new file was rejected (the old configuration keeps running).
-pub type ReloadRequest = oneshot::Sender<Result<String, String>>;
 
 /// A running daemon.
 pub struct Daemon {
@@ -46,22 +43,6 @@ pub struct Daemon {
     reload_tx: mpsc::Sender<ReloadRequest>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
-}
-
-/// Logs one finished probe: a failure once at warn with target, scenario, reason, status and
-/// detail (server-sent, so escaped with [`crate::sanitize::terminal_safe`]); a success at debug.
-pub fn log_outcome(o: &ProbeOutcome) {
-    match &o.result {
-        Err(f) => tracing::warn!(
-            target_name = %o.target, scenario = %o.scenario, reason = f.reason.as_str(),
-            status = o.observations.http_status,
-            detail = %crate::sanitize::terminal_safe(&f.detail), "probe failed"
-        ),
-        Ok(m) => tracing::debug!(
-            target_name = %o.target, scenario = %o.scenario, ttft_seconds = m.ttft.as_secs_f64(),
-            output_tokens = m.output_tokens, e2e_seconds = m.e2e.as_secs_f64(), "probe succeeded"
-        ),
-    }
 }
 
 impl Daemon {
@@ -200,8 +181,8 @@ impl Daemon {
     /// keep running the old one and set `llm_probe_config_last_reload_successful` to 0.
     ///
     /// Returns a one-line summary, or the reason the file was rejected.
-    pub async fn reload(&self) -> Result<String, String> {
-        request_reload(&self.reload_tx).await
+    pub async fn reload(&self) -> ReloadResult {
+        crate::reload::request(&self.reload_tx).await
     }
 
     /// Stops probing (in-flight probes are dropped, not observed) and serving, and waits for
@@ -211,16 +192,6 @@ impl Daemon {
         self.tasks.close();
         self.tasks.wait().await;
     }
-}
-
-/// Sends a reload request and waits for its result.
-pub async fn request_reload(tx: &mpsc::Sender<ReloadRequest>) -> Result<String, String> {
-    let (reply, rx) = oneshot::channel();
-    tx.send(reply)
-        .await
-        .map_err(|_| "the daemon is shutting down".to_string())?;
-    rx.await
-        .map_err(|_| "the daemon is shutting down".to_string())?
 }
 
 /// (target name, scenario name).
@@ -277,48 +248,40 @@ impl Supervisor {
             let result = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 r = async {
-                    let web = self.state.web.prepare().await.map_err(|e| e.to_string())?;
+                    let web = self.state.web.prepare().await.map_err(ReloadError::WebConfig)?;
                     let summary = self.reload().await?;
                     self.state.web.swap(web);
                     Ok(summary)
                 } => r,
             };
-            match &result {
-                Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
-                Err(e) => {
-                    tracing::error!(error = %e, "configuration reload failed; the previous configuration keeps running")
-                }
-            }
+            crate::reload::log_outcome(&result);
             self.metrics
                 .config_loaded(result.is_ok(), SystemTime::now());
             let _ = reply.send(result);
         }
     }
 
-    async fn reload(&mut self) -> Result<String, String> {
+    async fn reload(&mut self) -> ReloadResult {
         let Some(path) = &self.config_file else {
-            return Err(
-                "this daemon was started without a config file, so there is nothing to reload"
-                    .into(),
-            );
+            return Err(ReloadError::NoConfigFile);
         };
         let config = config::load_off_runtime(path.clone(), config::Secrets::Read)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ReloadError::Config)?;
         self.check_buckets(&config)?;
-        self.apply(&config).map_err(|e| e.to_string())
+        self.apply(&config)
     }
 
     /// SLO thresholds must be bucket boundaries; buckets are fixed when the exporter starts.
-    fn check_buckets(&self, config: &Config) -> Result<(), String> {
+    fn check_buckets(&self, config: &Config) -> Result<(), ReloadError> {
         for t in &config.targets {
             let ttft = t.slo.ttft_p95.as_secs_f64();
             if !self.metrics.ttft_boundaries().contains(&ttft) {
-                return Err(format!("{}: target \"{}\": slo.ttft_p95 {} is not a TTFT bucket boundary of the running exporter (buckets are fixed at start so that the SLO line is exact); restart llm-probe to apply it", config.source, t.name, humantime::format_duration(t.slo.ttft_p95)));
+                return Err(ReloadError::NeedsRestart(format!("{}: target \"{}\": slo.ttft_p95 {} is not a TTFT bucket boundary of the running exporter (buckets are fixed at start so that the SLO line is exact); restart llm-probe to apply it", config.source, t.name, humantime::format_duration(t.slo.ttft_p95))));
             }
             let tps = t.slo.output_tokens_per_second_min;
             if !self.metrics.tokens_per_second_boundaries().contains(&tps) {
-                return Err(format!("{}: target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", config.source, t.name));
+                return Err(ReloadError::NeedsRestart(format!("{}: target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", config.source, t.name)));
             }
         }
         Ok(())
@@ -327,7 +290,7 @@ impl Supervisor {
     /// Makes the running set match `config`. Returns a one-line summary.
     ///
     /// Errors: a new target's HTTP client cannot be built (nothing is changed then).
-    fn apply(&mut self, config: &Config) -> anyhow::Result<String> {
+    fn apply(&mut self, config: &Config) -> ReloadResult {
         // Build every prober first, so that a failure changes nothing.
         let mut probers = HashMap::new();
         for t in &config.targets {
@@ -337,11 +300,9 @@ impl Supervisor {
                     let client = match self.clients.get(&client_key(t)) {
                         Some(c) => c.clone(),
                         None => {
-                            let c = build_client(t).map_err(|e| {
-                                anyhow::anyhow!(
-                                    "target \"{}\": cannot build an HTTP client: {e}",
-                                    t.name
-                                )
+                            let c = build_client(t).map_err(|source| ReloadError::Client {
+                                target: t.name.clone(),
+                                source,
                             })?;
                             self.clients.insert(client_key(t), c.clone());
                             c
@@ -447,7 +408,7 @@ impl Supervisor {
             self.outcomes.clone(),
         );
         let record = move |o: ProbeOutcome| {
-            log_outcome(&o);
+            o.log();
             metrics.observe(&o);
             history.push(&o);
             let _ = tx.send(Arc::new(o));

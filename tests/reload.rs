@@ -71,7 +71,7 @@ async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
             .replace("interval: 400ms", "interval: soon"),
     )
     .unwrap();
-    let err = d.reload().await.unwrap_err();
+    let err = d.reload().await.unwrap_err().to_string();
     assert!(
         err.contains("probes.yaml:2:") && err.contains("interval"),
         "{err}"
@@ -186,6 +186,7 @@ async fn http_reload_and_a_flood_of_reloads() {
         .reload()
         .await
         .unwrap_err()
+        .to_string()
         .contains("without a config file"));
     d2.stop().await;
     d.stop().await;

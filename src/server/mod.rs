@@ -56,7 +56,7 @@ pub struct ExporterState {
     /// Probe schedules that ended unexpectedly (a panic); `/-/healthy` answers 503 while > 0.
     pub stopped_schedules: std::sync::atomic::AtomicUsize,
     /// Where `POST /-/reload` sends its request; `None` disables the endpoint.
-    pub reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
+    pub reload: Option<tokio::sync::mpsc::Sender<crate::reload::ReloadRequest>>,
     /// The configured targets' probers by name: the only things `/probe` may probe, and the
     /// target list of the landing page.
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
@@ -142,7 +142,7 @@ impl ExporterState {
     pub fn new(
         metrics: Arc<Metrics>,
         history: Arc<History>,
-        reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
+        reload: Option<tokio::sync::mpsc::Sender<crate::reload::ReloadRequest>>,
         options: &ServerOptions,
         web: WebConfig,
     ) -> Self {
@@ -536,7 +536,7 @@ async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full
             "reloading is not enabled\n",
         );
     };
-    match crate::daemon::request_reload(tx).await {
+    match crate::reload::request(tx).await {
         Ok(summary) => text(StatusCode::OK, "text/plain", format!("{summary}\n")),
         Err(_) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
