@@ -124,7 +124,9 @@ pub async fn run(cli: Cli) -> ExitCode {
         }
         Command::Bench(args) => return crate::bench::command::run(*args, shutdown_signal()).await,
         Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
-        Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
+        Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal())
+            .await
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

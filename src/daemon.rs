@@ -16,18 +16,32 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{self, Config, Scenario, Target};
+use crate::config::{self, Config, ConfigError, Scenario, Target};
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
 use crate::schedule::{panic_message, probe_loop};
-use crate::server::{self, ExporterState};
+use crate::server::{self, ExporterState, ListenError};
 use crate::shard::Shard;
 
 /// How many recent probes the landing page and the demo keep.
 pub const HISTORY_CAPACITY: usize = 200;
+
+/// Why a daemon did not start. `Display` is the whole message.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The web config file is invalid (every problem, located).
+    #[error(transparent)]
+    WebConfig(ConfigError),
+    /// The listen address cannot be bound.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    /// The configuration cannot be put in force (a target's HTTP client cannot be built).
+    #[error(transparent)]
+    Apply(ReloadError),
+}
 
 /// A running daemon.
 pub struct Daemon {
@@ -54,7 +68,7 @@ impl Daemon {
         config: Config,
         listen: SocketAddr,
         config_file: Option<PathBuf>,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         Self::start_full(
             config,
             listen,
@@ -74,7 +88,7 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
         options: server::ServerOptions,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         Self::start_full(config, listen, config_file, options, Shard::default()).await
     }
 
@@ -88,7 +102,7 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
         shard: Shard,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         Self::start_full(
             config,
             listen,
@@ -109,9 +123,11 @@ impl Daemon {
         config_file: Option<PathBuf>,
         options: server::ServerOptions,
         shard: Shard,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         let web = match &options.web_config_file {
-            Some(p) => server::WebState::load(p.clone()).await?,
+            Some(p) => server::WebState::load(p.clone())
+                .await
+                .map_err(StartError::WebConfig)?,
             None => server::WebConfig::default(),
         };
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
@@ -119,7 +135,7 @@ impl Daemon {
         metrics.set_shard(shard);
         let history = Arc::new(History::new(HISTORY_CAPACITY));
         let listener = server::bind(listen).await?;
-        let addr = listener.local_addr()?;
+        let addr = listener.local_addr().map_err(ListenError::LocalAddr)?;
         let shutdown = CancellationToken::new();
         let (outcomes, _) = broadcast::channel(256);
         let (reload_tx, reload_rx) = mpsc::channel(8);
@@ -144,7 +160,7 @@ impl Daemon {
             clients: HashMap::new(),
             shard,
         };
-        supervisor.apply(&config)?;
+        supervisor.apply(&config).map_err(StartError::Apply)?;
         metrics.config_loaded(true, SystemTime::now());
         tasks.spawn(server::serve_exporter(
             listener,

@@ -305,11 +305,30 @@ async fn connection<F, Fut, B>(
     }
 }
 
-/// Binds `addr`. Errors name the address, e.g. when the port is taken.
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        anyhow::anyhow!("cannot listen on {addr}: {e} (is another exporter running? pick another with --web.listen-address)")
-    })
+/// A listening socket that could not be set up. `Display` is the whole message (the OS error
+/// included), so the error has no further source.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The address cannot be bound, e.g. the port is taken.
+    #[error("cannot listen on {addr}: {error} (is another exporter running? pick another with --web.listen-address)")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the OS said.
+        error: std::io::Error,
+    },
+    /// The bound socket cannot tell its address.
+    #[error("cannot read the address of the listening socket: {0}")]
+    LocalAddr(std::io::Error),
+}
+
+/// Binds `addr`.
+///
+/// Errors: [`ListenError::Bind`], naming the address, e.g. when the port is taken.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ListenError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|error| ListenError::Bind { addr, error })
 }
 
 /// Serves the exporter's pages on `listener` until `shutdown`; returns once every connection
