@@ -144,7 +144,9 @@ pub async fn run(cli: Cli) -> ExitCode {
             return crate::compare::run(&before, &after, &options, output);
         }
         Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
-        Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal()).await,
+        Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal())
+            .await
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -327,7 +329,7 @@ async fn serve_until_signal(
 
 /// Reloads the configuration on every SIGHUP until `shutdown`.
 fn reload_on_sighup(
-    tx: tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>,
+    tx: tokio::sync::mpsc::Sender<crate::reload::ReloadRequest>,
     shutdown: CancellationToken,
     mut hup: Hangup,
 ) {
@@ -340,7 +342,7 @@ fn reload_on_sighup(
             }
             tracing::info!("SIGHUP: reloading the configuration");
             // The daemon logs the outcome.
-            let _ = crate::daemon::request_reload(&tx).await;
+            let _ = crate::reload::request(&tx).await;
         }
     });
     #[cfg(not(unix))]

@@ -193,18 +193,6 @@ pub enum Command {
     },
 }
 
-/// A duration flag of at most `max_seconds`.
-fn duration_at_most(s: &str, max_seconds: u64) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
-    if d > Duration::from_secs(max_seconds) {
-        return Err(format!(
-            "at most {} please",
-            humantime::format_duration(Duration::from_secs(max_seconds))
-        ));
-    }
-    Ok(d)
-}
-
 /// `run`'s flags for the exporter's own server and the histograms `/metrics` exposes.
 #[derive(Debug, Clone, Args)]
 pub struct WebFlags {
@@ -231,7 +219,7 @@ pub struct WebFlags {
     pub enable_debug_probe: bool,
     /// At most one on-demand probe per target per this period (default: the target's
     /// interval).
-    #[arg(long = "web.debug-probe-interval", value_parser = |s: &str| duration_at_most(s, 30 * 86_400))]
+    #[arg(long = "web.debug-probe-interval", value_parser = |s: &str| crate::config::durations::DEBUG_PROBE_INTERVAL.parse(s))]
     pub debug_probe_interval: Option<Duration>,
     /// Connections served at once; more wait to be accepted.
     #[arg(long = "web.max-connections", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS,
@@ -272,7 +260,7 @@ pub struct HealthcheckArgs {
     )]
     pub url: String,
     /// How long to wait for the answer.
-    #[arg(long, default_value = "3s", value_parser = |s: &str| duration_at_most(s, 3600))]
+    #[arg(long, default_value = "3s", value_parser = |s: &str| crate::config::durations::HEALTHCHECK_TIMEOUT.parse(s))]
     pub timeout: Duration,
     /// CA certificates (PEM) that sign the exporter's certificate (default: the system's).
     #[arg(long = "tls.ca-file", env = "LLM_PROBE_HEALTHCHECK_CA_FILE")]

@@ -12,25 +12,36 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{self, Config, Scenario, Target};
+use crate::config::{self, Config, ConfigError, Scenario, Target};
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
+use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
 use crate::schedule::{panic_message, probe_loop};
-use crate::server::{self, ExporterState};
+use crate::server::{self, ExporterState, ListenError};
 use crate::shard::Shard;
 
 /// How many recent probes the landing page and the demo keep.
 pub const HISTORY_CAPACITY: usize = 200;
 
-/// A request to reload the configuration file; the reply is a one-line summary or the reason
-/// the new file was rejected (the old configuration keeps running).
-pub type ReloadRequest = oneshot::Sender<Result<String, String>>;
+/// Why a daemon did not start. `Display` is the whole message.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The web config file is invalid (every problem, located).
+    #[error(transparent)]
+    WebConfig(ConfigError),
+    /// The listen address cannot be bound.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    /// The configuration cannot be put in force (a target's HTTP client cannot be built).
+    #[error(transparent)]
+    Apply(ReloadError),
+}
 
 /// A running daemon.
 pub struct Daemon {
@@ -48,22 +59,6 @@ pub struct Daemon {
     tasks: TaskTracker,
 }
 
-/// Logs one finished probe: a failure once at warn with target, scenario, reason, status and
-/// detail (server-sent, so escaped with [`crate::sanitize::terminal_safe`]); a success at debug.
-pub fn log_outcome(o: &ProbeOutcome) {
-    match &o.result {
-        Err(f) => tracing::warn!(
-            target_name = %o.target, scenario = %o.scenario, reason = f.reason.as_str(),
-            status = o.observations.http_status,
-            detail = %crate::sanitize::terminal_safe(&f.detail), "probe failed"
-        ),
-        Ok(m) => tracing::debug!(
-            target_name = %o.target, scenario = %o.scenario, ttft_seconds = m.ttft.as_secs_f64(),
-            output_tokens = m.output_tokens, e2e_seconds = m.e2e.as_secs_f64(), "probe succeeded"
-        ),
-    }
-}
-
 impl Daemon {
     /// Binds `listen`, registers every series, serves `/metrics` and starts probing.
     /// `config_file` is where reloads read from; without it a reload is refused.
@@ -73,7 +68,7 @@ impl Daemon {
         config: Config,
         listen: SocketAddr,
         config_file: Option<PathBuf>,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         Self::start_full(
             config,
             listen,
@@ -93,7 +88,7 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
         options: server::ServerOptions,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         Self::start_full(config, listen, config_file, options, Shard::default()).await
     }
 
@@ -107,7 +102,7 @@ impl Daemon {
         listen: SocketAddr,
         config_file: Option<PathBuf>,
         shard: Shard,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         Self::start_full(
             config,
             listen,
@@ -128,9 +123,11 @@ impl Daemon {
         config_file: Option<PathBuf>,
         options: server::ServerOptions,
         shard: Shard,
-    ) -> anyhow::Result<Daemon> {
+    ) -> Result<Daemon, StartError> {
         let web = match &options.web_config_file {
-            Some(p) => server::WebState::load(p.clone()).await?,
+            Some(p) => server::WebState::load(p.clone())
+                .await
+                .map_err(StartError::WebConfig)?,
             None => server::WebConfig::default(),
         };
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
@@ -138,7 +135,7 @@ impl Daemon {
         metrics.set_shard(shard);
         let history = Arc::new(History::new(HISTORY_CAPACITY));
         let listener = server::bind(listen).await?;
-        let addr = listener.local_addr()?;
+        let addr = listener.local_addr().map_err(ListenError::LocalAddr)?;
         let shutdown = CancellationToken::new();
         let (outcomes, _) = broadcast::channel(256);
         let (reload_tx, reload_rx) = mpsc::channel(8);
@@ -163,7 +160,7 @@ impl Daemon {
             clients: HashMap::new(),
             shard,
         };
-        supervisor.apply(&config)?;
+        supervisor.apply(&config).map_err(StartError::Apply)?;
         metrics.config_loaded(true, SystemTime::now());
         tasks.spawn(server::serve_exporter(
             listener,
@@ -200,8 +197,8 @@ impl Daemon {
     /// keep running the old one and set `llm_probe_config_last_reload_successful` to 0.
     ///
     /// Returns a one-line summary, or the reason the file was rejected.
-    pub async fn reload(&self) -> Result<String, String> {
-        request_reload(&self.reload_tx).await
+    pub async fn reload(&self) -> ReloadResult {
+        crate::reload::request(&self.reload_tx).await
     }
 
     /// Stops probing (in-flight probes are dropped, not observed) and serving, and waits for
@@ -211,16 +208,6 @@ impl Daemon {
         self.tasks.close();
         self.tasks.wait().await;
     }
-}
-
-/// Sends a reload request and waits for its result.
-pub async fn request_reload(tx: &mpsc::Sender<ReloadRequest>) -> Result<String, String> {
-    let (reply, rx) = oneshot::channel();
-    tx.send(reply)
-        .await
-        .map_err(|_| "the daemon is shutting down".to_string())?;
-    rx.await
-        .map_err(|_| "the daemon is shutting down".to_string())?
 }
 
 /// (target name, scenario name).
@@ -277,52 +264,44 @@ impl Supervisor {
             let result = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 r = async {
-                    let web = self.state.web.prepare().await.map_err(|e| e.to_string())?;
+                    let web = self.state.web.prepare().await.map_err(ReloadError::WebConfig)?;
                     let summary = self.reload().await?;
                     self.state.web.swap(web);
                     Ok(summary)
                 } => r,
             };
-            match &result {
-                Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
-                Err(e) => {
-                    tracing::error!(error = %e, "configuration reload failed; the previous configuration keeps running")
-                }
-            }
+            crate::reload::log_outcome(&result);
             self.metrics
                 .config_loaded(result.is_ok(), SystemTime::now());
             let _ = reply.send(result);
         }
     }
 
-    async fn reload(&mut self) -> Result<String, String> {
+    async fn reload(&mut self) -> ReloadResult {
         let Some(path) = &self.config_file else {
-            return Err(
-                "this daemon was started without a config file, so there is nothing to reload"
-                    .into(),
-            );
+            return Err(ReloadError::NoConfigFile);
         };
         let config = config::load_off_runtime(path.clone(), config::Secrets::Read)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ReloadError::Config)?;
         self.check_buckets(&config)?;
-        self.apply(&config).map_err(|e| e.to_string())
+        self.apply(&config)
     }
 
     /// SLO thresholds must be classic bucket boundaries (when there are classic buckets);
     /// buckets are fixed when the exporter starts.
-    fn check_buckets(&self, config: &Config) -> Result<(), String> {
+    fn check_buckets(&self, config: &Config) -> Result<(), ReloadError> {
         if !self.metrics.has_classic_buckets() {
             return Ok(());
         }
         for t in &config.targets {
             let ttft = t.slo.ttft_p95.as_secs_f64();
             if !self.metrics.ttft_boundaries().contains(&ttft) {
-                return Err(format!("{}: target \"{}\": slo.ttft_p95 {} is not a TTFT bucket boundary of the running exporter (buckets are fixed at start so that the SLO line is exact); restart llm-probe to apply it", config.source, t.name, humantime::format_duration(t.slo.ttft_p95)));
+                return Err(ReloadError::NeedsRestart(format!("{}: target \"{}\": slo.ttft_p95 {} is not a TTFT bucket boundary of the running exporter (buckets are fixed at start so that the SLO line is exact); restart llm-probe to apply it", config.source, t.name, humantime::format_duration(t.slo.ttft_p95))));
             }
             let tps = t.slo.output_tokens_per_second_min;
             if !self.metrics.tokens_per_second_boundaries().contains(&tps) {
-                return Err(format!("{}: target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", config.source, t.name));
+                return Err(ReloadError::NeedsRestart(format!("{}: target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", config.source, t.name)));
             }
         }
         Ok(())
@@ -331,7 +310,7 @@ impl Supervisor {
     /// Makes the running set match `config`. Returns a one-line summary.
     ///
     /// Errors: a new target's HTTP client cannot be built (nothing is changed then).
-    fn apply(&mut self, config: &Config) -> anyhow::Result<String> {
+    fn apply(&mut self, config: &Config) -> ReloadResult {
         // Build every prober first, so that a failure changes nothing.
         let mut probers = HashMap::new();
         for t in &config.targets {
@@ -341,11 +320,9 @@ impl Supervisor {
                     let client = match self.clients.get(&client_key(t)) {
                         Some(c) => c.clone(),
                         None => {
-                            let c = build_client(t).map_err(|e| {
-                                anyhow::anyhow!(
-                                    "target \"{}\": cannot build an HTTP client: {e}",
-                                    t.name
-                                )
+                            let c = build_client(t).map_err(|source| ReloadError::Client {
+                                target: t.name.clone(),
+                                source,
                             })?;
                             self.clients.insert(client_key(t), c.clone());
                             c
@@ -451,7 +428,7 @@ impl Supervisor {
             self.outcomes.clone(),
         );
         let record = move |o: ProbeOutcome| {
-            log_outcome(&o);
+            o.log();
             metrics.observe(&o);
             history.push(&o);
             let _ = tx.send(Arc::new(o));

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config;
-use crate::daemon::Daemon;
+use crate::config::{self, ConfigError};
+use crate::daemon::{Daemon, StartError};
 use crate::history::{quantile, RecentProbe};
 use crate::logging::stdout_text;
 use crate::sanitize::terminal_safe;
+use crate::server::ListenError;
 use crate::simulate::{Script, Simulator};
 
 /// The demo's probes file; `{BASE_URL}` is replaced by the simulator's address.
@@ -50,6 +51,28 @@ pub fn demo_script() -> Script {
     }
 }
 
+/// Why the demo did not run. `Display` is the whole message.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// `--every` is out of bounds; `why` is a fragment such as "is longer than the maximum of 1day".
+    #[error("demo --every {every} {why}")]
+    Every {
+        /// The value given, as a duration.
+        every: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The simulator's or the exporter's address cannot be bound.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    /// The built-in config does not load (a bug).
+    #[error("built-in demo config: {0}")]
+    Config(ConfigError),
+    /// The daemon did not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+}
+
 /// Runs the demo until `shutdown`, printing a summary every `every` (1 s to 1 day).
 ///
 /// Errors: `every` is out of bounds, `listen` cannot be bound, or the built-in config does not
@@ -58,16 +81,17 @@ pub async fn run(
     listen: SocketAddr,
     every: Duration,
     shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+) -> Result<(), DemoError> {
     let every = config::durations::SUMMARY_EVERY
         .check(every)
-        .map_err(|why| {
-            anyhow::anyhow!("demo --every {} {why}", humantime::format_duration(every))
+        .map_err(|why| DemoError::Every {
+            every: humantime::format_duration(every).to_string(),
+            why,
         })?;
-    let sim = Simulator::start("127.0.0.1:0".parse()?, demo_script()).await?;
+    let loopback = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+    let sim = Simulator::start(loopback, demo_script()).await?;
     let text = DEMO_CONFIG.replace("{BASE_URL}", &sim.base_url());
-    let cfg = config::parse(&text, "<demo>", &|_| None)
-        .map_err(|e| anyhow::anyhow!("built-in demo config: {e}"))?;
+    let cfg = config::parse(&text, "<demo>", &|_| None).map_err(DemoError::Config)?;
     let daemon = Daemon::start(cfg, listen, None).await?;
     stdout_text(format_args!(
         "llm-probe demo\n  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s, mild jitter)\n  metrics             http://{}/metrics\n  probing every 3s; a summary every {}; Ctrl-C to stop\n",

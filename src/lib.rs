@@ -12,6 +12,7 @@ pub mod measure;
 pub mod metrics;
 pub mod probe;
 pub mod protocol;
+pub mod reload;
 pub mod schedule;
 pub mod server;
 pub mod shard;

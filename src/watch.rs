@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::config::files::MAX_CONFIG_BYTES;
-use crate::daemon::{request_reload, ReloadRequest};
+use crate::reload::{request as request_reload, ReloadRequest};
 
 /// How often `--config.watch` reads the file.
 pub const PERIOD: Duration = Duration::from_secs(1);

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llm_probe::daemon::{Daemon, ReloadRequest};
+use llm_probe::daemon::Daemon;
+use llm_probe::reload::ReloadRequest;
 use llm_probe::watch::{fingerprint_off_runtime, watch};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -186,3 +186,33 @@ async fn configured_slo_thresholds_become_bucket_boundaries() {
     );
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_port_is_a_typed_start_error_that_names_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let cfg = common::parse(&common::yaml(
+        "http://127.0.0.1:9/v1",
+        "10s",
+        &common::scenario("chat", 8),
+        "",
+    ));
+    let err = match llm_probe::daemon::Daemon::start(cfg, addr, None).await {
+        Ok(_) => panic!("a second listener on {addr} must not start"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(
+            &err,
+            llm_probe::daemon::StartError::Listen(llm_probe::server::ListenError::Bind { addr: a, .. }) if *a == addr
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("cannot listen on {addr}: "))
+            && text.contains("--web.listen-address"),
+        "{text}"
+    );
+    drop(taken);
+}

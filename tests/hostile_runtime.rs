@@ -260,7 +260,7 @@ async fn a_reload_from_a_fifo_a_device_or_a_huge_file_fails_and_the_daemon_keeps
         let reloaded = tokio::time::timeout(Duration::from_secs(15), d.reload())
             .await
             .expect("the reload ends");
-        let err = reloaded.unwrap_err();
+        let err = reloaded.unwrap_err().to_string();
         assert!(
             err.contains(&path.display().to_string()) && err.contains(want),
             "{err}"

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use llm_probe::daemon::Daemon;
+use llm_probe::reload::ReloadError;
 use llm_probe::simulate::Script;
 
 fn quick() -> Script {
@@ -72,6 +73,8 @@ async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
     )
     .unwrap();
     let err = d.reload().await.unwrap_err();
+    assert!(matches!(err, ReloadError::Config(_)), "{err:?}");
+    let err = err.to_string();
     assert!(
         err.contains("probes.yaml:2:") && err.contains("interval"),
         "{err}"
@@ -182,11 +185,9 @@ async fn http_reload_and_a_flood_of_reloads() {
         "",
     )))
     .await;
-    assert!(d2
-        .reload()
-        .await
-        .unwrap_err()
-        .contains("without a config file"));
+    let err = d2.reload().await.unwrap_err();
+    assert!(matches!(err, ReloadError::NoConfigFile), "{err:?}");
+    assert!(err.to_string().contains("without a config file"), "{err}");
     d2.stop().await;
     d.stop().await;
 }

@@ -314,6 +314,11 @@ async fn reload_is_behind_auth_and_swaps_the_web_config_only_when_valid() {
     ] {
         std::fs::write(&web, &bad).unwrap();
         let e = d.reload().await.unwrap_err();
+        assert!(
+            matches!(e, llm_probe::reload::ReloadError::WebConfig(_)),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("web.yml:"), "{e}");
         let r = auth(c.post(url("/-/reload")), "new password")
             .send()

@@ -44,6 +44,16 @@ pub const SCRIPTED: Bounds = Bounds {
     min: Duration::ZERO,
     max: Duration::from_secs(60 * 60),
 };
+/// `run --web.debug-probe-interval`: 0 to 30 days.
+pub const DEBUG_PROBE_INTERVAL: Bounds = Bounds {
+    min: Duration::ZERO,
+    max: Duration::from_secs(30 * 24 * 60 * 60),
+};
+/// `healthcheck --timeout`: 0 to 1 hour.
+pub const HEALTHCHECK_TIMEOUT: Bounds = Bounds {
+    min: Duration::ZERO,
+    max: Duration::from_secs(60 * 60),
+};
 
 impl Bounds {
     /// `Ok(d)` inside the bounds, else the reason as a sentence fragment, e.g.

@@ -89,15 +89,20 @@ impl Failure {
     pub fn new(reason: FailureReason, detail: impl Into<String>) -> Self {
         let mut detail = detail.into();
         if detail.len() > Self::MAX_DETAIL {
-            let mut cut = Self::MAX_DETAIL;
-            while !detail.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            detail.truncate(cut);
+            detail.truncate(prefix_within(&detail, Self::MAX_DETAIL).len());
             detail.push('…');
         }
         Failure { reason, detail }
     }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub(crate) fn prefix_within(s: &str, max: usize) -> &str {
+    let mut cut = s.len().min(max);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
 }
 
 impl fmt::Display for Failure {

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use super::failure::{prefix_within, Failure};
 use super::timeline::{Timeline, TokenKind};
 
 /// Token counts the server reported in the stream. `None` = the server did not say (never 0).
@@ -167,14 +168,11 @@ impl Observations {
     }
 
     /// Records an error reported inside the stream; the first one wins. `message` is cut to
-    /// 512 bytes.
+    /// [`Failure::MAX_DETAIL`] (512) bytes.
     pub fn stream_error(&mut self, message: &str) {
         if self.stream_error.is_none() {
-            let mut cut = message.len().min(512);
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            self.stream_error = Some(message[..cut].to_string());
+            let cut = prefix_within(message, Failure::MAX_DETAIL);
+            self.stream_error = Some(cut.to_string());
         }
     }
 

@@ -25,6 +25,24 @@ pub struct ProbeOutcome {
 }
 
 impl ProbeOutcome {
+    /// Logs this finished probe: a failure once at warn with target, scenario, reason, status
+    /// and detail (server-sent, so escaped with [`crate::sanitize::terminal_safe`]); a success
+    /// at debug.
+    pub fn log(&self) {
+        match &self.result {
+            Err(f) => tracing::warn!(
+                target_name = %self.target, scenario = %self.scenario, reason = f.reason.as_str(),
+                status = self.observations.http_status,
+                detail = %crate::sanitize::terminal_safe(&f.detail), "probe failed"
+            ),
+            Ok(m) => tracing::debug!(
+                target_name = %self.target, scenario = %self.scenario,
+                ttft_seconds = m.ttft.as_secs_f64(), output_tokens = m.output_tokens,
+                e2e_seconds = m.e2e.as_secs_f64(), "probe succeeded"
+            ),
+        }
+    }
+
     /// Concludes a probe: a transport `failure` wins; else an error inside the stream is a
     /// `stream_error` failure (its partial timings are not measured); else a stream without a
     /// token is `empty_stream`; else a stream that never ended is `truncated`; else the probe is

@@ -25,7 +25,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::json::{has_text, str_at, u64_at};
-use super::{Flow, RequestSpec, StreamProtocol};
+use super::{usage, Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
@@ -144,12 +144,10 @@ impl StreamProtocol for AnthropicStream {
                 if str_at(delta, "stop_reason").is_some_and(|r| !r.is_empty()) {
                     obs.finished = true;
                 }
-                if let Some(usage) = data.get("usage").filter(|u| u.is_object()) {
-                    if let Some(n) = u64_at(usage, "output_tokens") {
-                        obs.usage.completion_tokens = Some(n);
-                    }
-                    if usage.get("input_tokens").is_some() {
-                        read_input_usage(usage, obs);
+                if let Some(u) = data.get("usage").filter(|u| u.is_object()) {
+                    usage::record(obs, u64_at(u, "output_tokens"), None, None);
+                    if u.get("input_tokens").is_some() {
+                        read_input_usage(u, obs);
                     }
                 }
             }
@@ -176,16 +174,12 @@ impl StreamProtocol for AnthropicStream {
 }
 
 /// Prompt tokens = `input_tokens` + cache reads + cache writes; cached = cache reads.
-fn read_input_usage(usage: &Value, obs: &mut Observations) {
-    let input = u64_at(usage, "input_tokens");
-    let read = u64_at(usage, "cache_read_input_tokens");
-    let created = u64_at(usage, "cache_creation_input_tokens");
-    if let Some(input) = input {
-        obs.usage.prompt_tokens = Some(input + read.unwrap_or(0) + created.unwrap_or(0));
-    }
-    if read.is_some() {
-        obs.usage.cached_prompt_tokens = read;
-    }
+fn read_input_usage(u: &Value, obs: &mut Observations) {
+    let input = u64_at(u, "input_tokens");
+    let read = u64_at(u, "cache_read_input_tokens");
+    let created = u64_at(u, "cache_creation_input_tokens");
+    let prompt = input.map(|input| input + read.unwrap_or(0) + created.unwrap_or(0));
+    usage::record(obs, None, prompt, read);
 }
 
 #[cfg(test)]

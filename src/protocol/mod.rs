@@ -13,6 +13,7 @@ mod openai_completions;
 mod openai_responses;
 mod prompt;
 mod tgi;
+mod usage;
 
 use std::time::Instant;
 

@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::json::{error_message, has_text, number_u64, str_at, u64_at};
+use super::json::{error_message, has_text, number_u64, str_at};
 use super::openai_chunk::{self, Chunk, Delta, Obj, Str};
-use super::{Flow, RequestSpec, StreamProtocol};
+use super::{usage, Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
@@ -116,18 +116,7 @@ pub(super) fn interpret_common(chunk: &Value, obs: &mut Observations) -> Flow {
     );
     if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
         // Take the last report of each field; `usage: {}` changes nothing.
-        if let Some(n) = u64_at(usage, "completion_tokens") {
-            obs.usage.completion_tokens = Some(n);
-        }
-        if let Some(n) = u64_at(usage, "prompt_tokens") {
-            obs.usage.prompt_tokens = Some(n);
-        }
-        if let Some(n) = usage
-            .get("prompt_tokens_details")
-            .and_then(|d| u64_at(d, "cached_tokens"))
-        {
-            obs.usage.cached_prompt_tokens = Some(n);
-        }
+        usage::read(usage, &usage::CHAT, obs);
     }
     super::read_llama_cpp_timings(chunk, obs);
     Flow::Continue
@@ -220,18 +209,17 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
         Str::get(&chunk.system_fingerprint),
     );
     let u64_of = |n: &Option<serde_json::Number>| n.as_ref().and_then(number_u64);
-    if let Some(Obj(usage)) = &chunk.usage {
-        if let Some(n) = u64_of(&usage.completion_tokens) {
-            obs.usage.completion_tokens = Some(n);
-        }
-        if let Some(n) = u64_of(&usage.prompt_tokens) {
-            obs.usage.prompt_tokens = Some(n);
-        }
-        if let Some(Obj(d)) = &usage.prompt_tokens_details {
-            if let Some(n) = u64_of(&d.cached_tokens) {
-                obs.usage.cached_prompt_tokens = Some(n);
-            }
-        }
+    if let Some(Obj(u)) = &chunk.usage {
+        let cached = match &u.prompt_tokens_details {
+            Some(Obj(d)) => u64_of(&d.cached_tokens),
+            _ => None,
+        };
+        usage::record(
+            obs,
+            u64_of(&u.completion_tokens),
+            u64_of(&u.prompt_tokens),
+            cached,
+        );
     }
     if let Some(Obj(t)) = &chunk.timings {
         super::merge_llama_cpp_timings(

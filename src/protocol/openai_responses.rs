@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::json::{error_message, has_text, str_at, u64_at};
-use super::{Flow, RequestSpec, StreamProtocol};
+use super::json::{error_message, has_text, str_at};
+use super::{usage, Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
@@ -137,19 +137,8 @@ fn read_response(data: &Value, obs: &mut Observations) {
         return;
     };
     Observations::identity_field(&mut obs.identity.response_model, str_at(resp, "model"));
-    if let Some(usage) = resp.get("usage").filter(|u| u.is_object()) {
-        if let Some(n) = u64_at(usage, "output_tokens") {
-            obs.usage.completion_tokens = Some(n);
-        }
-        if let Some(n) = u64_at(usage, "input_tokens") {
-            obs.usage.prompt_tokens = Some(n);
-        }
-        if let Some(n) = usage
-            .get("input_tokens_details")
-            .and_then(|d| u64_at(d, "cached_tokens"))
-        {
-            obs.usage.cached_prompt_tokens = Some(n);
-        }
+    if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
+        usage::read(u, &usage::RESPONSES, obs);
     }
 }
 

@@ -189,7 +189,7 @@ pub(super) async fn handle(
         },
         None => probe.await,
     };
-    crate::daemon::log_outcome(&outcome);
+    outcome.log();
     state.history.push(&outcome);
     let mut body = report::to_json(&outcome);
     if debug {

@@ -56,7 +56,7 @@ pub struct ExporterState {
     /// Probe schedules that ended unexpectedly (a panic); `/-/healthy` answers 503 while > 0.
     pub stopped_schedules: std::sync::atomic::AtomicUsize,
     /// Where `POST /-/reload` sends its request; `None` disables the endpoint.
-    pub reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
+    pub reload: Option<tokio::sync::mpsc::Sender<crate::reload::ReloadRequest>>,
     /// The configured targets' probers by name: the only things `/probe` may probe, and the
     /// target list of the landing page.
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
@@ -144,7 +144,7 @@ impl ExporterState {
     pub fn new(
         metrics: Arc<Metrics>,
         history: Arc<History>,
-        reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
+        reload: Option<tokio::sync::mpsc::Sender<crate::reload::ReloadRequest>>,
         options: &ServerOptions,
         web: WebConfig,
     ) -> Self {
@@ -307,11 +307,30 @@ async fn connection<F, Fut, B>(
     }
 }
 
-/// Binds `addr`. Errors name the address, e.g. when the port is taken.
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        anyhow::anyhow!("cannot listen on {addr}: {e} (is another exporter running? pick another with --web.listen-address)")
-    })
+/// A listening socket that could not be set up. `Display` is the whole message (the OS error
+/// included), so the error has no further source.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The address cannot be bound, e.g. the port is taken.
+    #[error("cannot listen on {addr}: {error} (is another exporter running? pick another with --web.listen-address)")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the OS said.
+        error: std::io::Error,
+    },
+    /// The bound socket cannot tell its address.
+    #[error("cannot read the address of the listening socket: {0}")]
+    LocalAddr(std::io::Error),
+}
+
+/// Binds `addr`.
+///
+/// Errors: [`ListenError::Bind`], naming the address, e.g. when the port is taken.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ListenError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|error| ListenError::Bind { addr, error })
 }
 
 /// Serves the exporter's pages on `listener` until `shutdown`; returns once every connection
@@ -538,7 +557,7 @@ async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full
             "reloading is not enabled\n",
         );
     };
-    match crate::daemon::request_reload(tx).await {
+    match crate::reload::request(tx).await {
         Ok(summary) => text(StatusCode::OK, "text/plain", format!("{summary}\n")),
         Err(_) => text(
             StatusCode::INTERNAL_SERVER_ERROR,

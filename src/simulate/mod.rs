@@ -33,6 +33,8 @@ use load::Engine;
 pub use load::{prompt_tokens, Load, Truth};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::server::ListenError;
 pub use wire::Wire;
 use wire::{Ctx, End};
 
@@ -201,10 +203,10 @@ pub struct Simulator {
 impl Simulator {
     /// Binds `addr` (use port 0 in tests) and serves `script` in the background until dropped.
     ///
-    /// Errors: the address cannot be bound.
-    pub async fn start(addr: SocketAddr, script: Script) -> anyhow::Result<Simulator> {
+    /// Errors: the address cannot be bound ([`ListenError`]).
+    pub async fn start(addr: SocketAddr, script: Script) -> Result<Simulator, ListenError> {
         let listener = crate::server::bind(addr).await?;
-        let addr = listener.local_addr()?;
+        let addr = listener.local_addr().map_err(ListenError::LocalAddr)?;
         let received = Arc::new(Mutex::new(VecDeque::new()));
         let shutdown = CancellationToken::new();
         let engine = Arc::new(Engine::new(script.load.clone()));
