@@ -143,20 +143,27 @@ impl Prober {
                 ),
             )),
         };
-        // Server-sent text in the detail (an error page, a stream error) could echo the request
-        // back: the target's own secrets never leave the probe.
-        let mut failure = failure;
-        if let Some(f) = failure.as_mut() {
-            self.redact(&mut f.detail);
-        }
-        if let Some(e) = obs.stream_error.as_mut() {
-            self.redact(e);
-        }
         if let (Some(path), Some(_)) = (&self.target.version_path, obs.http_status) {
             let budget = deadline
                 .saturating_duration_since(Instant::now())
                 .min(VERSION_TIMEOUT);
             obs.identity.server_version = self.server_version(path, budget).await;
+        }
+        // Server-sent text (an error page, a stream error, the model or version it reports)
+        // could echo the request back: the target's own secrets never leave the probe, neither
+        // in a detail nor in the identity labels of /metrics.
+        let mut failure = failure;
+        let id = &mut obs.identity;
+        let texts = [
+            failure.as_mut().map(|f| &mut f.detail),
+            obs.stream_error.as_mut(),
+            id.response_model.as_mut(),
+            id.system_fingerprint.as_mut(),
+            id.server_header.as_mut(),
+            id.server_version.as_mut(),
+        ];
+        for text in texts.into_iter().flatten() {
+            self.redact(text);
         }
         self.conclude(scenario, started_at, obs, failure)
     }
@@ -189,8 +196,8 @@ impl Prober {
         tokio::time::timeout(budget, fetch).await.ok().flatten()
     }
 
-    /// Replaces every occurrence of the target's API key and of its secret header values (at
-    /// least 4 bytes long) in `text` with `[redacted]`.
+    /// Replaces the target's API key and its secret header values in `text` with `[redacted]`,
+    /// and a beginning of one that a cut left behind ([`crate::sanitize::redact_secrets`]).
     fn redact(&self, text: &mut String) {
         let key = self.target.api_key.as_ref().map(|k| k.expose());
         let headers = self
@@ -198,11 +205,7 @@ impl Prober {
             .headers
             .iter()
             .filter_map(|(k, v)| self.target.is_secret_header(k).then_some(v.as_str()));
-        for secret in key.into_iter().chain(headers).filter(|s| s.len() >= 4) {
-            if text.contains(secret) {
-                *text = text.replace(secret, "[redacted]");
-            }
-        }
+        crate::sanitize::redact_secrets(text, key.into_iter().chain(headers));
     }
 
     fn conclude(

@@ -1,0 +1,202 @@
+//! Siblings of the break-it findings (issues 14 and 18), each over real loopback HTTP from a
+//! small scripted server or through the config loader:
+//! - a server that echoes the request's key back where the probe cuts the text (an error body's
+//!   excerpt, a 128-character identity label) must not leave the key's beginning behind, and
+//!   identity fields (model, fingerprint, version: labels on /metrics) are redacted too;
+//! - a config nested thousands of flow levels deep is refused at once, not parsed for minutes;
+//! - a content coding sent as two header lines is named, not decoded as if it were one.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_probe::config::Config;
+use llm_probe::measure::{FailureReason, ProbeOutcome};
+use llm_probe::probe::{Limits, Prober};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+// ---- a scripted server ----------------------------------------------------------------------
+
+type Answer = Arc<dyn Fn(&str) -> Vec<u8> + Send + Sync>;
+
+/// A loopback server that reads each request (head and `content-length` body) and answers it
+/// with `answer(request head as sent)`, then closes.
+async fn server(answer: Answer) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let answer = Arc::clone(&answer);
+            tokio::spawn(async move {
+                let head = read_request(&mut tcp).await;
+                let _ = tcp.write_all(&answer(&head)).await;
+                let _ = tcp.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn read_request(tcp: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = tcp.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return String::from_utf8_lossy(&buf).into_owned();
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_string())
+                })
+                .map_or(0, |v| v.parse::<usize>().unwrap());
+            if buf.len() >= end + 4 + len {
+                return text[..end].to_string();
+            }
+        }
+    }
+}
+
+/// The value of request header `name` (case-insensitive) in `head`.
+fn header_of(head: &str, name: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+fn response(status: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+const KEY: &str = "sk-live-0123456789abcdef";
+const HEADER_SECRET: &str = "hdr-secret-fedcba9876543210";
+
+/// One openai-chat target at `addr` with [`KEY`] as its API key and [`HEADER_SECRET`] in a
+/// secret header, and a `/version` path.
+fn config(addr: SocketAddr) -> Config {
+    let yaml = format!(
+        "defaults:\n  interval: 10s\n  timeout: 3s\nscenarios:\n  - name: s\n    messages: [{{role: user, content: hi}}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://{addr}/v1\n    model: m\n    api_key_env: BREAKIT_KEY\n    version_path: /version\n    headers: {{X-Api-Key: {HEADER_SECRET}}}\n"
+    );
+    llm_probe::config::parse(&yaml, "<test>", &|name| {
+        (name == "BREAKIT_KEY").then(|| KEY.to_string())
+    })
+    .unwrap()
+}
+
+async fn probe(addr: SocketAddr) -> ProbeOutcome {
+    let cfg = config(addr);
+    let t = cfg.targets[0].clone();
+    let limits = Limits {
+        drain_after_end: Duration::from_millis(20),
+        ..Limits::default()
+    };
+    let prober = Prober::new(t.clone()).unwrap().with_limits(limits);
+    prober.probe(&t.scenarios[0]).await
+}
+
+/// Every output of a probe: its JSON line and its text block.
+fn printed(o: &ProbeOutcome) -> String {
+    format!(
+        "{}\n{}",
+        llm_probe::report::json_line(o),
+        llm_probe::report::to_text(o)
+    )
+}
+
+/// Asserts that no 4-byte beginning of `secret`, nor anything longer, is in `text`.
+fn assert_no_part_of(text: &str, secret: &str) {
+    assert!(
+        !text.contains(&secret[..4]),
+        "the beginning of a secret leaked:\n{text}"
+    );
+}
+
+// ---- secrets that a cut would leave behind ----------------------------------------------------
+
+#[tokio::test]
+async fn an_echoed_key_cut_by_the_detail_excerpt_leaves_no_beginning_behind() {
+    // The error body is shown as a 400-character excerpt; wherever the echoed key falls across
+    // that cut, no piece of it may stay.
+    for pad in (360..400).step_by(3) {
+        let addr = server(Arc::new(move |head: &str| {
+            let body = format!(
+                "{}{} {}",
+                "A".repeat(pad),
+                header_of(head, "authorization"),
+                header_of(head, "x-api-key")
+            );
+            response(
+                "400 Bad Request",
+                "content-type: text/plain\r\n",
+                body.as_bytes(),
+            )
+        }))
+        .await;
+        let o = probe(addr).await;
+        let f = o.result.as_ref().expect_err("a 400 fails");
+        assert_eq!(f.reason, FailureReason::HttpStatus);
+        let out = printed(&o);
+        assert_no_part_of(&out, KEY);
+        assert_no_part_of(&out, HEADER_SECRET);
+    }
+}
+
+#[tokio::test]
+async fn echoed_secrets_in_identity_fields_are_redacted_whole_and_cut() {
+    // The model and fingerprint a stream reports and the version answer are labels of
+    // llm_probe_endpoint_info: a server that echoes credentials into them must not publish them.
+    // The model carries the key across its 128-character cut.
+    let addr = server(Arc::new(|head: &str| {
+        if head.starts_with("GET /version") {
+            let body = format!(r#"{{"version":"v-{}"}}"#, header_of(head, "x-api-key"));
+            return response("200 OK", "content-type: application/json\r\n", body.as_bytes());
+        }
+        let auth = header_of(head, "authorization");
+        let model = format!("{}{auth}", "m".repeat(112));
+        let events = [
+            format!(
+                r#"{{"id":"x","model":"{model}","system_fingerprint":"fp-{auth}","choices":[{{"index":0,"delta":{{"content":"hi"}}}}]}}"#
+            ),
+            r#"{"id":"x","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#.to_string(),
+            "[DONE]".to_string(),
+        ];
+        let body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        response("200 OK", "content-type: text/event-stream\r\n", body.as_bytes())
+    }))
+    .await;
+    let o = probe(addr).await;
+    assert!(o.is_success(), "{:?}", o.result);
+    let id = &o.observations.identity;
+    assert!(
+        id.server_version
+            .as_deref()
+            .is_some_and(|v| v.starts_with("v-")),
+        "the version answer was read: {id:?}"
+    );
+    assert!(id
+        .system_fingerprint
+        .as_deref()
+        .is_some_and(|v| v.starts_with("fp-")));
+    let out = printed(&o);
+    assert_no_part_of(&out, KEY);
+    assert_no_part_of(&out, HEADER_SECRET);
+    assert_no_part_of(&format!("{id:?}"), KEY);
+}
