@@ -200,3 +200,43 @@ async fn echoed_secrets_in_identity_fields_are_redacted_whole_and_cut() {
     assert_no_part_of(&out, HEADER_SECRET);
     assert_no_part_of(&format!("{id:?}"), KEY);
 }
+
+// ---- a config nested very deeply -------------------------------------------------------------
+
+#[test]
+fn a_config_nested_very_deeply_is_refused_at_once() {
+    // libyaml's scanner is quadratic in the flow nesting depth: 200,000 `[` took many minutes.
+    // (Block nesting is cheap for it; serde_yaml's recursion limit refuses it.)
+    let base = "scenarios:\n  - name: s\n    messages: [{role: user, content: hi}]\ntargets: []\n";
+    for (name, deep) in [
+        ("flow", format!("{base}x: {}\n", "[".repeat(200_000))),
+        (
+            "flow mappings",
+            format!("{base}x: {}\n", "{a: ".repeat(100_000)),
+        ),
+        (
+            "block",
+            (0..2_000)
+                .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+                .collect::<String>(),
+        ),
+    ] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        // A thread of its own: before the fix this ran for minutes (it ends with the process).
+        std::thread::spawn(move || {
+            let r = llm_probe::config::parse(&deep, "deep.yaml", &|_| None).map(|_| ());
+            let _ = tx.send(r.map_err(|e| e.to_string()));
+        });
+        let e = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{name}: parsing a deeply nested file took over 10 s"))
+            .expect_err(name);
+        assert!(e.starts_with("deep.yaml:"), "{name}: {e}");
+        if name != "block" {
+            assert!(
+                e.contains("nested more than 100 levels deep"),
+                "{name}: {e}"
+            );
+        }
+    }
+}

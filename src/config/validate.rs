@@ -45,6 +45,7 @@ pub(crate) fn parse(
 ) -> Result<Config, ConfigError> {
     // A UTF-8 byte-order mark (some Windows editors write one) is not part of the YAML.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    super::yaml_features::check_depth(text, source)?;
     // First pass: plain YAML, so syntax errors are told apart from schema errors.
     let mut doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
     // Where each node is written: only needed, and so only built, when there is a problem.
