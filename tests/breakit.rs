@@ -240,3 +240,42 @@ fn a_config_nested_very_deeply_is_refused_at_once() {
         }
     }
 }
+
+// ---- content codings sent oddly ------------------------------------------------------------
+
+#[tokio::test]
+async fn a_content_coding_on_two_header_lines_or_with_odd_bytes_is_named_not_ignored() {
+    let ok_stream = b"data: {\"id\":\"x\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n";
+    let gzip = |b: &[u8]| {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    };
+    let twice = gzip(&gzip(ok_stream));
+    let cases: [(&str, Vec<u8>, &str); 2] = [
+        // Two header lines: two codings stacked, as "gzip, gzip" on one line is.
+        (
+            "content-encoding: gzip\r\ncontent-encoding: gzip\r\n",
+            twice,
+            "\"gzip, gzip\"",
+        ),
+        // A value that is not ASCII is an unknown coding, not no coding.
+        (
+            "content-encoding: gzip\u{e9}\r\n",
+            gzip(ok_stream),
+            "Content-Encoding \"gzip",
+        ),
+    ];
+    for (headers, body, named) in cases {
+        let headers = format!("content-type: text/event-stream\r\n{headers}");
+        let addr = server(Arc::new(move |_: &str| response("200 OK", &headers, &body))).await;
+        let o = probe(addr).await;
+        let f = o.result.as_ref().expect_err("an undecodable coding fails");
+        assert_eq!(f.reason, FailureReason::Decode, "{f:?}");
+        assert!(
+            f.detail.contains(named) && f.detail.contains("cannot decode"),
+            "the detail names the coding: {f:?}"
+        );
+    }
+}

@@ -274,7 +274,7 @@ impl Prober {
         };
         Observations::identity_field(&mut obs.identity.server_header, header(SERVER));
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
-        let encoding = header(CONTENT_ENCODING).map(str::to_string);
+        let encoding = content_encoding(response.headers());
         if status.as_u16() == 429 || status.as_u16() == 503 {
             obs.retry_after =
                 header(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
@@ -441,15 +441,25 @@ fn safe_location(base: &reqwest::Url, location: &[u8]) -> String {
     shown
 }
 
+/// The response's `Content-Encoding`: the values of every such header line joined with ", ",
+/// as RFC 9110 §5.3 combines a repeated field (two `gzip` lines are `gzip, gzip`: two codings
+/// stacked, not one), non-ASCII bytes decoded lossily (so they make the value unknown rather
+/// than absent); `None` when there is none.
+fn content_encoding(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<_> = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
+}
+
 /// Up to `max` bytes of the body (within 2 s), for error details and the version answer.
 /// A body with a content coding the probe knows (gzip, deflate, br, zstd) is decoded, as far as
 /// it decodes.
 async fn read_head(response: &mut reqwest::Response, max: usize) -> Vec<u8> {
-    let mut decoder = response
-        .headers()
-        .get(CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| Coding::parse(v).ok().flatten())
+    let mut decoder = content_encoding(response.headers())
+        .and_then(|v| Coding::parse(&v).ok().flatten())
         .map(ContentDecoder::new);
     let mut buf = Vec::new();
     let read = async {
