@@ -279,3 +279,36 @@ async fn a_content_coding_on_two_header_lines_or_with_odd_bytes_is_named_not_ign
         );
     }
 }
+
+// ---- config messages for odd but harmless writing ---------------------------------------------
+
+const SMALL: &str = "scenarios:\n  - name: s\n    messages: [{role: user, content: hi}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://127.0.0.1:8000/v1\n    model: m\n";
+
+#[test]
+fn a_file_with_two_byte_order_marks_is_read_like_one_with_one() {
+    for boms in ["\u{feff}", "\u{feff}\u{feff}"] {
+        let cfg = llm_probe::config::parse(&format!("{boms}{SMALL}"), "<test>", &|_| None);
+        assert!(
+            cfg.is_ok(),
+            "{:?}: {:?}",
+            boms.len(),
+            cfg.err().map(|e| e.to_string())
+        );
+    }
+}
+
+#[test]
+fn a_key_that_is_a_list_or_mapping_is_named_in_plain_words() {
+    for (key, kind) in [
+        ("? [a]\n    : b\n", "list"),
+        ("? {a: b}\n    : c\n", "mapping"),
+    ] {
+        let text = format!("{SMALL}    {key}");
+        let e = llm_probe::config::parse(&text, "<test>", &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("identifier"), "serde's words: {e}");
+        assert!(e.contains(&format!("a key that is a {kind}")), "{e}");
+        assert!(e.contains("<test>:10:"), "located: {e}");
+    }
+}
