@@ -312,3 +312,48 @@ fn a_key_that_is_a_list_or_mapping_is_named_in_plain_words() {
         assert!(e.contains("<test>:10:"), "located: {e}");
     }
 }
+
+// ---- a refused proxy ---------------------------------------------------------------------------
+
+#[test]
+fn a_refused_proxy_is_named_as_the_proxy_and_its_credentials_never_shown() {
+    // The target answers (a listener the kernel completes connects for); the proxy's port is
+    // closed. Before, the detail said the *target* refused.
+    let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_port = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(
+        &file,
+        SMALL.replace("127.0.0.1:8000", &target.local_addr().unwrap().to_string()),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm-probe"))
+        .args([
+            "--log.level",
+            "trace",
+            "probe-once",
+            "--output",
+            "json",
+            "--config.file",
+        ])
+        .arg(&file)
+        .env(
+            "HTTP_PROXY",
+            format!("http://user:PROXYSECRET@127.0.0.1:{proxy_port}"),
+        )
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(line["failure_reason"], "connect", "{line}");
+    let detail = line["failure_detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("through the proxy 127.0.0.1:{proxy_port}")),
+        "{detail}"
+    );
+    assert!(!stdout.contains("PROXYSECRET") && !stderr.contains("PROXYSECRET"));
+}
