@@ -143,8 +143,15 @@ pub const MIN_SECRET_LEN: usize = 4;
 /// `…`, an identity label cut at 128 characters), so a server that echoes a key back can leave
 /// `Bearer sk-live-12…` or a label ending in `sk-live-12`. Before every `…` and at the end of
 /// `text`, the longest beginning of a secret (at least [`MIN_SECRET_LEN`] bytes) is replaced too.
+///
+/// A secret's surrounding whitespace is not part of it: a header value configured as
+/// `" s3cr3t "` is received (and echoed) as `s3cr3t` (RFC 9110 §5.5).
 pub fn redact_secrets<'a>(text: &mut String, secrets: impl IntoIterator<Item = &'a str>) {
-    for secret in secrets.into_iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
+    for secret in secrets
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+    {
         if text.contains(secret) {
             *text = text.replace(secret, SECRET_MARK);
         }
@@ -219,7 +226,7 @@ mod tests {
 
     #[test]
     fn secrets_and_the_beginnings_a_cut_left_are_redacted() {
-        let secrets = ["sk-live-123456", "hdr-secret", "abc"];
+        let secrets = ["sk-live-123456", " hdr-secret\t", "abc", "  ab  "];
         let cases = [
             ("Bearer sk-live-123456 ok", "Bearer [redacted] ok"),
             ("Bearer sk-live-12…", "Bearer [redacted]…"),
@@ -229,7 +236,11 @@ mod tests {
             ),
             ("label ends with sk-l", "label ends with [redacted]"),
             ("too short a prefix: sk-…", "too short a prefix: sk-…"),
-            ("short secrets stay: abc", "short secrets stay: abc"),
+            ("short secrets stay: abc ab", "short secrets stay: abc ab"),
+            (
+                "trimmed as sent: hdr-secret.",
+                "trimmed as sent: [redacted].",
+            ),
             ("nothing here…", "nothing here…"),
         ];
         for (given, want) in cases {

@@ -90,10 +90,11 @@ const KEY: &str = "sk-live-0123456789abcdef";
 const HEADER_SECRET: &str = "hdr-secret-fedcba9876543210";
 
 /// One openai-chat target at `addr` with [`KEY`] as its API key and [`HEADER_SECRET`] in a
-/// secret header, and a `/version` path.
+/// secret header (written with spaces around it, which the server does not see), and a
+/// `/version` path.
 fn config(addr: SocketAddr) -> Config {
     let yaml = format!(
-        "defaults:\n  interval: 10s\n  timeout: 3s\nscenarios:\n  - name: s\n    messages: [{{role: user, content: hi}}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://{addr}/v1\n    model: m\n    api_key_env: BREAKIT_KEY\n    version_path: /version\n    headers: {{X-Api-Key: {HEADER_SECRET}}}\n"
+        "defaults:\n  interval: 10s\n  timeout: 3s\nscenarios:\n  - name: s\n    messages: [{{role: user, content: hi}}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://{addr}/v1\n    model: m\n    api_key_env: BREAKIT_KEY\n    version_path: /version\n    headers: {{X-Api-Key: \" {HEADER_SECRET} \"}}\n"
     );
     llm_probe::config::parse(&yaml, "<test>", &|name| {
         (name == "BREAKIT_KEY").then(|| KEY.to_string())
