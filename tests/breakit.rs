@@ -358,3 +358,94 @@ fn a_refused_proxy_is_named_as_the_proxy_and_its_credentials_never_shown() {
     );
     assert!(!stdout.contains("PROXYSECRET") && !stderr.contains("PROXYSECRET"));
 }
+
+// ---- a stream refused without a token says why ---------------------------------------------------
+
+#[tokio::test]
+async fn an_empty_stream_names_the_finish_reason_that_emptied_it() {
+    let sse = |events: &[(&str, &str)]| -> Vec<u8> {
+        events
+            .iter()
+            .map(|(name, data)| match name {
+                &"" => format!("data: {data}\n\n"),
+                n => format!("event: {n}\ndata: {data}\n\n"),
+            })
+            .collect::<String>()
+            .into_bytes()
+    };
+    let chat_filtered = sse(&[
+        (
+            "",
+            r#"{"id":"x","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+        ),
+        (
+            "",
+            r#"{"id":"x","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]}"#,
+        ),
+        ("", "[DONE]"),
+    ]);
+    let anthropic_refused = sse(&[
+        (
+            "message_start",
+            r#"{"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        ),
+        (
+            "message_delta",
+            r#"{"type":"message_delta","delta":{"stop_reason":"refusal"},"usage":{"output_tokens":0}}"#,
+        ),
+        ("message_stop", r#"{"type":"message_stop"}"#),
+    ]);
+    let responses_incomplete = sse(&[
+        (
+            "response.created",
+            r#"{"type":"response.created","response":{"id":"r","model":"m"}}"#,
+        ),
+        (
+            "response.incomplete",
+            r#"{"type":"response.incomplete","response":{"id":"r","model":"m","status":"incomplete","incomplete_details":{"reason":"content_filter"}}}"#,
+        ),
+    ]);
+    let cases = [
+        (
+            "openai-chat",
+            "/v1",
+            "",
+            chat_filtered.clone(),
+            "content_filter",
+        ),
+        (
+            "azure-openai",
+            "",
+            "    deployment: d\n",
+            chat_filtered,
+            "content_filter",
+        ),
+        ("anthropic", "/v1", "", anthropic_refused, "refusal"),
+        (
+            "openai-responses",
+            "/v1",
+            "",
+            responses_incomplete,
+            "content_filter",
+        ),
+    ];
+    for (protocol, path, extra, body, reason) in cases {
+        let addr = server(Arc::new(move |_: &str| {
+            response("200 OK", "content-type: text/event-stream\r\n", &body)
+        }))
+        .await;
+        let yaml = SMALL
+            .replace("openai-chat", protocol)
+            .replace("http://127.0.0.1:8000/v1", &format!("http://{addr}{path}"))
+            + extra;
+        let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
+        let t = cfg.targets[0].clone();
+        let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+        let f = o.result.as_ref().expect_err(protocol);
+        assert_eq!(f.reason, FailureReason::EmptyStream, "{protocol}: {f:?}");
+        assert!(
+            f.detail.contains(&format!("finish reason: \"{reason}\"")),
+            "{protocol}: {f:?}"
+        );
+    }
+}

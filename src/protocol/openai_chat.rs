@@ -173,7 +173,7 @@ fn fold_choices<'a>(
                 obs.stream_error("finish_reason \"error\"");
                 return Flow::Done;
             }
-            Some(r) if !r.is_empty() => obs.finished = true,
+            Some(r) if !r.is_empty() => obs.finish(r),
             _ => {}
         }
         match choice_kind {
