@@ -449,3 +449,30 @@ async fn an_empty_stream_names_the_finish_reason_that_emptied_it() {
         );
     }
 }
+
+// ---- a stream under the wrong content type ---------------------------------------------------------
+
+#[tokio::test]
+async fn a_stream_labelled_json_is_named_as_a_mislabelled_stream_not_as_text_without_events() {
+    let sse: &[u8] = b"data: {\"id\":\"x\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n";
+    let ndjson: &[u8] = b"{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":false}\n{\"model\":\"m\",\"done\":true}\n";
+    for body in [sse, ndjson] {
+        let addr = server(Arc::new(move |_: &str| {
+            response("200 OK", "content-type: application/json\r\n", body)
+        }))
+        .await;
+        let o = probe(addr).await;
+        let f = o
+            .result
+            .as_ref()
+            .expect_err("the content type says it is no stream");
+        assert_eq!(f.reason, FailureReason::Decode);
+        assert!(
+            f.detail
+                .contains("a stream sent under the wrong content type")
+                && f.detail.contains("labels its stream application/json")
+                && !f.detail.contains("without any event"),
+            "{f:?}"
+        );
+    }
+}
