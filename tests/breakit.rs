@@ -476,3 +476,25 @@ async fn a_stream_labelled_json_is_named_as_a_mislabelled_stream_not_as_text_wit
         );
     }
 }
+
+// ---- [DONE] with whitespace around it ----------------------------------------------------------------
+
+#[tokio::test]
+async fn a_done_with_spaces_around_it_ends_the_stream_like_done() {
+    let head = "data: {\"id\":\"x\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"id\":\"x\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n";
+    for done in ["data: [DONE] \n\n", "data:  [DONE]\t\n\n"] {
+        let body = format!("{head}{done}").into_bytes();
+        let addr = server(Arc::new(move |_: &str| {
+            response("200 OK", "content-type: text/event-stream\r\n", &body)
+        }))
+        .await;
+        let o = probe(addr).await;
+        assert!(o.is_success(), "{done:?}: {:?}", o.result);
+        assert!(o.observations.terminated, "{done:?}");
+        assert!(
+            o.observations.anomalies.is_empty(),
+            "{done:?}: {:?}",
+            o.observations.anomalies
+        );
+    }
+}
