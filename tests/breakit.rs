@@ -498,3 +498,39 @@ async fn a_done_with_spaces_around_it_ends_the_stream_like_done() {
         );
     }
 }
+
+// ---- a file name that would forge output -------------------------------------------------------------
+
+#[test]
+fn a_config_file_name_with_control_characters_cannot_forge_check_config_output() {
+    // A CI job that runs check-config on every file of a pull request prints names it did not
+    // choose: "x\e[32m\nprod.yaml: OK, 1 target" must not become a second, green line.
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("ok\u{1b}[32m\nforged.yaml: OK, 9 targets");
+    std::fs::write(&good, SMALL).unwrap();
+    let bad = dir.path().join("bad\u{1b}[32m\nforged.yaml: OK, 9 targets");
+    std::fs::write(&bad, "scenarios: [}\n").unwrap();
+    let missing = dir.path().join("missing\u{1b}[2J\nforged.yaml: OK");
+    for (file, ok) in [(&good, true), (&bad, false), (&missing, false)] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm-probe"))
+            .args(["check-config", "--skip-secrets", "--config.file"])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.success(), ok, "{file:?}");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !all.contains('\u{1b}'),
+            "an escape reached the terminal: {all:?}"
+        );
+        assert!(
+            !all.lines().any(|l| l.starts_with("forged.yaml")),
+            "a line was forged: {all:?}"
+        );
+        assert!(all.contains("\\x1b"), "the name is shown escaped: {all:?}");
+    }
+}

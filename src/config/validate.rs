@@ -293,7 +293,7 @@ impl Validator<'_> {
         }
 
         (ok && self.problems.is_empty()).then(|| Config {
-            source: source.to_string(),
+            source: crate::sanitize::terminal_safe(source).into_owned(),
             scenarios,
             targets,
         })
