@@ -534,3 +534,42 @@ fn a_config_file_name_with_control_characters_cannot_forge_check_config_output()
         assert!(all.contains("\\x1b"), "the name is shown escaped: {all:?}");
     }
 }
+
+// ---- the debug probe's raw excerpt ---------------------------------------------------------------
+
+#[tokio::test]
+async fn the_raw_excerpt_a_debug_probe_keeps_has_no_echoed_secret() {
+    // `/probe` shows the first bytes of the body to any HTTP client of the exporter.
+    let addr = server(Arc::new(|head: &str| {
+        let body = format!(
+            "data: {{\"error\":{{\"message\":\"bad credentials: {} / {}\"}}}}\n\n",
+            header_of(head, "authorization"),
+            header_of(head, "x-api-key")
+        );
+        response(
+            "200 OK",
+            "content-type: text/event-stream\r\n",
+            body.as_bytes(),
+        )
+    }))
+    .await;
+    let cfg = config(addr);
+    let t = cfg.targets[0].clone();
+    let limits = Limits {
+        capture_bytes: 4096,
+        ..Limits::default()
+    };
+    let o = Prober::new(t.clone())
+        .unwrap()
+        .with_limits(limits)
+        .probe(&t.scenarios[0])
+        .await;
+    let raw = String::from_utf8_lossy(&o.observations.raw_excerpt).into_owned();
+    assert!(
+        raw.contains("bad credentials"),
+        "the excerpt was kept: {raw}"
+    );
+    assert_no_part_of(&raw, KEY);
+    assert_no_part_of(&raw, HEADER_SECRET);
+    assert_no_part_of(&printed(&o), KEY);
+}

@@ -165,6 +165,16 @@ impl Prober {
         for text in texts.into_iter().flatten() {
             self.redact(text);
         }
+        // The raw body excerpt a debug probe shows (`/probe`): redacted as text, and kept as
+        // received when there was nothing to redact.
+        if !obs.raw_excerpt.is_empty() {
+            let raw = String::from_utf8_lossy(&obs.raw_excerpt).into_owned();
+            let mut redacted = raw.clone();
+            self.redact(&mut redacted);
+            if redacted != raw {
+                obs.raw_excerpt = redacted.into_bytes();
+            }
+        }
         self.conclude(scenario, started_at, obs, failure)
     }
 
