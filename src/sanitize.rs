@@ -131,6 +131,62 @@ pub fn for_message(text: &str) -> String {
     terminal_safe(&redact_urls_in(text)).into_owned()
 }
 
+/// What stands in for a secret found in server-sent text.
+pub const SECRET_MARK: &str = "[redacted]";
+
+/// Secrets shorter than this many bytes are not searched for (they would match ordinary text).
+pub const MIN_SECRET_LEN: usize = 4;
+
+/// Replaces in `text` every occurrence of each of `secrets` (those at least [`MIN_SECRET_LEN`]
+/// bytes long) with [`SECRET_MARK`], and also the *beginning* of a secret that a cut left
+/// behind: text is bounded before it is shown (an error body cut at 400 characters and marked
+/// `…`, an identity label cut at 128 characters), so a server that echoes a key back can leave
+/// `Bearer sk-live-12…` or a label ending in `sk-live-12`. Before every `…` and at the end of
+/// `text`, the longest beginning of a secret (at least [`MIN_SECRET_LEN`] bytes) is replaced too.
+///
+/// A secret's surrounding whitespace is not part of it: a header value configured as
+/// `" s3cr3t "` is received (and echoed) as `s3cr3t` (RFC 9110 §5.5).
+pub fn redact_secrets<'a>(text: &mut String, secrets: impl IntoIterator<Item = &'a str>) {
+    for secret in secrets
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+    {
+        if text.contains(secret) {
+            *text = text.replace(secret, SECRET_MARK);
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        loop {
+            let (piece, cut, after) = match rest.find('…') {
+                Some(i) => (&rest[..i], "…", &rest[i + '…'.len_utf8()..]),
+                None => (rest, "", ""),
+            };
+            out.push_str(&without_secret_start(piece, secret));
+            out.push_str(cut);
+            if cut.is_empty() {
+                break;
+            }
+            rest = after;
+        }
+        *text = out;
+    }
+}
+
+/// `piece` without a trailing beginning of `secret` (at least [`MIN_SECRET_LEN`] bytes, shorter
+/// than the whole secret), which is then followed by [`SECRET_MARK`]; `piece` unchanged when it
+/// ends with no such beginning.
+fn without_secret_start<'p>(piece: &'p str, secret: &str) -> Cow<'p, str> {
+    let longest = (MIN_SECRET_LEN..secret.len())
+        .rev()
+        .filter(|k| secret.is_char_boundary(*k))
+        .find(|k| piece.ends_with(&secret[..*k]));
+    match longest {
+        Some(k) => Cow::Owned(format!("{}{SECRET_MARK}", &piece[..piece.len() - k])),
+        None => Cow::Borrowed(piece),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +221,32 @@ mod tests {
         ];
         for (url, want) in cases {
             assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn secrets_and_the_beginnings_a_cut_left_are_redacted() {
+        let secrets = ["sk-live-123456", " hdr-secret\t", "abc", "  ab  "];
+        let cases = [
+            ("Bearer sk-live-123456 ok", "Bearer [redacted] ok"),
+            ("Bearer sk-live-12…", "Bearer [redacted]…"),
+            (
+                "x sk-live-12… then hdr-sec…",
+                "x [redacted]… then [redacted]…",
+            ),
+            ("label ends with sk-l", "label ends with [redacted]"),
+            ("too short a prefix: sk-…", "too short a prefix: sk-…"),
+            ("short secrets stay: abc ab", "short secrets stay: abc ab"),
+            (
+                "trimmed as sent: hdr-secret.",
+                "trimmed as sent: [redacted].",
+            ),
+            ("nothing here…", "nothing here…"),
+        ];
+        for (given, want) in cases {
+            let mut text = given.to_string();
+            redact_secrets(&mut text, secrets);
+            assert_eq!(text, want, "{given:?}");
         }
     }
 

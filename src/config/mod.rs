@@ -52,7 +52,8 @@ pub const MAX_MODEL_LEN: usize = 256;
 #[derive(Debug)]
 pub struct Config {
     /// Where it came from: the file path as given to [`load`], or the `source`
-    /// given to [`parse`] (e.g. `"<built-in>"`).
+    /// given to [`parse`] (e.g. `"<built-in>"`), with control characters escaped
+    /// ([`crate::sanitize::terminal_safe`]): it is printed and logged.
     pub source: String,
     /// All scenarios, in file order. Names are unique.
     pub scenarios: Vec<Arc<Scenario>>,
@@ -481,7 +482,7 @@ impl ConfigError {
 /// omitted when unknown and `{path}: ` when empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
-    /// The file path, or the `source` given to [`parse`].
+    /// The file path, or the `source` given to [`parse`], control characters escaped.
     pub source: String,
     /// 1-based line of the offending node, when known.
     pub line: Option<usize>,
@@ -497,10 +498,11 @@ impl Problem {
     /// The one way problems are made: `path` and `message` are made safe to show on any
     /// channel (a terminal, a log, an HTTP body) with [`crate::sanitize::for_message`]: a URL
     /// quoted anywhere in them loses its user-info and query values, control characters are
-    /// escaped. `at` is the 1-based (line, column), when known.
+    /// escaped; so are those in `source` (a file name is not always chosen by the operator: a CI
+    /// job checks every file of a pull request). `at` is the 1-based (line, column), when known.
     pub(crate) fn new(source: &str, at: Option<(usize, usize)>, path: &str, message: &str) -> Self {
         Problem {
-            source: source.to_string(),
+            source: crate::sanitize::terminal_safe(source).into_owned(),
             line: at.map(|l| l.0),
             column: at.map(|l| l.1),
             path: crate::sanitize::for_message(path),

@@ -266,6 +266,10 @@ fn schema_message(path: &str, msg: &str) -> String {
                 (kind.as_str(), expected),
                 ("integer", "an integer") | ("integer" | "floating point", "a number")
             );
+            // A complex key (`? [a]` or `{a: b}: c`) where a key name goes.
+            if expected == "field identifier" {
+                return format!("{field} has a key that is a {kind} (written with \"? \" or as {{…}}: …); the keys here are plain names such as model, so write the key as a word.");
+            }
             let plain = value.unwrap_or("").trim_matches(['`', '"']);
             // serde_yaml says the same of an integer beyond 64-bit signed range.
             if same_kind && kind == "integer" && plain.parse::<i64>().is_err() {

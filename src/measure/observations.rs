@@ -125,6 +125,10 @@ pub struct Observations {
     pub terminated: bool,
     /// A finish/stop reason was seen (the generation is complete even if the terminator is missing).
     pub finished: bool,
+    /// The first finish/stop reason the server named (`stop`, `length`, `content_filter`,
+    /// Anthropic's `refusal`, a Responses `incomplete_details.reason`), at most 64 characters,
+    /// where the protocol names one: it tells why a stream without a token was empty.
+    pub finish_reason: Option<String>,
     /// An error reported inside the stream (bounded text), if any.
     pub stream_error: Option<String>,
     /// Body bytes received.
@@ -148,6 +152,7 @@ impl Observations {
             anomalies: Vec::new(),
             terminated: false,
             finished: false,
+            finish_reason: None,
             stream_error: None,
             bytes: 0,
             retry_after: None,
@@ -158,6 +163,15 @@ impl Observations {
     /// Records a token-bearing event.
     pub fn token(&mut self, at: Instant, kind: TokenKind) {
         self.timeline.token(at, kind);
+    }
+
+    /// Marks the generation finished, for the server's `reason` (the first one is kept, cut to
+    /// 64 characters).
+    pub fn finish(&mut self, reason: &str) {
+        self.finished = true;
+        if self.finish_reason.is_none() && !reason.is_empty() {
+            self.finish_reason = Some(reason.chars().take(64).collect());
+        }
     }
 
     /// Records an anomaly once.

@@ -68,7 +68,11 @@ impl ProbeOutcome {
                     }
                     None if observations.timeline.token_events.is_empty() => Err(Failure::new(
                         FailureReason::EmptyStream,
-                        "the stream completed without a single token",
+                        match &observations.finish_reason {
+                            // A content filter or a refusal without text says why.
+                            Some(r) => format!("the stream completed without a single token (the server's finish reason: \"{r}\")"),
+                            None => "the stream completed without a single token".to_string(),
+                        },
                     )),
                     None => Err(Failure::new(
                         FailureReason::Truncated,

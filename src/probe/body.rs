@@ -41,6 +41,10 @@ pub(super) fn not_a_stream(
         },
         None if body.is_empty() => "an empty body".to_string(),
         None if text.trim().is_empty() => "only blank lines".to_string(),
+        None if looks_like_a_stream(&text) => format!(
+            "a stream sent under the wrong content type (the server or a gateway labels its stream {}; it should be text/event-stream or application/x-ndjson)",
+            excerpt(content_type.as_bytes(), 64)
+        ),
         None => "text without any event".to_string(),
     };
     let ct = match content_type.trim() {
@@ -53,6 +57,17 @@ pub(super) fn not_a_stream(
         FailureReason::Decode,
         format!("HTTP {status} {ct} is not an event stream: {what}{sep}{shown}"),
     )
+}
+
+/// Whether `text` (a body that is not one JSON document) reads as a stream: its first line is
+/// an SSE field (`data:`, `event:`, `id:`, `retry:`, a `:` comment) or a JSON object (NDJSON).
+fn looks_like_a_stream(text: &str) -> bool {
+    let first = text.trim_start().lines().next().unwrap_or("").trim_end();
+    ["data:", "event:", "id:", "retry:", ":"]
+        .iter()
+        .any(|f| first.starts_with(f))
+        || (first.starts_with('{')
+            && serde_json::from_str::<serde_json::Value>(first).is_ok_and(|v| v.is_object()))
 }
 
 /// Whether a JSON body is a whole completion of one of the protocols: OpenAI chat, completions

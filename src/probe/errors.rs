@@ -61,7 +61,10 @@ fn describe(e: &reqwest::Error) -> String {
             .url()
             .and_then(|u| Some((u.host_str()?, u.port_or_known_default()?)))
         {
-            Some((host, port)) => format!("could not connect to {host}:{port}"),
+            Some((host, port)) => match e.url().and_then(env_proxy_for) {
+                Some(proxy) => format!("could not connect to {host}:{port} through the proxy {proxy} (from the HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY environment variables)"),
+                None => format!("could not connect to {host}:{port}"),
+            },
             None => "could not connect".to_string(),
         };
         connect_to.as_str()
@@ -79,6 +82,22 @@ fn describe(e: &reqwest::Error) -> String {
     } else {
         format!("{head}: {}", parts.join(": "))
     }
+}
+
+/// The proxy (`host:port`, never its user-info) that the environment's proxy variables send a
+/// request for `url` through, as reqwest's client (built with the system proxies) does; `None`
+/// for a direct connection. A refused proxy otherwise reads as a refused target.
+fn env_proxy_for(url: &reqwest::Url) -> Option<String> {
+    let uri: hyper::Uri = url.as_str().parse().ok()?;
+    let matcher = hyper_util::client::proxy::matcher::Matcher::from_system();
+    let proxy = matcher.intercept(&uri)?;
+    let proxy = proxy.uri();
+    let host = proxy.host()?;
+    let port = proxy.port_u16().unwrap_or(match proxy.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    });
+    Some(format!("{host}:{port}"))
 }
 
 /// Closed or reset by the peer.

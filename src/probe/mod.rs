@@ -143,20 +143,37 @@ impl Prober {
                 ),
             )),
         };
-        // Server-sent text in the detail (an error page, a stream error) could echo the request
-        // back: the target's own secrets never leave the probe.
-        let mut failure = failure;
-        if let Some(f) = failure.as_mut() {
-            self.redact(&mut f.detail);
-        }
-        if let Some(e) = obs.stream_error.as_mut() {
-            self.redact(e);
-        }
         if let (Some(path), Some(_)) = (&self.target.version_path, obs.http_status) {
             let budget = deadline
                 .saturating_duration_since(Instant::now())
                 .min(VERSION_TIMEOUT);
             obs.identity.server_version = self.server_version(path, budget).await;
+        }
+        // Server-sent text (an error page, a stream error, the model or version it reports)
+        // could echo the request back: the target's own secrets never leave the probe, neither
+        // in a detail nor in the identity labels of /metrics.
+        let mut failure = failure;
+        let id = &mut obs.identity;
+        let texts = [
+            failure.as_mut().map(|f| &mut f.detail),
+            obs.stream_error.as_mut(),
+            id.response_model.as_mut(),
+            id.system_fingerprint.as_mut(),
+            id.server_header.as_mut(),
+            id.server_version.as_mut(),
+        ];
+        for text in texts.into_iter().flatten() {
+            self.redact(text);
+        }
+        // The raw body excerpt a debug probe shows (`/probe`): redacted as text, and kept as
+        // received when there was nothing to redact.
+        if !obs.raw_excerpt.is_empty() {
+            let raw = String::from_utf8_lossy(&obs.raw_excerpt).into_owned();
+            let mut redacted = raw.clone();
+            self.redact(&mut redacted);
+            if redacted != raw {
+                obs.raw_excerpt = redacted.into_bytes();
+            }
         }
         self.conclude(scenario, started_at, obs, failure)
     }
@@ -189,8 +206,8 @@ impl Prober {
         tokio::time::timeout(budget, fetch).await.ok().flatten()
     }
 
-    /// Replaces every occurrence of the target's API key and of its secret header values (at
-    /// least 4 bytes long) in `text` with `[redacted]`.
+    /// Replaces the target's API key and its secret header values in `text` with `[redacted]`,
+    /// and a beginning of one that a cut left behind ([`crate::sanitize::redact_secrets`]).
     fn redact(&self, text: &mut String) {
         let key = self.target.api_key.as_ref().map(|k| k.expose());
         let headers = self
@@ -198,11 +215,7 @@ impl Prober {
             .headers
             .iter()
             .filter_map(|(k, v)| self.target.is_secret_header(k).then_some(v.as_str()));
-        for secret in key.into_iter().chain(headers).filter(|s| s.len() >= 4) {
-            if text.contains(secret) {
-                *text = text.replace(secret, "[redacted]");
-            }
-        }
+        crate::sanitize::redact_secrets(text, key.into_iter().chain(headers));
     }
 
     fn conclude(
@@ -271,7 +284,7 @@ impl Prober {
         };
         Observations::identity_field(&mut obs.identity.server_header, header(SERVER));
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
-        let encoding = header(CONTENT_ENCODING).map(str::to_string);
+        let encoding = content_encoding(response.headers());
         if status.as_u16() == 429 || status.as_u16() == 503 {
             obs.retry_after =
                 header(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
@@ -438,15 +451,25 @@ fn safe_location(base: &reqwest::Url, location: &[u8]) -> String {
     shown
 }
 
+/// The response's `Content-Encoding`: the values of every such header line joined with ", ",
+/// as RFC 9110 §5.3 combines a repeated field (two `gzip` lines are `gzip, gzip`: two codings
+/// stacked, not one), non-ASCII bytes decoded lossily (so they make the value unknown rather
+/// than absent); `None` when there is none.
+fn content_encoding(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<_> = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
+}
+
 /// Up to `max` bytes of the body (within 2 s), for error details and the version answer.
 /// A body with a content coding the probe knows (gzip, deflate, br, zstd) is decoded, as far as
 /// it decodes.
 async fn read_head(response: &mut reqwest::Response, max: usize) -> Vec<u8> {
-    let mut decoder = response
-        .headers()
-        .get(CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| Coding::parse(v).ok().flatten())
+    let mut decoder = content_encoding(response.headers())
+        .and_then(|v| Coding::parse(&v).ok().flatten())
         .map(ContentDecoder::new);
     let mut buf = Vec::new();
     let read = async {

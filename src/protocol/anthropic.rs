@@ -141,8 +141,8 @@ impl StreamProtocol for AnthropicStream {
                     // content delta: this is another format wearing Anthropic's names.
                     obs.anomaly(Anomaly::UnknownEvent);
                 }
-                if str_at(delta, "stop_reason").is_some_and(|r| !r.is_empty()) {
-                    obs.finished = true;
+                if let Some(r) = str_at(delta, "stop_reason").filter(|r| !r.is_empty()) {
+                    obs.finish(r);
                 }
                 if let Some(u) = data.get("usage").filter(|u| u.is_object()) {
                     usage::record(obs, u64_at(u, "output_tokens"), None, None);

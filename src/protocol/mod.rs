@@ -96,7 +96,7 @@ pub trait StreamProtocol: Send {
     /// `[DONE]` again). Anything else after the end is an
     /// [`crate::measure::Anomaly::TrailingBytes`].
     fn is_benign_after_end(&self, event: &SseEvent) -> bool {
-        event.data.trim() == "[DONE]" || self.is_terminator(event)
+        is_done(&event.data) || self.is_terminator(event)
     }
 }
 
@@ -244,13 +244,19 @@ pub(crate) fn merge_llama_cpp_timings(
     st.predicted_seconds = secs(predicted_ms).or(st.predicted_seconds);
 }
 
+/// Whether an event's data is OpenAI's terminator `[DONE]`, whitespace around it allowed (a
+/// `data: [DONE] ` with a trailing space is still the end, not broken JSON).
+pub(crate) fn is_done(data: &str) -> bool {
+    data.trim() == "[DONE]"
+}
+
 /// Parses an event's data as JSON. Non-JSON that does not look like JSON (`: keepalive`
 /// rewrapped as data, OpenAI's `[DONE]` in a protocol that does not use it) is an anomaly and
 /// `Err(Flow::Continue)`; broken JSON is a `decode` failure, `Err(Flow::Fail)`.
 pub(crate) fn parse_json(data: &str, obs: &mut Observations) -> Result<serde_json::Value, Flow> {
     match serde_json::from_str(data) {
         Ok(v) => Ok(v),
-        Err(e) if data != "[DONE]" && json::looks_like_json(data) => Err(Flow::Fail(Failure::new(
+        Err(e) if !is_done(data) && json::looks_like_json(data) => Err(Flow::Fail(Failure::new(
             crate::measure::FailureReason::Decode,
             format!("a data line is not valid JSON: {e}"),
         ))),

@@ -79,7 +79,7 @@ impl OpenAiStream {
 
 impl StreamProtocol for OpenAiStream {
     fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
-        if event.data == "[DONE]" {
+        if super::is_done(&event.data) {
             obs.terminated = true;
             return Flow::Done;
         }
@@ -98,7 +98,7 @@ impl StreamProtocol for OpenAiStream {
     }
 
     fn is_terminator(&self, event: &SseEvent) -> bool {
-        event.data == "[DONE]"
+        super::is_done(&event.data)
     }
 }
 
@@ -162,7 +162,7 @@ fn fold_choices<'a>(
                 obs.stream_error("finish_reason \"error\"");
                 return Flow::Done;
             }
-            Some(r) if !r.is_empty() => obs.finished = true,
+            Some(r) if !r.is_empty() => obs.finish(r),
             _ => {}
         }
         match choice_kind {

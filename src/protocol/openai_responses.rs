@@ -93,7 +93,11 @@ impl StreamProtocol for ResponsesStream {
             }
             "response.completed" | "response.incomplete" => {
                 read_response(&data, obs);
-                obs.finished = true;
+                let why = data
+                    .get("response")
+                    .and_then(|r| r.get("incomplete_details"))
+                    .and_then(|d| str_at(d, "reason"));
+                obs.finish(why.unwrap_or(""));
                 obs.terminated = true;
                 return Flow::Done;
             }

@@ -52,8 +52,10 @@ pub(crate) fn parse(
     env: &dyn Fn(&str) -> Option<String>,
     secrets: Secrets,
 ) -> Result<Config, ConfigError> {
-    // A UTF-8 byte-order mark (some Windows editors write one) is not part of the YAML.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // A UTF-8 byte-order mark (some Windows editors write one, a second conversion another) is
+    // not part of the YAML.
+    let text = text.trim_start_matches('\u{feff}');
+    super::yaml_features::check_depth(text, source)?;
     // First pass: plain YAML, so syntax errors are told apart from schema errors.
     let mut doc: Value = serde_yaml::from_str(text).map_err(|e| serde_error(e, source, None))?;
     // Where each node is written: only needed, and so only built, when there is a problem.
@@ -308,7 +310,7 @@ impl Validator<'_> {
         }
 
         (ok && self.problems.is_empty()).then(|| Config {
-            source: source.to_string(),
+            source: crate::sanitize::terminal_safe(source).into_owned(),
             scenarios,
             targets,
         })
