@@ -10,16 +10,9 @@ mod common;
 
 use std::time::Duration;
 
-use llm_probe::bench::{
-    self,
-    level::Load as BenchLoad,
-    plan::{Plan, Warmup},
-    progress::Progress,
-};
+use llm_probe::bench::{self, level::Load as BenchLoad};
 use llm_probe::compare::stats::{hodges_lehmann, median};
-use llm_probe::config::PrefixCache;
 use llm_probe::simulate::{Fault, Load as SimLoad, Script};
-use tokio_util::sync::CancellationToken;
 
 fn script(ttft_ms: u64, itl_ms: u64, model: &str) -> Script {
     Script {
@@ -131,13 +124,6 @@ async fn ttft_200_to_240_ms_is_a_regression_and_the_same_setup_is_not() {
         .contains("did not change"));
 }
 
-/// A bench config for `base_url`: one target `sim` (model `m`) running scenario `chat`.
-fn bench_yaml(base_url: &str) -> String {
-    format!(
-        "defaults:\n  timeout: 20s\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say hello\"}}]\n    max_tokens: 32\ntargets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {base_url}\n    model: m\n"
-    )
-}
-
 /// The simulator's load model at TTFT `ttft_ms`, 6 tokens 20 ms apart, each TTFT and gap
 /// scaled by a seeded lognormal factor (σ = 0.1, median 1); no slots: nobody queues.
 fn jittered(ttft_ms: u64, seed: u64) -> Script {
@@ -158,32 +144,8 @@ fn jittered(ttft_ms: u64, seed: u64) -> Script {
 /// `bench` (the library path `bench --output json` takes) at concurrency 2 and 4, 80 requests
 /// per level after 2 warmup requests; the report as `bench --output json` prints it.
 async fn bench_json(base_url: String) -> serde_json::Value {
-    let text = bench_yaml(&base_url);
-    let cfg = common::parse(&text);
-    let (t, s) = bench::select(&cfg, Some("sim"), Some("chat")).unwrap();
-    let plan = Plan {
-        levels: vec![BenchLoad::Concurrency(2), BenchLoad::Concurrency(4)],
-        duration: None,
-        requests: Some(80),
-        warmup: Warmup::Requests(2),
-        pause: Duration::ZERO,
-        seed: 1,
-        max_concurrency: None,
-        max_requests: 10_000,
-        stop_on_slo_breach: false,
-        max_failure_ratio: 0.0,
-    };
-    let report = bench::sweep(
-        &text,
-        t,
-        s,
-        PrefixCache::Cold,
-        plan,
-        CancellationToken::new(),
-        Progress::new(true),
-    )
-    .await
-    .unwrap();
+    let levels = vec![BenchLoad::Concurrency(2), BenchLoad::Concurrency(4)];
+    let report = common::bench::bench(&base_url, common::bench::plan(levels, 80, 2)).await;
     bench::json::to_json(&report)
 }
 
