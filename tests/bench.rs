@@ -4,54 +4,17 @@
 
 mod common;
 
+use common::bench::{bench, plan, yaml};
+
 use std::process::Command;
 use std::time::Duration;
 
 use llm_probe::bench::level::{Criterion, Load};
-use llm_probe::bench::plan::{Plan, Warmup};
 use llm_probe::bench::progress::Progress;
-use llm_probe::bench::{json, select, sweep, Report};
+use llm_probe::bench::{json, select, sweep};
 use llm_probe::config::PrefixCache;
 use llm_probe::simulate::{Fault, Load as SimLoad, Script};
 use tokio_util::sync::CancellationToken;
-
-fn yaml(base_url: &str) -> String {
-    format!(
-        "defaults:\n  timeout: 20s\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say hello\"}}]\n    max_tokens: 32\ntargets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {base_url}\n    model: m\n"
-    )
-}
-
-fn plan(levels: Vec<Load>, requests: u64, warmup: u64) -> Plan {
-    Plan {
-        levels,
-        duration: None,
-        requests: Some(requests),
-        warmup: Warmup::Requests(warmup),
-        pause: Duration::ZERO,
-        seed: 1,
-        max_concurrency: None,
-        max_requests: 10_000,
-        stop_on_slo_breach: false,
-        max_failure_ratio: 0.0,
-    }
-}
-
-async fn bench(base_url: &str, plan: Plan) -> Report {
-    let text = yaml(base_url);
-    let cfg = common::parse(&text);
-    let (t, s) = select(&cfg, Some("sim"), Some("chat")).unwrap();
-    sweep(
-        &text,
-        t,
-        s,
-        PrefixCache::Cold,
-        plan,
-        CancellationToken::new(),
-        Progress::new(true),
-    )
-    .await
-    .unwrap()
-}
 
 /// A quick stream: TTFT `ttft_ms`, 8 tokens 2 ms apart.
 fn quick(ttft_ms: u64) -> Script {

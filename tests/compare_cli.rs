@@ -1,6 +1,8 @@
-//! `llm-probe compare` end to end on bench-shaped fixtures (tests/fixtures/compare/, written by
-//! `python3 tests/fixtures/compare/generate.py`: seeded lognormal TTFT, σ = 0.25, 200 requests
-//! per level at concurrency 1 and 4) and on probe-once JSON lines.
+//! `llm-probe compare` end to end on bench JSON fixtures (tests/fixtures/compare/, in the shape
+//! `bench --output json` writes, by `python3 tests/fixtures/compare/generate.py`: seeded
+//! lognormal TTFT, σ = 0.25, 200 requests per level at concurrency 1 and 4 after 2 warmup
+//! requests of 5 s) and on probe-once JSON lines. tests/compare_e2e.rs checks the fixtures' keys
+//! against a real bench run.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

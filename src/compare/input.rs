@@ -1,22 +1,22 @@
-//! Reading a run for `compare`: a `bench --output json` file (`"schema": "llm-probe.bench/v1"`)
-//! or a `probe-once --output json` collection (one JSON object per line, fields of
-//! [`crate::report::to_json`]).
+//! Reading a run for `compare`: a `bench --output json` file (`"schema": "llm-probe.bench/v1"`,
+//! written by [`crate::bench::json::to_json`], documented in the README, "Load test before an
+//! upgrade") or a `probe-once --output json` collection (one JSON object per line, fields of
+//! [`crate::report::to_json`]). Unknown fields are ignored.
 //!
-//! **Assumptions about the bench JSON** (issue 10 fixes the names below; the rest is assumed
-//! here, in one place, to align with `bench` after merging). Unknown fields are ignored.
-//! - Metadata at the top level or inside a `metadata` object: `target`, `model`, `scenario`,
-//!   `prompt_tokens`, `max_tokens`, `config_digest`, and the endpoint identity as an object named
-//!   `endpoint_identity` (or `identity` / `endpoint`) with `response_model`,
-//!   `system_fingerprint`, `server_header` (or `server`) and `server_version` (or `version`).
-//! - `levels[]`: `concurrency` or `rate` (the other `null`), and `requests` {`sent`,
-//!   `succeeded`, `failed`, `failures_by_reason`} (used for the failure ratio when present).
-//! - `requests[]` (top level): `level`, the index into `levels[]` (or else the request's own
-//!   `concurrency` / `rate`); `success` (else inferred: no `failure_reason`); `failure_reason`;
-//!   one number per metric named as the daemon's metrics: `ttft_seconds`,
-//!   `time_to_first_output_token_seconds`, `tpot_seconds`, `inter_token_latency_seconds` (the
-//!   request's own ITL summary; when absent, the median of its `inter_token_latencies_seconds`
-//!   list), `e2e_seconds`, `output_tokens_per_second`. `null` or absent means unknown. An item
-//!   with `"warmup": true` is skipped (warm-up requests are excluded from the statistics).
+//! What is read from the bench JSON:
+//! - `metadata`: `target`, `model`, `scenario`, `prompt_tokens` (as the server counted them),
+//!   `max_tokens`, and `endpoint` {`response_model`, `system_fingerprint`, `server`,
+//!   `server_version`}.
+//! - `levels[]`: `concurrency` or `rate` (the other `null`), and `requests` {`sent`, `failed`}
+//!   (the level's failure ratio).
+//! - `requests[]`: `level` (the index into `levels[]`), `warmup` (such requests are skipped, as
+//!   bench's statistics skip them), `ok`, `reason` (failed requests), and per successful
+//!   request `ttft_seconds`, `time_to_first_output_token_seconds`, `tpot_seconds`,
+//!   `e2e_seconds`, `output_tokens_per_second` and `inter_token_latency_seconds`, the list of its
+//!   gaps (compare's ITL of a request is the median of that list). `null` means unknown.
+//!
+//! A probe-once line has `success`, `failure_reason`, the same metric fields but its gaps as
+//! `inter_token_latencies_seconds`, and the identity fields at the top level.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,11 +68,11 @@ pub struct Identity {
     /// OpenAI's `system_fingerprint`.
     #[serde(default)]
     pub system_fingerprint: Option<String>,
-    /// The `Server` header.
+    /// The `Server` header (bench: `server`; probe-once: `server_header`).
     #[serde(default, alias = "server")]
     pub server_header: Option<String>,
     /// The server's reported version.
-    #[serde(default, alias = "version")]
+    #[serde(default)]
     pub server_version: Option<String>,
 }
 
@@ -184,25 +184,22 @@ pub fn parse_run(path: &Path, text: &str) -> Result<Run, String> {
     parse_probe_lines(path, text)
 }
 
-#[derive(Deserialize, Default)]
-struct Meta {
+#[derive(Deserialize)]
+struct BenchFile {
+    metadata: BenchMeta,
+    levels: Vec<BenchLevel>,
+    #[serde(default)]
+    requests: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+struct BenchMeta {
     target: Option<String>,
     model: Option<String>,
     scenario: Option<String>,
     prompt_tokens: Option<Value>,
     max_tokens: Option<Value>,
-    #[serde(alias = "identity", alias = "endpoint")]
-    endpoint_identity: Option<Identity>,
-}
-
-#[derive(Deserialize)]
-struct BenchFile {
-    #[serde(flatten)]
-    meta: Meta,
-    metadata: Option<Meta>,
-    levels: Vec<BenchLevel>,
-    #[serde(default)]
-    requests: Vec<RequestFields>,
+    endpoint: Option<Identity>,
 }
 
 #[derive(Deserialize)]
@@ -218,38 +215,25 @@ struct LevelCounts {
     failed: u64,
 }
 
-/// A request as both formats write it (bench's `requests[]` item or a probe-once line).
+/// The metric fields a bench `requests[]` item and a probe-once line share.
 #[derive(Deserialize)]
-struct RequestFields {
-    level: Option<usize>,
-    warmup: Option<bool>,
-    concurrency: Option<u64>,
-    rate: Option<f64>,
-    success: Option<bool>,
-    failure_reason: Option<String>,
+struct MetricFields {
     ttft_seconds: Option<f64>,
     time_to_first_output_token_seconds: Option<f64>,
     tpot_seconds: Option<f64>,
-    inter_token_latency_seconds: Option<f64>,
-    inter_token_latencies_seconds: Option<Vec<f64>>,
     e2e_seconds: Option<f64>,
     output_tokens_per_second: Option<f64>,
-    // probe-once lines only:
-    target: Option<String>,
-    scenario: Option<String>,
-    model: Option<String>,
-    prompt_tokens: Option<Value>,
-    #[serde(flatten)]
-    identity: Identity,
 }
 
-impl RequestFields {
-    fn record(&self) -> RequestRecord {
-        let itl = self.inter_token_latency_seconds.or_else(|| {
-            self.inter_token_latencies_seconds
-                .as_deref()
-                .and_then(super::stats::median)
-        });
+impl MetricFields {
+    /// The record of a request with these fields, its outcome and its inter-token gaps.
+    fn record(
+        &self,
+        success: bool,
+        failure_reason: Option<String>,
+        gaps: Option<&[f64]>,
+    ) -> RequestRecord {
+        let itl = gaps.and_then(super::stats::median);
         let mut values = [None; Metric::ALL.len()];
         for m in Metric::ALL {
             values[m.index()] = match m {
@@ -262,10 +246,49 @@ impl RequestFields {
             };
         }
         RequestRecord {
-            success: self.success.unwrap_or(self.failure_reason.is_none()),
-            failure_reason: self.failure_reason.clone(),
+            success,
+            failure_reason,
             values,
         }
+    }
+}
+
+/// One item of bench's `requests[]`.
+#[derive(Deserialize)]
+struct BenchRequest {
+    level: usize,
+    #[serde(default)]
+    warmup: bool,
+    ok: bool,
+    reason: Option<String>,
+    inter_token_latency_seconds: Option<Vec<f64>>,
+    #[serde(flatten)]
+    metrics: MetricFields,
+}
+
+/// One `probe-once --output json` line.
+#[derive(Deserialize)]
+struct ProbeLine {
+    success: Option<bool>,
+    failure_reason: Option<String>,
+    inter_token_latencies_seconds: Option<Vec<f64>>,
+    #[serde(flatten)]
+    metrics: MetricFields,
+    target: Option<String>,
+    scenario: Option<String>,
+    model: Option<String>,
+    prompt_tokens: Option<Value>,
+    #[serde(flatten)]
+    identity: Identity,
+}
+
+impl ProbeLine {
+    fn record(&self) -> RequestRecord {
+        self.metrics.record(
+            self.success.unwrap_or(self.failure_reason.is_none()),
+            self.failure_reason.clone(),
+            self.inter_token_latencies_seconds.as_deref(),
+        )
     }
 }
 
@@ -273,7 +296,7 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
     let file: BenchFile = serde_json::from_value(whole).map_err(|e| {
         format!("not a readable bench JSON ({e}); write it with `llm-probe bench --output json`")
     })?;
-    let meta = file.metadata.unwrap_or(file.meta);
+    let meta = file.metadata;
     let mut levels: Vec<Level> = file
         .levels
         .iter()
@@ -293,28 +316,29 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
             })
         })
         .collect::<Result<_, String>>()?;
-    for (i, r) in file
-        .requests
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.warmup != Some(true))
-    {
-        let index = match (r.level, r.concurrency, r.rate) {
-            (Some(l), _, _) => Some(l),
-            (None, Some(c), _) => levels
-                .iter()
-                .position(|l| l.key == LevelKey::Concurrency(c)),
-            (None, None, Some(rate)) => levels.iter().position(|l| l.key == LevelKey::Rate(rate)),
-            (None, None, None) => None,
-        };
-        let level = index.and_then(|l| levels.get_mut(l)).ok_or_else(|| {
+    for (i, item) in file.requests.into_iter().enumerate() {
+        let r: BenchRequest = serde_json::from_value(item).map_err(|e| {
             format!(
-                "requests[{i}] names no level of `levels[]` (its `level` must be an index \
-                 below {})",
-                file.levels.len()
+                "requests[{i}] is not a bench request ({e}); write the file with \
+                 `llm-probe bench --output json`"
             )
         })?;
-        level.requests.push(r.record());
+        if r.warmup {
+            continue;
+        }
+        let below = levels.len();
+        let level = levels.get_mut(r.level).ok_or_else(|| {
+            format!(
+                "requests[{i}] names no level of `levels[]` (its `level` {} must be an index \
+                 below {below})",
+                r.level
+            )
+        })?;
+        level.requests.push(r.metrics.record(
+            r.ok,
+            r.reason,
+            r.inter_token_latency_seconds.as_deref(),
+        ));
     }
     Ok(Run {
         path: path.to_path_buf(),
@@ -324,7 +348,7 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
         scenario: meta.scenario,
         prompt_tokens: meta.prompt_tokens,
         max_tokens: meta.max_tokens,
-        identity: meta.endpoint_identity.unwrap_or_default(),
+        identity: meta.endpoint.unwrap_or_default(),
         levels,
     })
 }
@@ -335,7 +359,7 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let fields: RequestFields = serde_json::from_str(line).map_err(|e| {
+        let fields: ProbeLine = serde_json::from_str(line).map_err(|e| {
             format!(
                 "line {}: not a probe-once JSON object ({e}); compare reads \
                  `llm-probe bench --output json` files or `llm-probe probe-once --output json` \
@@ -384,7 +408,7 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
         levels: vec![Level {
             key: LevelKey::Single,
             counts: None,
-            requests: lines.iter().map(RequestFields::record).collect(),
+            requests: lines.iter().map(ProbeLine::record).collect(),
         }],
     })
 }

@@ -4,13 +4,14 @@ use super::*;
 fn run(scenario: &str, ttfts: &[f64], fingerprint: &str) -> Run {
     let requests: Vec<String> = ttfts
         .iter()
-        .map(|t| format!(r#"{{"level":0,"success":true,"ttft_seconds":{t},"tpot_seconds":0.02}}"#))
+        .map(|t| format!(r#"{{"level":0,"ok":true,"ttft_seconds":{t},"tpot_seconds":0.02}}"#))
         .collect();
     parse_run(
         std::path::Path::new("x.json"),
         &format!(
-            r#"{{"schema":"llm-probe.bench/v1","target":"t","model":"m","scenario":"{scenario}",
-               "max_tokens":64,"endpoint_identity":{{"system_fingerprint":"{fingerprint}"}},
+            r#"{{"schema":"llm-probe.bench/v1","metadata":{{"target":"t","model":"m",
+               "scenario":"{scenario}","max_tokens":64,
+               "endpoint":{{"system_fingerprint":"{fingerprint}"}}}},
                "levels":[{{"concurrency":1}},{{"concurrency":8}}],"requests":[{}]}}"#,
             requests.join(",")
         ),

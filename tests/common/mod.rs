@@ -2,6 +2,7 @@
 //! `/metrics`, reading one sample out of the text exposition.
 #![allow(dead_code)]
 
+pub mod bench;
 pub mod golden;
 pub mod pki;
 pub mod prometheus;

@@ -4,64 +4,87 @@ fn parse(text: &str) -> Result<Run, String> {
     parse_run(Path::new("run.json"), text)
 }
 
+/// Shaped as `bench::json::to_json` writes it (tests/compare_e2e.rs reads real bench output).
 #[test]
 fn bench_json_with_levels_requests_and_extra_fields() {
     let run = parse(
-        r#"{"schema":"llm-probe.bench/v1","target":"t","model":"m","scenario":"s",
-            "prompt_tokens":100,"max_tokens":64,"future_field":{"x":1},
-            "endpoint_identity":{"response_model":"m1","server":"vllm","version":"0.6"},
+        r#"{"schema":"llm-probe.bench/v1","future_field":{"x":1},
+            "metadata":{"target":"t","model":"m","protocol":"openai-chat","scenario":"s",
+              "prompt_tokens":100,"max_tokens":64,"config_digest":"fnv1a64:00",
+              "endpoint":{"response_model":"m1","system_fingerprint":null,"server":"vllm",
+                          "server_version":"0.6"}},
             "levels":[{"concurrency":1,"rate":null,"requests":{"sent":3,"succeeded":2,"failed":1,
                        "failures_by_reason":{"timeout":1}},"ttft_seconds":{"p50":0.2}},
                       {"concurrency":null,"rate":2.5}],
-            "requests":[{"level":0,"success":true,"ttft_seconds":0.2,"tpot_seconds":0.02},
-                        {"level":0,"success":false,"failure_reason":"timeout"},
-                        {"level":1,"ttft_seconds":0.3,"inter_token_latencies_seconds":[0.01,0.03,0.02]},
-                        {"rate":2.5,"ttft_seconds":0.4},
-                        {"level":1,"warmup":true,"ttft_seconds":9.0}]}"#,
+            "sla_capacity":{"concurrency":1,"rate":null},
+            "requests":[
+              {"level":0,"concurrency":1,"rate":null,"index":0,"warmup":false,"ok":true,
+               "ttft_seconds":0.2,"tpot_seconds":0.02,"inter_token_latency_seconds":[0.02]},
+              {"level":0,"concurrency":1,"rate":null,"index":1,"warmup":false,"ok":false,
+               "reason":"timeout","detail":"no byte for 5 s"},
+              {"level":1,"warmup":false,"ok":true,"ttft_seconds":0.3,
+               "inter_token_latency_seconds":[0.01,0.03,0.02]},
+              {"level":1,"warmup":false,"ok":true,"ttft_seconds":0.4,
+               "inter_token_latency_seconds":[]},
+              {"level":1,"warmup":true,"ok":true,"ttft_seconds":9.0}]}"#,
     )
     .unwrap();
     assert_eq!(run.kind, RunKind::Bench);
+    assert_eq!(run.target.as_deref(), Some("t"));
     assert_eq!(run.scenario.as_deref(), Some("s"));
+    assert_eq!(run.prompt_tokens, Some(serde_json::json!(100)));
     assert_eq!(run.max_tokens, Some(serde_json::json!(64)));
+    assert_eq!(run.identity.response_model.as_deref(), Some("m1"));
     assert_eq!(run.identity.server_header.as_deref(), Some("vllm"));
     assert_eq!(run.identity.server_version.as_deref(), Some("0.6"));
     assert_eq!(run.levels[0].key, LevelKey::Concurrency(1));
     assert_eq!(run.levels[1].key, LevelKey::Rate(2.5));
     assert_eq!(run.levels[0].sent_failed(), (3, 1));
+    // `ok: false` is a failure with its `reason`, and has no values.
+    let failed = &run.levels[0].requests[1];
+    assert!(!failed.success);
+    assert_eq!(failed.failure_reason.as_deref(), Some("timeout"));
     assert_eq!(run.levels[0].values(Metric::Ttft), vec![0.2]);
-    // No `success`: inferred from the missing failure reason; ITL from the gap list's median.
+    // The warmup request is skipped; ITL is the median of each request's gap list.
     assert_eq!(run.levels[1].values(Metric::Ttft), vec![0.3, 0.4]);
     assert_eq!(run.levels[1].values(Metric::Itl), vec![0.02]);
     assert_eq!(run.levels[1].sent_failed(), (2, 0));
 }
 
 #[test]
-fn bench_metadata_may_be_nested() {
-    let run = parse(
-        r#"{"schema":"llm-probe.bench/v1","metadata":{"target":"t","scenario":"s","max_tokens":9},
-            "levels":[{"concurrency":2}],"requests":[]}"#,
-    )
-    .unwrap();
-    assert_eq!(run.target.as_deref(), Some("t"));
-    assert_eq!(run.max_tokens, Some(serde_json::json!(9)));
-}
-
-#[test]
 fn bench_errors_name_the_problem_and_the_fix() {
-    let e = parse(r#"{"schema":"llm-probe.bench/v1","levels":[{"rate":null}]}"#).unwrap_err();
+    let meta = r#""metadata":{"target":"t"}"#;
+    let e = parse(&format!(
+        r#"{{"schema":"llm-probe.bench/v1",{meta},"levels":[{{"rate":null}}]}}"#
+    ))
+    .unwrap_err();
     assert!(e.contains("levels[0]") && e.contains("concurrency"), "{e}");
-    let e = parse(
-        r#"{"schema":"llm-probe.bench/v1","levels":[{"concurrency":1}],"requests":[{"level":3}]}"#,
-    )
+    let e = parse(&format!(
+        r#"{{"schema":"llm-probe.bench/v1",{meta},"levels":[{{"concurrency":1}}],
+            "requests":[{{"level":3,"ok":true}}]}}"#
+    ))
     .unwrap_err();
     assert!(e.contains("requests[0]") && e.contains("below 1"), "{e}");
+    // A request without `ok` (e.g. one written with `success`) is refused, not taken as a
+    // success.
+    let e = parse(&format!(
+        r#"{{"schema":"llm-probe.bench/v1",{meta},"levels":[{{"concurrency":1}}],
+            "requests":[{{"level":0,"ok":true}},{{"level":0,"success":false}}]}}"#
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("requests[1]") && e.contains("`ok`") && e.contains("bench --output json"),
+        "{e}"
+    );
     let e = parse(r#"{"schema":"other/v9","levels":[]}"#).unwrap_err();
     assert!(
         e.contains("unknown schema") && e.contains("bench --output json"),
         "{e}"
     );
-    let e = parse(r#"{"schema":"llm-probe.bench/v1"}"#).unwrap_err();
+    let e = parse(&format!(r#"{{"schema":"llm-probe.bench/v1",{meta}}}"#)).unwrap_err();
     assert!(e.contains("levels"), "{e}");
+    let e = parse(r#"{"schema":"llm-probe.bench/v1","target":"t","levels":[]}"#).unwrap_err();
+    assert!(e.contains("metadata"), "{e}");
 }
 
 #[test]
