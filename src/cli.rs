@@ -163,6 +163,15 @@ fn duration_at_most(s: &str, max_seconds: u64) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `--web.history.max-age`: more than zero, at most a week.
+fn history_age(s: &str) -> Result<Duration, String> {
+    let d = duration_at_most(s, 7 * 86_400)?;
+    if d.is_zero() {
+        return Err("must be more than 0 (e.g. 6h): a probe would be forgotten at once".into());
+    }
+    Ok(d)
+}
+
 /// `run`'s flags for the exporter's own server.
 #[derive(Debug, Clone, Args)]
 pub struct WebFlags {
@@ -184,6 +193,14 @@ pub struct WebFlags {
     #[arg(long = "web.max-connections", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// Probes the status pages keep per (target, scenario) in memory (failures: 4× as many).
+    #[arg(long = "web.history.max-probes", default_value_t = crate::history::HistoryLimits::default().max_probes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub history_max_probes: usize,
+    /// How long the status pages keep a probe in memory (failures: 4× as long), e.g. `6h`.
+    #[arg(long = "web.history.max-age", default_value = "6h",
+          value_parser = history_age)]
+    pub history_max_age: Duration,
 }
 
 impl WebFlags {
@@ -198,6 +215,10 @@ impl WebFlags {
             limits: crate::server::ConnectionLimits {
                 max_connections: self.max_connections,
                 ..Default::default()
+            },
+            history: crate::history::HistoryLimits {
+                max_probes: self.history_max_probes,
+                max_age: self.history_max_age,
             },
         }
     }
@@ -436,6 +457,27 @@ mod tests {
         assert_eq!(o.debug_probe.min_interval, Some(Duration::from_secs(300)));
         assert_eq!(o.limits.max_connections, 3);
         assert!(Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", "0"]).is_err());
+        let h = web(&[
+            "--web.history.max-probes",
+            "50",
+            "--web.history.max-age",
+            "2h",
+        ])
+        .server_options()
+        .history;
+        assert_eq!((h.max_probes, h.max_age), (50, Duration::from_secs(7200)));
+        assert_eq!(
+            web(&[]).server_options().history,
+            crate::history::HistoryLimits::default()
+        );
+        for bad in [
+            ["--web.history.max-probes", "0"],
+            ["--web.history.max-age", "0s"],
+            ["--web.history.max-age", "30d"],
+        ] {
+            let e = Cli::try_parse_from(["llm-probe", "run", bad[0], bad[1]]).unwrap_err();
+            assert!(e.to_string().contains(bad[0]), "{e}");
+        }
         assert!(
             Cli::try_parse_from(["llm-probe", "run", "--web.enable-debug-probe=maybe"]).is_err()
         );

@@ -25,9 +25,6 @@ use crate::schedule::{panic_message, probe_loop};
 use crate::server::{self, ExporterState};
 use crate::shard::Shard;
 
-/// How many recent probes the landing page and the demo keep.
-pub const HISTORY_CAPACITY: usize = 200;
-
 /// A request to reload the configuration file; the reply is a one-line summary or the reason
 /// the new file was rejected (the old configuration keeps running).
 pub type ReloadRequest = oneshot::Sender<Result<String, String>>;
@@ -136,7 +133,7 @@ impl Daemon {
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
         let metrics = Arc::new(Metrics::new(&slos));
         metrics.set_shard(shard);
-        let history = Arc::new(History::new(HISTORY_CAPACITY));
+        let history = Arc::new(History::new(options.history));
         let listener = server::bind(listen).await?;
         let addr = listener.local_addr()?;
         let shutdown = CancellationToken::new();
@@ -289,8 +286,11 @@ impl Supervisor {
                     tracing::error!(error = %e, "configuration reload failed; the previous configuration keeps running")
                 }
             }
-            self.metrics
-                .config_loaded(result.is_ok(), SystemTime::now());
+            let now = SystemTime::now();
+            if result.is_ok() {
+                self.history.note_reload(now);
+            }
+            self.metrics.config_loaded(result.is_ok(), now);
             let _ = reply.send(result);
         }
     }

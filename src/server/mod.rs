@@ -10,9 +10,9 @@
 mod accept;
 mod auth;
 mod debug_probe;
-mod landing;
 mod scrape;
 mod stall;
+pub mod status;
 pub mod web_config;
 
 pub use accept::negotiate;
@@ -101,6 +101,8 @@ pub struct ServerOptions {
     pub debug_probe: DebugProbePolicy,
     /// Connection limits.
     pub limits: ConnectionLimits,
+    /// How much probe history the status pages keep per (target, scenario).
+    pub history: crate::history::HistoryLimits,
 }
 
 /// Limits on the connections a server holds.
@@ -508,16 +510,14 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
             text(StatusCode::OK, "text/plain", "Ready\n")
         }
         "/-/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "Not ready\n"),
-        "/" => text(
-            StatusCode::OK,
-            "text/html; charset=utf-8",
-            landing::page(state),
-        ),
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "not found: try /metrics\n",
-        ),
+        path => match status::route(state, path, req.uri().query().unwrap_or("")) {
+            Some(r) => r,
+            None => text(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "not found: try / or /metrics\n",
+            ),
+        },
     }
 }
 

@@ -1,0 +1,106 @@
+//! `/`: one card per (target, scenario) this replica probes.
+
+use std::time::SystemTime;
+
+use maud::{html, Markup};
+
+use super::summary::{ago, Summary};
+use super::svg::{secs, y_range, Chart};
+use super::{encode, layout, ms, rate, summaries, ExporterState};
+
+/// TTFTs in a card's sparkline.
+const SPARK_PROBES: usize = 60;
+
+/// The overview page.
+pub(super) fn page(state: &ExporterState, now: SystemTime) -> Markup {
+    let all = summaries(state, now);
+    let shard = state
+        .shard
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let content = html! {
+        h1 { "Status" }
+        p.muted {
+            (shard.shard) ": " (all.len()) " of " (shard.all_pairs) " (target, scenario) pairs probed here. SLO state over the last " (humantime::format_duration(super::SLO_WINDOW))
+            ": breached when P95 TTFT is above the objective or P5 tokens/s below the floor; "
+            "at risk within 20 % of either, or after a failure."
+        }
+        @if all.is_empty() { p { "No pairs are probed here yet." } }
+        div.cards {
+            @for (i, s) in all.iter().enumerate() { (card(s, i, now, state.debug_probe.enabled)) }
+        }
+    };
+    layout(state, "Status", content)
+}
+
+fn card(s: &Summary, i: usize, now: SystemTime, debug: bool) -> Markup {
+    let age = |t: SystemTime| ago(now.duration_since(t).unwrap_or_default());
+    let changed = s.identity_changes.last();
+    html! {
+        article class=(format!("card {}", s.state.as_str())) {
+            h2 {
+                a href=(format!("/targets/{}#{}", encode(&s.target), encode(&s.scenario))) {
+                    code { (s.target) } " / " code { (s.scenario) }
+                }
+            }
+            span class=(format!("state {}", s.state.as_str())) { (s.state.label()) }
+            dl {
+                dt { "SLO" }
+                dd { "P95 TTFT ≤ " (format!("{:.0}", s.slo_ms())) " ms, P5 ≥ "
+                     (s.slo.output_tokens_per_second_min) " tokens/s" }
+                dt { "TTFT" } dd { "P50 " (ms(s.ttft_p50_ms)) ", P95 " (ms(s.ttft_p95_ms)) }
+                dt { "tokens/s" } dd { "P50 " (rate(s.tokens_per_second_p50)) ", P5 " (rate(s.tokens_per_second_p5)) }
+                dt { "success" } dd {
+                    @match s.success_ratio {
+                        Some(r) => { (format!("{:.1} %", r * 100.0)) " of " (s.window_probes) }
+                        None => { "–" }
+                    }
+                }
+                dt { "last probe" } dd { @match s.last_probe { Some(t) => { (age(t)) " ago" } None => { "none yet" } } }
+                dt { "backend" } dd.identity {
+                    (s.identity.as_deref().unwrap_or("unknown"))
+                    @if let Some(c) = changed { br; strong.changed { "changed " (age(c.at)) " ago" } }
+                }
+            }
+            (sparkline(s, i))
+            @if debug {
+                p { a href=(format!("/probe?target={}&scenario={}", encode(&s.target), encode(&s.scenario))) { "probe now" } }
+            }
+        }
+    }
+}
+
+fn sparkline(s: &Summary, i: usize) -> Markup {
+    let pts: Vec<(f64, f64)> = s
+        .probes
+        .iter()
+        .filter_map(|p| Some((secs(p.started_at), p.ttft?.as_secs_f64() * 1e3)))
+        .collect();
+    let pts = &pts[pts.len().saturating_sub(SPARK_PROBES)..];
+    let x = (
+        pts.first().map_or(0.0, |p| p.0),
+        pts.last().map_or(1.0, |p| p.0),
+    );
+    let slo = s.slo_ms();
+    let mut c = Chart::new(
+        280.0,
+        48.0,
+        x,
+        y_range(pts.iter().map(|p| p.1).chain([slo])),
+        false,
+    );
+    c.line(pts, "spark-line");
+    c.threshold(slo, "slo", &format!("SLO {slo:.0} ms"));
+    let desc = match (pts.first(), pts.last()) {
+        (Some(_), Some(last)) => format!(
+            "TTFT of the last {} successful probes; latest {:.0} ms, SLO {slo:.0} ms",
+            pts.len(),
+            last.1
+        ),
+        _ => "no successful probe yet".to_string(),
+    };
+    html! {
+        div.spark { (c.finish(&format!("spark{i}"), &format!("TTFT sparkline of {} / {}", s.target, s.scenario), &desc, "")) }
+    }
+}

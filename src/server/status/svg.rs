@@ -1,0 +1,229 @@
+//! Inline SVG charts of the status pages, written with maud (so every title is escaped).
+//!
+//! Not drawn with `plotters` as `bench`'s charts are: these need a `<title>` on every mark
+//! (failure details on hover), CSS classes (the page's light and dark palettes) and stable
+//! element classes the tests count, which plotters' SVG backend does not emit. The time axis
+//! is wall-clock seconds; values are mapped linearly into a fixed `viewBox`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use maud::{html, Markup};
+
+/// Seconds since the Unix epoch of `t`.
+pub fn secs(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A chart under construction: its frame and the marks added so far.
+pub struct Chart {
+    width: f64,
+    height: f64,
+    /// Left, right, top, bottom margins.
+    pad: (f64, f64, f64, f64),
+    x: (f64, f64),
+    y: (f64, f64),
+    marks: Vec<Markup>,
+}
+
+/// `lo..hi` widened to include 0 and padded above; never empty.
+pub fn y_range(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    let hi = values
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0_f64, f64::max);
+    (0.0, if hi > 0.0 { hi * 1.1 } else { 1.0 })
+}
+
+impl Chart {
+    /// A `width`×`height` chart over times `x` (epoch seconds) and values `y`; `axes` draws
+    /// the frame and tick labels (sparklines have none).
+    pub fn new(width: f64, height: f64, x: (f64, f64), y: (f64, f64), axes: bool) -> Self {
+        let x = if x.1 > x.0 {
+            x
+        } else {
+            (x.0 - 30.0, x.0 + 30.0)
+        };
+        let pad = if axes {
+            (56.0, 12.0, 10.0, 24.0)
+        } else {
+            (2.0, 2.0, 2.0, 2.0)
+        };
+        Chart {
+            width,
+            height,
+            pad,
+            x,
+            y,
+            marks: Vec::new(),
+        }
+    }
+
+    /// The x coordinate of time `t` (epoch seconds).
+    pub fn px(&self, t: f64) -> f64 {
+        let (l, r) = (self.pad.0, self.width - self.pad.1);
+        l + (t - self.x.0) / (self.x.1 - self.x.0) * (r - l)
+    }
+
+    /// The y coordinate of value `v` (clamped to the frame).
+    pub fn py(&self, v: f64) -> f64 {
+        let (t, b) = (self.pad.2, self.height - self.pad.3);
+        let f = ((v - self.y.0) / (self.y.1 - self.y.0)).clamp(0.0, 1.0);
+        b - f * (b - t)
+    }
+
+    /// A point at (`t`, `v`) of CSS class `class`, with `title` shown on hover.
+    pub fn point(&mut self, t: f64, v: f64, class: &str, title: &str) {
+        let (x, y) = (self.px(t), self.py(v));
+        self.marks.push(html! {
+            circle class=(class) cx=(f1(x)) cy=(f1(y)) r="3" { title { (title) } }
+        });
+    }
+
+    /// A line through `points` (time, value).
+    pub fn line(&mut self, points: &[(f64, f64)], class: &str) {
+        if points.len() < 2 {
+            return;
+        }
+        let d: Vec<String> = points
+            .iter()
+            .map(|&(t, v)| format!("{},{}", f1(self.px(t)), f1(self.py(v))))
+            .collect();
+        self.marks
+            .push(html! { polyline class=(class) points=(d.join(" ")) {} });
+    }
+
+    /// A horizontal threshold line at value `v` labelled `label`; `data-value` carries `v`.
+    pub fn threshold(&mut self, v: f64, class: &str, label: &str) {
+        let y = self.py(v);
+        let (l, r) = (self.pad.0, self.width - self.pad.1);
+        self.marks.push(html! {
+            line class=(class) data-value=(v) x1=(f1(l)) x2=(f1(r)) y1=(f1(y)) y2=(f1(y)) { title { (label) } }
+            @if self.pad.0 > 10.0 {
+                text class="thr-label" x=(f1(r - 4.0)) y=(f1(y - 4.0)) text-anchor="end" { (label) }
+            }
+        });
+    }
+
+    /// A vertical marker at time `t` with `title` on hover.
+    pub fn marker(&mut self, t: f64, class: &str, title: &str) {
+        let x = self.px(t);
+        let (top, bottom) = (self.pad.2, self.height - self.pad.3);
+        self.marks.push(html! {
+            line class=(class) x1=(f1(x)) x2=(f1(x)) y1=(f1(top)) y2=(f1(bottom)) { title { (title) } }
+        });
+    }
+
+    /// A failure mark (a small cross on the time axis) at time `t`.
+    pub fn failure(&mut self, t: f64, class: &str, title: &str) {
+        let (x, y) = (self.px(t), self.height - self.pad.3 - 6.0);
+        let d = format!("M{} {}l8 8m0 -8l-8 8", f1(x - 4.0), f1(y - 4.0));
+        self.marks
+            .push(html! { path class=(class) d=(d) { title { (title) } } });
+    }
+
+    /// The SVG: `title` and `desc` are its text alternative; `unit` labels the y ticks.
+    pub fn finish(self, id: &str, title: &str, desc: &str, unit: &str) -> Markup {
+        let axes = self.pad.0 > 10.0;
+        let (l, r, t, b) = (
+            self.pad.0,
+            self.width - self.pad.1,
+            self.pad.2,
+            self.height - self.pad.3,
+        );
+        let ticks: Vec<(f64, String)> = (0..=4)
+            .map(|k| {
+                let v = self.y.0 + (self.y.1 - self.y.0) * f64::from(k) / 4.0;
+                (self.py(v), format!("{}{unit}", short(v)))
+            })
+            .collect();
+        let span = self.x.1 - self.x.0;
+        let times: Vec<(f64, String)> = (0..=3)
+            .map(|k| {
+                let at = self.x.0 + span * f64::from(k) / 3.0;
+                let when = UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0));
+                let hm = humantime::format_rfc3339_seconds(when).to_string();
+                (self.px(at), hm.get(11..16).unwrap_or("").to_string())
+            })
+            .collect();
+        let (title_id, desc_id) = (format!("{id}-t"), format!("{id}-d"));
+        html! {
+            svg xmlns="http://www.w3.org/2000/svg" class="chart" id=(id) role="img"
+                viewBox=(format!("0 0 {} {}", self.width, self.height))
+                aria-labelledby=(format!("{title_id} {desc_id}")) {
+                title id=(title_id) { (title) }
+                desc id=(desc_id) { (desc) }
+                @if axes {
+                    rect class="frame" x=(f1(l)) y=(f1(t)) width=(f1(r - l)) height=(f1(b - t)) {}
+                    @for (y, label) in &ticks {
+                        line class="grid" x1=(f1(l)) x2=(f1(r)) y1=(f1(*y)) y2=(f1(*y)) {}
+                        text class="tick" x=(f1(l - 4.0)) y=(f1(y + 4.0)) text-anchor="end" { (label) }
+                    }
+                    @for (x, label) in &times {
+                        text class="tick" x=(f1(*x)) y=(f1(b + 16.0)) text-anchor="middle" { (label) }
+                    }
+                }
+                @for m in &self.marks { (m) }
+            }
+        }
+    }
+}
+
+/// One decimal.
+fn f1(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// A tick value in few characters.
+fn short(v: f64) -> String {
+    if v >= 100.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Rolling `q`-quantile over the last `window` values of `points` (time, value).
+pub fn rolling(points: &[(f64, f64)], window: usize, q: f64) -> Vec<(f64, f64)> {
+    (0..points.len())
+        .filter_map(|i| {
+            let from = (i + 1).saturating_sub(window);
+            let mut vals: Vec<f64> = points[from..=i].iter().map(|p| p.1).collect();
+            crate::history::quantile(&mut vals, q).map(|v| (points[i].0, v))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_values_into_the_frame_and_escapes_titles() {
+        let mut c = Chart::new(400.0, 200.0, (0.0, 100.0), (0.0, 1000.0), true);
+        assert_eq!(c.py(0.0), 176.0);
+        assert_eq!(c.py(1000.0), 10.0);
+        assert_eq!(c.px(0.0), 56.0);
+        assert_eq!(c.px(100.0), 388.0);
+        c.point(50.0, 300.0, "pt", "<script>\"x\"</script>");
+        let svg = c.finish("c", "a & b", "d", " ms").into_string();
+        assert!(
+            svg.contains("&lt;script&gt;&quot;x&quot;&lt;/script&gt;"),
+            "{svg}"
+        );
+        assert!(svg.contains("a &amp; b"));
+        assert!(!svg.contains("<script>"));
+    }
+
+    #[test]
+    fn rolling_quantiles() {
+        let pts: Vec<(f64, f64)> = (1..=5).map(|i| (f64::from(i), f64::from(i))).collect();
+        let p50 = rolling(&pts, 3, 0.5);
+        assert_eq!(
+            p50,
+            vec![(1.0, 1.0), (2.0, 1.0), (3.0, 2.0), (4.0, 3.0), (5.0, 4.0)]
+        );
+    }
+}
