@@ -180,7 +180,7 @@ impl History {
     }
 
     /// Adds a summarised probe (as [`History::push`]).
-    pub fn push_probe(&self, p: RecentProbe) {
+    pub fn push_probe(&self, mut p: RecentProbe) {
         let now = SystemTime::now();
         let age = |a: Duration| now.checked_sub(a);
         let (count, max_age) = (self.limits.max_probes, self.limits.max_age);
@@ -189,6 +189,12 @@ impl History {
             .pairs
             .entry((p.target.clone(), p.scenario.clone()))
             .or_default();
+        // One allocation per identity, not per probe: share the previous probe's.
+        if let Some(last) = rings.recent.back().and_then(|l| l.identity.as_ref()) {
+            if p.identity.as_deref() == Some(&**last) {
+                p.identity = Some(last.clone());
+            }
+        }
         if p.failure.is_some() {
             rings.failures.push_back(p.clone());
         }

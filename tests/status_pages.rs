@@ -21,7 +21,7 @@ const HOSTILE_DETAIL: &str = "</title><script>alert(\"d\")</script>\n\"'&";
 
 fn config(base_url: &str, model: &str, interval: &str) -> String {
     format!(
-        "defaults:\n  interval: {interval}\n  timeout: 2s\nscenarios:\n{}targets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {base_url}\n    model: '{}'\n",
+        "defaults:\n  interval: {interval}\n  timeout: 1s\nscenarios:\n{}targets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {base_url}\n    model: '{}'\n",
         common::scenario("chat", 8),
         model.replace('\'', "''")
     )

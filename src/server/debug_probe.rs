@@ -89,7 +89,7 @@ fn too_many(why: &str, wait: Duration) -> Response<Full<Bytes>> {
 }
 
 /// A request value echoed in an error: at most 64 printable characters.
-fn tame(s: &str) -> String {
+pub(super) fn tame(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 

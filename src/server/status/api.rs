@@ -21,8 +21,16 @@ fn ms(d: Option<std::time::Duration>) -> Value {
     d.map(|d| d.as_secs_f64() * 1e3).into()
 }
 
+/// `v` as JSON with `<`, `>` and `&` written as `\u003c`, `\u003e`, `\u0026` (they occur only
+/// inside strings), so that no name or detail reads as markup even where the answer is
+/// embedded in a page or sniffed as HTML.
 fn respond(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
-    secured(text(status, "application/json", format!("{v}\n")))
+    let body = v
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    secured(text(status, "application/json", body + "\n"))
 }
 
 fn error(msg: String) -> Response<Full<Bytes>> {
@@ -96,7 +104,7 @@ pub(super) fn probe(p: &RecentProbe) -> Value {
 /// `since`: RFC 3339 (`2026-11-30T12:00:00Z`) or Unix seconds.
 fn parse_since(s: &str) -> Result<SystemTime, String> {
     if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 && secs < 1e11 {
+        if (0.0..1e11).contains(&secs) {
             return Ok(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs_f64(secs));
         }
     }
@@ -150,4 +158,42 @@ pub(super) fn probes(state: &ExporterState, query: &str) -> Response<Full<Bytes>
         StatusCode::OK,
         &json!({ "probes": out.iter().map(probe).collect::<Vec<_>>() }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_answers_carry_no_markup_and_parse_back_to_the_same_strings() {
+        let hostile = "</script><b>\"x\" & 'y'\n";
+        let r = respond(StatusCode::OK, &json!({ "detail": hostile }));
+        let body = futures_body(r);
+        assert!(
+            !body.contains('<') && !body.contains('>') && !body.contains('&'),
+            "{body}"
+        );
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["detail"], hostile);
+    }
+
+    fn futures_body(r: Response<Full<Bytes>>) -> String {
+        use http_body_util::BodyExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bytes = rt.block_on(r.into_body().collect()).unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn since_takes_rfc3339_or_unix_seconds() {
+        let t = parse_since("1700000000").unwrap();
+        assert_eq!(
+            t,
+            SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)
+        );
+        assert_eq!(parse_since("2023-11-14T22:13:20Z").unwrap(), t);
+        assert!(parse_since("-5").unwrap_err().contains("neither RFC 3339"));
+    }
 }

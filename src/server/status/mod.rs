@@ -26,6 +26,7 @@ use maud::{html, Markup, DOCTYPE};
 
 pub use summary::{SloState, Summary, SLO_WINDOW};
 
+use super::debug_probe::tame;
 use super::{text, ExporterState};
 
 /// The pages' policy: nothing but same-origin styles and images; no script, no frames.
@@ -73,11 +74,6 @@ pub(super) fn route(
         }
     };
     Some(r)
-}
-
-/// A request value echoed in an error: at most 64 printable characters.
-fn tame(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
 fn not_found(msg: &str) -> Response<Full<Bytes>> {

@@ -22,7 +22,8 @@ pub(super) fn page(state: &ExporterState, now: SystemTime) -> Markup {
     let content = html! {
         h1 { "Status" }
         p.muted {
-            (shard.shard) ": " (all.len()) " of " (shard.all_pairs) " (target, scenario) pairs probed here. SLO state over the last " (humantime::format_duration(super::SLO_WINDOW))
+            @if shard.shard.count > 1 { (shard.shard) ": " (all.len()) " of " (shard.all_pairs) } @else { (all.len()) }
+            " (target, scenario) pairs probed here. SLO state over the last " (humantime::format_duration(super::SLO_WINDOW))
             ": breached when P95 TTFT is above the objective or P5 tokens/s below the floor; "
             "at risk within 20 % of either, or after a failure."
         }
@@ -87,7 +88,7 @@ fn sparkline(s: &Summary, i: usize) -> Markup {
         280.0,
         48.0,
         x,
-        y_range(pts.iter().map(|p| p.1).chain([slo])),
+        y_range(&pts.iter().map(|p| p.1).collect::<Vec<_>>(), &[slo]),
         false,
     );
     c.line(pts, "spark-line");

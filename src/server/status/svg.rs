@@ -26,12 +26,19 @@ pub struct Chart {
     marks: Vec<Markup>,
 }
 
-/// `lo..hi` widened to include 0 and padded above; never empty.
-pub fn y_range(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
-    let hi = values
-        .into_iter()
+/// `0..hi` for `values` and `thresholds`, padded above; never empty. Outliers (above 3× the
+/// values' P90) do not stretch the axis: it ends at 1.5× the P90 and they are drawn on the
+/// top edge (their titles keep the value).
+pub fn y_range(values: &[f64], thresholds: &[f64]) -> (f64, f64) {
+    let mut vals: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let p90 = crate::history::quantile(&mut vals, 0.9).unwrap_or(0.0);
+    let max = vals.last().copied().unwrap_or(0.0);
+    let top = if max > 3.0 * p90 { 1.5 * p90 } else { max };
+    let hi = thresholds
+        .iter()
+        .copied()
         .filter(|v| v.is_finite())
-        .fold(0.0_f64, f64::max);
+        .fold(top, f64::max);
     (0.0, if hi > 0.0 { hi * 1.1 } else { 1.0 })
 }
 
@@ -142,8 +149,10 @@ impl Chart {
             .map(|k| {
                 let at = self.x.0 + span * f64::from(k) / 3.0;
                 let when = UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0));
-                let hm = humantime::format_rfc3339_seconds(when).to_string();
-                (self.px(at), hm.get(11..16).unwrap_or("").to_string())
+                let hms = humantime::format_rfc3339_seconds(when).to_string();
+                // HH:MM over an hour or more, HH:MM:SS below.
+                let end = if span >= 3600.0 { 16 } else { 19 };
+                (self.px(at), hms.get(11..end).unwrap_or("").to_string())
             })
             .collect();
         let (title_id, desc_id) = (format!("{id}-t"), format!("{id}-d"));
@@ -159,8 +168,9 @@ impl Chart {
                         line class="grid" x1=(f1(l)) x2=(f1(r)) y1=(f1(*y)) y2=(f1(*y)) {}
                         text class="tick" x=(f1(l - 4.0)) y=(f1(y + 4.0)) text-anchor="end" { (label) }
                     }
-                    @for (x, label) in &times {
-                        text class="tick" x=(f1(*x)) y=(f1(b + 16.0)) text-anchor="middle" { (label) }
+                    @for (k, (x, label)) in times.iter().enumerate() {
+                        text class="tick" x=(f1(*x)) y=(f1(b + 16.0))
+                            text-anchor=(if k + 1 == times.len() { "end" } else { "middle" }) { (label) }
                     }
                 }
                 @for m in &self.marks { (m) }
@@ -215,6 +225,16 @@ mod tests {
         );
         assert!(svg.contains("a &amp; b"));
         assert!(!svg.contains("<script>"));
+    }
+
+    #[test]
+    fn outliers_do_not_stretch_the_axis_but_thresholds_do() {
+        let mut v: Vec<f64> = vec![10.0; 20];
+        assert_eq!(y_range(&v, &[]), (0.0, 11.0));
+        v.push(10_000.0);
+        assert_eq!(y_range(&v, &[]), (0.0, 15.0 * 1.1));
+        assert_eq!(y_range(&v, &[300.0]), (0.0, 330.0));
+        assert_eq!(y_range(&[], &[]), (0.0, 1.0));
     }
 
     #[test]

@@ -54,11 +54,13 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
                     span { i.key.p95 {} "rolling P95" } span { i.key.slo {} "SLO / floor" }
                     span { i.key.fail {} "failure (hover for the reason)" }
                     span { i.key.ident {} "backend change" } span { i.key.reload {} "config reload" }
+                    span { i.key.tps {} "output tokens/s" } span { i.key.tpot {} "TPOT" }
+                    span { i.key.p95 {} "ITL P95 of the probe" }
                 }
                 div.charts {
-                    (ttft_chart(s, &reloads, i))
-                    (series_chart(s, &reloads, i, Series::Tps))
-                    (series_chart(s, &reloads, i, Series::Tpot))
+                    figure { figcaption { "TTFT (ms)" } (ttft_chart(s, &reloads, i)) }
+                    figure { figcaption { "Output tokens/s per probe" } (series_chart(s, &reloads, i, Series::Tps)) }
+                    figure { figcaption { "TPOT and ITL P95 (ms)" } (series_chart(s, &reloads, i, Series::Tpot)) }
                 }
                 (failure_table(s))
             }
@@ -127,7 +129,7 @@ fn ttft_chart(s: &Summary, reloads: &[SystemTime], i: usize) -> Markup {
         640.0,
         260.0,
         x,
-        y_range(xy.iter().map(|p| p.1).chain([slo])),
+        y_range(&xy.iter().map(|p| p.1).collect::<Vec<_>>(), &[slo]),
         true,
     );
     c.threshold(slo, "slo", &format!("SLO P95 ≤ {slo:.0} ms"));
@@ -209,7 +211,10 @@ fn series_chart(s: &Summary, reloads: &[SystemTime], i: usize, which: Series) ->
         640.0,
         220.0,
         x,
-        y_range(pts.iter().map(|p| p.1).chain(extra)),
+        y_range(
+            &pts.iter().map(|p| p.1).collect::<Vec<_>>(),
+            &extra.into_iter().collect::<Vec<_>>(),
+        ),
         true,
     );
     if let Some(f) = extra {
