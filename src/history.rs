@@ -228,31 +228,43 @@ impl History {
 
     /// One pair's recent probes within the limits, oldest first.
     pub fn probes(&self, target: &str, scenario: &str) -> Vec<RecentProbe> {
-        self.ring(target, scenario, |r| &r.recent, 1)
+        self.with_pair(target, scenario, |p, _| {
+            p.iter().map(|p| (*p).clone()).collect()
+        })
     }
 
     /// One pair's recent failures (kept longer than its probes), oldest first.
     pub fn pair_failures(&self, target: &str, scenario: &str) -> Vec<RecentProbe> {
-        self.ring(target, scenario, |r| &r.failures, FAILURE_RETENTION)
+        self.with_pair(target, scenario, |_, f| {
+            f.iter().map(|p| (*p).clone()).collect()
+        })
     }
 
-    fn ring(
+    /// Calls `f` with one pair's kept probes and kept failures (oldest first, within the
+    /// limits), without copying them; the history is locked meanwhile, so `f` should be quick.
+    pub fn with_pair<R>(
         &self,
         target: &str,
         scenario: &str,
-        pick: fn(&Rings) -> &VecDeque<RecentProbe>,
-        retention: u32,
-    ) -> Vec<RecentProbe> {
-        let oldest = SystemTime::now().checked_sub(self.limits.max_age.saturating_mul(retention));
+        f: impl FnOnce(&[&RecentProbe], &[&RecentProbe]) -> R,
+    ) -> R {
+        fn keep(ring: &VecDeque<RecentProbe>, oldest: Option<SystemTime>) -> Vec<&RecentProbe> {
+            ring.iter()
+                .filter(|p| oldest.is_none_or(|o| p.started_at >= o))
+                .collect()
+        }
+        let now = SystemTime::now();
+        let oldest =
+            |retention: u32| now.checked_sub(self.limits.max_age.saturating_mul(retention));
         let store = self.lock();
         let key = (target.to_string(), scenario.to_string());
-        store.pairs.get(&key).map_or_else(Vec::new, |r| {
-            pick(r)
-                .iter()
-                .filter(|p| oldest.is_none_or(|o| p.started_at >= o))
-                .cloned()
-                .collect()
-        })
+        match store.pairs.get(&key) {
+            None => f(&[], &[]),
+            Some(r) => f(
+                &keep(&r.recent, oldest(1)),
+                &keep(&r.failures, oldest(FAILURE_RETENTION)),
+            ),
+        }
     }
 
     /// Every pair's recent probes, oldest first.

@@ -334,3 +334,90 @@ async fn pages_render_in_headless_chromium_with_failures_and_a_backend_change() 
     }
     d.stop().await;
 }
+
+/// VmRSS of this process, KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// BENCHMARKS.md §6: the overview, a target page and `/api/v1/targets` at 1,000 pairs with a
+/// full default history (720 probes per pair), and the history's memory. By hand:
+/// `cargo test --release --test status_pages -- --ignored --nocapture` (or without
+/// `--release` for a debug build's upper bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement for BENCHMARKS.md, run by hand"]
+async fn status_pages_at_1000_pairs() {
+    const PAIRS: usize = 1000;
+    let sim = common::simulator(quick("bench-model")).await;
+    let mut y = format!(
+        "defaults:\n  interval: 1h\nscenarios:\n{}targets:\n",
+        common::scenario("chat", 8)
+    );
+    for i in 0..PAIRS {
+        y += &format!(
+            "  - name: target-{i:04}\n    protocol: openai-chat\n    base_url: {}\n    model: m\n",
+            sim.base_url()
+        );
+    }
+    let d = common::daemon(common::parse(&y)).await;
+    let limits = d.history.limits();
+    let before = rss_kib();
+    let now = SystemTime::now();
+    let interval = limits.max_age / limits.max_probes as u32;
+    for i in 0..PAIRS {
+        for k in 0..limits.max_probes {
+            let failed = k % 50 == 7;
+            d.history.push_probe(RecentProbe {
+                target: format!("target-{i:04}"),
+                scenario: "chat".into(),
+                started_at: now - interval * (limits.max_probes - k) as u32,
+                ttft: (!failed).then(|| Duration::from_millis(80 + (k as u64 * 37) % 200)),
+                output_tokens_per_second: (!failed).then_some(50.0 + (k % 17) as f64),
+                tpot: (!failed).then(|| Duration::from_millis(20)),
+                itl: None,
+                e2e: (!failed).then(|| Duration::from_millis(400)),
+                output_tokens: (!failed).then_some(8),
+                failure: failed.then(|| {
+                    (
+                        FailureReason::HttpStatus,
+                        "HTTP 503: {\"error\":\"overloaded\"}".to_string(),
+                    )
+                }),
+                identity: Some("model=bench-model fingerprint=b4242 server=llama.cpp".into()),
+            });
+        }
+    }
+    let after = rss_kib();
+    let kept: usize = (0..PAIRS)
+        .map(|i| d.history.probes(&format!("target-{i:04}"), "chat").len())
+        .sum();
+    println!(
+        "history: {kept} probes kept at {PAIRS} pairs; RSS +{:.1} MiB ({} bytes per probe)",
+        (after - before) as f64 / 1024.0,
+        (after - before) * 1024 / kept as u64
+    );
+    for path in ["/", "/targets/target-0042", "/api/v1/targets"] {
+        let mut times = Vec::new();
+        let mut size = 0;
+        for _ in 0..10 {
+            let t = std::time::Instant::now();
+            let (status, _, body) = common::get(d.addr, path, None).await;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(status, 200);
+            size = body.len();
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "| `{path}` | {:.1} KiB | {:.1} ms | {:.1} ms |",
+            size as f64 / 1024.0,
+            times[4],
+            times[9]
+        );
+    }
+    d.stop().await;
+}

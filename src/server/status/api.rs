@@ -59,15 +59,15 @@ fn pair(s: &Summary) -> Value {
         "identity_changes": s.identity_changes.iter().map(|c| json!({
             "at": time(c.at), "from": c.from, "to": c.to,
         })).collect::<Vec<_>>(),
-        "kept_probes": s.probes.len(),
-        "kept_failures": s.failures.len(),
+        "kept_probes": s.kept_probes,
+        "kept_failures": s.kept_failures,
     })
 }
 
 /// `GET /api/v1/targets`.
 pub(super) fn targets(state: &ExporterState, now: SystemTime) -> Response<Full<Bytes>> {
     let limits = state.history.limits();
-    let pairs: Vec<Value> = summaries(state, now).iter().map(pair).collect();
+    let pairs: Vec<Value> = summaries(state, now, None).iter().map(pair).collect();
     respond(
         StatusCode::OK,
         &json!({

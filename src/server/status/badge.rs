@@ -35,7 +35,7 @@ pub(super) fn badge(
     kind: &str,
     now: SystemTime,
 ) -> Option<Response<Full<Bytes>>> {
-    let s: Summary = summaries(state, now)
+    let s: Summary = summaries(state, now, Some(target))
         .into_iter()
         .find(|s| s.target == target && s.scenario == scenario)?;
     let (label, value) = match kind {

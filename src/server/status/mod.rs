@@ -150,27 +150,30 @@ fn layout(state: &ExporterState, title: &str, content: Markup) -> Markup {
     }
 }
 
-/// The pairs this replica probes, each summarised, sorted by target then scenario.
-fn summaries(state: &ExporterState, now: SystemTime) -> Vec<Summary> {
+/// The pairs this replica probes (only `target`'s when given), each summarised, sorted by
+/// target then scenario.
+fn summaries(state: &ExporterState, now: SystemTime, target: Option<&str>) -> Vec<Summary> {
     let owned = state
         .shard
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .owned
         .clone();
-    let probers = state.probers.read().unwrap_or_else(|e| e.into_inner());
+    let slos: std::collections::HashMap<String, crate::config::Slo> = {
+        let probers = state.probers.read().unwrap_or_else(|e| e.into_inner());
+        probers
+            .iter()
+            .filter(|(name, _)| target.is_none_or(|t| t == name.as_str()))
+            .map(|(name, p)| (name.clone(), p.target().slo))
+            .collect()
+    };
     owned
         .iter()
         .filter_map(|(t, s)| {
-            let slo = probers.get(t)?.target().slo;
-            Some(Summary::new(
-                t,
-                s,
-                slo,
-                state.history.probes(t, s),
-                state.history.pair_failures(t, s),
-                now,
-            ))
+            let slo = *slos.get(t)?;
+            Some(state.history.with_pair(t, s, |probes, failures| {
+                Summary::new(t, s, slo, probes, failures, now)
+            }))
         })
         .collect()
 }

@@ -5,15 +5,12 @@ use std::time::SystemTime;
 use maud::{html, Markup};
 
 use super::summary::{ago, Summary};
-use super::svg::{secs, y_range, Chart};
-use super::{encode, layout, ms, rate, summaries, ExporterState};
-
-/// TTFTs in a card's sparkline.
-const SPARK_PROBES: usize = 60;
+use super::svg::{y_range, Chart};
+use super::{encode, layout, ms, summaries, ExporterState};
 
 /// The overview page.
 pub(super) fn page(state: &ExporterState, now: SystemTime) -> Markup {
-    let all = summaries(state, now);
+    let all = summaries(state, now, None);
     let shard = state
         .shard
         .read()
@@ -51,7 +48,7 @@ fn card(s: &Summary, i: usize, now: SystemTime, debug: bool) -> Markup {
                 dd { "P95 TTFT ≤ " (format!("{:.0}", s.slo_ms())) " ms, P5 ≥ "
                      (s.slo.output_tokens_per_second_min) " tokens/s" }
                 dt { "TTFT" } dd { "P50 " (ms(s.ttft_p50_ms)) ", P95 " (ms(s.ttft_p95_ms)) }
-                dt { "tokens/s" } dd { "P50 " (rate(s.tokens_per_second_p50)) ", P5 " (rate(s.tokens_per_second_p5)) }
+                dt { "tokens/s" } dd { "P50 " (number(s.tokens_per_second_p50)) ", P5 " (number(s.tokens_per_second_p5)) }
                 dt { "success" } dd {
                     @match s.success_ratio {
                         Some(r) => { (format!("{:.1} %", r * 100.0)) " of " (s.window_probes) }
@@ -73,35 +70,30 @@ fn card(s: &Summary, i: usize, now: SystemTime, debug: bool) -> Markup {
 }
 
 fn sparkline(s: &Summary, i: usize) -> Markup {
-    let pts: Vec<(f64, f64)> = s
-        .probes
-        .iter()
-        .filter_map(|p| Some((secs(p.started_at), p.ttft?.as_secs_f64() * 1e3)))
-        .collect();
-    let pts = &pts[pts.len().saturating_sub(SPARK_PROBES)..];
+    let pts = &s.recent_ttft;
     let x = (
         pts.first().map_or(0.0, |p| p.0),
         pts.last().map_or(1.0, |p| p.0),
     );
     let slo = s.slo_ms();
-    let mut c = Chart::new(
-        280.0,
-        48.0,
-        x,
-        y_range(&pts.iter().map(|p| p.1).collect::<Vec<_>>(), &[slo]),
-        false,
-    );
+    let values: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    let mut c = Chart::new(280.0, 48.0, x, y_range(&values, &[slo]), false);
     c.line(pts, "spark-line");
     c.threshold(slo, "slo", &format!("SLO {slo:.0} ms"));
-    let desc = match (pts.first(), pts.last()) {
-        (Some(_), Some(last)) => format!(
+    let desc = match pts.last() {
+        Some(last) => format!(
             "TTFT of the last {} successful probes; latest {:.0} ms, SLO {slo:.0} ms",
             pts.len(),
             last.1
         ),
-        _ => "no successful probe yet".to_string(),
+        None => "no successful probe yet".to_string(),
     };
     html! {
-        div.spark { (c.finish(&format!("spark{i}"), &format!("TTFT sparkline of {} / {}", s.target, s.scenario), &desc, "")) }
+        div.spark { (c.finish(&format!("spark{i}"), &format!("TTFT sparkline of {} / {}: {desc}", s.target, s.scenario), "", "")) }
     }
+}
+
+/// A rate with one decimal, or a dash.
+fn number(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{v:.1}"))
 }

@@ -6,6 +6,9 @@ use std::time::{Duration, SystemTime};
 use crate::config::Slo;
 use crate::history::{quantile, RecentProbe};
 
+/// TTFTs kept in [`Summary::recent_ttft`] (the overview's sparkline).
+pub const SPARK_POINTS: usize = 30;
+
 /// The window the SLO state and the headline numbers are computed over.
 pub const SLO_WINDOW: Duration = Duration::from_secs(30 * 60);
 
@@ -68,10 +71,12 @@ pub struct Summary {
     pub scenario: String,
     /// Its objectives.
     pub slo: Slo,
-    /// The kept probes, oldest first.
-    pub probes: Vec<RecentProbe>,
-    /// The kept failures (some older than every kept probe), oldest first.
-    pub failures: Vec<RecentProbe>,
+    /// Probes kept.
+    pub kept_probes: usize,
+    /// Failures kept (some older than every kept probe).
+    pub kept_failures: usize,
+    /// The last [`SPARK_POINTS`] successful probes: (start, epoch seconds; TTFT, ms).
+    pub recent_ttft: Vec<(f64, f64)>,
     /// SLO state over the window.
     pub state: SloState,
     /// Probes in the window.
@@ -95,7 +100,7 @@ pub struct Summary {
 }
 
 /// Identity changes along `probes` (oldest first); probes that revealed nothing are skipped.
-pub fn identity_changes(probes: &[RecentProbe]) -> Vec<IdentityChange> {
+pub fn identity_changes(probes: &[&RecentProbe]) -> Vec<IdentityChange> {
     let mut changes = Vec::new();
     let mut last: Option<&str> = None;
     for p in probes {
@@ -120,14 +125,25 @@ impl Summary {
         target: &str,
         scenario: &str,
         slo: Slo,
-        probes: Vec<RecentProbe>,
-        failures: Vec<RecentProbe>,
+        probes: &[&RecentProbe],
+        failures: &[&RecentProbe],
         now: SystemTime,
     ) -> Self {
         let since = now
             .checked_sub(SLO_WINDOW)
             .unwrap_or(SystemTime::UNIX_EPOCH);
-        let window: Vec<&RecentProbe> = probes.iter().filter(|p| p.started_at >= since).collect();
+        let window: Vec<&RecentProbe> = probes
+            .iter()
+            .copied()
+            .filter(|p| p.started_at >= since)
+            .collect();
+        let mut recent_ttft: Vec<(f64, f64)> = probes
+            .iter()
+            .rev()
+            .filter_map(|p| Some((super::svg::secs(p.started_at), p.ttft?.as_secs_f64() * 1e3)))
+            .take(SPARK_POINTS)
+            .collect();
+        recent_ttft.reverse();
         let mut ttft: Vec<f64> = window
             .iter()
             .filter_map(|p| p.ttft.map(|d| d.as_secs_f64() * 1e3))
@@ -170,9 +186,10 @@ impl Summary {
                 .iter()
                 .rev()
                 .find_map(|p| p.identity.as_deref().map(str::to_string)),
-            identity_changes: identity_changes(&probes),
-            probes,
-            failures,
+            identity_changes: identity_changes(probes),
+            kept_probes: probes.len(),
+            kept_failures: failures.len(),
+            recent_ttft,
         }
     }
 
@@ -222,7 +239,8 @@ mod tests {
             f.failure = Some((FailureReason::Timeout, "x".into()));
             probes.push(f);
         }
-        Summary::new("t", "s", Slo::default(), probes, vec![], now).state
+        let refs: Vec<&RecentProbe> = probes.iter().collect();
+        Summary::new("t", "s", Slo::default(), &refs, &[], now).state
     }
 
     #[test]
@@ -240,12 +258,13 @@ mod tests {
     fn old_probes_are_outside_the_window_and_identity_changes_are_found() {
         let now = SystemTime::now();
         let old = now - SLO_WINDOW - Duration::from_secs(1);
-        let probes = vec![
+        let probes = [
             probe(old, 900, 50.0, "a"),
             probe(now, 100, 50.0, "a"),
             probe(now, 100, 50.0, "b"),
         ];
-        let s = Summary::new("t", "s", Slo::default(), probes, vec![], now);
+        let refs: Vec<&RecentProbe> = probes.iter().collect();
+        let s = Summary::new("t", "s", Slo::default(), &refs, &[], now);
         assert_eq!(
             s.state,
             SloState::Ok,

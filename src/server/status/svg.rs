@@ -23,6 +23,8 @@ pub struct Chart {
     pad: (f64, f64, f64, f64),
     x: (f64, f64),
     y: (f64, f64),
+    /// Decimals of coordinates: 1 on charts with axes, 0 on sparklines (page weight).
+    decimals: usize,
     marks: Vec<Markup>,
 }
 
@@ -62,8 +64,14 @@ impl Chart {
             pad,
             x,
             y,
+            decimals: usize::from(axes),
             marks: Vec::new(),
         }
+    }
+
+    /// A coordinate with the chart's decimals.
+    fn n(&self, v: f64) -> String {
+        format!("{v:.*}", self.decimals)
     }
 
     /// The x coordinate of time `t` (epoch seconds).
@@ -83,7 +91,7 @@ impl Chart {
     pub fn point(&mut self, t: f64, v: f64, class: &str, title: &str) {
         let (x, y) = (self.px(t), self.py(v));
         self.marks.push(html! {
-            circle class=(class) cx=(f1(x)) cy=(f1(y)) r="3" { title { (title) } }
+            circle class=(class) cx=(self.n(x)) cy=(self.n(y)) r="3" { title { (title) } }
         });
     }
 
@@ -94,7 +102,7 @@ impl Chart {
         }
         let d: Vec<String> = points
             .iter()
-            .map(|&(t, v)| format!("{},{}", f1(self.px(t)), f1(self.py(v))))
+            .map(|&(t, v)| format!("{},{}", self.n(self.px(t)), self.n(self.py(v))))
             .collect();
         self.marks
             .push(html! { polyline class=(class) points=(d.join(" ")) {} });
@@ -105,9 +113,9 @@ impl Chart {
         let y = self.py(v);
         let (l, r) = (self.pad.0, self.width - self.pad.1);
         self.marks.push(html! {
-            line class=(class) data-value=(v) x1=(f1(l)) x2=(f1(r)) y1=(f1(y)) y2=(f1(y)) { title { (label) } }
+            line class=(class) data-value=(v) x1=(self.n(l)) x2=(self.n(r)) y1=(self.n(y)) y2=(self.n(y)) { title { (label) } }
             @if self.pad.0 > 10.0 {
-                text class="thr-label" x=(f1(r - 4.0)) y=(f1(y - 4.0)) text-anchor="end" { (label) }
+                text class="thr-label" x=(self.n(r - 4.0)) y=(self.n(y - 4.0)) text-anchor="end" { (label) }
             }
         });
     }
@@ -117,19 +125,20 @@ impl Chart {
         let x = self.px(t);
         let (top, bottom) = (self.pad.2, self.height - self.pad.3);
         self.marks.push(html! {
-            line class=(class) x1=(f1(x)) x2=(f1(x)) y1=(f1(top)) y2=(f1(bottom)) { title { (title) } }
+            line class=(class) x1=(self.n(x)) x2=(self.n(x)) y1=(self.n(top)) y2=(self.n(bottom)) { title { (title) } }
         });
     }
 
     /// A failure mark (a small cross on the time axis) at time `t`.
     pub fn failure(&mut self, t: f64, class: &str, title: &str) {
         let (x, y) = (self.px(t), self.height - self.pad.3 - 6.0);
-        let d = format!("M{} {}l8 8m0 -8l-8 8", f1(x - 4.0), f1(y - 4.0));
+        let d = format!("M{} {}l8 8m0 -8l-8 8", self.n(x - 4.0), self.n(y - 4.0));
         self.marks
             .push(html! { path class=(class) d=(d) { title { (title) } } });
     }
 
-    /// The SVG: `title` and `desc` are its text alternative; `unit` labels the y ticks.
+    /// The SVG: `title` and `desc` (none when empty) are its text alternative; `unit` labels
+    /// the y ticks.
     pub fn finish(self, id: &str, title: &str, desc: &str, unit: &str) -> Markup {
         let axes = self.pad.0 > 10.0;
         let (l, r, t, b) = (
@@ -156,20 +165,25 @@ impl Chart {
             })
             .collect();
         let (title_id, desc_id) = (format!("{id}-t"), format!("{id}-d"));
+        let labelled = if desc.is_empty() {
+            title_id.clone()
+        } else {
+            format!("{title_id} {desc_id}")
+        };
         html! {
             svg xmlns="http://www.w3.org/2000/svg" class="chart" id=(id) role="img"
                 viewBox=(format!("0 0 {} {}", self.width, self.height))
-                aria-labelledby=(format!("{title_id} {desc_id}")) {
+                aria-labelledby=(labelled) {
                 title id=(title_id) { (title) }
-                desc id=(desc_id) { (desc) }
+                @if !desc.is_empty() { desc id=(desc_id) { (desc) } }
                 @if axes {
-                    rect class="frame" x=(f1(l)) y=(f1(t)) width=(f1(r - l)) height=(f1(b - t)) {}
+                    rect class="frame" x=(self.n(l)) y=(self.n(t)) width=(self.n(r - l)) height=(self.n(b - t)) {}
                     @for (y, label) in &ticks {
-                        line class="grid" x1=(f1(l)) x2=(f1(r)) y1=(f1(*y)) y2=(f1(*y)) {}
-                        text class="tick" x=(f1(l - 4.0)) y=(f1(y + 4.0)) text-anchor="end" { (label) }
+                        line class="grid" x1=(self.n(l)) x2=(self.n(r)) y1=(self.n(*y)) y2=(self.n(*y)) {}
+                        text class="tick" x=(self.n(l - 4.0)) y=(self.n(y + 4.0)) text-anchor="end" { (label) }
                     }
                     @for (k, (x, label)) in times.iter().enumerate() {
-                        text class="tick" x=(f1(*x)) y=(f1(b + 16.0))
+                        text class="tick" x=(self.n(*x)) y=(self.n(b + 16.0))
                             text-anchor=(if k + 1 == times.len() { "end" } else { "middle" }) { (label) }
                     }
                 }
@@ -177,11 +191,6 @@ impl Chart {
             }
         }
     }
-}
-
-/// One decimal.
-fn f1(v: f64) -> String {
-    format!("{v:.1}")
 }
 
 /// A tick value in few characters.

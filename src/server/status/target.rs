@@ -17,9 +17,15 @@ const ROLLING: usize = 20;
 
 /// The page of `target`; `None` when it is not probed here.
 pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Option<Markup> {
-    let mine: Vec<Summary> = summaries(state, now)
+    let mine: Vec<(Summary, Kept)> = summaries(state, now, Some(target))
         .into_iter()
-        .filter(|s| s.target == target)
+        .map(|s| {
+            let kept = Kept {
+                probes: state.history.probes(&s.target, &s.scenario),
+                failures: state.history.pair_failures(&s.target, &s.scenario),
+            };
+            (s, kept)
+        })
         .collect();
     if mine.is_empty() {
         return None;
@@ -30,7 +36,7 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
     let content = html! {
         h1 { (target) }
         p.muted { code { (summary) } }
-        @for (i, s) in mine.iter().enumerate() {
+        @for (i, (s, kept)) in mine.iter().enumerate() {
             section.scenario id=(s.scenario) {
                 h2 { (s.scenario) " " span class=(format!("state {}", s.state.as_str())) { (s.state.label()) } }
                 p {
@@ -58,19 +64,25 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
                     span { i.key.p95 {} "ITL P95 of the probe" }
                 }
                 div.charts {
-                    figure { figcaption { "TTFT (ms)" } (ttft_chart(s, &reloads, i)) }
-                    figure { figcaption { "Output tokens/s per probe" } (series_chart(s, &reloads, i, Series::Tps)) }
-                    figure { figcaption { "TPOT and ITL P95 (ms)" } (series_chart(s, &reloads, i, Series::Tpot)) }
+                    figure { figcaption { "TTFT (ms)" } (ttft_chart(s, kept, &reloads, i)) }
+                    figure { figcaption { "Output tokens/s per probe" } (series_chart(s, kept, &reloads, i, Series::Tps)) }
+                    figure { figcaption { "TPOT and ITL P95 (ms)" } (series_chart(s, kept, &reloads, i, Series::Tpot)) }
                 }
-                (failure_table(s))
+                (failure_table(kept))
             }
         }
     };
     Some(layout(state, target, content))
 }
 
+/// A pair's kept probes and failures, oldest first.
+struct Kept {
+    probes: Vec<RecentProbe>,
+    failures: Vec<RecentProbe>,
+}
+
 /// The time span of a pair's charts: its kept probes and failures.
-fn span(s: &Summary) -> (f64, f64) {
+fn span(s: &Kept) -> (f64, f64) {
     let times = s
         .probes
         .iter()
@@ -82,8 +94,8 @@ fn span(s: &Summary) -> (f64, f64) {
 }
 
 /// Failure marks, identity-change and reload markers, common to every chart of a pair.
-fn annotate(c: &mut Chart, s: &Summary, reloads: &[SystemTime], x: (f64, f64)) {
-    for f in &s.failures {
+fn annotate(c: &mut Chart, s: &Summary, kept: &Kept, reloads: &[SystemTime], x: (f64, f64)) {
+    for f in &kept.failures {
         if let Some((reason, detail)) = &f.failure {
             let when = humantime::format_rfc3339_seconds(f.started_at);
             c.failure(
@@ -116,15 +128,15 @@ fn point_title(p: &RecentProbe, what: &str) -> String {
     )
 }
 
-fn ttft_chart(s: &Summary, reloads: &[SystemTime], i: usize) -> Markup {
-    let pts: Vec<(f64, f64, &RecentProbe)> = s
+fn ttft_chart(s: &Summary, kept: &Kept, reloads: &[SystemTime], i: usize) -> Markup {
+    let pts: Vec<(f64, f64, &RecentProbe)> = kept
         .probes
         .iter()
         .filter_map(|p| Some((secs(p.started_at), p.ttft?.as_secs_f64() * 1e3, p)))
         .collect();
     let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1)).collect();
     let slo = s.slo_ms();
-    let x = span(s);
+    let x = span(kept);
     let mut c = Chart::new(
         640.0,
         260.0,
@@ -143,11 +155,11 @@ fn ttft_chart(s: &Summary, reloads: &[SystemTime], i: usize) -> Markup {
             &point_title(p, &format!("TTFT {v:.0} ms")),
         );
     }
-    annotate(&mut c, s, reloads, x);
+    annotate(&mut c, s, kept, reloads, x);
     let desc = format!(
         "{} successful probes and {} failures kept; TTFT P50 {}, P95 {} over the last {}; SLO P95 ≤ {slo:.0} ms; {} backend changes.",
         pts.len(),
-        s.failures.len(),
+        kept.failures.len(),
         ms(s.ttft_p50_ms),
         ms(s.ttft_p95_ms),
         humantime::format_duration(super::SLO_WINDOW),
@@ -167,8 +179,14 @@ enum Series {
     Tpot,
 }
 
-fn series_chart(s: &Summary, reloads: &[SystemTime], i: usize, which: Series) -> Markup {
-    let x = span(s);
+fn series_chart(
+    s: &Summary,
+    kept: &Kept,
+    reloads: &[SystemTime],
+    i: usize,
+    which: Series,
+) -> Markup {
+    let x = span(kept);
     let pick = |p: &RecentProbe| -> Vec<(f64, &'static str, String)> {
         match which {
             Series::Tps => p
@@ -196,7 +214,7 @@ fn series_chart(s: &Summary, reloads: &[SystemTime], i: usize, which: Series) ->
             }
         }
     };
-    let pts: Vec<(f64, f64, &'static str, String)> = s
+    let pts: Vec<(f64, f64, &'static str, String)> = kept
         .probes
         .iter()
         .flat_map(|p| {
@@ -223,7 +241,7 @@ fn series_chart(s: &Summary, reloads: &[SystemTime], i: usize, which: Series) ->
     for (t, v, class, title) in &pts {
         c.point(*t, *v, class, title);
     }
-    annotate(&mut c, s, reloads, x);
+    annotate(&mut c, s, kept, reloads, x);
     let (id, title, desc, unit) = match which {
         Series::Tps => (
             format!("tps{i}"),
@@ -245,7 +263,7 @@ fn series_chart(s: &Summary, reloads: &[SystemTime], i: usize, which: Series) ->
     c.finish(&id, &title, &desc, unit)
 }
 
-fn failure_table(s: &Summary) -> Markup {
+fn failure_table(s: &Kept) -> Markup {
     html! {
         details {
             summary { (s.failures.len()) " failures kept" }
