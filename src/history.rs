@@ -29,10 +29,11 @@ pub struct HistoryLimits {
 }
 
 impl Default for HistoryLimits {
-    /// 720 probes and 6 hours per pair: 3 hours at the default 15 s interval.
+    /// 360 probes and 6 hours per pair: 90 minutes at the default 15 s interval (about
+    /// 70 MiB at 1,000 pairs, BENCHMARKS.md §6).
     fn default() -> Self {
         HistoryLimits {
-            max_probes: 720,
+            max_probes: 360,
             max_age: Duration::from_secs(6 * 3600),
         }
     }
@@ -41,10 +42,10 @@ impl Default for HistoryLimits {
 /// One probe, summarised: what the status pages chart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecentProbe {
-    /// Target name.
-    pub target: String,
-    /// Scenario name.
-    pub scenario: String,
+    /// Target name (shared with the probe's outcome and the pair's other probes).
+    pub target: Arc<str>,
+    /// Scenario name (shared likewise).
+    pub scenario: Arc<str>,
     /// Wall-clock start of the probe.
     pub started_at: SystemTime,
     /// TTFT, when the probe succeeded.
@@ -104,8 +105,8 @@ impl From<&ProbeOutcome> for RecentProbe {
             })
         });
         RecentProbe {
-            target: o.target.to_string(),
-            scenario: o.scenario.to_string(),
+            target: o.target.clone(),
+            scenario: o.scenario.clone(),
             started_at: o.started_at,
             ttft: m.map(|m| m.ttft),
             output_tokens_per_second: m.and_then(|m| m.output_tokens_per_second),
@@ -187,7 +188,7 @@ impl History {
         let mut store = self.lock();
         let rings = store
             .pairs
-            .entry((p.target.clone(), p.scenario.clone()))
+            .entry((p.target.to_string(), p.scenario.to_string()))
             .or_default();
         // One allocation per identity, not per probe: share the previous probe's.
         if let Some(last) = rings.recent.back().and_then(|l| l.identity.as_ref()) {

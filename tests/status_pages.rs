@@ -370,10 +370,11 @@ async fn status_pages_at_1000_pairs() {
     let now = SystemTime::now();
     let interval = limits.max_age / limits.max_probes as u32;
     for i in 0..PAIRS {
+        let name: std::sync::Arc<str> = format!("target-{i:04}").into();
         for k in 0..limits.max_probes {
             let failed = k % 50 == 7;
             d.history.push_probe(RecentProbe {
-                target: format!("target-{i:04}"),
+                target: name.clone(),
                 scenario: "chat".into(),
                 started_at: now - interval * (limits.max_probes - k) as u32,
                 ttft: (!failed).then(|| Duration::from_millis(80 + (k as u64 * 37) % 200)),
@@ -410,6 +411,10 @@ async fn status_pages_at_1000_pairs() {
             times.push(t.elapsed().as_secs_f64() * 1e3);
             assert_eq!(status, 200);
             size = body.len();
+            if std::env::var_os("SHOW_CARD").is_some() && path == "/" {
+                let at = body.find("<article").unwrap();
+                println!("{}", &body[at..at + 2000]);
+            }
         }
         times.sort_by(f64::total_cmp);
         println!(

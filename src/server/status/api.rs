@@ -85,8 +85,8 @@ pub(super) fn targets(state: &ExporterState, now: SystemTime) -> Response<Full<B
 /// One probe as `/api/v1/probes` lists it.
 pub(super) fn probe(p: &RecentProbe) -> Value {
     json!({
-        "target": p.target,
-        "scenario": p.scenario,
+        "target": &*p.target,
+        "scenario": &*p.scenario,
         "started_at": time(p.started_at),
         "ok": p.failure.is_none(),
         "ttft_ms": ms(p.ttft),

@@ -92,9 +92,17 @@ fn decode(segment: &str) -> Option<String> {
         .map(|s| s.into_owned())
 }
 
-/// A path segment percent-encoded for a link.
+/// What a link's path segment or query value escapes: everything but letters, digits and the
+/// other characters of target and scenario names (`_ . : -`).
+const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b':')
+    .remove(b'-');
+
+/// A path segment or query value percent-encoded for a link.
 pub(crate) fn encode(segment: &str) -> String {
-    percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(segment, ESCAPED).to_string()
 }
 
 /// `r` with the CSP, `nosniff` and no caching.

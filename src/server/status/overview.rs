@@ -26,13 +26,13 @@ pub(super) fn page(state: &ExporterState, now: SystemTime) -> Markup {
         }
         @if all.is_empty() { p { "No pairs are probed here yet." } }
         div.cards {
-            @for (i, s) in all.iter().enumerate() { (card(s, i, now, state.debug_probe.enabled)) }
+            @for (i, s) in all.iter().enumerate() { (card(s, i, now)) }
         }
     };
     layout(state, "Status", content)
 }
 
-fn card(s: &Summary, i: usize, now: SystemTime, debug: bool) -> Markup {
+fn card(s: &Summary, i: usize, now: SystemTime) -> Markup {
     let age = |t: SystemTime| ago(now.duration_since(t).unwrap_or_default());
     let changed = s.identity_changes.last();
     html! {
@@ -62,9 +62,6 @@ fn card(s: &Summary, i: usize, now: SystemTime, debug: bool) -> Markup {
                 }
             }
             (sparkline(s, i))
-            @if debug {
-                p { a href=(format!("/probe?target={}&scenario={}", encode(&s.target), encode(&s.scenario))) { "probe now" } }
-            }
         }
     }
 }
@@ -79,17 +76,17 @@ fn sparkline(s: &Summary, i: usize) -> Markup {
     let values: Vec<f64> = pts.iter().map(|p| p.1).collect();
     let mut c = Chart::new(280.0, 48.0, x, y_range(&values, &[slo]), false);
     c.line(pts, "spark-line");
-    c.threshold(slo, "slo", &format!("SLO {slo:.0} ms"));
+    c.threshold(slo, "slo", "");
     let desc = match pts.last() {
         Some(last) => format!(
-            "TTFT of the last {} successful probes; latest {:.0} ms, SLO {slo:.0} ms",
+            "TTFT of the last {} successes: latest {:.0} ms; SLO {slo:.0} ms",
             pts.len(),
             last.1
         ),
-        None => "no successful probe yet".to_string(),
+        None => "TTFT: no successful probe yet".to_string(),
     };
     html! {
-        div.spark { (c.finish(&format!("spark{i}"), &format!("TTFT sparkline of {} / {}: {desc}", s.target, s.scenario), "", "")) }
+        (c.finish(&format!("spark{i}"), &desc, "", ""))
     }
 }
 

@@ -7,7 +7,7 @@ use crate::config::Slo;
 use crate::history::{quantile, RecentProbe};
 
 /// TTFTs kept in [`Summary::recent_ttft`] (the overview's sparkline).
-pub const SPARK_POINTS: usize = 30;
+pub const SPARK_POINTS: usize = 24;
 
 /// The window the SLO state and the headline numbers are computed over.
 pub const SLO_WINDOW: Duration = Duration::from_secs(30 * 60);

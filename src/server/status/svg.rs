@@ -108,12 +108,15 @@ impl Chart {
             .push(html! { polyline class=(class) points=(d.join(" ")) {} });
     }
 
-    /// A horizontal threshold line at value `v` labelled `label`; `data-value` carries `v`.
+    /// A horizontal threshold line at value `v` labelled `label` (none when empty); `data-value`
+    /// carries `v`.
     pub fn threshold(&mut self, v: f64, class: &str, label: &str) {
         let y = self.py(v);
         let (l, r) = (self.pad.0, self.width - self.pad.1);
         self.marks.push(html! {
-            line class=(class) data-value=(v) x1=(self.n(l)) x2=(self.n(r)) y1=(self.n(y)) y2=(self.n(y)) { title { (label) } }
+            line class=(class) data-value=(v) x1=(self.n(l)) x2=(self.n(r)) y1=(self.n(y)) y2=(self.n(y)) {
+                @if !label.is_empty() { title { (label) } }
+            }
             @if self.pad.0 > 10.0 {
                 text class="thr-label" x=(self.n(r - 4.0)) y=(self.n(y - 4.0)) text-anchor="end" { (label) }
             }
@@ -164,17 +167,15 @@ impl Chart {
                 (self.px(at), hms.get(11..end).unwrap_or("").to_string())
             })
             .collect();
-        let (title_id, desc_id) = (format!("{id}-t"), format!("{id}-d"));
-        let labelled = if desc.is_empty() {
-            title_id.clone()
-        } else {
-            format!("{title_id} {desc_id}")
-        };
+        let desc_id = format!("{id}-d");
+        let class = if axes { "chart" } else { "chart spark" };
         html! {
-            svg xmlns="http://www.w3.org/2000/svg" class="chart" id=(id) role="img"
+            // Inline in HTML: no xmlns needed. The first <title> child names the image; a
+            // <desc> adds the numbers.
+            svg class=(class) id=[(!desc.is_empty()).then_some(id)] role="img"
                 viewBox=(format!("0 0 {} {}", self.width, self.height))
-                aria-labelledby=(labelled) {
-                title id=(title_id) { (title) }
+                aria-describedby=[(!desc.is_empty()).then_some(&desc_id)] {
+                title { (title) }
                 @if !desc.is_empty() { desc id=(desc_id) { (desc) } }
                 @if axes {
                     rect class="frame" x=(self.n(l)) y=(self.n(t)) width=(self.n(r - l)) height=(self.n(b - t)) {}
