@@ -346,7 +346,7 @@ fn rss_kib() -> u64 {
 }
 
 /// BENCHMARKS.md §6: the overview, a target page and `/api/v1/targets` at 1,000 pairs with a
-/// full default history (720 probes per pair), and the history's memory. By hand:
+/// full default history, and the history's memory. By hand:
 /// `cargo test --release --test status_pages -- --ignored --nocapture` (or without
 /// `--release` for a debug build's upper bound).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
