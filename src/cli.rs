@@ -180,7 +180,7 @@ pub struct WebFlags {
     /// to every endpoint and is re-read on reload.
     #[arg(long = "web.config.file")]
     pub web_config_file: Option<PathBuf>,
-    /// Allow on-demand probes (`/probe`, the landing page's "probe now" links), which spend
+    /// Allow on-demand probes (`/probe`, the status pages' "probe now" links), which spend
     /// tokens; `--web.enable-debug-probe=false` switches them off.
     #[arg(long = "web.enable-debug-probe", default_value_t = true, action = ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true")]

@@ -1,5 +1,5 @@
 //! The exporter's HTTP server (hyper): `/metrics`, `/-/healthy`, `/-/ready`, `/-/reload`,
-//! `/probe` and a landing page, over HTTP or TLS, behind basic auth when the web config asks
+//! `/probe` and the status pages ([`status`]), over HTTP or TLS, behind basic auth when the web config asks
 //! for it. Also the accept loop the simulator shares.
 //!
 //! Connections are capped ([`ConnectionLimits`]): a client gets a fixed time to send its
@@ -49,7 +49,7 @@ pub const HEALTHY_BODY: &str = "llm-probe is Healthy.\n";
 pub struct ExporterState {
     /// The metrics to render.
     pub metrics: Arc<Metrics>,
-    /// Recent probes for the landing page.
+    /// Recent probes for the status pages.
     pub history: Arc<History>,
     /// True once the configuration is loaded and the probes are scheduled.
     pub ready: AtomicBool,
@@ -58,7 +58,7 @@ pub struct ExporterState {
     /// Where `POST /-/reload` sends its request; `None` disables the endpoint.
     pub reload: Option<tokio::sync::mpsc::Sender<crate::daemon::ReloadRequest>>,
     /// The configured targets' probers by name: the only things `/probe` may probe, and the
-    /// target list of the landing page.
+    /// targets the status pages show.
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
     /// Debug probes allowed at once (more get 429).
     pub debug_slots: tokio::sync::Semaphore,
@@ -74,7 +74,7 @@ pub struct ExporterState {
     auth: auth::Authenticator,
     /// The runtime the scheduled probes run on, where on-demand probes are sent too.
     probe_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
-    /// What this replica probes (the landing page shows it).
+    /// What this replica probes (the status pages show it).
     pub shard: std::sync::RwLock<ShardView>,
 }
 

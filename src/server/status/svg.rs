@@ -29,18 +29,20 @@ pub struct Chart {
 }
 
 /// `0..hi` for `values` and `thresholds`, padded above; never empty. Outliers (above 3× the
-/// values' P90) do not stretch the axis: it ends at 1.5× the P90 and they are drawn on the
-/// top edge (their titles keep the value).
+/// larger of the values' P90 and the highest threshold) do not stretch the axis: it ends at
+/// 1.5× that and they are drawn on the top edge (their titles keep the value).
 pub fn y_range(values: &[f64], thresholds: &[f64]) -> (f64, f64) {
     let mut vals: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     let p90 = crate::history::quantile(&mut vals, 0.9).unwrap_or(0.0);
     let max = vals.last().copied().unwrap_or(0.0);
-    let top = if max > 3.0 * p90 { 1.5 * p90 } else { max };
-    let hi = thresholds
+    let line = thresholds
         .iter()
         .copied()
         .filter(|v| v.is_finite())
-        .fold(top, f64::max);
+        .fold(0.0, f64::max);
+    let scale = p90.max(line);
+    let top = if max > 3.0 * scale { 1.5 * scale } else { max };
+    let hi = top.max(line);
     (0.0, if hi > 0.0 { hi * 1.1 } else { 1.0 })
 }
 
@@ -243,7 +245,14 @@ mod tests {
         assert_eq!(y_range(&v, &[]), (0.0, 11.0));
         v.push(10_000.0);
         assert_eq!(y_range(&v, &[]), (0.0, 15.0 * 1.1));
-        assert_eq!(y_range(&v, &[300.0]), (0.0, 330.0));
+        assert_eq!(y_range(&v, &[300.0]), (0.0, 450.0 * 1.1));
+        let mut near = vec![10.0; 20];
+        near.push(400.0);
+        assert_eq!(
+            y_range(&near, &[300.0]),
+            (0.0, 400.0 * 1.1),
+            "a value near the SLO line is drawn where it is, not clamped"
+        );
         assert_eq!(y_range(&[], &[]), (0.0, 1.0));
     }
 

@@ -58,7 +58,9 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
                 p.legend {
                     span { i.key.ttft {} "TTFT per probe" } span { i.key.p50 {} "rolling P50" }
                     span { i.key.p95 {} "rolling P95" } span { i.key.slo {} "SLO / floor" }
-                    span { i.key.fail {} "failure (hover for the reason)" }
+                    span { "failures (hover for the detail): " }
+                    span { i.key.fail.net {} "dns, connect, tls" } span { i.key.fail.timeout {} "timeout" }
+                    span { i.key.fail.http {} "HTTP status or protocol" } span { i.key.fail {} "stream (decode, truncated, empty, error, too large)" }
                     span { i.key.ident {} "backend change" } span { i.key.reload {} "config reload" }
                     span { i.key.tps {} "output tokens/s" } span { i.key.tpot {} "TPOT" }
                     span { i.key.p95 {} "ITL P95 of the probe" }
