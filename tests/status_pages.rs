@@ -262,9 +262,13 @@ async fn pages_render_in_headless_chromium_with_failures_and_a_backend_change() 
         "one TTFT point per successful probe kept"
     );
     assert_eq!(
-        count(&page, "<path class=\"fail connect\"") / 3,
-        failed,
+        count(&page, "<path class=\"fail "),
+        3 * failed,
         "one failure mark per failure kept, in each of the 3 charts"
+    );
+    assert!(
+        count(&page, "<path class=\"fail connect\"") >= 3 * 2,
+        "the two refused connections, coloured by their reason"
     );
     assert!(
         page.contains("class=\"slo\" data-value=\"300\""),
