@@ -193,6 +193,15 @@ pub enum Command {
     },
 }
 
+/// `--web.history.max-age`: 1 s to a week.
+fn history_age(s: &str) -> Result<Duration, String> {
+    crate::config::durations::Bounds {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(7 * 86_400),
+    }
+    .parse(s)
+}
+
 /// `run`'s flags for the exporter's own server and the histograms `/metrics` exposes.
 #[derive(Debug, Clone, Args)]
 pub struct WebFlags {
@@ -212,7 +221,7 @@ pub struct WebFlags {
     /// to every endpoint and is re-read on reload.
     #[arg(long = "web.config.file")]
     pub web_config_file: Option<PathBuf>,
-    /// Allow on-demand probes (`/probe`, the landing page's "probe now" links), which spend
+    /// Allow on-demand probes (`/probe`, the status pages' "probe now" links), which spend
     /// tokens; `--web.enable-debug-probe=false` switches them off.
     #[arg(long = "web.enable-debug-probe", default_value_t = true, action = ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true")]
@@ -225,6 +234,14 @@ pub struct WebFlags {
     #[arg(long = "web.max-connections", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// Probes the status pages keep per (target, scenario) in memory (failures: 4× as many).
+    #[arg(long = "web.history.max-probes", default_value_t = crate::history::HistoryLimits::default().max_probes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub history_max_probes: usize,
+    /// How long the status pages keep a probe in memory (failures: 4× as long), e.g. `6h`.
+    #[arg(long = "web.history.max-age", default_value = "6h",
+          value_parser = history_age)]
+    pub history_max_age: Duration,
 }
 
 impl WebFlags {
@@ -243,6 +260,10 @@ impl WebFlags {
             histograms: crate::metrics::HistogramOptions {
                 kinds: self.histograms,
                 native_bucket_factor: self.native_bucket_factor,
+            },
+            history: crate::history::HistoryLimits {
+                max_probes: self.history_max_probes,
+                max_age: self.history_max_age,
             },
         }
     }
@@ -481,6 +502,27 @@ mod tests {
         assert_eq!(o.debug_probe.min_interval, Some(Duration::from_secs(300)));
         assert_eq!(o.limits.max_connections, 3);
         assert!(Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", "0"]).is_err());
+        let h = web(&[
+            "--web.history.max-probes",
+            "50",
+            "--web.history.max-age",
+            "2h",
+        ])
+        .server_options()
+        .history;
+        assert_eq!((h.max_probes, h.max_age), (50, Duration::from_secs(7200)));
+        assert_eq!(
+            web(&[]).server_options().history,
+            crate::history::HistoryLimits::default()
+        );
+        for bad in [
+            ["--web.history.max-probes", "0"],
+            ["--web.history.max-age", "0s"],
+            ["--web.history.max-age", "30d"],
+        ] {
+            let e = Cli::try_parse_from(["llm-probe", "run", bad[0], bad[1]]).unwrap_err();
+            assert!(e.to_string().contains(bad[0]), "{e}");
+        }
         assert!(
             Cli::try_parse_from(["llm-probe", "run", "--web.enable-debug-probe=maybe"]).is_err()
         );

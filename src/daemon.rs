@@ -26,9 +26,6 @@ use crate::schedule::{panic_message, probe_loop};
 use crate::server::{self, ExporterState, ListenError};
 use crate::shard::Shard;
 
-/// How many recent probes the landing page and the demo keep.
-pub const HISTORY_CAPACITY: usize = 200;
-
 /// Why a daemon did not start. `Display` is the whole message.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -133,7 +130,7 @@ impl Daemon {
         let slos: Vec<_> = config.targets.iter().map(|t| t.slo).collect();
         let metrics = Arc::new(Metrics::with_histograms(&slos, options.histograms));
         metrics.set_shard(shard);
-        let history = Arc::new(History::new(HISTORY_CAPACITY));
+        let history = Arc::new(History::new(options.history));
         let listener = server::bind(listen).await?;
         let addr = listener.local_addr().map_err(ListenError::LocalAddr)?;
         let shutdown = CancellationToken::new();
@@ -271,8 +268,11 @@ impl Supervisor {
                 } => r,
             };
             crate::reload::log_outcome(&result);
-            self.metrics
-                .config_loaded(result.is_ok(), SystemTime::now());
+            let now = SystemTime::now();
+            if result.is_ok() {
+                self.history.note_reload(now);
+            }
+            self.metrics.config_loaded(result.is_ok(), now);
             let _ = reply.send(result);
         }
     }

@@ -116,7 +116,10 @@ pub async fn run(
 pub fn summary(recent: &[RecentProbe]) -> String {
     let mut groups: BTreeMap<(&str, &str), Vec<&RecentProbe>> = BTreeMap::new();
     for p in recent {
-        groups.entry((&p.target, &p.scenario)).or_default().push(p);
+        groups
+            .entry((&*p.target, &*p.scenario))
+            .or_default()
+            .push(p);
     }
     if groups.is_empty() {
         return "  (no probe has finished yet)\n".into();

@@ -1,43 +1,118 @@
-//! The last probe outcomes kept in memory, in a compact form: for the landing page and the
-//! demo's live summary. Bounded: at most `capacity` recent probes, and separately the last
-//! `capacity` failures, so a failure stays visible long after a run of successes.
+//! The last probe outcomes kept in memory, per (target, scenario) pair, in a compact form: for
+//! the status pages (`/`, `/targets/{target}`, `/api/v1/*`, badges) and the demo's live summary.
+//!
+//! Bounded per pair by count and age ([`HistoryLimits`], `--web.history.max-probes` and
+//! `--web.history.max-age`); failures are also kept in a ring of their own that holds
+//! [`FAILURE_RETENTION`] times as many for [`FAILURE_RETENTION`] times as long, so a failure
+//! stays visible long after a run of successes. Configuration reloads are recorded too (the
+//! charts mark them). Prometheus remains the long-term store.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::measure::{FailureReason, ProbeOutcome};
+use crate::measure::{FailureReason, Identity, ProbeOutcome};
 
-/// One probe, summarised.
+/// Failures are kept this many times longer (count and age) than probes.
+pub const FAILURE_RETENTION: u32 = 4;
+
+/// Reload instants kept.
+const RELOADS_KEPT: usize = 100;
+
+/// How much history is kept per (target, scenario) pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryLimits {
+    /// Probes kept per pair (≥ 1).
+    pub max_probes: usize,
+    /// Probes older than this are dropped.
+    pub max_age: Duration,
+}
+
+impl Default for HistoryLimits {
+    /// 120 probes and 6 hours per pair: 30 minutes (the status pages' SLO window) at the
+    /// default 15 s interval; about 31 MiB at 1,000 pairs (270 bytes per probe, BENCHMARKS.md
+    /// §7), which fits the Kubernetes manifests' memory request with the rest of the daemon.
+    fn default() -> Self {
+        HistoryLimits {
+            max_probes: 120,
+            max_age: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+/// One probe, summarised: what the status pages chart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecentProbe {
-    /// Target name.
-    pub target: String,
-    /// Scenario name.
-    pub scenario: String,
+    /// Target name (shared with the probe's outcome and the pair's other probes).
+    pub target: Arc<str>,
+    /// Scenario name (shared likewise).
+    pub scenario: Arc<str>,
     /// Wall-clock start of the probe.
     pub started_at: SystemTime,
     /// TTFT, when the probe succeeded.
     pub ttft: Option<Duration>,
     /// Output tokens per second, when known.
     pub output_tokens_per_second: Option<f64>,
+    /// TPOT, when known (N ≥ 2 over a non-zero span).
+    pub tpot: Option<Duration>,
+    /// Median and 95th percentile (nearest rank) of the probe's inter-token latencies, when it
+    /// had at least one gap.
+    pub itl: Option<ItlSummary>,
     /// E2E, when the probe succeeded.
     pub e2e: Option<Duration>,
     /// Output tokens, when the probe succeeded.
     pub output_tokens: Option<u64>,
     /// The failure reason and detail, when it failed.
     pub failure: Option<(FailureReason, String)>,
+    /// The backend's identity as the probe saw it (`None`: it revealed nothing).
+    pub identity: Option<Arc<str>>,
+}
+
+/// A probe's inter-token latencies in two numbers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ItlSummary {
+    /// Median ITL.
+    pub p50: Duration,
+    /// 95th percentile ITL.
+    pub p95: Duration,
+}
+
+/// The identity in one line: `model=… fingerprint=… server=… version=…`, the parts present.
+pub fn identity_line(id: &Identity) -> Option<String> {
+    let parts: Vec<String> = [
+        ("model", &id.response_model),
+        ("fingerprint", &id.system_fingerprint),
+        ("server", &id.server_header),
+        ("version", &id.server_version),
+    ]
+    .iter()
+    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+    .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 impl From<&ProbeOutcome> for RecentProbe {
     fn from(o: &ProbeOutcome) -> Self {
         let m = o.result.as_ref().ok();
+        let itl = m.and_then(|m| {
+            let mut gaps: Vec<f64> = m
+                .inter_token_latencies
+                .iter()
+                .map(Duration::as_secs_f64)
+                .collect();
+            Some(ItlSummary {
+                p50: Duration::from_secs_f64(quantile(&mut gaps, 0.5)?),
+                p95: Duration::from_secs_f64(quantile(&mut gaps, 0.95)?),
+            })
+        });
         RecentProbe {
-            target: o.target.to_string(),
-            scenario: o.scenario.to_string(),
+            target: o.target.clone(),
+            scenario: o.scenario.clone(),
             started_at: o.started_at,
             ttft: m.map(|m| m.ttft),
             output_tokens_per_second: m.and_then(|m| m.output_tokens_per_second),
+            tpot: m.and_then(|m| m.tpot),
+            itl,
             e2e: m.map(|m| m.e2e),
             output_tokens: m.map(|m| m.output_tokens),
             failure: o
@@ -45,59 +120,175 @@ impl From<&ProbeOutcome> for RecentProbe {
                 .as_ref()
                 .err()
                 .map(|f| (f.reason, f.detail.clone())),
+            identity: identity_line(&o.observations.identity).map(Arc::from),
         }
     }
 }
 
+/// One pair's rings, newest last.
 #[derive(Debug, Default)]
 struct Rings {
     recent: VecDeque<RecentProbe>,
     failures: VecDeque<RecentProbe>,
 }
 
-/// Bounded rings of recent probes and recent failures, newest last.
-#[derive(Debug)]
-pub struct History {
-    capacity: usize,
-    rings: Mutex<Rings>,
+#[derive(Debug, Default)]
+struct Store {
+    pairs: BTreeMap<(String, String), Rings>,
+    reloads: VecDeque<SystemTime>,
 }
 
-fn push_bounded(ring: &mut VecDeque<RecentProbe>, capacity: usize, p: RecentProbe) {
-    if ring.len() == capacity {
+/// Bounded rings of recent probes and recent failures per (target, scenario), and the recent
+/// configuration reloads.
+#[derive(Debug)]
+pub struct History {
+    limits: HistoryLimits,
+    store: Mutex<Store>,
+}
+
+/// Drops the front of `ring` beyond `count` entries or older than `oldest`.
+fn prune(ring: &mut VecDeque<RecentProbe>, count: usize, oldest: Option<SystemTime>) {
+    while ring.len() > count
+        || matches!((ring.front(), oldest), (Some(p), Some(o)) if p.started_at < o)
+    {
         ring.pop_front();
     }
-    ring.push_back(p);
 }
 
 impl History {
-    /// An empty history holding at most `capacity` probes and `capacity` failures.
-    pub fn new(capacity: usize) -> Self {
+    /// An empty history keeping `limits` per pair.
+    pub fn new(limits: HistoryLimits) -> Self {
         History {
-            capacity,
-            rings: Mutex::new(Rings::default()),
+            limits: HistoryLimits {
+                max_probes: limits.max_probes.max(1),
+                ..limits
+            },
+            store: Mutex::new(Store::default()),
         }
     }
 
-    /// Adds a probe, dropping the oldest beyond capacity.
+    /// The limits in force.
+    pub fn limits(&self) -> HistoryLimits {
+        self.limits
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a probe, dropping the pair's oldest beyond the limits.
     pub fn push(&self, outcome: &ProbeOutcome) {
-        let p = RecentProbe::from(outcome);
-        let mut r = self.rings.lock().unwrap_or_else(|e| e.into_inner());
-        if p.failure.is_some() {
-            push_bounded(&mut r.failures, self.capacity, p.clone());
+        self.push_probe(RecentProbe::from(outcome));
+    }
+
+    /// Adds a summarised probe (as [`History::push`]).
+    pub fn push_probe(&self, mut p: RecentProbe) {
+        let now = SystemTime::now();
+        let age = |a: Duration| now.checked_sub(a);
+        let (count, max_age) = (self.limits.max_probes, self.limits.max_age);
+        let mut store = self.lock();
+        let rings = store
+            .pairs
+            .entry((p.target.to_string(), p.scenario.to_string()))
+            .or_default();
+        // One allocation per identity, not per probe: share the previous probe's.
+        if let Some(last) = rings.recent.back().and_then(|l| l.identity.as_ref()) {
+            if p.identity.as_deref() == Some(&**last) {
+                p.identity = Some(last.clone());
+            }
         }
-        push_bounded(&mut r.recent, self.capacity, p);
+        if p.failure.is_some() {
+            rings.failures.push_back(p.clone());
+        }
+        rings.recent.push_back(p);
+        prune(&mut rings.recent, count, age(max_age));
+        prune(
+            &mut rings.failures,
+            count.saturating_mul(FAILURE_RETENTION as usize),
+            age(max_age.saturating_mul(FAILURE_RETENTION)),
+        );
     }
 
-    /// The recent probes, oldest first.
+    /// Records a configuration reload at `at`.
+    pub fn note_reload(&self, at: SystemTime) {
+        let mut store = self.lock();
+        if store.reloads.len() == RELOADS_KEPT {
+            store.reloads.pop_front();
+        }
+        store.reloads.push_back(at);
+    }
+
+    /// The recent configuration reloads, oldest first.
+    pub fn reloads(&self) -> Vec<SystemTime> {
+        self.lock().reloads.iter().copied().collect()
+    }
+
+    /// The pairs with any history, sorted.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        self.lock().pairs.keys().cloned().collect()
+    }
+
+    /// One pair's recent probes within the limits, oldest first.
+    pub fn probes(&self, target: &str, scenario: &str) -> Vec<RecentProbe> {
+        self.with_pair(target, scenario, |p, _| {
+            p.iter().map(|p| (*p).clone()).collect()
+        })
+    }
+
+    /// One pair's recent failures (kept longer than its probes), oldest first.
+    pub fn pair_failures(&self, target: &str, scenario: &str) -> Vec<RecentProbe> {
+        self.with_pair(target, scenario, |_, f| {
+            f.iter().map(|p| (*p).clone()).collect()
+        })
+    }
+
+    /// Calls `f` with one pair's kept probes and kept failures (oldest first, within the
+    /// limits), without copying them; the history is locked meanwhile, so `f` should be quick.
+    pub fn with_pair<R>(
+        &self,
+        target: &str,
+        scenario: &str,
+        f: impl FnOnce(&[&RecentProbe], &[&RecentProbe]) -> R,
+    ) -> R {
+        fn keep(ring: &VecDeque<RecentProbe>, oldest: Option<SystemTime>) -> Vec<&RecentProbe> {
+            ring.iter()
+                .filter(|p| oldest.is_none_or(|o| p.started_at >= o))
+                .collect()
+        }
+        let now = SystemTime::now();
+        let oldest =
+            |retention: u32| now.checked_sub(self.limits.max_age.saturating_mul(retention));
+        let store = self.lock();
+        let key = (target.to_string(), scenario.to_string());
+        match store.pairs.get(&key) {
+            None => f(&[], &[]),
+            Some(r) => f(
+                &keep(&r.recent, oldest(1)),
+                &keep(&r.failures, oldest(FAILURE_RETENTION)),
+            ),
+        }
+    }
+
+    /// Every pair's recent probes, oldest first.
     pub fn snapshot(&self) -> Vec<RecentProbe> {
-        let r = self.rings.lock().unwrap_or_else(|e| e.into_inner());
-        r.recent.iter().cloned().collect()
+        self.merged(|r| &r.recent)
     }
 
-    /// The recent failures, oldest first (kept apart, so they outlive the recent probes).
+    /// Every pair's recent failures, oldest first (kept apart, so they outlive the recent
+    /// probes).
     pub fn failures(&self) -> Vec<RecentProbe> {
-        let r = self.rings.lock().unwrap_or_else(|e| e.into_inner());
-        r.failures.iter().cloned().collect()
+        self.merged(|r| &r.failures)
+    }
+
+    fn merged(&self, pick: fn(&Rings) -> &VecDeque<RecentProbe>) -> Vec<RecentProbe> {
+        let store = self.lock();
+        let mut all: Vec<RecentProbe> = store
+            .pairs
+            .values()
+            .flat_map(|r| pick(r).iter().cloned())
+            .collect();
+        all.sort_by_key(|p| p.started_at);
+        all
     }
 }
 
@@ -134,6 +325,13 @@ mod tests {
         )
     }
 
+    fn limits(max_probes: usize, max_age: Duration) -> HistoryLimits {
+        HistoryLimits {
+            max_probes,
+            max_age,
+        }
+    }
+
     #[test]
     fn nearest_rank_quantiles() {
         let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
@@ -146,7 +344,7 @@ mod tests {
 
     #[test]
     fn bounded_and_failures_outlive_successes() {
-        let h = History::new(3);
+        let h = History::new(limits(3, Duration::from_secs(3600)));
         h.push(&outcome(false));
         for _ in 0..10 {
             h.push(&outcome(true));
@@ -158,9 +356,46 @@ mod tests {
             1,
             "the failure is still there after 10 successes"
         );
-        for _ in 0..5 {
+        for _ in 0..20 {
             h.push(&outcome(false));
         }
-        assert_eq!(h.failures().len(), 3);
+        assert_eq!(
+            h.pair_failures("t", "s").len(),
+            3 * FAILURE_RETENTION as usize
+        );
+        assert_eq!(h.probes("t", "s").len(), 3);
+        assert!(h.probes("t", "other").is_empty());
+    }
+
+    #[test]
+    fn bounded_by_age_per_pair_and_failures_kept_longer() {
+        let h = History::new(limits(100, Duration::from_secs(60)));
+        let mut old = RecentProbe::from(&outcome(false));
+        old.started_at = SystemTime::now() - Duration::from_secs(120);
+        h.push_probe(old.clone());
+        let mut other = RecentProbe::from(&outcome(true));
+        other.target = "u".into();
+        h.push_probe(other);
+        h.push(&outcome(true));
+        assert_eq!(
+            h.probes("t", "s").len(),
+            1,
+            "the 2-minute-old probe is past max_age"
+        );
+        assert_eq!(
+            h.pair_failures("t", "s"),
+            vec![old],
+            "failures are kept 4× as long"
+        );
+        assert_eq!(h.probes("u", "s").len(), 1, "pairs are bounded apart");
+        assert_eq!(h.pairs().len(), 2);
+    }
+
+    #[test]
+    fn reloads_are_recorded() {
+        let h = History::new(HistoryLimits::default());
+        let at = SystemTime::now();
+        h.note_reload(at);
+        assert_eq!(h.reloads(), vec![at]);
     }
 }

@@ -114,12 +114,15 @@ async fn exporter_endpoints_and_content_negotiation() {
     assert_eq!(status, 200);
     assert!(ct.starts_with("text/html"));
     assert!(
-        landing.contains("/metrics") && landing.contains("sim: openai-chat"),
-        "{landing}"
+        landing.contains("/metrics") && landing.contains("<code>sim</code> / <code>chat</code>"),
+        "a card per pair: {landing}"
     );
+    let (status, _, page) = common::get(d.addr, "/targets/sim", None).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("sim: openai-chat"), "{page}");
     assert!(
-        landing.contains("<td>chat</td>"),
-        "recent probes are listed: {landing}"
+        page.contains("class=\"pt ttft\""),
+        "recent probes are charted: {page}"
     );
 
     let (_, ct, om) = common::get(

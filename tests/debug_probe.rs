@@ -84,12 +84,11 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
         common::sample(&text, "llm_probe_probes_total", &[("scenario", "b")]),
         Some(0.0)
     );
-    // But they are on the landing page.
-    let (_, _, landing) = common::get(d.addr, "/", None).await;
-    assert!(
-        landing.contains("<td>b</td>") && landing.contains("probe now"),
-        "{landing}"
-    );
+    // But they are on the status pages.
+    let (_, _, page) = common::get(d.addr, "/targets/sim", None).await;
+    assert!(page.contains("probe now"), "{page}");
+    let (_, _, api) = common::get(d.addr, "/api/v1/probes?scenario=b", None).await;
+    assert!(api.contains("\"scenario\":\"b\""), "{api}");
     d.stop().await;
 }
 

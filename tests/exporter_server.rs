@@ -404,10 +404,10 @@ async fn fifty_rapid_probe_now_requests_cause_one_probe() {
     let before = sim.received().len();
     let (status, _, _) = common::get(d.addr, "/probe?target=sim&debug=true", None).await;
     assert_eq!(status, 403);
-    let (_, _, landing) = common::get(d.addr, "/", None).await;
+    let (_, _, page) = common::get(d.addr, "/targets/sim", None).await;
     assert!(
-        landing.contains("sim") && !landing.contains("probe now"),
-        "{landing}"
+        page.contains("sim") && !page.contains("probe now") && !page.contains("/probe?"),
+        "{page}"
     );
     assert_eq!(sim.received().len(), before);
     d.stop().await;

@@ -174,6 +174,12 @@ async fn the_key_never_appears_in_any_output() {
             get("/metrics", "application/openmetrics-text"),
         ));
         outputs.push(("landing page", get("/", "text/html")));
+        outputs.push(("target page", get("/targets/sim", "text/html")));
+        outputs.push((
+            "/api/v1/targets",
+            get("/api/v1/targets", "application/json"),
+        ));
+        outputs.push(("/api/v1/probes", get("/api/v1/probes", "application/json")));
         common::interrupt(&child.0);
         child.0.wait().unwrap();
         let log = err.finish();

@@ -288,10 +288,32 @@ async fn reload_is_behind_auth_and_swaps_the_web_config_only_when_valid() {
     // Unauthenticated: refused, nothing reloaded.
     assert_eq!(status(c.post(url("/-/reload"))).await, 401);
     assert_eq!(status(c.get(url("/probe?target=sim"))).await, 401);
-    assert_eq!(status(c.get(url("/"))).await, 401);
+    // The status pages, their stylesheet, the API and the badges too.
+    for path in [
+        "/",
+        "/status.css",
+        "/targets/sim",
+        "/api/v1/targets",
+        "/api/v1/probes",
+        "/badge/sim/chat/status.svg",
+    ] {
+        assert_eq!(status(c.get(url(path))).await, 401, "{path}");
+    }
     // Authenticated: GET is 405, POST reloads.
     let auth =
         |r: reqwest::RequestBuilder, pw: &str| r.basic_auth("prometheus", Some(pw.to_string()));
+    for path in [
+        "/",
+        "/targets/sim",
+        "/api/v1/targets",
+        "/badge/sim/chat/ttft.svg",
+    ] {
+        assert_eq!(
+            status(auth(c.get(url(path)), PASSWORD)).await,
+            200,
+            "{path}"
+        );
+    }
     assert_eq!(status(auth(c.get(url("/-/reload")), PASSWORD)).await, 405);
     assert_eq!(status(auth(c.post(url("/-/reload")), PASSWORD)).await, 200);
 

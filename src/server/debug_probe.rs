@@ -8,7 +8,7 @@
 //! target's own interval: "probe now" never spends more than the schedule does); more get 429
 //! with `Retry-After`. `--web.enable-debug-probe=false` switches the endpoint off. An unknown
 //! target is answered without listing the configured ones. On-demand probes are logged and
-//! shown on the landing page but not observed into the scheduled series (they would skew the
+//! shown on the status pages but not observed into the scheduled series (they would skew the
 //! histograms' cadence).
 
 use std::collections::HashMap;
@@ -31,7 +31,7 @@ pub const RAW_EXCERPT_BYTES: usize = 8192;
 /// Whether `/probe` may run probes, and how often.
 #[derive(Debug, Clone)]
 pub struct DebugProbePolicy {
-    /// `false`: `/probe` answers 403 and the landing page shows no "probe now" links.
+    /// `false`: `/probe` answers 403 and the status pages show no "probe now" links.
     pub enabled: bool,
     /// At most one on-demand probe per target per this period; `None`: the target's interval.
     pub min_interval: Option<Duration>,
@@ -89,7 +89,7 @@ fn too_many(why: &str, wait: Duration) -> Response<Full<Bytes>> {
 }
 
 /// A request value echoed in an error: at most 64 printable characters.
-fn tame(s: &str) -> String {
+pub(super) fn tame(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 

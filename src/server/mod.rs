@@ -1,5 +1,5 @@
 //! The exporter's HTTP server (hyper): `/metrics`, `/-/healthy`, `/-/ready`, `/-/reload`,
-//! `/probe` and a landing page, over HTTP or TLS, behind basic auth when the web config asks
+//! `/probe` and the status pages ([`status`]), over HTTP or TLS, behind basic auth when the web config asks
 //! for it. Also the accept loop the simulator shares.
 //!
 //! Connections are capped ([`ConnectionLimits`]): a client gets a fixed time to send its
@@ -10,9 +10,9 @@
 mod accept;
 mod auth;
 mod debug_probe;
-mod landing;
 mod scrape;
 mod stall;
+pub mod status;
 pub mod web_config;
 
 pub use accept::{negotiate, negotiate_text};
@@ -49,7 +49,7 @@ pub const HEALTHY_BODY: &str = "llm-probe is Healthy.\n";
 pub struct ExporterState {
     /// The metrics to render.
     pub metrics: Arc<Metrics>,
-    /// Recent probes for the landing page.
+    /// Recent probes for the status pages.
     pub history: Arc<History>,
     /// True once the configuration is loaded and the probes are scheduled.
     pub ready: AtomicBool,
@@ -58,7 +58,7 @@ pub struct ExporterState {
     /// Where `POST /-/reload` sends its request; `None` disables the endpoint.
     pub reload: Option<tokio::sync::mpsc::Sender<crate::reload::ReloadRequest>>,
     /// The configured targets' probers by name: the only things `/probe` may probe, and the
-    /// target list of the landing page.
+    /// targets the status pages show.
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
     /// Debug probes allowed at once (more get 429).
     pub debug_slots: tokio::sync::Semaphore,
@@ -74,7 +74,7 @@ pub struct ExporterState {
     auth: auth::Authenticator,
     /// The runtime the scheduled probes run on, where on-demand probes are sent too.
     probe_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
-    /// What this replica probes (the landing page shows it).
+    /// What this replica probes (the status pages show it).
     pub shard: std::sync::RwLock<ShardView>,
 }
 
@@ -103,6 +103,8 @@ pub struct ServerOptions {
     pub limits: ConnectionLimits,
     /// The buckets of the latency and rate histograms (`--metrics.*`), fixed at start.
     pub histograms: crate::metrics::HistogramOptions,
+    /// How much probe history the status pages keep per (target, scenario).
+    pub history: crate::history::HistoryLimits,
 }
 
 /// Limits on the connections a server holds.
@@ -529,16 +531,14 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
             text(StatusCode::OK, "text/plain", "Ready\n")
         }
         "/-/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "Not ready\n"),
-        "/" => text(
-            StatusCode::OK,
-            "text/html; charset=utf-8",
-            landing::page(state),
-        ),
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "not found: try /metrics\n",
-        ),
+        path => match status::route(state, path, req.uri().query().unwrap_or("")) {
+            Some(r) => r,
+            None => text(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "not found: try / or /metrics\n",
+            ),
+        },
     }
 }
 

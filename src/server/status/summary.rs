@@ -1,0 +1,285 @@
+//! What the status pages say about one (target, scenario): its kept probes, the SLO state over
+//! the last [`SLO_WINDOW`], percentiles, success ratio and backend identity changes.
+
+use std::time::{Duration, SystemTime};
+
+use crate::config::Slo;
+use crate::history::{quantile, RecentProbe};
+
+/// TTFTs kept in [`Summary::recent_ttft`] (the overview's sparkline).
+pub const SPARK_POINTS: usize = 24;
+
+/// The window the SLO state and the headline numbers are computed over.
+pub const SLO_WINDOW: Duration = Duration::from_secs(30 * 60);
+
+/// Fraction of a threshold at which a pair is "at risk": P95 TTFT above 80 % of the
+/// objective, or P5 tokens/s below 120 % of the floor.
+const AT_RISK_MARGIN: f64 = 0.2;
+
+/// The SLO state of a pair over [`SLO_WINDOW`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SloState {
+    /// No successful probe in the window.
+    NoData,
+    /// Within both objectives with margin, and no failure in the window.
+    Ok,
+    /// Within both objectives but near one, or a probe failed in the window.
+    AtRisk,
+    /// P95 TTFT above the objective or P5 tokens/s below the floor.
+    Breached,
+}
+
+impl SloState {
+    /// `ok`, `at_risk`, `breached` or `no_data` (API values and CSS classes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SloState::NoData => "no_data",
+            SloState::Ok => "ok",
+            SloState::AtRisk => "at_risk",
+            SloState::Breached => "breached",
+        }
+    }
+
+    /// For people: `ok`, `at risk`, `breached`, `no data`.
+    pub fn label(self) -> &'static str {
+        match self {
+            SloState::NoData => "no data",
+            SloState::Ok => "ok",
+            SloState::AtRisk => "at risk",
+            SloState::Breached => "breached",
+        }
+    }
+}
+
+/// A backend identity change: when the first probe with the new identity started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdentityChange {
+    /// Start of the first probe that saw `to`.
+    pub at: SystemTime,
+    /// The previous identity line.
+    pub from: String,
+    /// The new identity line.
+    pub to: String,
+}
+
+/// One pair's numbers for the cards, the API and the badges.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// Target name.
+    pub target: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Its objectives.
+    pub slo: Slo,
+    /// Probes kept.
+    pub kept_probes: usize,
+    /// Failures kept (some older than every kept probe).
+    pub kept_failures: usize,
+    /// The last [`SPARK_POINTS`] successful probes: (start, epoch seconds; TTFT, ms).
+    pub recent_ttft: Vec<(f64, f64)>,
+    /// SLO state over the window.
+    pub state: SloState,
+    /// Probes in the window.
+    pub window_probes: usize,
+    /// Successful probes in the window over all probes in it (`None`: none in it).
+    pub success_ratio: Option<f64>,
+    /// P50 TTFT over the window's successes, ms.
+    pub ttft_p50_ms: Option<f64>,
+    /// P95 TTFT over the window's successes, ms.
+    pub ttft_p95_ms: Option<f64>,
+    /// P50 output tokens/s over the window.
+    pub tokens_per_second_p50: Option<f64>,
+    /// P5 output tokens/s over the window.
+    pub tokens_per_second_p5: Option<f64>,
+    /// When the last probe started.
+    pub last_probe: Option<SystemTime>,
+    /// The last identity seen.
+    pub identity: Option<String>,
+    /// Identity changes within the kept probes, oldest first.
+    pub identity_changes: Vec<IdentityChange>,
+}
+
+/// Identity changes along `probes` (oldest first); probes that revealed nothing are skipped.
+pub fn identity_changes(probes: &[&RecentProbe]) -> Vec<IdentityChange> {
+    let mut changes = Vec::new();
+    let mut last: Option<&str> = None;
+    for p in probes {
+        let Some(id) = p.identity.as_deref() else {
+            continue;
+        };
+        if let Some(prev) = last.filter(|prev| *prev != id) {
+            changes.push(IdentityChange {
+                at: p.started_at,
+                from: prev.to_string(),
+                to: id.to_string(),
+            });
+        }
+        last = Some(id);
+    }
+    changes
+}
+
+impl Summary {
+    /// Summarises `probes` and `failures` of a pair against `slo` at `now`.
+    pub fn new(
+        target: &str,
+        scenario: &str,
+        slo: Slo,
+        probes: &[&RecentProbe],
+        failures: &[&RecentProbe],
+        now: SystemTime,
+    ) -> Self {
+        let since = now
+            .checked_sub(SLO_WINDOW)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let window: Vec<&RecentProbe> = probes
+            .iter()
+            .copied()
+            .filter(|p| p.started_at >= since)
+            .collect();
+        let mut recent_ttft: Vec<(f64, f64)> = probes
+            .iter()
+            .rev()
+            .filter_map(|p| Some((super::svg::secs(p.started_at), p.ttft?.as_secs_f64() * 1e3)))
+            .take(SPARK_POINTS)
+            .collect();
+        recent_ttft.reverse();
+        let mut ttft: Vec<f64> = window
+            .iter()
+            .filter_map(|p| p.ttft.map(|d| d.as_secs_f64() * 1e3))
+            .collect();
+        let mut tps: Vec<f64> = window
+            .iter()
+            .filter_map(|p| p.output_tokens_per_second)
+            .collect();
+        let ok = window.iter().filter(|p| p.failure.is_none()).count();
+        let (ttft_p50_ms, ttft_p95_ms) = (quantile(&mut ttft, 0.5), quantile(&mut ttft, 0.95));
+        let (tokens_per_second_p50, tokens_per_second_p5) =
+            (quantile(&mut tps, 0.5), quantile(&mut tps, 0.05));
+        let slo_ms = slo.ttft_p95.as_secs_f64() * 1e3;
+        let floor = slo.output_tokens_per_second_min;
+        let state = match (ttft_p95_ms, tokens_per_second_p5) {
+            (None, _) => SloState::NoData,
+            (Some(t), p5) if t > slo_ms || p5.is_some_and(|r| r < floor) => SloState::Breached,
+            (Some(t), p5)
+                if t > slo_ms * (1.0 - AT_RISK_MARGIN)
+                    || p5.is_some_and(|r| r < floor * (1.0 + AT_RISK_MARGIN))
+                    || ok < window.len() =>
+            {
+                SloState::AtRisk
+            }
+            _ => SloState::Ok,
+        };
+        Summary {
+            target: target.to_string(),
+            scenario: scenario.to_string(),
+            slo,
+            state,
+            window_probes: window.len(),
+            success_ratio: (!window.is_empty()).then(|| ok as f64 / window.len() as f64),
+            ttft_p50_ms,
+            ttft_p95_ms,
+            tokens_per_second_p50,
+            tokens_per_second_p5,
+            last_probe: probes.last().map(|p| p.started_at),
+            identity: probes
+                .iter()
+                .rev()
+                .find_map(|p| p.identity.as_deref().map(str::to_string)),
+            identity_changes: identity_changes(probes),
+            kept_probes: probes.len(),
+            kept_failures: failures.len(),
+            recent_ttft,
+        }
+    }
+
+    /// The SLO's TTFT objective, ms.
+    pub fn slo_ms(&self) -> f64 {
+        self.slo.ttft_p95.as_secs_f64() * 1e3
+    }
+}
+
+/// `d` for people: `42 s`, `5 min`, `3 h`.
+pub fn ago(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        _ => format!("{} h", s / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::FailureReason;
+
+    fn probe(at: SystemTime, ttft_ms: u64, tps: f64, id: &str) -> RecentProbe {
+        RecentProbe {
+            target: "t".into(),
+            scenario: "s".into(),
+            started_at: at,
+            ttft: Some(Duration::from_millis(ttft_ms)),
+            output_tokens_per_second: Some(tps),
+            tpot: None,
+            itl: None,
+            e2e: None,
+            output_tokens: None,
+            failure: None,
+            identity: Some(id.into()),
+        }
+    }
+
+    fn state(ttfts: &[u64], tps: f64, fail: bool) -> SloState {
+        let now = SystemTime::now();
+        let mut probes: Vec<_> = ttfts.iter().map(|&t| probe(now, t, tps, "a")).collect();
+        if fail {
+            let mut f = probe(now, 0, 0.0, "a");
+            (f.ttft, f.output_tokens_per_second) = (None, None);
+            f.failure = Some((FailureReason::Timeout, "x".into()));
+            probes.push(f);
+        }
+        let refs: Vec<&RecentProbe> = probes.iter().collect();
+        Summary::new("t", "s", Slo::default(), &refs, &[], now).state
+    }
+
+    #[test]
+    fn slo_states_against_the_default_300_ms_and_30_tokens_per_second() {
+        assert_eq!(state(&[], 50.0, false), SloState::NoData);
+        assert_eq!(state(&[100, 120, 130], 50.0, false), SloState::Ok);
+        assert_eq!(state(&[100, 120, 260], 50.0, false), SloState::AtRisk);
+        assert_eq!(state(&[100, 120, 130], 50.0, true), SloState::AtRisk);
+        assert_eq!(state(&[100, 120, 130], 34.0, false), SloState::AtRisk);
+        assert_eq!(state(&[100, 120, 400], 50.0, false), SloState::Breached);
+        assert_eq!(state(&[100], 20.0, false), SloState::Breached);
+    }
+
+    #[test]
+    fn old_probes_are_outside_the_window_and_identity_changes_are_found() {
+        let now = SystemTime::now();
+        let old = now - SLO_WINDOW - Duration::from_secs(1);
+        let probes = [
+            probe(old, 900, 50.0, "a"),
+            probe(now, 100, 50.0, "a"),
+            probe(now, 100, 50.0, "b"),
+        ];
+        let refs: Vec<&RecentProbe> = probes.iter().collect();
+        let s = Summary::new("t", "s", Slo::default(), &refs, &[], now);
+        assert_eq!(
+            s.state,
+            SloState::Ok,
+            "the 900 ms probe is older than the window"
+        );
+        assert_eq!(s.window_probes, 2);
+        assert_eq!(s.identity.as_deref(), Some("b"));
+        assert_eq!(s.identity_changes.len(), 1);
+        assert_eq!(
+            (
+                s.identity_changes[0].from.as_str(),
+                s.identity_changes[0].to.as_str()
+            ),
+            ("a", "b")
+        );
+        assert_eq!(ago(Duration::from_secs(300)), "5 min");
+    }
+}

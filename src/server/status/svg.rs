@@ -1,0 +1,268 @@
+//! Inline SVG charts of the status pages, written with maud (so every title is escaped).
+//!
+//! Not drawn with `plotters` as `bench`'s charts are: these need a `<title>` on every mark
+//! (failure details on hover), CSS classes (the page's light and dark palettes) and stable
+//! element classes the tests count, which plotters' SVG backend does not emit. The time axis
+//! is wall-clock seconds; values are mapped linearly into a fixed `viewBox`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use maud::{html, Markup};
+
+/// Seconds since the Unix epoch of `t`.
+pub fn secs(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A chart under construction: its frame and the marks added so far.
+pub struct Chart {
+    width: f64,
+    height: f64,
+    /// Left, right, top, bottom margins.
+    pad: (f64, f64, f64, f64),
+    x: (f64, f64),
+    y: (f64, f64),
+    /// Decimals of coordinates: 1 on charts with axes, 0 on sparklines (page weight).
+    decimals: usize,
+    marks: Vec<Markup>,
+}
+
+/// `0..hi` for `values` and `thresholds`, padded above; never empty. Outliers (above 3× the
+/// larger of the values' P90 and the highest threshold) do not stretch the axis: it ends at
+/// 1.5× that and they are drawn on the top edge (their titles keep the value).
+pub fn y_range(values: &[f64], thresholds: &[f64]) -> (f64, f64) {
+    let mut vals: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let p90 = crate::history::quantile(&mut vals, 0.9).unwrap_or(0.0);
+    let max = vals.last().copied().unwrap_or(0.0);
+    let line = thresholds
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let scale = p90.max(line);
+    let top = if max > 3.0 * scale { 1.5 * scale } else { max };
+    let hi = top.max(line);
+    (0.0, if hi > 0.0 { hi * 1.1 } else { 1.0 })
+}
+
+impl Chart {
+    /// A `width`×`height` chart over times `x` (epoch seconds) and values `y`; `axes` draws
+    /// the frame and tick labels (sparklines have none).
+    pub fn new(width: f64, height: f64, x: (f64, f64), y: (f64, f64), axes: bool) -> Self {
+        let x = if x.1 > x.0 {
+            x
+        } else {
+            (x.0 - 30.0, x.0 + 30.0)
+        };
+        let pad = if axes {
+            (56.0, 12.0, 10.0, 24.0)
+        } else {
+            (2.0, 2.0, 2.0, 2.0)
+        };
+        Chart {
+            width,
+            height,
+            pad,
+            x,
+            y,
+            decimals: usize::from(axes),
+            marks: Vec::new(),
+        }
+    }
+
+    /// A coordinate with the chart's decimals.
+    fn n(&self, v: f64) -> String {
+        format!("{v:.*}", self.decimals)
+    }
+
+    /// The x coordinate of time `t` (epoch seconds).
+    pub fn px(&self, t: f64) -> f64 {
+        let (l, r) = (self.pad.0, self.width - self.pad.1);
+        l + (t - self.x.0) / (self.x.1 - self.x.0) * (r - l)
+    }
+
+    /// The y coordinate of value `v` (clamped to the frame).
+    pub fn py(&self, v: f64) -> f64 {
+        let (t, b) = (self.pad.2, self.height - self.pad.3);
+        let f = ((v - self.y.0) / (self.y.1 - self.y.0)).clamp(0.0, 1.0);
+        b - f * (b - t)
+    }
+
+    /// A point at (`t`, `v`) of CSS class `class`, with `title` shown on hover.
+    pub fn point(&mut self, t: f64, v: f64, class: &str, title: &str) {
+        let (x, y) = (self.px(t), self.py(v));
+        self.marks.push(html! {
+            circle class=(class) cx=(self.n(x)) cy=(self.n(y)) r="3" { title { (title) } }
+        });
+    }
+
+    /// A line through `points` (time, value).
+    pub fn line(&mut self, points: &[(f64, f64)], class: &str) {
+        if points.len() < 2 {
+            return;
+        }
+        let d: Vec<String> = points
+            .iter()
+            .map(|&(t, v)| format!("{},{}", self.n(self.px(t)), self.n(self.py(v))))
+            .collect();
+        self.marks
+            .push(html! { polyline class=(class) points=(d.join(" ")) {} });
+    }
+
+    /// A horizontal threshold line at value `v` labelled `label` (none when empty); `data-value`
+    /// carries `v`.
+    pub fn threshold(&mut self, v: f64, class: &str, label: &str) {
+        let y = self.py(v);
+        let (l, r) = (self.pad.0, self.width - self.pad.1);
+        self.marks.push(html! {
+            line class=(class) data-value=(v) x1=(self.n(l)) x2=(self.n(r)) y1=(self.n(y)) y2=(self.n(y)) {
+                @if !label.is_empty() { title { (label) } }
+            }
+            @if self.pad.0 > 10.0 {
+                text class="thr-label" x=(self.n(r - 4.0)) y=(self.n(y - 4.0)) text-anchor="end" { (label) }
+            }
+        });
+    }
+
+    /// A vertical marker at time `t` with `title` on hover.
+    pub fn marker(&mut self, t: f64, class: &str, title: &str) {
+        let x = self.px(t);
+        let (top, bottom) = (self.pad.2, self.height - self.pad.3);
+        self.marks.push(html! {
+            line class=(class) x1=(self.n(x)) x2=(self.n(x)) y1=(self.n(top)) y2=(self.n(bottom)) { title { (title) } }
+        });
+    }
+
+    /// A failure mark (a small cross on the time axis) at time `t`.
+    pub fn failure(&mut self, t: f64, class: &str, title: &str) {
+        let (x, y) = (self.px(t), self.height - self.pad.3 - 6.0);
+        let d = format!("M{} {}l8 8m0 -8l-8 8", self.n(x - 4.0), self.n(y - 4.0));
+        self.marks
+            .push(html! { path class=(class) d=(d) { title { (title) } } });
+    }
+
+    /// The SVG: `title` and `desc` (none when empty) are its text alternative; `unit` labels
+    /// the y ticks.
+    pub fn finish(self, id: &str, title: &str, desc: &str, unit: &str) -> Markup {
+        let axes = self.pad.0 > 10.0;
+        let (l, r, t, b) = (
+            self.pad.0,
+            self.width - self.pad.1,
+            self.pad.2,
+            self.height - self.pad.3,
+        );
+        let ticks: Vec<(f64, String)> = (0..=4)
+            .map(|k| {
+                let v = self.y.0 + (self.y.1 - self.y.0) * f64::from(k) / 4.0;
+                (self.py(v), format!("{}{unit}", short(v)))
+            })
+            .collect();
+        let span = self.x.1 - self.x.0;
+        let times: Vec<(f64, String)> = (0..=3)
+            .map(|k| {
+                let at = self.x.0 + span * f64::from(k) / 3.0;
+                let when = UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0));
+                let hms = humantime::format_rfc3339_seconds(when).to_string();
+                // HH:MM over an hour or more, HH:MM:SS below.
+                let end = if span >= 3600.0 { 16 } else { 19 };
+                (self.px(at), hms.get(11..end).unwrap_or("").to_string())
+            })
+            .collect();
+        let desc_id = format!("{id}-d");
+        let class = if axes { "chart" } else { "chart spark" };
+        html! {
+            // Inline in HTML: no xmlns needed. The first <title> child names the image; a
+            // <desc> adds the numbers.
+            svg class=(class) id=[(!desc.is_empty()).then_some(id)] role="img"
+                viewBox=(format!("0 0 {} {}", self.width, self.height))
+                aria-describedby=[(!desc.is_empty()).then_some(&desc_id)] {
+                title { (title) }
+                @if !desc.is_empty() { desc id=(desc_id) { (desc) } }
+                @if axes {
+                    rect class="frame" x=(self.n(l)) y=(self.n(t)) width=(self.n(r - l)) height=(self.n(b - t)) {}
+                    @for (y, label) in &ticks {
+                        line class="grid" x1=(self.n(l)) x2=(self.n(r)) y1=(self.n(*y)) y2=(self.n(*y)) {}
+                        text class="tick" x=(self.n(l - 4.0)) y=(self.n(y + 4.0)) text-anchor="end" { (label) }
+                    }
+                    @for (k, (x, label)) in times.iter().enumerate() {
+                        text class="tick" x=(self.n(*x)) y=(self.n(b + 16.0))
+                            text-anchor=(if k + 1 == times.len() { "end" } else { "middle" }) { (label) }
+                    }
+                }
+                @for m in &self.marks { (m) }
+            }
+        }
+    }
+}
+
+/// A tick value in few characters.
+fn short(v: f64) -> String {
+    if v >= 100.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Rolling `q`-quantile over the last `window` values of `points` (time, value).
+pub fn rolling(points: &[(f64, f64)], window: usize, q: f64) -> Vec<(f64, f64)> {
+    (0..points.len())
+        .filter_map(|i| {
+            let from = (i + 1).saturating_sub(window);
+            let mut vals: Vec<f64> = points[from..=i].iter().map(|p| p.1).collect();
+            crate::history::quantile(&mut vals, q).map(|v| (points[i].0, v))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_values_into_the_frame_and_escapes_titles() {
+        let mut c = Chart::new(400.0, 200.0, (0.0, 100.0), (0.0, 1000.0), true);
+        assert_eq!(c.py(0.0), 176.0);
+        assert_eq!(c.py(1000.0), 10.0);
+        assert_eq!(c.px(0.0), 56.0);
+        assert_eq!(c.px(100.0), 388.0);
+        c.point(50.0, 300.0, "pt", "<script>\"x\"</script>");
+        let svg = c.finish("c", "a & b", "d", " ms").into_string();
+        assert!(
+            svg.contains("&lt;script&gt;&quot;x&quot;&lt;/script&gt;"),
+            "{svg}"
+        );
+        assert!(svg.contains("a &amp; b"));
+        assert!(!svg.contains("<script>"));
+    }
+
+    #[test]
+    fn outliers_do_not_stretch_the_axis_but_thresholds_do() {
+        let mut v: Vec<f64> = vec![10.0; 20];
+        assert_eq!(y_range(&v, &[]), (0.0, 11.0));
+        v.push(10_000.0);
+        assert_eq!(y_range(&v, &[]), (0.0, 15.0 * 1.1));
+        assert_eq!(y_range(&v, &[300.0]), (0.0, 450.0 * 1.1));
+        let mut near = vec![10.0; 20];
+        near.push(400.0);
+        assert_eq!(
+            y_range(&near, &[300.0]),
+            (0.0, 400.0 * 1.1),
+            "a value near the SLO line is drawn where it is, not clamped"
+        );
+        assert_eq!(y_range(&[], &[]), (0.0, 1.0));
+    }
+
+    #[test]
+    fn rolling_quantiles() {
+        let pts: Vec<(f64, f64)> = (1..=5).map(|i| (f64::from(i), f64::from(i))).collect();
+        let p50 = rolling(&pts, 3, 0.5);
+        assert_eq!(
+            p50,
+            vec![(1.0, 1.0), (2.0, 1.0), (3.0, 2.0), (4.0, 3.0), (5.0, 4.0)]
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! `/targets/{target}`: per scenario, charts over the kept history — TTFT points with rolling
+//! P50/P95 and the SLO line, tokens/s with the floor, TPOT and ITL P95, failure marks by
+//! reason (detail on hover), markers at backend identity changes and configuration reloads —
+//! and a table of the kept failures as the charts' text alternative.
+
+use std::time::SystemTime;
+
+use maud::{html, Markup};
+
+use super::summary::{ago, Summary};
+use super::svg::{rolling, secs, y_range, Chart};
+use super::{configured, encode, layout, ms, rate, summaries, ExporterState};
+use crate::history::RecentProbe;
+
+/// Probes in the rolling P50/P95 windows.
+const ROLLING: usize = 20;
+
+/// The page of `target`; `None` when it is not probed here.
+pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Option<Markup> {
+    let mine: Vec<(Summary, Kept)> = summaries(state, now, Some(target))
+        .into_iter()
+        .map(|s| {
+            let kept = Kept {
+                probes: state.history.probes(&s.target, &s.scenario),
+                failures: state.history.pair_failures(&s.target, &s.scenario),
+            };
+            (s, kept)
+        })
+        .collect();
+    if mine.is_empty() {
+        return None;
+    }
+    let summary = configured(state, target).unwrap_or_default();
+    let reloads = state.history.reloads();
+    let debug = state.debug_probe.enabled;
+    let content = html! {
+        h1 { (target) }
+        p.muted { code { (summary) } }
+        @for (i, (s, kept)) in mine.iter().enumerate() {
+            section.scenario id=(s.scenario) {
+                h2 { (s.scenario) " " span class=(format!("state {}", s.state.as_str())) { (s.state.label()) } }
+                p {
+                    "TTFT P50 " (ms(s.ttft_p50_ms)) ", P95 " (ms(s.ttft_p95_ms))
+                    " (SLO ≤ " (format!("{:.0}", s.slo_ms())) " ms) · tokens/s P5 " (rate(s.tokens_per_second_p5))
+                    " (floor " (s.slo.output_tokens_per_second_min) ") · backend "
+                    span.identity { (s.identity.as_deref().unwrap_or("unknown")) }
+                    @if let Some(c) = s.identity_changes.last() {
+                        " — changed " (ago(now.duration_since(c.at).unwrap_or_default())) " ago"
+                    }
+                }
+                @if debug {
+                    p {
+                        a href=(format!("/probe?target={}&scenario={}", encode(target), encode(&s.scenario))) { "probe now" }
+                        " · "
+                        a href=(format!("/probe?target={}&scenario={}&debug=true", encode(target), encode(&s.scenario))) { "debug probe (timeline and raw stream)" }
+                    }
+                }
+                p.legend {
+                    span { i.key.ttft {} "TTFT per probe" } span { i.key.p50 {} "rolling P50" }
+                    span { i.key.p95 {} "rolling P95" } span { i.key.slo {} "SLO / floor" }
+                    span { "failures (hover for the detail): " }
+                    span { i.key.fail.net {} "dns, connect, tls" } span { i.key.fail.timeout {} "timeout" }
+                    span { i.key.fail.http {} "HTTP status or protocol" } span { i.key.fail {} "stream (decode, truncated, empty, error, too large)" }
+                    span { i.key.ident {} "backend change" } span { i.key.reload {} "config reload" }
+                    span { i.key.tps {} "output tokens/s" } span { i.key.tpot {} "TPOT" }
+                    span { i.key.p95 {} "ITL P95 of the probe" }
+                }
+                div.charts {
+                    figure { figcaption { "TTFT (ms)" } (ttft_chart(s, kept, &reloads, i)) }
+                    figure { figcaption { "Output tokens/s per probe" } (series_chart(s, kept, &reloads, i, Series::Tps)) }
+                    figure { figcaption { "TPOT and ITL P95 (ms)" } (series_chart(s, kept, &reloads, i, Series::Tpot)) }
+                }
+                (failure_table(kept))
+            }
+        }
+    };
+    Some(layout(state, target, content))
+}
+
+/// A pair's kept probes and failures, oldest first.
+struct Kept {
+    probes: Vec<RecentProbe>,
+    failures: Vec<RecentProbe>,
+}
+
+/// The time span of a pair's charts: its kept probes and failures.
+fn span(s: &Kept) -> (f64, f64) {
+    let times = s
+        .probes
+        .iter()
+        .chain(&s.failures)
+        .map(|p| secs(p.started_at));
+    times.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
+        (a.min(t), b.max(t))
+    })
+}
+
+/// Failure marks, identity-change and reload markers, common to every chart of a pair.
+fn annotate(c: &mut Chart, s: &Summary, kept: &Kept, reloads: &[SystemTime], x: (f64, f64)) {
+    for f in &kept.failures {
+        if let Some((reason, detail)) = &f.failure {
+            let when = humantime::format_rfc3339_seconds(f.started_at);
+            c.failure(
+                secs(f.started_at),
+                &format!("fail {}", reason.as_str()),
+                &format!("{when} failed: {reason}: {detail}"),
+            );
+        }
+    }
+    for ch in &s.identity_changes {
+        c.marker(
+            secs(ch.at),
+            "ident",
+            &format!("backend changed: {} → {}", ch.from, ch.to),
+        );
+    }
+    for r in reloads
+        .iter()
+        .map(|r| secs(*r))
+        .filter(|r| (x.0..=x.1).contains(r))
+    {
+        c.marker(r, "reload", "configuration reloaded");
+    }
+}
+
+fn point_title(p: &RecentProbe, what: &str) -> String {
+    format!(
+        "{}: {what}",
+        humantime::format_rfc3339_seconds(p.started_at)
+    )
+}
+
+fn ttft_chart(s: &Summary, kept: &Kept, reloads: &[SystemTime], i: usize) -> Markup {
+    let pts: Vec<(f64, f64, &RecentProbe)> = kept
+        .probes
+        .iter()
+        .filter_map(|p| Some((secs(p.started_at), p.ttft?.as_secs_f64() * 1e3, p)))
+        .collect();
+    let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1)).collect();
+    let slo = s.slo_ms();
+    let x = span(kept);
+    let mut c = Chart::new(
+        640.0,
+        260.0,
+        x,
+        y_range(&xy.iter().map(|p| p.1).collect::<Vec<_>>(), &[slo]),
+        true,
+    );
+    c.threshold(slo, "slo", &format!("SLO P95 ≤ {slo:.0} ms"));
+    c.line(&rolling(&xy, ROLLING, 0.5), "p50");
+    c.line(&rolling(&xy, ROLLING, 0.95), "p95");
+    for (t, v, p) in &pts {
+        c.point(
+            *t,
+            *v,
+            "pt ttft",
+            &point_title(p, &format!("TTFT {v:.0} ms")),
+        );
+    }
+    annotate(&mut c, s, kept, reloads, x);
+    let desc = format!(
+        "{} successful probes and {} failures kept; TTFT P50 {}, P95 {} over the last {}; SLO P95 ≤ {slo:.0} ms; {} backend changes.",
+        pts.len(),
+        kept.failures.len(),
+        ms(s.ttft_p50_ms),
+        ms(s.ttft_p95_ms),
+        humantime::format_duration(super::SLO_WINDOW),
+        s.identity_changes.len()
+    );
+    c.finish(
+        &format!("ttft{i}"),
+        &format!("TTFT of {} / {}", s.target, s.scenario),
+        &desc,
+        " ms",
+    )
+}
+
+#[derive(Clone, Copy)]
+enum Series {
+    Tps,
+    Tpot,
+}
+
+fn series_chart(
+    s: &Summary,
+    kept: &Kept,
+    reloads: &[SystemTime],
+    i: usize,
+    which: Series,
+) -> Markup {
+    let x = span(kept);
+    let pick = |p: &RecentProbe| -> Vec<(f64, &'static str, String)> {
+        match which {
+            Series::Tps => p
+                .output_tokens_per_second
+                .map(|v| (v, "pt tps", format!("{v:.1} tokens/s")))
+                .into_iter()
+                .collect(),
+            Series::Tpot => {
+                let tpot = p.tpot.map(|d| {
+                    let v = d.as_secs_f64() * 1e3;
+                    (v, "pt tpot", format!("TPOT {v:.1} ms"))
+                });
+                let itl = p.itl.map(|i| {
+                    let v = i.p95.as_secs_f64() * 1e3;
+                    (
+                        v,
+                        "pt itl",
+                        format!(
+                            "ITL P95 {v:.1} ms (P50 {:.1} ms)",
+                            i.p50.as_secs_f64() * 1e3
+                        ),
+                    )
+                });
+                tpot.into_iter().chain(itl).collect()
+            }
+        }
+    };
+    let pts: Vec<(f64, f64, &'static str, String)> = kept
+        .probes
+        .iter()
+        .flat_map(|p| {
+            pick(p)
+                .into_iter()
+                .map(move |(v, class, what)| (secs(p.started_at), v, class, point_title(p, &what)))
+        })
+        .collect();
+    let floor = s.slo.output_tokens_per_second_min;
+    let extra = matches!(which, Series::Tps).then_some(floor);
+    let mut c = Chart::new(
+        640.0,
+        220.0,
+        x,
+        y_range(
+            &pts.iter().map(|p| p.1).collect::<Vec<_>>(),
+            &extra.into_iter().collect::<Vec<_>>(),
+        ),
+        true,
+    );
+    if let Some(f) = extra {
+        c.threshold(f, "floor", &format!("floor {f} tokens/s"));
+    }
+    for (t, v, class, title) in &pts {
+        c.point(*t, *v, class, title);
+    }
+    annotate(&mut c, s, kept, reloads, x);
+    let (id, title, desc, unit) = match which {
+        Series::Tps => (
+            format!("tps{i}"),
+            format!("Output tokens/s of {} / {}", s.target, s.scenario),
+            format!(
+                "Per-probe output tokens/s; P50 {}, P5 {} over the window; floor {floor} tokens/s.",
+                rate(s.tokens_per_second_p50),
+                rate(s.tokens_per_second_p5)
+            ),
+            "",
+        ),
+        Series::Tpot => (
+            format!("tpot{i}"),
+            format!("TPOT and ITL P95 of {} / {}", s.target, s.scenario),
+            "Per-probe TPOT (blue) and the probe's P95 inter-token latency (pink), ms.".to_string(),
+            " ms",
+        ),
+    };
+    c.finish(&id, &title, &desc, unit)
+}
+
+fn failure_table(s: &Kept) -> Markup {
+    html! {
+        details {
+            summary { (s.failures.len()) " failures kept" }
+            table {
+                tr { th { "started" } th { "reason" } th { "detail" } }
+                @for f in s.failures.iter().rev() {
+                    @if let Some((reason, detail)) = &f.failure {
+                        tr {
+                            td { (humantime::format_rfc3339_seconds(f.started_at)) }
+                            td { (reason.as_str()) }
+                            td.detail { (detail) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
