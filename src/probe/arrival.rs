@@ -21,10 +21,10 @@
 //! - It needs the reads of the socket, and reqwest does not give them out: the service that
 //!   `ClientBuilder::connector_layer` wraps returns reqwest's sealed `Conn` (a boxed transport
 //!   without a raw fd, not constructible outside reqwest), so the connector layer of
-//!   [`super::connect`] can time a connect but cannot wrap its socket. So the probe owns the
+//!   `probe::connect` can time a connect but cannot wrap its socket. So the probe owns the
 //!   connector where that is small and exact: plain `http://` targets without an environment
 //!   proxy go over hyper-util's client with every socket a [`StampedStream`]
-//!   ([`super::transport`]); https and proxied targets stay on reqwest with read instants
+//!   (`src/probe/transport.rs`); https and proxied targets stay on reqwest with read instants
 //!   (`timestamp_source: read`). Owning TLS too (tokio-rustls on the stamped stream; the
 //!   latest stamp among the TCP reads consumed up to a plaintext read is the arrival of the
 //!   segment that completed the record) and the proxy tunnel is the next step.
