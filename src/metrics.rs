@@ -91,6 +91,11 @@ pub const TOKENS_PER_SECOND_BUCKETS: &[f64] = &[
 pub const CONNECTION_SETUP_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+/// Bucket upper bounds (seconds) for the probe's own read delay (kernel arrival to read): a
+/// healthy host reads within a fraction of a millisecond; the alert fires at a P99 of 5 ms.
+pub const READ_DELAY_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
 /// Bucket upper bounds (seconds) for end-to-end request duration.
 pub const E2E_BUCKETS: &[f64] = &[
     0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0,
@@ -242,6 +247,8 @@ pub struct Metrics {
     server_prefill: Hist,
     ttft_overhead: Hist,
     connection_setup: Hist,
+    /// The probe host's own delay, no per-pair labels (issue 15).
+    read_delay: Histogram,
     probes: Family<ProbeLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     anomalies: Family<AnomalyLabels, Counter>,
@@ -296,6 +303,7 @@ impl Metrics {
             server_prefill: layout(&ttft_b),
             ttft_overhead: layout(&ttft_b),
             connection_setup: layout(&with_thresholds(CONNECTION_SETUP_BUCKETS, [])),
+            read_delay: Histogram::new(READ_DELAY_BUCKETS.iter().copied()),
             probes: Family::default(),
             failures: Family::default(),
             anomalies: Family::default(),
@@ -365,6 +373,12 @@ impl Metrics {
             "Time to open the connection a probe used (DNS, TCP, proxy CONNECT, TLS), part of its TTFT; every probe that opened a new connection, whatever its outcome (with connection: fresh, every probe that connected)",
             Unit::Seconds,
             m.connection_setup.clone(),
+        );
+        r.register_with_unit(
+            "read_delay",
+            "How long after the kernel received a token event's bytes the probe read them (kernel receive timestamp to read); one sample per read that carried token events, for probes with timestamp_source kernel. High values mean the probe host is overloaded and read-instant timings would be inflated",
+            Unit::Seconds,
+            m.read_delay.clone(),
         );
         r.register(
             "probes",
@@ -580,6 +594,9 @@ impl Metrics {
                 .inc();
         }
         self.update_identity(&labels, &obs.identity);
+        for delay in &obs.read_delays {
+            self.read_delay.observe(delay.as_secs_f64());
+        }
         if let Some(setup) = obs.timeline.connection_setup() {
             self.connection_setup
                 .get_or_create(&labels)

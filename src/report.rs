@@ -15,7 +15,10 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// `response_model`, `system_fingerprint`, `server_header`, `server_version`,
 /// `server_prompt_seconds`, `server_predicted_tokens`, `server_prefill_seconds` and
 /// `ttft_overhead_seconds` (successful probes whose server reports its prefill time),
-/// `connection_setup_seconds` (probes that opened a connection), `anomalies`. Times in seconds.
+/// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
+/// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
+/// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
+/// token events, `null` without kernel stamps), `anomalies`. Times in seconds.
 pub fn to_json(o: &ProbeOutcome) -> Value {
     let obs = &o.observations;
     let m = o.result.as_ref().ok();
@@ -49,6 +52,8 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "server_prefill_seconds": m.and_then(|m| m.server_prefill).map(secs),
         "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
+        "timestamp_source": obs.timeline.timestamp_source.as_str(),
+        "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
         "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
     })
 }

@@ -38,9 +38,16 @@ fn timing_dependent(series: &str) -> bool {
         "llm_probe_server_prefill_seconds",
     ];
     timed_histograms.iter().any(|h| histogram_part(h))
+        || counted_by_timing(series)
         || name.contains("timestamp")
         || name.ends_with("_age_seconds")
         || name.starts_with("process_")
+}
+
+/// Whether even the count of the histogram of `series` depends on the clock: the read delay has
+/// one sample per read that carried token events, and how a stream splits into reads is timing.
+fn counted_by_timing(series: &str) -> bool {
+    series.starts_with("llm_probe_read_delay_seconds")
 }
 
 /// The series of a sample line without its `le` label (the key its buckets share) and its value.
@@ -59,7 +66,7 @@ fn series_key(line: &str) -> (String, &str) {
 }
 
 /// `text` with every timing-dependent value replaced by `<t>` (a histogram's `+Inf` bucket is
-/// its count, so it stays), the crate version by `<version>`, and the samples of each metric
+/// its count, so it stays, unless [`counted_by_timing`]), the crate version by `<version>`, and the samples of each metric
 /// family in a fixed order (label sets come out of a hash map).
 fn normalize(text: &str) -> String {
     let text = text.replace(env!("CARGO_PKG_VERSION"), "<version>");
@@ -81,7 +88,9 @@ fn normalize(text: &str) -> String {
             continue;
         }
         let (series, _) = line.rsplit_once(' ').unwrap_or((line, ""));
-        if timing_dependent(series) && !series.contains("le=\"+Inf\"") {
+        if timing_dependent(series)
+            && (!series.contains("le=\"+Inf\"") || counted_by_timing(series))
+        {
             family.push(format!("{series} <t>"));
         } else {
             family.push(line.to_string());

@@ -216,6 +216,9 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
     let mut d_ttft = Dist::new("TTFT − scripted (from arrival)");
     let mut d_ttft_sim = Dist::new("  of which sim late (1st event)");
     let mut d_ttft_client = Dist::new("  of which client (1st event)");
+    let mut d_ttft_read = Dist::new("  of which client (1st event), read instant");
+    let mut d_read_delay = Dist::new("read delay (kernel → read), every token read");
+    let mut kernel_probes = 0usize;
     let mut d_ttft_sent = Dist::new("TTFT − scripted (from our `sent`, incl. connect)");
     let mut d_tpot = Dist::new("TPOT − scripted ITL");
     let mut d_tpot_client = Dist::new("TPOT − sim's actual mean gap");
@@ -242,6 +245,19 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
         d_ttft.push(ms(sd(events[0].at, arrived) - ttft));
         d_ttft_sim.push(ms(sd(sent[0], arrived) - ttft));
         d_ttft_client.push(ms(sd(events[0].at, sent[0])));
+        // With kernel timestamps, the first token's read returned `read_delays[0]` after its
+        // mark: the read instant the probe would have used without them.
+        let obs = &o.observations;
+        let kernel = obs.timeline.timestamp_source == llm_probe::measure::TimestampSource::Kernel;
+        kernel_probes += usize::from(kernel);
+        let first_read = match obs.read_delays.first() {
+            Some(d) if kernel => events[0].at + *d,
+            _ => events[0].at,
+        };
+        d_ttft_read.push(ms(sd(first_read, sent[0])));
+        for d in &obs.read_delays {
+            d_read_delay.push(ms(d.as_secs_f64()));
+        }
         d_ttft_sent.push(ms(m.ttft.as_secs_f64() - ttft));
         if let Some(tpot) = m.tpot {
             d_tpot.push(ms(tpot.as_secs_f64() - itl));
@@ -268,7 +284,7 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
         }
     );
     println!(
-        "script: TTFT {:?}, ITL {:?}, {} tokens; {} probes per stream, {} probes in {:.1} s, peak {} open at once; failures: {}; unmatched: {unmatched}; loadavg {load_before} → {load_after}\n",
+        "script: TTFT {:?}, ITL {:?}, {} tokens; {} probes per stream, {} probes in {:.1} s, peak {} open at once; failures: {}; unmatched: {unmatched}; timestamp_source kernel: {kernel_probes}; loadavg {load_before} → {load_after}\n",
         script.ttft,
         script.itl,
         script.tokens,
@@ -283,6 +299,7 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
         &mut d_ttft,
         &mut d_ttft_sim,
         &mut d_ttft_client,
+        &mut d_ttft_read,
         &mut d_ttft_sent,
         &mut d_tpot,
         &mut d_tpot_client,
@@ -290,13 +307,15 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
         &mut d_itl_client,
         &mut d_sim_late,
         &mut d_client,
+        &mut d_read_delay,
     ] {
         println!("{}", row(d));
     }
     println!(
-        "\nSUMMARY streams={streams} p99_ttft_err_ms={:.3} p99_ttft_client_ms={:.3} p99_sim_late_ms={:.3} p99_itl_err_ms={:.3} load={load_after}",
+        "\nSUMMARY streams={streams} p99_ttft_err_ms={:.3} p99_ttft_client_ms={:.3} p99_ttft_client_read_ms={:.3} p99_sim_late_ms={:.3} p99_itl_err_ms={:.3} load={load_after}",
         d_ttft.p99(),
         d_ttft_client.p99(),
+        d_ttft_read.p99(),
         d_sim_late.p99(),
         d_itl.p99()
     );

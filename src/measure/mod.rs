@@ -13,4 +13,4 @@ pub use derive::{measure, Measurement, TokenCountSource};
 pub use failure::{Failure, FailureReason};
 pub use observations::{Anomaly, Identity, Observations, ServerTimings, Usage};
 pub use outcome::ProbeOutcome;
-pub use timeline::{Timeline, TokenEvent, TokenKind};
+pub use timeline::{Timeline, TimestampSource, TokenEvent, TokenKind};

@@ -138,6 +138,10 @@ pub struct Observations {
     pub retry_after: Option<std::time::Duration>,
     /// The first bytes of the response body, kept only when a debug probe asks for them.
     pub raw_excerpt: Vec<u8>,
+    /// For each read that completed token events and carried a kernel receive timestamp: how
+    /// long after the kernel received its bytes the probe's task read them (the probe's own
+    /// delay, `llm_probe_read_delay_seconds`). Empty for read-instant probes.
+    pub read_delays: Vec<std::time::Duration>,
 }
 
 impl Observations {
@@ -157,6 +161,7 @@ impl Observations {
             bytes: 0,
             retry_after: None,
             raw_excerpt: Vec::new(),
+            read_delays: Vec::new(),
         }
     }
 

@@ -24,6 +24,31 @@ pub struct TokenEvent {
     pub kind: TokenKind,
 }
 
+/// What the instants of the marks after the request (`headers`, token events, `ended`) are.
+///
+/// Source: issue 15, [`crate::probe::arrival`]. `Kernel`: the kernel's receive time of the
+/// bytes, mapped onto the monotonic clock, independent of how late the probe's task read them.
+/// `Read`: the instant the read returned to the probe's task, which includes any delay of the
+/// probe's own scheduling (an idle CPU waking up, a saturated one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimestampSource {
+    /// Kernel receive timestamps.
+    Kernel,
+    /// Read-return instants (the fallback, and today's probe client).
+    #[default]
+    Read,
+}
+
+impl TimestampSource {
+    /// `kernel` or `read`, as `probe-once` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimestampSource::Kernel => "kernel",
+            TimestampSource::Read => "read",
+        }
+    }
+}
+
 /// The marks of one probe. Instants only; durations are methods of [`crate::measure::Measurement`].
 #[derive(Debug, Clone)]
 pub struct Timeline {
@@ -41,6 +66,8 @@ pub struct Timeline {
     pub token_events: Vec<TokenEvent>,
     /// Stream finished: terminator seen, or clean close after the last event.
     pub ended: Option<Instant>,
+    /// What the instants of `headers`, the token events and `ended` are.
+    pub timestamp_source: TimestampSource,
 }
 
 impl Timeline {
@@ -53,6 +80,7 @@ impl Timeline {
             headers: None,
             token_events: Vec::new(),
             ended: None,
+            timestamp_source: TimestampSource::Read,
         }
     }
 

@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use crate::config::{ConnectionPolicy, Target, Tls};
 
+/// The `User-Agent` of every probe request.
+pub(super) const USER_AGENT: &str = concat!("llm-probe/", env!("CARGO_PKG_VERSION"));
+
 /// How long an idle connection is kept under `connection: reuse`: below the 5 s keep-alive of
 /// uvicorn (vLLM) and llama.cpp, so the pool does not hand out a connection the server is
 /// about to close.
@@ -47,7 +50,7 @@ pub fn client_key(target: &Target) -> ClientKey {
 pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
     let key = client_key(target);
     let mut b = reqwest::Client::builder()
-        .user_agent(concat!("llm-probe/", env!("CARGO_PKG_VERSION")))
+        .user_agent(USER_AGENT)
         .retry(reqwest::retry::never())
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(key.connect_timeout)

@@ -67,13 +67,10 @@ pub async fn attribute<F: Future>(exchange: F) -> (F::Output, Option<(Instant, I
     (out, marks)
 }
 
-/// Notes the connection `response` came on; call it inside [`attribute`] when the headers
-/// arrive. Does nothing outside.
-pub fn response_arrived(response: &reqwest::Response) {
-    let local = response
-        .extensions()
-        .get::<HttpInfo>()
-        .map(HttpInfo::local_addr);
+/// Notes the connection a response came on, from its `extensions`; call it inside
+/// [`attribute`] when the headers arrive. Does nothing outside.
+pub fn response_arrived(extensions: &http::Extensions) {
+    let local = extensions.get::<HttpInfo>().map(HttpInfo::local_addr);
     let _ = SLOT.try_with(|slot| slot.with(|m| m.response_on = Some(local)));
 }
 

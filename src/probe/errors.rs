@@ -48,37 +48,45 @@ fn io_kinds(chain: &[&(dyn Error + 'static)]) -> Vec<io::ErrorKind> {
 /// (its path and query are configuration, not news); a connect error names the host and port it
 /// tried, which is what a wrong `base_url` gets wrong.
 fn describe(e: &reqwest::Error) -> String {
+    let head = if e.is_connect() {
+        connect_head(e.url())
+    } else if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_request() {
+        "request failed".to_string()
+    } else if e.is_body() || e.is_decode() {
+        READING.to_string()
+    } else {
+        "HTTP error".to_string()
+    };
+    joined(head, e.source())
+}
+
+/// The head of a body error's detail.
+const READING: &str = "reading the response failed";
+
+/// "could not connect to {host}:{port}" for `url`.
+fn connect_head(url: Option<&reqwest::Url>) -> String {
+    match url.and_then(|u| Some((u.host_str()?, u.port_or_known_default()?))) {
+        Some((host, port)) => match url.and_then(env_proxy_for) {
+            Some(proxy) => format!("could not connect to {host}:{port} through the proxy {proxy} (from the HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY environment variables)"),
+            None => format!("could not connect to {host}:{port}"),
+        },
+        None => "could not connect".to_string(),
+    }
+}
+
+/// `head`, then `first` and each error under it, joined with ": " (repeats dropped).
+fn joined(head: String, first: Option<&(dyn Error + 'static)>) -> String {
     let mut parts = Vec::new();
-    let mut source = e.source();
+    let mut source = first;
     while let Some(s) = source {
         parts.push(s.to_string());
         source = s.source();
     }
     parts.dedup();
-    let connect_to;
-    let head = if e.is_connect() {
-        connect_to = match e
-            .url()
-            .and_then(|u| Some((u.host_str()?, u.port_or_known_default()?)))
-        {
-            Some((host, port)) => match e.url().and_then(env_proxy_for) {
-                Some(proxy) => format!("could not connect to {host}:{port} through the proxy {proxy} (from the HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY environment variables)"),
-                None => format!("could not connect to {host}:{port}"),
-            },
-            None => "could not connect".to_string(),
-        };
-        connect_to.as_str()
-    } else if e.is_timeout() {
-        "timed out"
-    } else if e.is_request() {
-        "request failed"
-    } else if e.is_body() || e.is_decode() {
-        "reading the response failed"
-    } else {
-        "HTTP error"
-    };
     if parts.is_empty() {
-        head.to_string()
+        head
     } else {
         format!("{head}: {}", parts.join(": "))
     }
@@ -113,7 +121,12 @@ fn is_closed_kind(k: io::ErrorKind) -> bool {
 
 /// The reason for an error from sending the request or receiving the response head, from the
 /// error's types (see the module docs); `https` says whether the URL was `https`.
-fn reason_before_response(e: &reqwest::Error, https: bool) -> FailureReason {
+fn reason_before_response(
+    e: &(dyn Error + 'static),
+    https: bool,
+    is_connect: bool,
+    is_timeout: bool,
+) -> FailureReason {
     let chain = chain(e);
     let kinds = io_kinds(&chain);
     let hyper = find::<hyper::Error>(&chain);
@@ -121,9 +134,9 @@ fn reason_before_response(e: &reqwest::Error, https: bool) -> FailureReason {
         FailureReason::Dns
     } else if find::<rustls::Error>(&chain).is_some() {
         FailureReason::Tls
-    } else if e.is_timeout() || kinds.contains(&io::ErrorKind::TimedOut) {
+    } else if is_timeout || kinds.contains(&io::ErrorKind::TimedOut) {
         FailureReason::Timeout
-    } else if e.is_connect() {
+    } else if is_connect {
         // A TCP connect is refused or unreachable, never cut: a peer that closes or resets an
         // https connection while it is being set up did so in the TLS handshake.
         if https && kinds.iter().any(|k| is_closed_kind(*k)) {
@@ -146,12 +159,32 @@ fn reason_before_response(e: &reqwest::Error, https: bool) -> FailureReason {
 /// Classifies an error from sending the request or receiving the response head.
 pub(super) fn classify(e: &reqwest::Error) -> Failure {
     let https = e.url().is_some_and(|u| u.scheme() == "https");
-    Failure::new(reason_before_response(e, https), describe(e))
+    Failure::new(
+        reason_before_response(e, https, e.is_connect(), e.is_timeout()),
+        describe(e),
+    )
+}
+
+/// Classifies an error of the stamped client (plain `http`, [`super::transport`]) from sending
+/// the request to `url` or receiving the response head; the detail reads as [`classify`]'s.
+pub(super) fn classify_stamped(
+    e: &hyper_util::client::legacy::Error,
+    url: &reqwest::Url,
+) -> Failure {
+    let head = if e.is_connect() {
+        connect_head(Some(url))
+    } else {
+        "request failed".to_string()
+    };
+    Failure::new(
+        reason_before_response(e, false, e.is_connect(), false),
+        joined(head, Some(e)),
+    )
 }
 
 /// The reason for an error while reading the body: `http_protocol` for broken framing (an invalid
 /// chunk-size line), `tls` for a TLS failure, else `truncated` (reset, or closed mid-body).
-fn reason_in_body(e: &reqwest::Error) -> FailureReason {
+fn reason_in_body(e: &(dyn Error + 'static)) -> FailureReason {
     let chain = chain(e);
     let framing = io_kinds(&chain)
         .iter()
@@ -165,13 +198,16 @@ fn reason_in_body(e: &reqwest::Error) -> FailureReason {
     }
 }
 
-/// Classifies an error while reading the body.
-pub(super) fn classify_body(e: &reqwest::Error, obs: &Observations) -> Failure {
+/// Classifies an error while reading the body, from either transport.
+pub(super) fn classify_body(e: &super::transport::BodyError, obs: &Observations) -> Failure {
+    let detail = match e {
+        super::transport::BodyError::Reqwest(e) => describe(e),
+        super::transport::BodyError::Hyper(e) => joined(READING.to_string(), Some(e)),
+    };
     Failure::new(
-        reason_in_body(e),
+        reason_in_body(e.as_error()),
         format!(
-            "{} (after {} token events)",
-            describe(e),
+            "{detail} (after {} token events)",
             obs.timeline.token_events.len()
         ),
     )

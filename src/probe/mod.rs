@@ -2,12 +2,14 @@
 //! read as it returns, feeds the bytes to the decoder and the events to the protocol adapter,
 //! and concludes a [`ProbeOutcome`]. No retries, one deadline per probe.
 
+pub mod arrival;
 mod body;
 mod client;
 mod connect;
 mod errors;
 mod resolve;
 mod stream;
+mod transport;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -21,7 +23,9 @@ use tokio::time::Instant;
 use crate::config::{PrefixCache, Scenario, Target};
 use crate::decode::content::{Coding, ContentDecoder};
 use crate::decode::DEFAULT_MAX_EVENT_BYTES;
-use crate::measure::{Anomaly, Failure, FailureReason, Observations, ProbeOutcome};
+use crate::measure::{
+    Anomaly, Failure, FailureReason, Observations, ProbeOutcome, TimestampSource,
+};
 use crate::protocol;
 
 pub use body::excerpt;
@@ -61,10 +65,15 @@ impl Default for Limits {
 /// Longest wait for the `version_path` answer after a probe.
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Probes one target: owns its HTTP client (connections are reused between probes).
+/// Probes one target: owns its HTTP clients (connections are reused between probes). A plain
+/// `http://` target without an environment proxy streams over the probe's own kernel-stamped
+/// client (`src/probe/transport.rs`); every other request goes over the reqwest client.
 #[derive(Debug, Clone)]
 pub struct Prober {
     client: reqwest::Client,
+    /// The stamped client for the streaming request, when the target allows it
+    /// ([`transport`]); `None`: the streaming request goes over `client` too.
+    stamped: Option<transport::StampedClient>,
     target: Arc<Target>,
     limits: Limits,
 }
@@ -79,11 +88,15 @@ impl Prober {
     }
 
     /// A prober for `target` with default [`Limits`] that uses `client`, built by
-    /// [`build_client`] for a target with the same [`client_key`] (targets can share one).
+    /// [`build_client`] for a target with the same [`client_key`] (targets can share one), for
+    /// every request the stamped client does not carry (`src/probe/transport.rs`: https,
+    /// proxied targets, the `version_path` request). Building the first prober of a process
+    /// turns the kernel's receive timestamping on (see [`arrival::prepare`]).
     pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
         client::warn_if_insecure(&target);
         Prober {
             client,
+            stamped: transport::stamped_client(&target),
             target,
             limits: Limits::default(),
         }
@@ -194,7 +207,7 @@ impl Prober {
             }
         }
         let fetch = async {
-            let mut resp = req.send().await.ok()?;
+            let mut resp = transport::Response::Reqwest(req.send().await.ok()?);
             if !resp.status().is_success() {
                 return None;
             }
@@ -267,13 +280,31 @@ impl Prober {
         mut reader: StreamReader,
         obs: &mut Observations,
     ) -> Result<(), Failure> {
-        let mut response = self
-            .client
-            .execute(request)
-            .await
-            .map_err(|e| errors::classify(&e))?;
-        obs.timeline.headers = Some(std::time::Instant::now());
-        connect::response_arrived(&response);
+        let url = request.url().clone();
+        let mut response = match &self.stamped {
+            Some(client) => {
+                let request = transport::to_http(&request).map_err(|_| {
+                    Failure::new(
+                        FailureReason::HttpProtocol,
+                        "the request could not be given to the HTTP client",
+                    )
+                })?;
+                let response = client
+                    .request(request)
+                    .await
+                    .map_err(|e| errors::classify_stamped(&e, &url))?;
+                transport::Response::stamped(response, url)
+            }
+            None => transport::Response::Reqwest(
+                self.client
+                    .execute(request)
+                    .await
+                    .map_err(|e| errors::classify(&e))?,
+            ),
+        };
+        let mut stamper = arrival::Stamper::new(response.arrivals(), obs.timeline.sent);
+        obs.timeline.headers = Some(stamper.mark(std::time::Instant::now()).0);
+        connect::response_arrived(response.extensions());
         let status = response.status();
         obs.http_status = Some(status.as_u16());
         let header = |name| {
@@ -317,12 +348,13 @@ impl Prober {
 
         loop {
             let read = response.chunk().await;
-            let at = std::time::Instant::now();
+            let read_at = std::time::Instant::now();
             let bytes = match read {
                 Ok(Some(bytes)) => bytes,
-                Ok(None) => return reader.finish(at, obs),
+                Ok(None) => return reader.finish(stamper.mark_end(read_at), obs),
                 Err(e) => return Err(errors::classify_body(&e, obs)),
             };
+            let (at, read_delay) = stamper.mark(read_at);
             obs.bytes += bytes.len() as u64;
             if obs.raw_excerpt.len() < self.limits.capture_bytes {
                 let room = self.limits.capture_bytes - obs.raw_excerpt.len();
@@ -335,7 +367,22 @@ impl Prober {
                     self.limits.max_stream_bytes
                 )));
             }
-            if reader.feed(&bytes, at, obs)? {
+            let tokens_before = obs.timeline.token_events.len();
+            let ended = reader.feed(&bytes, at, obs)?;
+            if obs.timeline.token_events.len() > tokens_before {
+                // The probe's marks are kernel arrivals only if every token read was stamped.
+                match read_delay {
+                    Some(delay) => {
+                        obs.read_delays.push(delay);
+                        if tokens_before == 0 {
+                            obs.timeline.timestamp_source = TimestampSource::Kernel;
+                        }
+                    }
+                    None => obs.timeline.timestamp_source = TimestampSource::Read,
+                }
+            }
+
+            if ended {
                 self.drain(&mut response, &mut reader, obs).await;
                 return reader.finish(std::time::Instant::now(), obs);
             }
@@ -347,7 +394,7 @@ impl Prober {
     /// is harmless; anything else is a trailing-bytes anomaly). At most 64 KiB.
     async fn drain(
         &self,
-        response: &mut reqwest::Response,
+        response: &mut transport::Response,
         reader: &mut StreamReader,
         obs: &mut Observations,
     ) {
@@ -400,7 +447,7 @@ fn is_never_a_stream(content_type: &str) -> bool {
 /// The failure for a non-2xx status (and 204/205): `HTTP 302 Found, redirected to
 /// https://host/path (redirects are not followed …): <body excerpt>`. The `Location` is shown
 /// without user-info, query or fragment (they can hold secrets).
-async fn status_failure(response: &mut reqwest::Response) -> Failure {
+async fn status_failure(response: &mut transport::Response) -> Failure {
     let status = response.status();
     let mut detail = format!("HTTP {}", status.as_u16());
     if let Some(reason) = status.canonical_reason() {
@@ -467,7 +514,7 @@ fn content_encoding(headers: &HeaderMap) -> Option<String> {
 /// Up to `max` bytes of the body (within 2 s), for error details and the version answer.
 /// A body with a content coding the probe knows (gzip, deflate, br, zstd) is decoded, as far as
 /// it decodes.
-async fn read_head(response: &mut reqwest::Response, max: usize) -> Vec<u8> {
+async fn read_head(response: &mut transport::Response, max: usize) -> Vec<u8> {
     let mut decoder = content_encoding(response.headers())
         .and_then(|v| Coding::parse(&v).ok().flatten())
         .map(ContentDecoder::new);

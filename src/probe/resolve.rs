@@ -37,26 +37,52 @@ fn under_localhost(host: &str) -> bool {
             .is_some_and(|tail| tail.eq_ignore_ascii_case(".localhost"))
 }
 
+/// The addresses of `host` (port 0): loopback for a name under `.localhost`, else the system's.
+async fn lookup(host: String) -> Result<Vec<SocketAddr>, ResolveError> {
+    if under_localhost(&host) {
+        return Ok(vec![
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+        ]);
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+        .await
+        .map_err(ResolveError::Lookup)?
+        .collect();
+    if addrs.is_empty() {
+        return Err(ResolveError::NoAddress);
+    }
+    Ok(addrs)
+}
+
 impl Resolve for Resolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_string();
         Box::pin(async move {
-            if under_localhost(&host) {
-                let loopback = [
-                    SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-                    SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
-                ];
-                return Ok(Box::new(loopback.into_iter()) as Addrs);
-            }
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await
-                .map_err(ResolveError::Lookup)?
-                .collect();
-            if addrs.is_empty() {
-                return Err(ResolveError::NoAddress.into());
-            }
+            let addrs = lookup(host).await?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
+    }
+}
+
+/// The same resolver for hyper-util's connector (the probe's stamped client, `super::transport`).
+impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for Resolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = ResolveError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, ResolveError>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), ResolveError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: hyper_util::client::legacy::connect::dns::Name) -> Self::Future {
+        let host = name.as_str().to_string();
+        Box::pin(async move { Ok(lookup(host).await?.into_iter()) })
     }
 }
 

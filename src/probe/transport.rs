@@ -1,0 +1,269 @@
+//! How a probe's streaming request travels: over the probe's own stamped HTTP/1.1 client when
+//! the target is plain `http://` reached directly, otherwise over the target's reqwest client.
+//!
+//! The stamped client is hyper-util's client with the probe's resolver, `TCP_NODELAY`, the
+//! target's connect timeout (around resolution and connect, as reqwest's), its connection
+//! policy (`fresh`: no pool; `reuse`: idle connections kept [`super::client::REUSE_IDLE_TIMEOUT`]),
+//! no retries of any kind, the connection-setup timer of [`super::connect`], and every socket
+//! wrapped in [`StampedStream`], so each read of the response carries the kernel's receive time
+//! ([`super::arrival`]). The response names its connection's [`Arrivals`] in its extensions
+//! (so a pooled connection works too).
+//!
+//! Everything else — `https` (TLS options, mTLS, HTTP/2 over ALPN) and any target a proxy from
+//! the environment (`HTTP_PROXY`, `ALL_PROXY`, lower case too) may apply to — stays on reqwest,
+//! whose connector gives no access to its sockets: those probes are stamped with read instants
+//! (`timestamp_source: read`). On a platform without receive timestamps (not Linux) every target
+//! uses reqwest.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::arrival::{Arrivals, StampedStream};
+use super::connect::{TimeConnects, TimedConnector};
+use super::resolve::Resolver;
+use crate::config::{ConnectionPolicy, Target};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The probe's stamped HTTP/1.1 client (see the module docs).
+pub(super) type StampedClient = Client<TimedConnector<StampedConnector>, Full<Bytes>>;
+
+/// The stamped client for `target`, or `None` when its probes go over reqwest: not `http://`,
+/// a proxy variable for `http` in the environment, or a platform without receive timestamps.
+pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
+    let proxied = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+    if !cfg!(target_os = "linux") || target.base_url.scheme() != "http" || proxied {
+        return None;
+    }
+    super::arrival::prepare();
+    let mut http = HttpConnector::new_with_resolver(Resolver);
+    http.set_nodelay(true);
+    let connector = StampedConnector {
+        http,
+        timeout: target.connect_timeout.min(target.timeout),
+    };
+    let mut b = Client::builder(TokioExecutor::new());
+    b.pool_timer(TokioTimer::new())
+        .retry_canceled_requests(false)
+        .http1_preserve_header_case(false);
+    match target.connection {
+        ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),
+        ConnectionPolicy::Reuse => b.pool_idle_timeout(super::client::REUSE_IDLE_TIMEOUT),
+    };
+    Some(b.build(TimeConnects.layer(connector)))
+}
+
+/// A connection's [`Arrivals`], as an extension of each response that came on it.
+#[derive(Debug, Clone)]
+struct ConnArrivals(Arc<Arrivals>);
+
+/// A TCP connection of the stamped client.
+#[derive(Debug)]
+pub struct StampedConn(TokioIo<StampedStream>);
+
+impl Connection for StampedConn {
+    fn connected(&self) -> Connected {
+        let stream = self.0.inner();
+        stream
+            .get_ref()
+            .connected()
+            .extra(ConnArrivals(stream.arrivals()))
+    }
+}
+
+impl hyper::rt::Read for StampedConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for StampedConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+/// Resolves and connects (hyper-util's connector, the probe's resolver) within the connect
+/// timeout, and wraps the socket in a [`StampedStream`].
+#[derive(Debug, Clone)]
+pub struct StampedConnector {
+    http: HttpConnector<Resolver>,
+    timeout: Duration,
+}
+
+impl Service<Uri> for StampedConnector {
+    type Response = StampedConn;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.http.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let connect = self.http.call(dst);
+        let timeout = self.timeout;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, connect).await {
+                Ok(Ok(io)) => Ok(StampedConn(TokioIo::new(StampedStream::new(
+                    io.into_inner(),
+                )))),
+                Ok(Err(e)) => Err(e.into()),
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "connect timed out after {}",
+                        humantime::format_duration(timeout)
+                    ),
+                )
+                .into()),
+            }
+        })
+    }
+}
+
+/// `request` (built by the target's reqwest client) as the stamped client sends it, with the
+/// headers reqwest adds on sending (`User-Agent`, `Accept: */*`) when the request has none.
+pub(super) fn to_http(
+    request: &reqwest::Request,
+) -> Result<http::Request<Full<Bytes>>, http::Error> {
+    let body = request
+        .body()
+        .and_then(reqwest::Body::as_bytes)
+        .map(Bytes::copy_from_slice)
+        .unwrap_or_default();
+    let mut out = http::Request::builder()
+        .method(request.method().clone())
+        .uri(request.url().as_str())
+        .body(Full::new(body))?;
+    let headers = out.headers_mut();
+    *headers = request.headers().clone();
+    headers
+        .entry(http::header::USER_AGENT)
+        .or_insert(HeaderValue::from_static(super::client::USER_AGENT));
+    headers
+        .entry(http::header::ACCEPT)
+        .or_insert(HeaderValue::from_static("*/*"));
+    Ok(out)
+}
+
+/// A response head and its body, from either transport.
+pub(super) enum Response {
+    /// Over the target's reqwest client.
+    Reqwest(reqwest::Response),
+    /// Over the stamped client; `url` is the request's (no redirect is followed).
+    Stamped {
+        head: http::response::Parts,
+        body: Incoming,
+        url: reqwest::Url,
+    },
+}
+
+/// An error while reading a response body.
+#[derive(Debug)]
+pub(super) enum BodyError {
+    Reqwest(reqwest::Error),
+    Hyper(hyper::Error),
+}
+
+impl BodyError {
+    /// The error, as the classifier reads it.
+    pub(super) fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        match self {
+            BodyError::Reqwest(e) => e,
+            BodyError::Hyper(e) => e,
+        }
+    }
+}
+
+impl Response {
+    /// The stamped client's response to a request for `url`.
+    pub(super) fn stamped(response: http::Response<Incoming>, url: reqwest::Url) -> Self {
+        let (head, body) = response.into_parts();
+        Response::Stamped { head, body, url }
+    }
+
+    pub(super) fn status(&self) -> StatusCode {
+        match self {
+            Response::Reqwest(r) => r.status(),
+            Response::Stamped { head, .. } => head.status,
+        }
+    }
+
+    pub(super) fn headers(&self) -> &HeaderMap {
+        match self {
+            Response::Reqwest(r) => r.headers(),
+            Response::Stamped { head, .. } => &head.headers,
+        }
+    }
+
+    pub(super) fn extensions(&self) -> &http::Extensions {
+        match self {
+            Response::Reqwest(r) => r.extensions(),
+            Response::Stamped { head, .. } => &head.extensions,
+        }
+    }
+
+    pub(super) fn url(&self) -> &reqwest::Url {
+        match self {
+            Response::Reqwest(r) => r.url(),
+            Response::Stamped { url, .. } => url,
+        }
+    }
+
+    /// The kernel arrivals of the connection the response came on (stamped client only).
+    pub(super) fn arrivals(&self) -> Option<Arc<Arrivals>> {
+        self.extensions()
+            .get::<ConnArrivals>()
+            .map(|a| Arc::clone(&a.0))
+    }
+
+    /// The next piece of the body (`None` at its end); trailers are skipped.
+    pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+        match self {
+            Response::Reqwest(r) => r.chunk().await.map_err(BodyError::Reqwest),
+            Response::Stamped { body, .. } => loop {
+                match body.frame().await {
+                    None => return Ok(None),
+                    Some(Err(e)) => return Err(BodyError::Hyper(e)),
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Ok(Some(data));
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
