@@ -94,8 +94,9 @@ pub async fn run(
     let cfg = config::parse(&text, "<demo>", &|_| None).map_err(DemoError::Config)?;
     let daemon = Daemon::start(cfg, listen, None).await?;
     stdout_text(format_args!(
-        "llm-probe demo\n  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s, mild jitter)\n  metrics             http://{}/metrics\n  probing every 3s; a summary every {}; Ctrl-C to stop\n",
+        "llm-probe demo\n  simulated endpoint  {} (scripted TTFT 180 ms, 12 ms per token ≈ 83 tokens/s, mild jitter)\n  status page         http://{}/\n  metrics             http://{}/metrics\n  probing every 3s; a summary every {}; Ctrl-C to stop\n",
         sim.base_url(),
+        daemon.addr,
         daemon.addr,
         humantime::format_duration(every)
     ));

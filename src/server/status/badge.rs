@@ -24,7 +24,8 @@ fn colour(s: SloState) -> &'static str {
 
 /// Approximate width of `s` in 11 px Verdana.
 fn width(s: &str) -> f64 {
-    s.chars().count() as f64 * 6.6 + 12.0
+    // Whole pixels: no floating-point noise (116.39999999999999) in the SVG.
+    (s.chars().count() as f64 * 6.6 + 12.0).round()
 }
 
 /// The badge `kind` (`ttft.svg` or `status.svg`) of a pair; `None`: no such pair or kind.
