@@ -225,3 +225,28 @@ fn probe_once_collections_and_unreadable_files() {
         "{stderr}"
     );
 }
+
+/// A stream as input (`/dev/zero`, a FIFO nobody writes to) is refused at once, not read until
+/// memory runs out or forever (a hostile-input finding).
+#[test]
+fn a_device_or_a_fifo_as_input_is_refused_at_once() {
+    let fixture_path = fixture("before.json");
+    let good = fixture_path.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for input in ["/dev/zero", fifo.to_str().unwrap()] {
+        let started = std::time::Instant::now();
+        let out = compare(&[input, good]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{input}: {err}");
+        assert!(err.contains("not a regular file"), "{input}: {err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{input} took {:?}",
+            started.elapsed()
+        );
+    }
+}

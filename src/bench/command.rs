@@ -40,13 +40,13 @@ pub fn plan_of(a: &BenchArgs) -> Plan {
 /// Runs the command until done or `cancel` (Ctrl-C): what was measured is still written.
 pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
     let fail = |msg: String| {
-        eprintln!("llm-probe bench: {msg}");
+        crate::logging::stderr_line(format_args!("llm-probe bench: {msg}"));
         ExitCode::FAILURE
     };
     let cfg = match config::load_with(&a.config_file, config::Secrets::Read) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{e}");
+            crate::logging::stderr_line(&e);
             return ExitCode::FAILURE;
         }
     };
@@ -57,6 +57,12 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
     let plan = plan_of(&a);
     if let Err(e) = plan.validate() {
         return fail(e);
+    }
+    // Before any token is spent: the output directory can be created and written.
+    if let Some(dir) = &a.out {
+        if let Err(e) = writable_dir(dir) {
+            return fail(e);
+        }
     }
     let progress = Progress::new(a.quiet);
     for l in plan.describe(estimate_prompt_tokens(&scenario), scenario.max_tokens) {
@@ -105,6 +111,20 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Creates `dir` if missing and checks a file can be written there (the check's file is
+/// removed again), so that `--out` fails before the sweep spends tokens, not after.
+///
+/// Errors: the directory cannot be created, is not a directory, or is not writable.
+pub fn writable_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("--out: cannot create the directory {}: {e}", dir.display()))?;
+    let probe = dir.join(".llm-probe-bench-write-check");
+    std::fs::write(&probe, b"")
+        .map_err(|e| format!("--out: cannot write into {}: {e}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Writes `report.json`, `report.md`, `report.txt` and the SVG charts into `dir` (created if
 /// missing); returns how many files were written.
 ///
@@ -124,4 +144,27 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<usize, String> {
         write(name, svg)?;
     }
     Ok(3 + charts.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_out_dir_that_cannot_be_written_is_refused_before_the_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"x").unwrap();
+        let e = writable_dir(&file.join("sub")).unwrap_err();
+        assert!(e.starts_with("--out: cannot create the directory"), "{e}");
+        let e = writable_dir(&file).unwrap_err();
+        assert!(e.starts_with("--out:"), "{e}");
+        let out = dir.path().join("new/nested");
+        writable_dir(&out).unwrap();
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            0,
+            "the check's file is removed"
+        );
+    }
 }

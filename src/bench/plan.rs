@@ -52,6 +52,10 @@ pub struct Plan {
     pub max_failure_ratio: f64,
 }
 
+/// The lowest `--rate` accepted, requests per second (one request per 1,000 s on average):
+/// below it a level would wait longer than any run is meant to last.
+pub const MIN_RATE: f64 = 0.001;
+
 impl Plan {
     /// Checks the plan; the error names the flag and the fix.
     pub fn validate(&self) -> Result<(), String> {
@@ -61,7 +65,7 @@ impl Plan {
         for l in &self.levels {
             match *l {
                 Load::Concurrency(0) => return Err("--concurrency: a level of 0 sends nothing; use 1 or more (e.g. 1,2,4,8)".into()),
-                Load::Rate(r) if !(r.is_finite() && r > 0.0) => return Err(format!("--rate: {r} is not a rate; use requests per second greater than 0 (e.g. 0.5,1,2)")),
+                Load::Rate(r) if !(r.is_finite() && r >= MIN_RATE) => return Err(format!("--rate: {r} is not a usable rate; use requests per second of at least {MIN_RATE} (e.g. 0.5,1,2)")),
                 _ => {}
             }
         }
@@ -203,6 +207,12 @@ mod tests {
         let e = p.validate().unwrap_err();
         assert!(e.contains("24") && e.contains("--max-requests 20"), "{e}");
         assert!(plan(vec![Load::Concurrency(1)]).validate().is_ok());
+        // A rate so small that no level would end (and 1e-300 overflowed a Duration).
+        for r in [1e-300, 1e-10, MIN_RATE / 2.0] {
+            let e = plan(vec![Load::Rate(r)]).validate().unwrap_err();
+            assert!(e.contains("--rate") && e.contains("0.001"), "{r}: {e}");
+        }
+        assert!(plan(vec![Load::Rate(MIN_RATE)]).validate().is_ok());
     }
 
     #[test]

@@ -32,7 +32,7 @@ impl Progress {
     pub fn line(&self, text: &str) {
         match &self.bar {
             Some(b) => b.println(text),
-            None if !self.quiet => eprintln!("{text}"),
+            None if !self.quiet => crate::logging::stderr_line(text),
             None => {}
         }
     }

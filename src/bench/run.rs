@@ -183,11 +183,14 @@ pub fn arrivals(rate: f64, seed: u64) -> impl Iterator<Item = Duration> {
         .ok()
         .filter(|_| rate.is_finite() && rate > 0.0);
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut due = Duration::ZERO;
+    let mut due = Some(Duration::ZERO);
     std::iter::from_fn(move || {
         let gaps = gaps.as_ref()?;
-        let this = due;
-        due += Duration::from_secs_f64(gaps.sample(&mut rng));
+        let this = due?;
+        // A gap too long for a Duration (a tiny rate) ends the schedule instead of panicking.
+        due = Duration::try_from_secs_f64(gaps.sample(&mut rng))
+            .ok()
+            .and_then(|gap| this.checked_add(gap));
         Some(this)
     })
 }
@@ -195,6 +198,13 @@ pub fn arrivals(rate: f64, seed: u64) -> impl Iterator<Item = Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gap_too_long_for_a_duration_ends_the_schedule_instead_of_panicking() {
+        // Mean gap 1e300 s: the first arrival is at 0, the next cannot be represented.
+        let a: Vec<Duration> = arrivals(1e-300, 1).take(3).collect();
+        assert_eq!(a, vec![Duration::ZERO]);
+    }
 
     #[test]
     fn arrivals_are_seeded_poisson() {

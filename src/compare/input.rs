@@ -158,13 +158,20 @@ pub struct InputError {
     pub problem: String,
 }
 
+/// The largest run file `compare` reads, bytes (a bench run of 100,000 requests is about 50 MiB).
+pub const MAX_RUN_BYTES: u64 = 256 << 20;
+
 /// Read `path`: bench JSON or probe-once JSON lines (decided by content).
 pub fn read_run(path: &Path) -> Result<Run, InputError> {
     let err = |problem: String| InputError {
         path: path.to_path_buf(),
         problem,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    // Regular files only, at most MAX_RUN_BYTES, off a hanging mount within the time limit:
+    // `/dev/zero` or a FIFO must not eat memory or hang (the probes file's reader).
+    let bytes = crate::config::files::read(path, MAX_RUN_BYTES)
+        .map_err(|e| err(format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| err("not UTF-8 text (a JSON file?)".into()))?;
     parse_run(path, &text).map_err(err)
 }
 

@@ -35,6 +35,10 @@ use serde::Deserialize;
 
 use crate::config::{ConfigError, Problem};
 
+/// The highest bcrypt cost accepted in `basic_auth_users` (2^14 rounds, about a second of CPU
+/// per check here): a higher one lets any client spend that CPU with a wrong password.
+pub const MAX_BCRYPT_COST: u32 = 14;
+
 /// Largest web config file, certificate or key file read.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -218,8 +222,12 @@ pub fn parse(text: &str, source: &str, dir: &Path) -> Result<WebConfig, ConfigEr
                     .into(),
             );
         }
-        if hash.parse::<bcrypt::HashParts>().is_err() {
-            problems.add(&path, "is not a bcrypt hash (like $2y$10$ followed by 53 characters); make one with `htpasswd -nBC 10 \"\" | tr -d ':'`".into());
+        match hash.parse::<bcrypt::HashParts>() {
+            Err(_) => problems.add(&path, "is not a bcrypt hash (like $2y$10$ followed by 53 characters); make one with `htpasswd -nBC 10 \"\" | tr -d ':'`".into()),
+            // Every wrong password costs one check at this cost, and anyone can send one: a
+            // cost of 31 is minutes of CPU per request.
+            Ok(parts) if parts.get_cost() > MAX_BCRYPT_COST => problems.add(&path, format!("has bcrypt cost {}, above the maximum of {MAX_BCRYPT_COST}: every wrong password would cost that much CPU; make one with `htpasswd -nBC 10 \"\" | tr -d ':'`", parts.get_cost())),
+            Ok(_) => {}
         }
         web.users.insert(user, hash);
     }
@@ -524,5 +532,32 @@ impl WebState {
             warn_if_clear_text(&c);
             *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bcrypt_cost_above_the_maximum_is_a_located_problem() {
+        // A valid bcrypt hash at cost 31 (each wrong password: 2^31 rounds) and one at cost 10.
+        let at = |cost: u32| {
+            format!("$2b${cost:02}$abcdefghijklmnopqrstuuNFzQf2nqtbIs1.BqQZtS7tLdqKnVPyS")
+        };
+        let text = format!(
+            "basic_auth_users:\n  slow: '{}'\n  ok: '{}'\n",
+            at(31),
+            at(10)
+        );
+        let e = parse(&text, "web.yml", Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("web.yml:2:") && e.contains("basic_auth_users.slow"),
+            "{e}"
+        );
+        assert!(e.contains("cost 31") && e.contains("maximum of 14"), "{e}");
+        assert!(!e.contains("basic_auth_users.ok"), "cost 10 is fine: {e}");
     }
 }
