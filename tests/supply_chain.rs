@@ -2,7 +2,7 @@
 //! the one CI runs; `cargo audit` is clean, or every exception is justified in `audit.toml`.
 //! `cargo audit` reads the RustSec advisory database it fetches as usual, or, when the
 //! environment variable `LLM_PROBE_ADVISORY_DB` names a directory, that snapshot without
-//! fetching (for machines with no route to GitHub; `.ci/run` sets it to `../shared/advisory-db`).
+//! fetching (for machines with no route to GitHub; CI sets it to the snapshot it is given).
 
 mod common;
 
