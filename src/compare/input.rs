@@ -29,6 +29,16 @@ use super::Metric;
 /// The schema name prefix of `bench` JSON.
 pub const BENCH_SCHEMA_PREFIX: &str = "llm-probe.bench/";
 
+/// The one bench schema version this build reads (`bench --output json` writes it).
+pub const BENCH_SCHEMA: &str = crate::bench::json::SCHEMA;
+
+/// The largest latency a run may state, seconds (a day: the longest duration llm-probe
+/// accepts anywhere); anything above is a damaged or hand-made file.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// The largest output tokens/s a run may state (far above any real stream).
+pub const MAX_TOKENS_PER_SECOND: f64 = 1e9;
+
 /// What a run file was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunKind {
@@ -182,7 +192,13 @@ pub fn parse_run(path: &Path, text: &str) -> Result<Run, String> {
             if !schema.starts_with(BENCH_SCHEMA_PREFIX) {
                 return Err(format!(
                     "unknown schema {schema:?}: compare reads `llm-probe bench --output json` \
-                     ({BENCH_SCHEMA_PREFIX}v1) or `llm-probe probe-once --output json` lines"
+                     ({BENCH_SCHEMA}) or `llm-probe probe-once --output json` lines"
+                ));
+            }
+            if schema != BENCH_SCHEMA {
+                return Err(format!(
+                    "schema {schema:?} is not one this llm-probe reads ({BENCH_SCHEMA}): a \
+                     newer llm-probe wrote it; compare it with that version"
                 ));
             }
             return parse_bench(path, whole);
@@ -239,11 +255,16 @@ impl MetricFields {
         success: bool,
         failure_reason: Option<String>,
         gaps: Option<&[f64]>,
-    ) -> RequestRecord {
+    ) -> Result<RequestRecord, String> {
+        if let Some(gaps) = gaps {
+            for g in gaps {
+                check_value(Metric::Itl, *g)?;
+            }
+        }
         let itl = gaps.and_then(super::stats::median);
         let mut values = [None; Metric::ALL.len()];
         for m in Metric::ALL {
-            values[m.index()] = match m {
+            let v = match m {
                 Metric::Ttft => self.ttft_seconds,
                 Metric::TimeToFirstOutputToken => self.time_to_first_output_token_seconds,
                 Metric::Tpot => self.tpot_seconds,
@@ -251,12 +272,34 @@ impl MetricFields {
                 Metric::E2e => self.e2e_seconds,
                 Metric::OutputTokensPerSecond => self.output_tokens_per_second,
             };
+            if let Some(v) = v {
+                check_value(m, v)?;
+            }
+            values[m.index()] = v;
         }
-        RequestRecord {
+        Ok(RequestRecord {
             success,
             failure_reason,
             values,
-        }
+        })
+    }
+}
+
+/// A measurement no stream can produce (negative, not finite, beyond [`MAX_SECONDS`] or
+/// [`MAX_TOKENS_PER_SECOND`]) is an error naming the field: a damaged or hand-edited file must
+/// not become a verdict.
+fn check_value(metric: Metric, v: f64) -> Result<(), String> {
+    let max = match metric {
+        Metric::OutputTokensPerSecond => MAX_TOKENS_PER_SECOND,
+        _ => MAX_SECONDS,
+    };
+    if v.is_finite() && (0.0..=max).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is {v}: a measurement must be between 0 and {max}",
+            metric.json_name()
+        ))
     }
 }
 
@@ -290,7 +333,7 @@ struct ProbeLine {
 }
 
 impl ProbeLine {
-    fn record(&self) -> RequestRecord {
+    fn record(&self) -> Result<RequestRecord, String> {
         self.metrics.record(
             self.success.unwrap_or(self.failure_reason.is_none()),
             self.failure_reason.clone(),
@@ -341,11 +384,11 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
                 r.level
             )
         })?;
-        level.requests.push(r.metrics.record(
-            r.ok,
-            r.reason,
-            r.inter_token_latency_seconds.as_deref(),
-        ));
+        let record = r
+            .metrics
+            .record(r.ok, r.reason, r.inter_token_latency_seconds.as_deref())
+            .map_err(|e| format!("requests[{i}]: {e}"))?;
+        level.requests.push(record);
     }
     Ok(Run {
         path: path.to_path_buf(),
@@ -396,6 +439,9 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
             pairs.join(", ")
         ));
     }
+    let requests = (lines.iter().enumerate())
+        .map(|(i, l)| l.record().map_err(|e| format!("probe {}: {e}", i + 1)))
+        .collect::<Result<Vec<_>, String>>()?;
     let identity = lines
         .iter()
         .find(|l| l.success == Some(true) && !l.identity.is_empty())
@@ -415,7 +461,7 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
         levels: vec![Level {
             key: LevelKey::Single,
             counts: None,
-            requests: lines.iter().map(ProbeLine::record).collect(),
+            requests,
         }],
     })
 }

@@ -213,6 +213,15 @@ pub enum Refusal {
         /// AFTER's levels, listed.
         after: String,
     },
+    /// Every common level is empty on one side: nothing was measured there to judge.
+    #[error(
+        "nothing to compare: {side} has no request in any level both runs share (a run \
+         interrupted before its first request ended, or every request was a warm-up); rerun it"
+    )]
+    Empty {
+        /// `BEFORE`, `AFTER` or `BEFORE and AFTER`.
+        side: &'static str,
+    },
 }
 
 /// What differs between the runs' setups (scenario, prompt size, `max_tokens`): described.
@@ -285,9 +294,14 @@ pub fn compare(before: &Run, after: &Run, options: &Options) -> Result<Compariso
     }
     let mut levels = Vec::new();
     let mut unmatched = Vec::new();
+    let (mut before_empty, mut after_empty) = (true, true);
     for b in &before.levels {
         match after.levels.iter().find(|a| a.key == b.key) {
-            Some(a) => levels.push(compare_level(b, a, options)),
+            Some(a) => {
+                before_empty &= b.sent_failed().0 == 0;
+                after_empty &= a.sent_failed().0 == 0;
+                levels.push(compare_level(b, a, options))
+            }
             None => unmatched.push(format!("{} (BEFORE only)", b.key)),
         }
     }
@@ -309,6 +323,14 @@ pub fn compare(before: &Run, after: &Run, options: &Options) -> Result<Compariso
             before: list(before),
             after: list(after),
         });
+    }
+    if before_empty || after_empty {
+        let side = match (before_empty, after_empty) {
+            (true, true) => "BEFORE and AFTER",
+            (true, false) => "BEFORE",
+            _ => "AFTER",
+        };
+        return Err(Refusal::Empty { side });
     }
     let selection = different_endpoint
         .then(|| selection::select(before, after, options))

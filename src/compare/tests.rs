@@ -135,6 +135,23 @@ fn no_common_level_is_an_error_not_an_empty_success() {
 }
 
 #[test]
+fn a_side_with_no_request_is_refused_not_judged() {
+    let b = run("s", &spread(10, 1.0), "a");
+    let a = run("s", &[], "b");
+    let e = compare(&b, &a, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("nothing to compare: AFTER has no request"),
+        "{e}"
+    );
+    let e = compare(&a, &a, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("BEFORE and AFTER"), "{e}");
+}
+
+#[test]
 fn option_parsers() {
     assert_eq!(parse_threshold("10%"), Ok(0.1));
     assert_eq!(parse_threshold("0.05"), Ok(0.05));

@@ -114,3 +114,46 @@ fn probe_once_errors() {
         .unwrap_err();
     assert!(e.contains("a/s, b/s") && e.contains("--target"), "{e}");
 }
+
+#[test]
+fn impossible_measurements_and_newer_schemas_are_refused() {
+    let meta = r#""metadata":{"target":"t"},"levels":[{"concurrency":1}]"#;
+    for (field, value) in [
+        ("ttft_seconds", "-0.2"),
+        ("e2e_seconds", "1e308"),
+        ("tpot_seconds", "86401"),
+        ("output_tokens_per_second", "1e12"),
+    ] {
+        let e = parse(&format!(
+            r#"{{"schema":"llm-probe.bench/v1",{meta},
+                "requests":[{{"level":0,"ok":true,"ttft_seconds":0.2}},{{"level":0,"ok":true,"{field}":{value}}}]}}"#
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("requests[1]") && e.contains(field),
+            "{field}: {e}"
+        );
+    }
+    let e = parse(&format!(
+        r#"{{"schema":"llm-probe.bench/v1",{meta},
+            "requests":[{{"level":0,"ok":true,"inter_token_latency_seconds":[0.02,-1]}}]}}"#
+    ))
+    .unwrap_err();
+    assert!(e.contains("inter_token_latency_seconds"), "{e}");
+    let e =
+        parse("{\"target\":\"t\",\"ttft_seconds\":0.2}\n{\"target\":\"t\",\"ttft_seconds\":-3}\n")
+            .unwrap_err();
+    assert!(e.contains("probe 2") && e.contains("ttft_seconds"), "{e}");
+    let e = parse(&format!(r#"{{"schema":"llm-probe.bench/v999",{meta}}}"#)).unwrap_err();
+    assert!(
+        e.contains("v999") && e.contains("llm-probe.bench/v1"),
+        "{e}"
+    );
+    // A day and zero are still measurements.
+    let run = parse(&format!(
+        r#"{{"schema":"llm-probe.bench/v1",{meta},
+            "requests":[{{"level":0,"ok":true,"ttft_seconds":86400,"tpot_seconds":0}}]}}"#
+    ))
+    .unwrap();
+    assert_eq!(run.levels[0].values(Metric::Ttft), vec![86_400.0]);
+}
