@@ -189,7 +189,7 @@ fn bad_input_is_refused_clearly() {
     // Nothing listens here: every case must be refused before a request is sent.
     std::fs::write(&file, yaml("http://127.0.0.1:9/v1")).unwrap();
     let f = file.to_str().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["--target", "nope", "--concurrency", "1", "--requests", "1"],
             "no target named \"nope\"",
@@ -210,6 +210,14 @@ fn bad_input_is_refused_clearly() {
             "--concurrency: a level of 0",
         ),
         (&["--rate", "1,2"], "--rate without a bound"),
+        (
+            &["--concurrency", "1,1", "--requests", "4"],
+            "the levels must increase (concurrency 1 then concurrency 1)",
+        ),
+        (
+            &["--concurrency", "1,64", "--requests", "4"],
+            "--requests 4 is fewer than --concurrency 64",
+        ),
         (
             &[
                 "--concurrency",

@@ -56,6 +56,10 @@ pub struct Plan {
 /// below it a level would wait longer than any run is meant to last.
 pub const MIN_RATE: f64 = 0.001;
 
+/// The highest `--concurrency` level accepted: concurrent streams (each its own connection and
+/// task) one bench process drives; BENCHMARKS.md measured the generator up to a few hundred.
+pub const MAX_CONCURRENCY: u32 = 10_000;
+
 impl Plan {
     /// Checks the plan; the error names the flag and the fix.
     pub fn validate(&self) -> Result<(), String> {
@@ -67,6 +71,34 @@ impl Plan {
                 Load::Concurrency(0) => return Err("--concurrency: a level of 0 sends nothing; use 1 or more (e.g. 1,2,4,8)".into()),
                 Load::Rate(r) if !(r.is_finite() && r >= MIN_RATE) => return Err(format!("--rate: {r} is not a usable rate; use requests per second of at least {MIN_RATE} (e.g. 0.5,1,2)")),
                 _ => {}
+            }
+        }
+        for pair in self.levels.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let increasing = match (a, b) {
+                (Load::Concurrency(x), Load::Concurrency(y)) => x < y,
+                (Load::Rate(x), Load::Rate(y)) => x < y,
+                _ => false,
+            };
+            if !increasing {
+                return Err(format!(
+                    "the levels must increase ({} then {}): the SLA capacity is the last level before the first that breaks the SLO; list each level once, lowest first (e.g. 1,2,4,8)",
+                    a.label(),
+                    b.label()
+                ));
+            }
+        }
+        if let Some(&Load::Concurrency(c)) = self.levels.last() {
+            if c > MAX_CONCURRENCY {
+                return Err(format!(
+                    "--concurrency {c} is above {MAX_CONCURRENCY} streams: one process cannot hold that many connections honestly; run several bench processes or lower the level"
+                ));
+            }
+            if let Some(n) = self.requests.filter(|&n| n < u64::from(c)) {
+                return Err(format!(
+                    "--requests {n} is fewer than --concurrency {c}: the level would never have {c} streams at once, so it would not measure that load; use --requests of at least {c} (a few per stream: e.g. {})",
+                    u64::from(c) * 4
+                ));
             }
         }
         let open = matches!(self.levels[0], Load::Rate(_));
@@ -213,6 +245,26 @@ mod tests {
             assert!(e.contains("--rate") && e.contains("0.001"), "{r}: {e}");
         }
         assert!(plan(vec![Load::Rate(MIN_RATE)]).validate().is_ok());
+    }
+
+    #[test]
+    fn levels_increase_and_a_level_gets_at_least_one_request_per_stream() {
+        use Load::{Concurrency as C, Rate as R};
+        for levels in [vec![C(1), C(1)], vec![C(4), C(2)], vec![R(2.0), R(1.0)]] {
+            let e = plan(levels.clone()).validate().unwrap_err();
+            assert!(e.contains("must increase"), "{levels:?}: {e}");
+        }
+        let e = plan(vec![C(1), C(16)]).validate().unwrap_err();
+        assert!(
+            e.contains("--requests 10") && e.contains("--concurrency 16"),
+            "{e}"
+        );
+        let mut p = plan(vec![C(MAX_CONCURRENCY + 1)]);
+        p.requests = None;
+        p.duration = Some(Duration::from_secs(1));
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("10000"), "{e}");
+        assert!(plan(vec![C(1), C(2), C(10)]).validate().is_ok());
     }
 
     #[test]
