@@ -123,6 +123,34 @@ async fn hostile_names_and_details_are_escaped_on_every_page_api_and_badge() {
         .unwrap()
         .starts_with("text/plain"));
     assert!(body.contains("<script>x"), "echoed as text only: {body}");
+    // Every other answer too: errors, 404s, 405s, /metrics, /-/reload.
+    let client = reqwest::Client::new();
+    let base = format!("http://{}", d.addr);
+    for (method, path, want) in [
+        (reqwest::Method::GET, "/%3Cscript%3E", 404),
+        (reqwest::Method::DELETE, "/metrics", 405),
+        (reqwest::Method::GET, "/-/reload", 405),
+        (reqwest::Method::POST, "/-/reload", 500),
+        (reqwest::Method::GET, "/metrics", 200),
+        (reqwest::Method::GET, "/-/healthy", 200),
+    ] {
+        let r = client
+            .request(method.clone(), format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), want, "{method} {path}");
+        assert_eq!(
+            r.headers()["x-content-type-options"],
+            "nosniff",
+            "{method} {path}"
+        );
+        assert_eq!(
+            r.headers()["content-security-policy"],
+            "default-src 'none'; frame-ancestors 'none'",
+            "{method} {path}"
+        );
+    }
     d.stop().await;
 }
 

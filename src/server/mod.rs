@@ -31,7 +31,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Incoming};
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{
+    HeaderValue, ACCEPT, ALLOW, CONTENT_SECURITY_POLICY, CONTENT_TYPE, WWW_AUTHENTICATE,
+    X_CONTENT_TYPE_OPTIONS,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
@@ -491,11 +494,23 @@ async fn guarded(state: &ExporterState, req: &Request<Incoming>) -> Response<Ful
             r
         }
     };
+    // Every answer, including errors, 404s and /-/reload: a browser must not sniff a plain-text
+    // echo of a hostile path into a page, nor load anything for it. The status pages set their
+    // own, stricter policy; the web config's headers come last and win.
+    let h = response.headers_mut();
+    h.entry(X_CONTENT_TYPE_OPTIONS)
+        .or_insert(HeaderValue::from_static("nosniff"));
+    h.entry(CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(BARE_CSP));
     for (name, value) in &web.headers {
         response.headers_mut().insert(name.clone(), value.clone());
     }
     response
 }
+
+/// The `Content-Security-Policy` of every answer that is not a status page: nothing may load,
+/// nothing may frame it.
+pub(crate) const BARE_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
 async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
