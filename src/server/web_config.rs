@@ -83,7 +83,42 @@ impl std::fmt::Debug for WebConfig {
 struct Raw {
     tls_server_config: Option<RawTls>,
     http_server_config: Option<RawHttp>,
+    #[serde(default, deserialize_with = "unique_users")]
     basic_auth_users: Option<BTreeMap<String, String>>,
+}
+
+/// `basic_auth_users` with each user named once: a second entry for a user would silently
+/// replace the first one's password.
+fn unique_users<'de, D>(d: D) -> Result<Option<BTreeMap<String, String>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Users;
+    impl<'de> serde::de::Visitor<'de> for Users {
+        type Value = Option<BTreeMap<String, String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of user names to bcrypt hashes")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<M: serde::de::MapAccess<'de>>(
+            self,
+            mut m: M,
+        ) -> Result<Self::Value, M::Error> {
+            let mut users = BTreeMap::new();
+            while let Some((user, hash)) = m.next_entry::<String, String>()? {
+                if users.contains_key(&user) {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "user {user:?} is listed twice in basic_auth_users; keep one entry per user"
+                    )));
+                }
+                users.insert(user, hash);
+            }
+            Ok(Some(users))
+        }
+    }
+    d.deserialize_any(Users)
 }
 
 #[derive(Deserialize)]
@@ -559,5 +594,19 @@ mod tests {
         );
         assert!(e.contains("cost 31") && e.contains("maximum of 14"), "{e}");
         assert!(!e.contains("basic_auth_users.ok"), "cost 10 is fine: {e}");
+    }
+
+    #[test]
+    fn a_user_listed_twice_is_refused_not_last_wins() {
+        let text = "basic_auth_users:\n  ops: '$2b$04$x'\n  ops: '$2b$04$y'\n";
+        let e = parse(text, "web.yml", Path::new("."))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("web.yml:") && e.contains("\"ops\" is listed twice"),
+            "{e}"
+        );
+        assert!(!e.contains("$2b$"), "no hash in the message: {e}");
+        assert!(parse("basic_auth_users:\n", "web.yml", Path::new(".")).is_ok());
     }
 }
