@@ -45,6 +45,29 @@ pub fn terminal_safe(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `s` as literal Markdown text on one line: [`terminal_safe`] first (so a newline cannot start
+/// a heading or a table row), then every character Markdown or HTML gives a meaning to
+/// backslash-escaped, and `<`, `>`, `&` as entities. For names and identities from a file or a
+/// server written into a Markdown report (a pull-request comment must show them, not render
+/// them as links, images or HTML).
+pub fn markdown_text(s: &str) -> String {
+    let safe = terminal_safe(s);
+    let mut out = String::with_capacity(safe.len() + 8);
+    for c in safe.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '|' | '!' | '~' | '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// What stands in for a redacted part.
 pub const REDACTED: &str = "***";
 
@@ -189,6 +212,16 @@ fn without_secret_start<'p>(piece: &'p str, secret: &str) -> Cow<'p, str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn markdown_text_shows_markup_instead_of_rendering_it() {
+        let s = super::markdown_text("a](javascript:x) <img src=x> **b**\n# h | c `d` & \\");
+        assert_eq!(
+            s,
+            "a\\]\\(javascript:x\\) &lt;img src=x&gt; \\*\\*b\\*\\*\\\\n\\# h \\| c \\`d\\` &amp; \\\\"
+        );
+        assert_eq!(super::markdown_text("gpt-4o.mini/v1"), "gpt-4o.mini/v1");
+    }
+
     use super::*;
 
     #[test]

@@ -216,6 +216,48 @@ fn probe_once_collections_and_unreadable_files() {
         }
     }
 
+    // Markup in a hand-made name is shown in a Markdown report, not rendered (no link, image,
+    // HTML or heading injected into a pull-request comment).
+    let markup = dir.path().join("markup.jsonl");
+    std::fs::write(
+        &markup,
+        "{\"target\":\"t\",\"scenario\":\"s\",\"model\":\"[x](https://evil.example) <img src=x>\\n# owned ```\",\"success\":true,\"ttft_seconds\":0.2,\"tpot_seconds\":0.03}\n",
+    )
+    .unwrap();
+    let out = compare(&[
+        markup.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--output",
+        "markdown",
+        "--force",
+    ]);
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        md.contains("\\[x\\]\\(https://evil.example\\) &lt;img src=x&gt;"),
+        "{md}"
+    );
+    // Outside the fenced selection block (whose fence outgrows the name's backticks), nothing
+    // renders.
+    let (mut fence, mut outside) = (None::<String>, String::new());
+    for line in md.lines() {
+        match &fence {
+            Some(f) if line == f => fence = None,
+            Some(_) => {}
+            None if line.starts_with("```") => fence = Some(line.to_string()),
+            None => outside += &format!("{line}\n"),
+        }
+    }
+    assert!(fence.is_none(), "a fence left open: {md}");
+    assert!(
+        md.contains("\n````\n"),
+        "the fence outgrows ``` in the name: {md}"
+    );
+    assert!(
+        !outside.contains("<img") && !outside.contains("](https"),
+        "{md}"
+    );
+    assert!(!outside.lines().any(|l| l.starts_with("# owned")), "{md}");
+
     let missing = dir.path().join("missing.json");
     let out = compare(&[missing.to_str().unwrap(), a.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));

@@ -184,7 +184,8 @@ pub fn to_markdown(r: &Report) -> String {
     let mut out = vec![
         format!(
             "## llm-probe bench: {} / {}",
-            r.target.name, r.scenario.name
+            crate::sanitize::markdown_text(&r.target.name),
+            crate::sanitize::markdown_text(&r.scenario.name)
         ),
         String::new(),
         slo_line(r),

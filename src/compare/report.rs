@@ -304,8 +304,9 @@ fn summary_line(c: &Comparison) -> String {
 /// Markdown for a PR comment: the same tables as [`to_text`].
 pub fn to_markdown(c: &Comparison, before: &Run, after: &Run) -> String {
     let mut out = String::from("### llm-probe compare\n\n");
+    // The preamble holds names and identities from the files: shown, never rendered.
     for line in preamble(c, before, after).lines() {
-        out += &format!("- {line}\n");
+        out += &format!("- {}\n", crate::sanitize::markdown_text(line));
     }
     out += &format!("\n{}\n", method_line(c));
     for level in &c.levels {
@@ -313,13 +314,18 @@ pub fn to_markdown(c: &Comparison, before: &Run, after: &Run) -> String {
         out += &markdown_table(&table_rows(level));
     }
     if let Some(s) = &c.selection {
-        out += &format!(
-            "\n```\n{}```\n",
-            selection_text(s, before, after).trim_start()
-        );
+        out += &code_block(selection_text(s, before, after).trim_start());
     }
     out += &format!("\n**{}**\n", summary_line(c).trim());
     out
+}
+
+/// `text` as a fenced code block whose fence is longer than any run of backticks inside, so a
+/// name from a file cannot close it early (CommonMark §4.5).
+fn code_block(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("\n{fence}\n{text}{fence}\n")
 }
 
 /// `{p50, p95, p99}` with each percentile's order-statistic interval as `p50_ci` … (`null`: too
