@@ -37,7 +37,7 @@ fn fingerprint(path: &Path) -> Option<u64> {
     Some(xxh3_64(&bytes))
 }
 
-/// [`fingerprint`] on a blocking thread: take it *before* loading the file and pass it to
+/// `fingerprint` on a blocking thread: take it *before* loading the file and pass it to
 /// [`watch`], so that a change between the load and the watcher's start is never missed (at
 /// worst it causes one extra reload).
 pub async fn fingerprint_off_runtime(path: &Path) -> Option<u64> {

@@ -9,7 +9,7 @@
 //! model adds slots with a FIFO queue, prefill per prompt token, batch slowdown and seeded
 //! jitter, and records what it did per request ([`Truth`]). Fault modes
 //! reproduce the classes of PROTOCOLS.md §3, each in the protocol's own shapes
-//! ([`wire`]).
+//! (`wire`).
 
 mod load;
 mod wire;

@@ -2,7 +2,7 @@
 //! API (`/api/v1/targets`, `/api/v1/probes`) and SVG badges (`/badge/{target}/{scenario}/…`).
 //!
 //! Everything is rendered on the server from the in-memory [`crate::history::History`]: HTML
-//! through maud (every interpolated string is escaped), charts as inline SVG ([`svg`]), no
+//! through maud (every interpolated string is escaped), charts as inline SVG (`svg`), no
 //! script at all (the pages refresh with `<meta http-equiv=refresh>`), one same-origin
 //! stylesheet (`/status.css`), and a strict `Content-Security-Policy` ([`CSP`]). The pages
 //! sit behind the server's basic auth and TLS like every other endpoint; "probe now" links

@@ -75,7 +75,7 @@ pub struct Summary {
     pub kept_probes: usize,
     /// Failures kept (some older than every kept probe).
     pub kept_failures: usize,
-    /// The last [`SPARK_POINTS`] successful probes: (start, epoch seconds; TTFT, ms).
+    /// The last `SPARK_POINTS` successful probes: (start, epoch seconds; TTFT, ms).
     pub recent_ttft: Vec<(f64, f64)>,
     /// SLO state over the window.
     pub state: SloState,
