@@ -167,6 +167,9 @@ async fn api_rejects_bad_parameters_with_a_reason() {
     let (status, _, body) = get_full(d.addr, "/api/v1/probes?tagret=sim").await;
     assert_eq!(status, 400);
     assert!(body.contains("unknown parameter"), "{body}");
+    let (status, _, body) = get_full(d.addr, "/api/v1/probes?since=0&since=1").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("since is given twice"), "{body}");
     let future = SystemTime::now() + Duration::from_secs(3600);
     let since = humantime::format_rfc3339_seconds(future);
     let (status, _, body) = get_full(d.addr, &format!("/api/v1/probes?since={since}")).await;

@@ -123,12 +123,15 @@ pub(super) fn probes(state: &ExporterState, query: &str) -> Response<Full<Bytes>
         .map(|u| u.query_pairs().into_owned().collect())
         .unwrap_or_default();
     let param = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    for (k, _) in &params {
+    for (i, (k, _)) in params.iter().enumerate() {
         if !matches!(k.as_str(), "target" | "scenario" | "since") {
             return error(format!(
                 "unknown parameter {:?}: use target, scenario and since",
                 tame(k)
             ));
+        }
+        if params[..i].iter().any(|(n, _)| n == k) {
+            return error(format!("{k} is given twice: give each parameter once"));
         }
     }
     let since = match param("since").map(parse_since).transpose() {
