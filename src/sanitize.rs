@@ -169,12 +169,24 @@ pub const MIN_SECRET_LEN: usize = 4;
 ///
 /// A secret's surrounding whitespace is not part of it: a header value configured as
 /// `" s3cr3t "` is received (and echoed) as `s3cr3t` (RFC 9110 §5.5).
+///
+/// A server may echo a key encoded: each secret's JSON-escaped form (`a/b"c` → `a\/b\"c` and
+/// `a/b\"c`) and percent-encoded forms (`a+b/c=` → `a%2Bb%2Fc%3D`, lower-case hex too) are
+/// redacted as well.
 pub fn redact_secrets<'a>(text: &mut String, secrets: impl IntoIterator<Item = &'a str>) {
+    let mut forms: Vec<String> = Vec::new();
     for secret in secrets
         .into_iter()
         .map(str::trim)
         .filter(|s| s.len() >= MIN_SECRET_LEN)
     {
+        for form in encoded_forms(secret) {
+            if !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
+    }
+    for secret in forms.iter().map(String::as_str) {
         if text.contains(secret) {
             *text = text.replace(secret, SECRET_MARK);
         }
@@ -194,6 +206,46 @@ pub fn redact_secrets<'a>(text: &mut String, secrets: impl IntoIterator<Item = &
         }
         *text = out;
     }
+}
+
+/// `secret` as sent and as a server may echo it: JSON-escaped (with and without `\/`) and
+/// percent-encoded (upper- and lower-case hex). Longest first, so a form that contains
+/// another is replaced whole.
+fn encoded_forms(secret: &str) -> Vec<String> {
+    use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    let json = serde_json::to_string(secret).unwrap_or_default();
+    let json = json.trim_matches('"').to_string();
+    let percent = utf8_percent_encode(secret, COMPONENT).to_string();
+    let lower = lower_hex_escapes(&percent);
+    let mut forms = vec![
+        secret.to_string(),
+        json.replace('/', "\\/"),
+        json,
+        percent,
+        lower,
+    ];
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms.dedup();
+    forms
+}
+
+/// `%2F` → `%2f` for every percent escape in `s`.
+fn lower_hex_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let escape = rest.get(i..i + 3).unwrap_or(&rest[i..]);
+        out.push_str(&escape.to_ascii_lowercase());
+        rest = &rest[i + escape.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `piece` without a trailing beginning of `secret` (at least [`MIN_SECRET_LEN`] bytes, shorter
@@ -280,6 +332,24 @@ mod tests {
             let mut text = given.to_string();
             redact_secrets(&mut text, secrets);
             assert_eq!(text, want, "{given:?}");
+        }
+    }
+
+    #[test]
+    fn secrets_echoed_json_escaped_or_percent_encoded_are_redacted() {
+        let secret = "k3y+a/b=\"c\\d";
+        for echoed in [
+            r#"{"error":"bad key k3y+a\/b=\"c\\d"}"#,
+            r#"{"error":"bad key k3y+a/b=\"c\\d"}"#,
+            "GET /v1?key=k3y%2Ba%2Fb%3D%22c%5Cd",
+            "GET /v1?key=k3y%2ba%2fb%3d%22c%5cd",
+        ] {
+            let mut text = echoed.to_string();
+            redact_secrets(&mut text, [secret]);
+            assert!(text.contains(SECRET_MARK), "{echoed} → {text}");
+            for part in ["k3y", "2Fb", "2fb", "a/b", "a\\/b"] {
+                assert!(!text.contains(part), "{echoed} → {text}");
+            }
         }
     }
 
