@@ -14,21 +14,7 @@ use llm_probe::daemon::Daemon;
 use llm_probe::reload::ReloadError;
 use llm_probe::simulate::Script;
 
-/// A baseline file's text for `target`/`scenario` with TTFT quantiles 0.2 / `p95` / `p95`+0.01.
-fn baseline(target: &str, scenario: &str, p95: f64) -> String {
-    format!(
-        r#"{{"schema":"llm-probe.baseline/v1","target":"{target}","scenario":"{scenario}","model":"m",
-            "measured_at":"2026-11-30T12:00:00.000Z","saved_at":"2026-11-30T12:05:00.000Z",
-            "source":{{"kind":"bench","file":"run.json","level":"concurrency 1","llm_probe_version":"0.1.0"}},
-            "endpoint":{{"response_model":"sim","system_fingerprint":null,"server":null,"server_version":null}},
-            "samples":120,
-            "ttft_seconds":{{"p50":0.2,"p95":{p95},"p99":{}}},
-            "tpot_seconds":{{"p50":0.005,"p95":0.006,"p99":0.007}},
-            "output_tokens_per_second":{{"p50":200.0,"p95":210.0,"p99":220.0}},
-            "e2e_seconds":null}}"#,
-        p95 + 0.01
-    )
-}
+use common::baseline_json as baseline;
 
 /// A probes file: target `sim` (scenarios chat, code) at `base_url`, with `extra` target keys.
 fn probes(base_url: &str, extra: &str) -> String {
@@ -283,6 +269,10 @@ fn baseline_save_writes_the_file_and_exits_2_on_unusable_input() {
             "target local scenario short: concurrency 1 (no level met the SLA: the first level)"
         ),
         "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(&format!("; written to {out_s}\n")),
+        "one line: {stdout:?}"
     );
     let b = llm_probe::baseline::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!((b.target.as_str(), b.scenario.as_str()), ("local", "short"));

@@ -88,13 +88,15 @@ impl Measured {
     }
 }
 
-/// The quantiles of `values`, `None` when empty.
+/// The quantiles of `values` to six decimals (a microsecond; far below any timing's
+/// uncertainty), `None` when empty.
 fn quantiles(values: &[f64]) -> Option<Quantiles> {
     let s = Summary::of(values);
+    let round = |v: f64| (v * 1e6).round() / 1e6;
     Some(Quantiles {
-        p50: s.p50?,
-        p95: s.p95?,
-        p99: s.p99?,
+        p50: round(s.p50?),
+        p95: round(s.p95?),
+        p99: round(s.p99?),
     })
 }
 
@@ -270,7 +272,7 @@ pub fn run(from: &Path, pick: Pick, out: &Path) -> std::process::ExitCode {
         .output_tokens_per_second
         .map_or(String::new(), |q| format!(", tokens/s P50 {:.1}", q.p50));
     stdout_text(crate::sanitize::terminal_safe(&format!(
-        "baseline for target {} scenario {}: {} ({why}), {} requests: TTFT P50 {} P95 {} P99 {}{tps}; written to {}\n",
+        "baseline for target {} scenario {}: {} ({why}), {} requests: TTFT P50 {} P95 {} P99 {}{tps}; written to {}",
         b.target,
         b.scenario,
         b.source.level,
@@ -280,5 +282,6 @@ pub fn run(from: &Path, pick: Pick, out: &Path) -> std::process::ExitCode {
         ms(b.ttft_seconds.p99),
         out.display()
     )));
+    stdout_text('\n');
     std::process::ExitCode::SUCCESS
 }
