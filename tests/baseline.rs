@@ -56,6 +56,11 @@ fn baseline_file_is_read_relative_to_the_probes_file() {
     let t = &cfg.targets[0];
     assert_eq!(t.baseline_for("chat").unwrap().ttft_seconds.p95, 0.25);
     assert_eq!(t.baseline_for("code").unwrap().ttft_seconds.p95, 0.4);
+    assert!(
+        t.summary().ends_with(" baselines=[chat, code]"),
+        "check-config shows them: {}",
+        t.summary()
+    );
     // One path (not a list) works too.
     std::fs::write(
         &path,
@@ -86,6 +91,11 @@ fn every_baseline_problem_names_the_probes_file_the_field_and_the_baseline_file(
             "    baseline_file: missing.json\n",
             "missing.json",
             &["cannot be read (no such file)", "llm-probe baseline save"],
+        ),
+        (
+            "    baseline_file: /dev/zero\n",
+            "/dev/zero",
+            &["cannot be read (not a regular file but a character device)"],
         ),
         (
             "    baseline_file: other.json\n",

@@ -313,7 +313,8 @@ impl Target {
             humantime::format_duration(self.timeout),
             scenarios.join(", "),
             self.api_key_source.as_deref().unwrap_or("none"),
-        ) + &self.transport_summary();
+        ) + &self.transport_summary()
+            + &self.baseline_summary();
         // File paths may hold any character: printed escaped.
         crate::sanitize::terminal_safe(&line).into_owned()
     }
@@ -352,6 +353,16 @@ impl Target {
                 .secret_headers
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(name))
+    }
+
+    /// The scenarios with a pinned baseline, for [`Target::summary`]: ` baselines=[chat, code]`,
+    /// nothing when there are none.
+    fn baseline_summary(&self) -> String {
+        if self.baselines.is_empty() {
+            return String::new();
+        }
+        let names: Vec<&str> = self.baselines.iter().map(|b| b.scenario.as_str()).collect();
+        format!(" baselines=[{}]", names.join(", "))
     }
 
     /// The non-default transport settings, for [`Target::summary`]: ` connection=reuse`,
