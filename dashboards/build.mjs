@@ -140,6 +140,19 @@ const ttftByLocation = (sel) => q(
   'P95 {{location}}');
 const ttftSlo = q('max(llm_probe_slo_time_to_first_token_seconds{target=~"$target",model=~"$model"})', 'SLO');
 const tpsFloor = q('min(llm_probe_slo_output_tokens_per_second{target=~"$target",model=~"$model"})', 'floor');
+// The pinned baselines (`baseline_file:` in the probes file, `llm-probe baseline save`): one line
+// per scenario that has one, drawn dotted blue beside the SLO line; none where no baseline is pinned.
+const ttftBaseline = q(`max by (scenario) (llm_probe_baseline_time_to_first_token_seconds{${SEL},quantile="0.95"})`, 'baseline P95 {{scenario}}');
+const tpotBaseline = q(`max by (scenario) (llm_probe_baseline_time_per_output_token_seconds{${SEL},quantile="0.95"})`, 'baseline P95 {{scenario}}');
+const tpsBaseline = q(`min by (scenario) (llm_probe_baseline_output_tokens_per_second{${SEL},quantile="0.5"})`, 'baseline P50 {{scenario}}');
+const dottedBaseline = {
+  matcher: { id: 'byRegexp', options: '^baseline .*' },
+  properties: [
+    { id: 'custom.lineStyle', value: { fill: 'dot', dash: [0, 10] } },
+    { id: 'color', value: { mode: 'fixed', fixedColor: 'blue' } },
+    { id: 'custom.fillOpacity', value: 0 },
+  ],
+};
 
 function dashboard({ uid, title, description, panels, targetMulti, tags }) {
   return {
@@ -164,14 +177,14 @@ function fleet() {
   const s = SEL;
   const panels = [
     row('$target', 0, { repeat: 'target' }),
-    timeseries('TTFT P50 / P95 / P99 vs SLO', 'Time to first token over the selected scenarios, against the target\'s TTFT SLO (dashed). Exact at the SLO: the SLO is a histogram bucket boundary.', 's',
-      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo], gp(0, 1, 9, 8), { overrides: [dashedRed('SLO')], min: 0 }),
-    timeseries('Output tokens/s P5 / P50 vs floor', 'Decode speed per probe, (N-1)/(last token - first token), against the target\'s floor (dashed).', TPS,
+    timeseries('TTFT P50 / P95 / P99 vs SLO and baseline', 'Time to first token over the selected scenarios, against the target\'s TTFT SLO (dashed) and the pinned baseline\'s P95 (dotted, where a baseline_file is set; alert LlmProbeTTFTWorseThanBaseline). Exact at the SLO: the SLO is a histogram bucket boundary.', 's',
+      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo, ttftBaseline], gp(0, 1, 9, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
+    timeseries('Output tokens/s P5 / P50 vs floor and baseline', 'Decode speed per probe, (N-1)/(last token - first token), against the target\'s floor (dashed) and the pinned baseline\'s median (dotted, where a baseline_file is set).', TPS,
       [
         q(`histogram_quantile(0.05, sum by (le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'P5'),
         q(`histogram_quantile(0.5, sum by (le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'P50'),
-        tpsFloor,
-      ], gp(9, 1, 9, 8), { overrides: [dashedRed('floor')], min: 0 }),
+        tpsFloor, tpsBaseline,
+      ], gp(9, 1, 9, 8), { overrides: [dashedRed('floor'), dottedBaseline], min: 0 }),
     stat('Success ratio', 'Share of probes that succeeded over the dashboard time range.', 'percentunit',
       `1 - sum(increase(llm_probe_probe_failures_total{${s}}[$__range])) / sum(increase(llm_probe_probes_total{${s}}[$__range]))`,
       gp(18, 1, 3, 4), [{ color: 'red', value: null }, { color: 'orange', value: 0.95 }, { color: 'green', value: 0.99 }], { decimals: 2 }),
@@ -202,8 +215,8 @@ function detail() {
   const perProbe = (counter) => `sum by (scenario) (rate(${counter}{${s}}[$__rate_interval])) / sum by (scenario) (rate(llm_probe_probes_total{${s}}[$__rate_interval]))`;
   const panels = [
     row('Latency', 0),
-    timeseries('TTFT P50 / P95 / P99', 'Time to first token (reasoning included) over the selected scenarios, against the SLO (dashed).', 's',
-      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo], gp(0, 1, 8, 8), { overrides: [dashedRed('SLO')], min: 0 }),
+    timeseries('TTFT P50 / P95 / P99', 'Time to first token (reasoning included) over the selected scenarios, against the SLO (dashed) and the pinned baseline\'s P95 per scenario (dotted, where a baseline_file is set).', 's',
+      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo, ttftBaseline], gp(0, 1, 8, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
     timeseries('Time to first output token P50 / P95 / P99', 'First non-reasoning token. Equals TTFT for non-reasoning models; the gap is the thinking time.', 's',
       quantiles('llm_probe_time_to_first_output_token_seconds', s), gp(8, 1, 8, 8), { min: 0 }),
     timeseries('E2E request duration P50 / P95 / P99', 'Request sent to stream end.', 's',
@@ -213,14 +226,14 @@ function detail() {
     heatmap('Inter-token latency heatmap', 'Every gap between consecutive token events. Stalls show as a band far above the rest.', 's',
       'llm_probe_inter_token_latency_seconds', gp(12, 9, 12, 8)),
     row('Decode', 17),
-    timeseries('Time per output token P50 / P95 by scenario', 'TPOT = (last token - first token) / (N - 1).', 's',
-      [0.5, 0.95].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_time_per_output_token_seconds_bucket{${s}}[$__rate_interval])))`, `P${p * 100} {{scenario}}`)),
-      gp(0, 18, 12, 8), { min: 0 }),
-    timeseries('Output tokens/s P5 / P50 by scenario vs floor', 'Decode speed per probe against the floor (dashed).', TPS,
+    timeseries('Time per output token P50 / P95 by scenario', 'TPOT = (last token - first token) / (N - 1), against the pinned baseline\'s P95 (dotted, where a baseline_file is set).', 's',
+      [...[0.5, 0.95].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_time_per_output_token_seconds_bucket{${s}}[$__rate_interval])))`, `P${p * 100} {{scenario}}`)), tpotBaseline],
+      gp(0, 18, 12, 8), { overrides: [dottedBaseline], min: 0 }),
+    timeseries('Output tokens/s P5 / P50 by scenario vs floor', 'Decode speed per probe against the floor (dashed) and the pinned baseline\'s median (dotted, where a baseline_file is set; alert LlmProbeTokensPerSecondWorseThanBaseline).', TPS,
       [
         ...[0.05, 0.5].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, `P${Math.round(p * 100)} {{scenario}}`)),
-        tpsFloor,
-      ], gp(12, 18, 12, 8), { overrides: [dashedRed('floor')], min: 0 }),
+        tpsFloor, tpsBaseline,
+      ], gp(12, 18, 12, 8), { overrides: [dashedRed('floor'), dottedBaseline], min: 0 }),
     row('Failures and anomalies', 26),
     timeseries('Failed probes by reason', 'Failed probes per interval, by reason (fixed set: dns, connect, tls, timeout, http_status, http_protocol, stream_error, decode, truncated, empty_stream, too_large).', 'short',
       [q(`sum by (reason) (increase(llm_probe_probe_failures_total{${s}}[$__rate_interval])) > 0`, '{{reason}}')], gp(0, 27, 8, 8), { stack: true, bars: true, min: 0 }),

@@ -143,6 +143,20 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             return crate::compare::run(&before, &after, &options, output);
         }
+        Command::Baseline(crate::cli::BaselineCommand::Save {
+            from,
+            level,
+            rate,
+            out,
+        }) => {
+            use crate::baseline::save::Pick;
+            let pick = match (level, rate) {
+                (Some(c), _) => Pick::Concurrency(c),
+                (None, Some(r)) => Pick::Rate(r),
+                (None, None) => Pick::Default,
+            };
+            return crate::baseline::save::run(&from, pick, &out);
+        }
         Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal())
             .await

@@ -179,6 +179,10 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', default_values_t = crate::compare::selection::TYPICAL_LENGTHS)]
         lengths: Vec<u32>,
     },
+    /// Pinned baselines: `baseline save` writes the accepted latency of one (target, scenario)
+    /// for the probes file's `baseline_file:` (exported as `llm_probe_baseline_*` gauges).
+    #[command(subcommand)]
+    Baseline(BaselineCommand),
     /// Exit 0 if a running llm-probe answers its health endpoint (for container health
     /// checks, which have no shell or curl in a minimal image); talks TLS and basic auth.
     Healthcheck(HealthcheckArgs),
@@ -369,6 +373,29 @@ impl From<SimLoad> for crate::simulate::Load {
             seed: l.seed,
         }
     }
+}
+
+/// The subcommands of `baseline`.
+#[derive(Debug, Subcommand)]
+pub enum BaselineCommand {
+    /// Write a baseline file (schema `llm-probe.baseline/v1`) from one level of a `bench --output
+    /// json` file (or a `probe-once --output json` collection): P50/P95/P99 of TTFT, TPOT, tokens/s
+    /// and E2E, samples, endpoint identity, date and origin. Exit 2 when the input cannot be used.
+    Save {
+        /// The bench JSON (or probe-once JSON lines) to take the numbers from.
+        #[arg(long)]
+        from: PathBuf,
+        /// Take the closed-loop level with this many virtual users (default: the highest level
+        /// within the SLA capacity, else the first level).
+        #[arg(long, conflicts_with = "rate")]
+        level: Option<u64>,
+        /// Take the open-loop level at this many requests per second.
+        #[arg(long, value_parser = non_negative)]
+        rate: Option<f64>,
+        /// The baseline file to write (replaced whole if it exists).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// A finite number ≥ 0.

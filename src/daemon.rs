@@ -391,6 +391,19 @@ impl Supervisor {
             self.running.insert(key, run);
             started += 1;
         }
+        // Pinned baselines of the owned pairs, from the new config (a kept run's target may be
+        // the old value: baselines do not change how a pair is probed).
+        let pinned: Vec<_> = config
+            .targets
+            .iter()
+            .flat_map(|t| {
+                t.scenarios
+                    .iter()
+                    .filter(move |s| shard.owns(&t.name, &s.name))
+                    .filter_map(move |s| Some((labels(t, s), &**t.baseline_for(&s.name)?)))
+            })
+            .collect();
+        self.metrics.set_baselines(&pinned);
         // Clients no target uses any more (e.g. after a TLS change) are dropped.
         let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
         self.clients.retain(|k, _| used.contains(k));

@@ -22,6 +22,7 @@ pub mod daemon;
 pub mod history;
 pub mod simulate;
 
+pub mod baseline;
 pub mod bench;
 
 pub mod app;

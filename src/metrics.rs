@@ -60,6 +60,15 @@ struct EndpointLabels {
     server_version: String,
 }
 
+/// A pinned baseline's quantile: the probe labels and `quantile` (`0.5`, `0.95`, `0.99`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuantileLabels {
+    target: String,
+    model: String,
+    scenario: String,
+    quantile: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShardLabels {
     index: u32,
@@ -265,6 +274,14 @@ pub struct Metrics {
     reload_success: Gauge,
     reload_timestamp: F64Gauge,
     shard_info: Family<ShardLabels, Gauge>,
+    baseline_ttft: Family<QuantileLabels, F64Gauge>,
+    baseline_tpot: Family<QuantileLabels, F64Gauge>,
+    baseline_tokens_per_second: Family<QuantileLabels, F64Gauge>,
+    baseline_e2e: Family<QuantileLabels, F64Gauge>,
+    baseline_samples: Family<ProbeLabels, Gauge>,
+    baseline_timestamp: Family<ProbeLabels, F64Gauge>,
+    /// The pairs whose baseline is exported now (what [`Metrics::set_baselines`] replaces).
+    baseline_pairs: Mutex<Vec<ProbeLabels>>,
     /// Whether the histograms carry classic buckets.
     classic: bool,
     ttft_boundaries: Arc<[f64]>,
@@ -320,6 +337,13 @@ impl Metrics {
             reload_success: Gauge::default(),
             reload_timestamp: F64Gauge::default(),
             shard_info: Family::default(),
+            baseline_ttft: Family::default(),
+            baseline_tpot: Family::default(),
+            baseline_tokens_per_second: Family::default(),
+            baseline_e2e: Family::default(),
+            baseline_samples: Family::default(),
+            baseline_timestamp: Family::default(),
+            baseline_pairs: Mutex::new(Vec::new()),
             classic: histograms.kinds != HistogramKinds::Native,
             ttft_boundaries: ttft_b,
             tps_boundaries: tps_b,
@@ -461,6 +485,40 @@ impl Metrics {
             "This replica's shard: index in 0..count of the replicas sharing the probes file (value 1)",
             m.shard_info.clone(),
         );
+        r.register_with_unit(
+            "baseline_time_to_first_token",
+            "Pinned baseline TTFT of the pair (the probes file's baseline_file, written by llm-probe baseline save), by quantile",
+            Unit::Seconds,
+            m.baseline_ttft.clone(),
+        );
+        r.register_with_unit(
+            "baseline_time_per_output_token",
+            "Pinned baseline TPOT of the pair, by quantile",
+            Unit::Seconds,
+            m.baseline_tpot.clone(),
+        );
+        r.register(
+            "baseline_output_tokens_per_second",
+            "Pinned baseline output tokens per second of the pair, by quantile",
+            m.baseline_tokens_per_second.clone(),
+        );
+        r.register_with_unit(
+            "baseline_request_duration",
+            "Pinned baseline end-to-end request duration (E2E) of the pair, by quantile",
+            Unit::Seconds,
+            m.baseline_e2e.clone(),
+        );
+        r.register(
+            "baseline_samples",
+            "Successful requests the pinned baseline was computed from",
+            m.baseline_samples.clone(),
+        );
+        r.register_with_unit(
+            "baseline_timestamp",
+            "Unix time the pinned baseline's measurement ended",
+            Unit::Seconds,
+            m.baseline_timestamp.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -568,6 +626,53 @@ impl Metrics {
         {
             self.endpoint_info.remove(&old);
         }
+    }
+
+    /// Exports exactly the pinned baselines in `pinned` (probe labels, baseline): sets their
+    /// `llm_probe_baseline_*` gauges and removes those of pairs no longer in it (a baseline
+    /// taken out of the probes file, a pair removed or moved to another shard). A metric the
+    /// baseline has no value for (`null` TPOT) has no series.
+    pub fn set_baselines(&self, pinned: &[(ProbeLabels, &crate::baseline::Baseline)]) {
+        let mut current = self
+            .baseline_pairs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let quantile_families = [
+            &self.baseline_ttft,
+            &self.baseline_tpot,
+            &self.baseline_tokens_per_second,
+            &self.baseline_e2e,
+        ];
+        for old in current.iter() {
+            let kept = pinned.iter().find(|(l, _)| l == old).map(|(_, b)| *b);
+            let values = kept.map(baseline_values);
+            for (i, family) in quantile_families.iter().enumerate() {
+                if values.is_some_and(|v| v[i].is_some()) {
+                    continue;
+                }
+                for q in ["0.5", "0.95", "0.99"] {
+                    family.remove(&quantile_labels(old, q));
+                }
+            }
+            if kept.is_none() {
+                self.baseline_samples.remove(old);
+                self.baseline_timestamp.remove(old);
+            }
+        }
+        for (labels, b) in pinned {
+            for (family, q) in quantile_families.iter().zip(baseline_values(b)) {
+                for (name, v) in q.iter().flat_map(|q| q.labelled()) {
+                    family.get_or_create(&quantile_labels(labels, name)).set(v);
+                }
+            }
+            self.baseline_samples
+                .get_or_create(labels)
+                .set(i64::try_from(b.samples).unwrap_or(i64::MAX));
+            self.baseline_timestamp
+                .get_or_create(labels)
+                .set(b.measured_unix_seconds());
+        }
+        *current = pinned.iter().map(|(l, _)| l.clone()).collect();
     }
 
     /// Records one finished probe: counters and gauges always; connection setup whenever the
@@ -784,6 +889,25 @@ fn failure_labels(l: &ProbeLabels, reason: FailureReason) -> FailureLabels {
         model: l.model.clone(),
         scenario: l.scenario.clone(),
         reason: reason.as_str(),
+    }
+}
+
+/// A baseline's TTFT, TPOT, tokens/s and E2E quantiles, in the order of the gauge families.
+fn baseline_values(b: &crate::baseline::Baseline) -> [Option<crate::baseline::Quantiles>; 4] {
+    [
+        Some(b.ttft_seconds),
+        b.tpot_seconds,
+        b.output_tokens_per_second,
+        b.e2e_seconds,
+    ]
+}
+
+fn quantile_labels(l: &ProbeLabels, quantile: &'static str) -> QuantileLabels {
+    QuantileLabels {
+        target: l.target.clone(),
+        model: l.model.clone(),
+        scenario: l.scenario.clone(),
+        quantile,
     }
 }
 

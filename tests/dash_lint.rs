@@ -82,11 +82,13 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
         ..Script::default()
     })
     .await;
+    // A pinned baseline, so that the llm_probe_baseline_* gauges are exported.
+    let dir = tempfile::tempdir().unwrap();
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",
         &common::scenario("chat", 16),
-        "",
+        &common::baseline_file_line(dir.path(), "sim", "chat"),
     ));
     let daemon = common::daemon(cfg).await;
     let mut rx = daemon.subscribe();

@@ -5,7 +5,7 @@
 //! its prefill time), `failing` (HTTP 500 on every probe) and `anomalous` (no usage: a
 //! `missing_usage` anomaly on every probe), and `cached` (a captured llama.cpp Anthropic stream,
 //! `tests/fixtures/captured/llama-cpp-anthropic.txt`, replayed: 24 of its prompt tokens came
-//! from the prefix cache). A real Prometheus scrapes it every second and
+//! from the prefix cache); `prefill`/`chat` has a pinned baseline (`baseline_file:`). A real Prometheus scrapes it every second and
 //! evaluates the shipped rule files as they are. Then every query of every panel, annotation
 //! and template variable of `dashboards/grafana/*.json` runs through the Prometheus HTTP API
 //! (template variables substituted; `$__rate_interval` → 30s, `$__interval` → 10s,
@@ -126,10 +126,13 @@ async fn every_dashboard_query_returns_data() {
     let target = |name: &str, protocol: &str, base: String| {
         format!("  - name: {name}\n    protocol: {protocol}\n    base_url: {base}\n    model: m\n")
     };
+    let baseline_dir = tempfile::tempdir().unwrap();
     let yaml = format!(
         "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}",
         target("chat", "openai-chat", format!("http://{chat}/v1")),
-        target("prefill", "llama-cpp", prefill.root_url()),
+        // A pinned baseline for prefill/chat: the baseline lines of the panels have data.
+        target("prefill", "llama-cpp", prefill.root_url())
+            + &common::baseline_file_line(baseline_dir.path(), "prefill", "chat"),
         target("failing", "openai-chat", failing.base_url()),
         target("anomalous", "openai-chat", anomalous.base_url()),
         target("cached", "anthropic", format!("http://{cached}/v1")),

@@ -134,11 +134,13 @@ async fn one_pair_exposition_matches_the_golden_file() {
     .await;
     // One probe: the interval is far longer than the test. The scenario name `first` puts the
     // pair's start-up phase at 0.16 s (of at most 10 s).
+    // With a pinned baseline: its gauges are part of the exposition.
+    let dir = tempfile::tempdir().unwrap();
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1h",
         &common::scenario("first", 8),
-        "",
+        &common::baseline_file_line(dir.path(), "sim", "first"),
     ));
     let d = common::daemon(cfg).await;
     let mut rx = d.subscribe();

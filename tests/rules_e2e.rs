@@ -15,16 +15,6 @@ use prom_support::{scalar, Prometheus, Scrape};
 
 const ALERT: &str = "LlmProbeTTFTP95AboveSLO";
 
-/// States of the TTFT alert for target `sim`.
-async fn ttft_alert_states(p: &Prometheus) -> Vec<String> {
-    prom_support::alerts(p, ALERT)
-        .await
-        .iter()
-        .filter(|a| a["labels"]["target"] == "sim")
-        .map(|a| a["state"].as_str().unwrap().to_string())
-        .collect()
-}
-
 async fn start_prometheus(dir: &Path, scrape: std::net::SocketAddr) -> Prometheus {
     prom_support::start(
         dir,
@@ -60,24 +50,7 @@ async fn slow_ttft_fires_the_alert_in_prometheus() {
     let dir = tempfile::tempdir().unwrap();
     let prom = start_prometheus(dir.path(), daemon.addr).await;
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut states_seen = Vec::new();
-    loop {
-        let states = ttft_alert_states(&prom).await;
-        for s in &states {
-            if !states_seen.contains(s) {
-                states_seen.push(s.clone());
-            }
-        }
-        if states.iter().any(|s| s == "firing") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{ALERT} did not fire within 60 s (states seen: {states_seen:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    prom_support::wait_until_firing(&prom, ALERT, "sim").await;
     // The SLI behind it: no probe met 300 ms.
     let ratio = scalar(
         &prom,
@@ -144,37 +117,7 @@ async fn fast_ttft_does_not_fire() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Prometheus' own evaluations of the alert, not a fixed wait: over five of them (longer than
-    // `for: 2s` at a 1 s evaluation interval) it is never pending or firing.
-    let mut evaluations = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while evaluations.len() < 5 {
-        let states = ttft_alert_states(&prom).await;
-        assert!(states.is_empty(), "{ALERT} is {states:?} for a 50 ms TTFT");
-        let last = alert_rule_last_evaluation(&prom).await;
-        if !evaluations.contains(&last) {
-            evaluations.push(last);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{ALERT} was evaluated only {} times in 30 s",
-            evaluations.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Prometheus' own evaluations of the alert, not a fixed wait.
+    prom_support::assert_silent_over_evaluations(&prom, ALERT, "sim", "for a 50 ms TTFT").await;
     daemon.stop().await;
-}
-
-/// When Prometheus last evaluated the TTFT alert rule (its `lastEvaluation`, RFC 3339).
-async fn alert_rule_last_evaluation(p: &Prometheus) -> String {
-    let d = p.api("/api/v1/rules", &[("type", "alert")]).await;
-    d["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|g| g["rules"].as_array().unwrap())
-        .find(|r| r["name"] == ALERT)
-        .and_then(|r| r["lastEvaluation"].as_str())
-        .unwrap_or_else(|| panic!("{ALERT} not loaded: {d}"))
-        .to_string()
 }

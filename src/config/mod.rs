@@ -239,6 +239,10 @@ pub struct Target {
     pub connect_timeout: Duration,
     /// Whether each probe opens a fresh connection (default) or reuses an idle one.
     pub connection: ConnectionPolicy,
+    /// Pinned baselines (`baseline_file:`), read and checked at load: at most one per scenario
+    /// of the target, each naming this target and one of its scenarios. Exported as the
+    /// `llm_probe_baseline_*` gauges; they do not change how the target is probed.
+    pub baselines: Vec<Arc<crate::baseline::Baseline>>,
 }
 
 impl Target {
@@ -267,6 +271,8 @@ impl Target {
             tls,
             connect_timeout,
             connection,
+            // Exported, not probed with: the daemon re-exports the baselines on every reload.
+            baselines: _,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -307,7 +313,8 @@ impl Target {
             humantime::format_duration(self.timeout),
             scenarios.join(", "),
             self.api_key_source.as_deref().unwrap_or("none"),
-        ) + &self.transport_summary();
+        ) + &self.transport_summary()
+            + &self.baseline_summary();
         // File paths may hold any character: printed escaped.
         crate::sanitize::terminal_safe(&line).into_owned()
     }
@@ -332,6 +339,11 @@ impl Target {
 }
 
 impl Target {
+    /// The pinned baseline of `scenario`, if `baseline_file:` names one.
+    pub fn baseline_for(&self, scenario: &str) -> Option<&Arc<crate::baseline::Baseline>> {
+        self.baselines.iter().find(|b| b.scenario == scenario)
+    }
+
     /// True when the value of header `name` (any case) is a credential: a built-in secret
     /// header ([`is_secret_header`]) or one this target's `secret_headers` names. Such values
     /// are sent marked sensitive and never shown in `Debug` output.
@@ -341,6 +353,16 @@ impl Target {
                 .secret_headers
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(name))
+    }
+
+    /// The scenarios with a pinned baseline, for [`Target::summary`]: ` baselines=[chat, code]`,
+    /// nothing when there are none.
+    fn baseline_summary(&self) -> String {
+        if self.baselines.is_empty() {
+            return String::new();
+        }
+        let names: Vec<&str> = self.baselines.iter().map(|b| b.scenario.as_str()).collect();
+        format!(" baselines=[{}]", names.join(", "))
     }
 
     /// The non-default transport settings, for [`Target::summary`]: ` connection=reuse`,
@@ -399,6 +421,14 @@ impl fmt::Debug for Target {
             .field("tls", &self.tls)
             .field("connect_timeout", &self.connect_timeout)
             .field("connection", &self.connection)
+            .field(
+                "baselines",
+                &self
+                    .baselines
+                    .iter()
+                    .map(|b| b.scenario.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }

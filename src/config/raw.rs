@@ -77,6 +77,7 @@ pub(crate) struct RawTarget {
     pub tls: Option<RawTls>,
     pub connect_timeout: Option<Value>,
     pub connection: Option<String>,
+    pub baseline_file: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

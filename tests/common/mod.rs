@@ -29,6 +29,32 @@ pub fn scenario(name: &str, max_tokens: u32) -> String {
     format!("  - name: {name}\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {max_tokens}\n")
 }
 
+/// A baseline file's text (`llm-probe.baseline/v1`) pinning `target`/`scenario` (model `m`,
+/// 120 samples, measured 2026-11-30T12:00:00Z): TTFT 0.2 / `ttft_p95` / `ttft_p95` + 0.01 s,
+/// TPOT 5 / 6 / 7 ms, 200 / 210 / 220 tokens/s, no E2E.
+pub fn baseline_json(target: &str, scenario: &str, ttft_p95: f64) -> String {
+    format!(
+        r#"{{"schema":"llm-probe.baseline/v1","target":"{target}","scenario":"{scenario}","model":"m",
+            "measured_at":"2026-11-30T12:00:00.000Z","saved_at":"2026-11-30T12:05:00.000Z",
+            "source":{{"kind":"bench","file":"run.json","level":"concurrency 1","llm_probe_version":"0.1.0"}},
+            "endpoint":{{"response_model":"sim","system_fingerprint":null,"server":null,"server_version":null}},
+            "samples":120,
+            "ttft_seconds":{{"p50":0.2,"p95":{ttft_p95},"p99":{}}},
+            "tpot_seconds":{{"p50":0.005,"p95":0.006,"p99":0.007}},
+            "output_tokens_per_second":{{"p50":200.0,"p95":210.0,"p99":220.0}},
+            "e2e_seconds":null}}"#,
+        ttft_p95 + 0.01
+    )
+}
+
+/// Writes [`baseline_json`] to `dir/NAME` and returns the target key line
+/// `    baseline_file: ABSOLUTE-PATH\n` for a probes file.
+pub fn baseline_file_line(dir: &std::path::Path, target: &str, scenario: &str) -> String {
+    let path = dir.join(format!("{target}-{scenario}.baseline.json"));
+    std::fs::write(&path, baseline_json(target, scenario, 0.25)).unwrap();
+    format!("    baseline_file: {}\n", path.display())
+}
+
 /// Parses `text` with no environment variables.
 pub fn parse(text: &str) -> Config {
     config::parse(text, "<test>", &|_| None)

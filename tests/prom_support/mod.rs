@@ -86,3 +86,71 @@ pub async fn alerts(p: &Prometheus, name: &str) -> Vec<Value> {
         .cloned()
         .collect()
 }
+
+/// The states (`pending`, `firing`) of the active alerts named `name` for target `target`.
+pub async fn alert_states(p: &Prometheus, name: &str, target: &str) -> Vec<String> {
+    alerts(p, name)
+        .await
+        .iter()
+        .filter(|a| a["labels"]["target"] == target)
+        .map(|a| a["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits until alert `name` fires for `target` (at most 60 s; panics with the states seen).
+pub async fn wait_until_firing(p: &Prometheus, name: &str, target: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    loop {
+        let states = alert_states(p, name, target).await;
+        for s in &states {
+            if !seen.contains(s) {
+                seen.push(s.clone());
+            }
+        }
+        if states.iter().any(|s| s == "firing") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} did not fire for {target} within 60 s (states seen: {seen:?})"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// Asserts that over five of Prometheus' own evaluations of alert `name` (longer than the test
+/// rules' `for: 2s` at a 1 s evaluation interval) it is never pending or firing for `target`:
+/// no fixed wait. `why` describes the situation for the failure message.
+pub async fn assert_silent_over_evaluations(p: &Prometheus, name: &str, target: &str, why: &str) {
+    let mut evaluations = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while evaluations.len() < 5 {
+        let states = alert_states(p, name, target).await;
+        assert!(states.is_empty(), "{name} is {states:?} {why}");
+        let last = last_evaluation(p, name).await;
+        if !evaluations.contains(&last) {
+            evaluations.push(last);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} was evaluated only {} times in 30 s",
+            evaluations.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// When Prometheus last evaluated the alert rule `name` (its `lastEvaluation`, RFC 3339).
+pub async fn last_evaluation(p: &Prometheus, name: &str) -> String {
+    let d = api(p, "/api/v1/rules", &[("type", "alert")]).await;
+    d["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .find(|r| r["name"] == name)
+        .and_then(|r| r["lastEvaluation"].as_str())
+        .unwrap_or_else(|| panic!("{name} not loaded: {d}"))
+        .to_string()
+}

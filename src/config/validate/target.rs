@@ -67,6 +67,14 @@ impl Validator<'_> {
 
         let slo = self.slo(&format!("{path}.slo"), &pre, raw.slo.as_ref(), d.slo);
 
+        let baselines = self.baseline_files(
+            path,
+            &pre,
+            raw.name.as_deref(),
+            raw.baseline_file.as_ref(),
+            resolved.as_deref(),
+        );
+
         if self.problems.len() != before {
             return None;
         }
@@ -91,6 +99,7 @@ impl Validator<'_> {
             tls,
             connect_timeout,
             connection,
+            baselines,
         })
     }
 

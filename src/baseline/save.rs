@@ -1,0 +1,287 @@
+//! `llm-probe baseline save`: a [`Baseline`] from a measurement, written to a file.
+//!
+//! Sources: a `bench --output json` file (one level of its sweep) or a `probe-once --output
+//! json` collection, read by [`crate::compare::input`]. The percentiles are bench's own
+//! ([`crate::bench::stats::Summary`]: linear interpolation between order statistics), over the
+//! level's successful, non-warmup requests.
+//!
+//! **Extension point, a Prometheus window:** a source is anything that yields a [`Measured`]
+//! (the pair, identity, end time, sample count and the quantiles); [`Measured::into_baseline`]
+//! and [`write`] are shared. A Prometheus source (`baseline save --prometheus.url URL --target T
+//! --scenario S --window START/END`) would take the quantiles from the histogram bucket
+//! increases over the window through the query client of `compare --prometheus.url`, set
+//! `source.kind` to `prometheus`, `source.file` to the URL without credentials and
+//! `source.level` to the window, and say the bucket resolution in its output. It is not built
+//! here.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::{Baseline, Endpoint, Origin, Quantiles, SCHEMA};
+use crate::bench::stats::Summary;
+use crate::compare::input::{self, Level, LevelKey, Run, RunKind};
+use crate::compare::Metric;
+
+/// Which level of a bench sweep to pin.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pick {
+    /// The highest level within the SLA capacity (`sla_capacity`), else the first level.
+    Default,
+    /// The closed-loop level with this many virtual users (`--level`).
+    Concurrency(u64),
+    /// The open-loop level at this many requests per second (`--rate`).
+    Rate(f64),
+}
+
+/// What any source measured for one (target, scenario): the baseline without its
+/// bookkeeping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// Target name.
+    pub target: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Configured model, if known.
+    pub model: Option<String>,
+    /// When the measurement ended.
+    pub measured_at: SystemTime,
+    /// Where it came from.
+    pub source: Origin,
+    /// The endpoint identity.
+    pub endpoint: Endpoint,
+    /// Successful requests.
+    pub samples: u64,
+    /// TTFT quantiles, seconds.
+    pub ttft: Quantiles,
+    /// TPOT quantiles, seconds.
+    pub tpot: Option<Quantiles>,
+    /// Output tokens/s quantiles.
+    pub output_tokens_per_second: Option<Quantiles>,
+    /// E2E quantiles, seconds.
+    pub e2e: Option<Quantiles>,
+    /// Why this level was taken, for the summary line (`the highest level within the SLA
+    /// capacity`, `--level 4`, …).
+    pub why: String,
+}
+
+impl Measured {
+    /// The baseline file's content, saved at `now`.
+    pub fn into_baseline(self, now: SystemTime) -> Baseline {
+        let rfc3339 = |t| humantime::format_rfc3339_millis(t).to_string();
+        Baseline {
+            schema: SCHEMA.into(),
+            target: self.target,
+            scenario: self.scenario,
+            model: self.model,
+            measured_at: rfc3339(self.measured_at),
+            saved_at: rfc3339(now),
+            source: self.source,
+            endpoint: self.endpoint,
+            samples: self.samples,
+            ttft_seconds: self.ttft,
+            tpot_seconds: self.tpot,
+            output_tokens_per_second: self.output_tokens_per_second,
+            e2e_seconds: self.e2e,
+        }
+    }
+}
+
+/// The quantiles of `values` to six decimals (a microsecond; far below any timing's
+/// uncertainty), `None` when empty.
+fn quantiles(values: &[f64]) -> Option<Quantiles> {
+    let s = Summary::of(values);
+    let round = |v: f64| (v * 1e6).round() / 1e6;
+    Some(Quantiles {
+        p50: round(s.p50?),
+        p95: round(s.p95?),
+        p99: round(s.p99?),
+    })
+}
+
+/// The level `pick` names in `run`, and why it was taken. `doc` is the whole bench JSON (for
+/// `sla_capacity`).
+fn pick_level<'a>(run: &'a Run, doc: &Value, pick: Pick) -> Result<(&'a Level, String), String> {
+    let available = || {
+        run.levels
+            .iter()
+            .map(|l| l.key.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let find = |key: LevelKey| run.levels.iter().find(|l| l.key == key);
+    match pick {
+        Pick::Default if run.kind == RunKind::ProbeOnce => run
+            .levels
+            .first()
+            .map(|l| (l, "a probe-once collection: all probes".to_string()))
+            .ok_or_else(|| "no probes".to_string()),
+        Pick::Default => {
+            let cap = &doc["sla_capacity"];
+            let key = match (cap["concurrency"].as_u64(), cap["rate"].as_f64()) {
+                (Some(c), _) => Some(LevelKey::Concurrency(c)),
+                (None, Some(r)) => Some(LevelKey::Rate(r)),
+                _ => None,
+            };
+            match key.and_then(find) {
+                Some(l) => Ok((l, "the highest level within the SLA capacity".into())),
+                None => run
+                    .levels
+                    .first()
+                    .map(|l| (l, "no level met the SLA: the first level".to_string()))
+                    .ok_or_else(|| {
+                        "the file has no levels; run `llm-probe bench --output json` again"
+                            .to_string()
+                    }),
+            }
+        }
+        Pick::Concurrency(_) | Pick::Rate(_) if run.kind == RunKind::ProbeOnce => Err(
+            "--level and --rate pick a level of a bench sweep; a probe-once collection has none (drop the flag)"
+                .into(),
+        ),
+        Pick::Concurrency(c) => find(LevelKey::Concurrency(c))
+            .map(|l| (l, format!("--level {c}")))
+            .ok_or_else(|| {
+                format!("no level with concurrency {c} in the file (it has: {}); pick one of those with --level or --rate", available())
+            }),
+        Pick::Rate(r) => find(LevelKey::Rate(r))
+            .map(|l| (l, format!("--rate {r}")))
+            .ok_or_else(|| {
+                format!("no level at rate {r}/s in the file (it has: {}); pick one of those with --level or --rate", available())
+            }),
+    }
+}
+
+/// What `text` (the content of `file`: bench JSON or probe-once lines) measured at the level
+/// `pick` names.
+///
+/// Errors: the file is not a run ([`input::parse_run`]'s messages: unknown schema, …); no target
+/// or scenario named in it; the level does not exist; the level has no successful request.
+pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String> {
+    let run = input::parse_run(file, text)?;
+    let doc: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let (level, why) = pick_level(&run, &doc, pick)?;
+    let ok = level.requests.iter().filter(|r| r.success).count() as u64;
+    let ttft = quantiles(&level.values(Metric::Ttft)).filter(|_| ok > 0).ok_or_else(|| {
+        format!(
+            "{} has no successful request ({} sent); a baseline needs measurements: fix the endpoint and run bench again, or pick another level",
+            level.key,
+            level.requests.len()
+        )
+    })?;
+    let named = |v: &Option<String>, what: &str| {
+        v.clone().filter(|s| !s.is_empty()).ok_or_else(|| {
+            format!("the file names no {what}; write it with `llm-probe bench --output json`")
+        })
+    };
+    let meta = &doc["metadata"];
+    let measured_at = meta["ended"]
+        .as_str()
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+        .unwrap_or_else(SystemTime::now);
+    let kind = match run.kind {
+        RunKind::Bench => "bench",
+        RunKind::ProbeOnce => "probe-once",
+    };
+    Ok(Measured {
+        target: named(&run.target, "target")?,
+        scenario: named(&run.scenario, "scenario")?,
+        model: run.model.clone(),
+        measured_at,
+        source: Origin {
+            kind: kind.into(),
+            file: file.display().to_string(),
+            level: level.key.to_string(),
+            llm_probe_version: meta["llm_probe_version"]
+                .as_str()
+                .unwrap_or(env!("CARGO_PKG_VERSION"))
+                .to_string(),
+        },
+        endpoint: Endpoint {
+            response_model: run.identity.response_model.clone(),
+            system_fingerprint: run.identity.system_fingerprint.clone(),
+            server: run.identity.server_header.clone(),
+            server_version: run.identity.server_version.clone(),
+        },
+        samples: ok,
+        ttft,
+        tpot: quantiles(&level.values(Metric::Tpot)),
+        output_tokens_per_second: quantiles(&level.values(Metric::OutputTokensPerSecond)),
+        e2e: quantiles(&level.values(Metric::E2e)),
+        why,
+    })
+}
+
+/// Writes `baseline` to `out` whole (a temporary file in the same directory, renamed over
+/// `out`), so a daemon reloading at that moment reads the old file or the new one.
+///
+/// Errors: the directory cannot be written (the message names the path).
+pub fn write(baseline: &Baseline, out: &Path) -> Result<(), String> {
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = out
+        .file_name()
+        .ok_or_else(|| format!("--out {}: give a file path, not a directory", out.display()))?;
+    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+    std::fs::write(&tmp, baseline.to_json())
+        .and_then(|()| std::fs::rename(&tmp, out))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!(
+                "cannot write {}: {e}; check the directory exists and is writable",
+                out.display()
+            )
+        })
+}
+
+/// `llm-probe baseline save`: read `from`, pick the level, write `out`, print one summary line.
+/// Exit status 0 when written, 2 when the input cannot be read or used or `out` cannot be
+/// written (nothing is written then).
+pub fn run(from: &Path, pick: Pick, out: &Path) -> std::process::ExitCode {
+    use crate::logging::{stderr_line, stdout_text};
+    let fail = |e: String| {
+        stderr_line(format_args!(
+            "llm-probe baseline save: {}",
+            crate::sanitize::terminal_safe(&e)
+        ));
+        std::process::ExitCode::from(2)
+    };
+    let measured = crate::config::files::read(from, input::MAX_RUN_BYTES)
+        .map_err(|e| format!("{}: cannot read: {e}; {}", from.display(), e.fix()))
+        .and_then(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|_| format!("{}: not UTF-8 text (a JSON file?)", from.display()))
+        })
+        .and_then(|text| {
+            from_text(from, &text, pick).map_err(|e| format!("{}: {e}", from.display()))
+        });
+    let m = match measured {
+        Ok(m) => m,
+        Err(e) => return fail(e),
+    };
+    let why = m.why.clone();
+    let b = m.into_baseline(SystemTime::now());
+    if let Err(e) = write(&b, out) {
+        return fail(e);
+    }
+    let ms = |s: f64| format!("{:.0} ms", s * 1000.0);
+    let tps = b
+        .output_tokens_per_second
+        .map_or(String::new(), |q| format!(", tokens/s P50 {:.1}", q.p50));
+    stdout_text(crate::sanitize::terminal_safe(&format!(
+        "baseline for target {} scenario {}: {} ({why}), {} requests: TTFT P50 {} P95 {} P99 {}{tps}; written to {}",
+        b.target,
+        b.scenario,
+        b.source.level,
+        b.samples,
+        ms(b.ttft_seconds.p50),
+        ms(b.ttft_seconds.p95),
+        ms(b.ttft_seconds.p99),
+        out.display()
+    )));
+    stdout_text('\n');
+    std::process::ExitCode::SUCCESS
+}
