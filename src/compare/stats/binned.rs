@@ -339,7 +339,9 @@ pub fn mann_whitney_binned(x: &[u64], y: &[u64]) -> Option<MannWhitney> {
         tie_term += t * t * t - t;
         below += t;
     }
-    Some(u_test_from_ranks(n1 as f64, n2 as f64, rank_sum_x, tie_term))
+    Some(u_test_from_ranks(
+        n1 as f64, n2 as f64, rank_sum_x, tie_term,
+    ))
 }
 
 /// How many observations of a window lie beyond a threshold, counted at a bucket bound.

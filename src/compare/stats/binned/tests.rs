@@ -95,7 +95,11 @@ fn multinomial_resampling_keeps_the_total_and_the_shares() {
     let mut sum_sq = [0f64; 6];
     for _ in 0..draws {
         multinomial_resample(&counts, &mut out, &mut rng);
-        assert_eq!(out.iter().sum::<u64>(), n, "a resample keeps the window's total");
+        assert_eq!(
+            out.iter().sum::<u64>(),
+            n,
+            "a resample keeps the window's total"
+        );
         assert_eq!((out[0], out[5]), (0, 0), "an empty bucket stays empty");
         for i in 0..6 {
             sum[i] += out[i] as f64;
@@ -108,7 +112,10 @@ fn multinomial_resampling_keeps_the_total_and_the_shares() {
         let var = sum_sq[i] / draws as f64 - mean * mean;
         let (want_mean, want_var) = (n as f64 * p, n as f64 * p * (1.0 - p));
         // Standard error of the mean over 4000 draws: √(var/4000) ≤ 0.25; of the variance ≈ 2.3 %.
-        assert!((mean - want_mean).abs() < 1.5, "bucket {i}: mean {mean} vs {want_mean}");
+        assert!(
+            (mean - want_mean).abs() < 1.5,
+            "bucket {i}: mean {mean} vs {want_mean}"
+        );
         assert!(
             (var / want_var - 1.0).abs() < 0.1,
             "bucket {i}: variance {var} vs multinomial {want_var}"
@@ -130,14 +137,23 @@ fn bootstrap_reproduces_the_bucket_of_a_known_percentile() {
     // The P50 of AFTER (rank 500 of the 600 in (0.2, 0.25]) is resampled around 0.2417.
     let (lo, hi) = iv.after[0].unwrap();
     let p50 = after.quantile(0.5).unwrap().value;
-    assert!(lo < p50 && p50 < hi && 0.2 <= lo && hi <= 0.25, "{lo}..{hi} vs {p50}");
+    assert!(
+        lo < p50 && p50 < hi && 0.2 <= lo && hi <= 0.25,
+        "{lo}..{hi} vs {p50}"
+    );
     // Its relative change against BEFORE's P50 (0.2 + 0.05 × 500/900): an interval around it.
     let truth = p50 / before.quantile(0.5).unwrap().value - 1.0;
     let (lo, hi) = iv.change[0].unwrap();
     assert!(lo < truth && truth < hi, "{lo}..{hi} vs {truth}");
     // Seeded: the same seed gives the same intervals, another seed others.
-    assert_eq!(iv, bootstrap_quantiles(&before, &after, &[0.5, 0.95], 2000, 17, 0.95));
-    assert_ne!(iv, bootstrap_quantiles(&before, &after, &[0.5, 0.95], 2000, 18, 0.95));
+    assert_eq!(
+        iv,
+        bootstrap_quantiles(&before, &after, &[0.5, 0.95], 2000, 17, 0.95)
+    );
+    assert_ne!(
+        iv,
+        bootstrap_quantiles(&before, &after, &[0.5, 0.95], 2000, 18, 0.95)
+    );
 }
 
 #[test]
@@ -169,7 +185,10 @@ fn binned_u_test_equals_the_unbinned_test_on_tied_data_and_scipy() {
     //   r=mannwhitneyu(xs,ys,method='asymptotic',use_continuity=True); print(r.statistic, repr(r.pvalue))"
     // → "67.0 np.float64(9.752406527529343e-05)"
     assert_eq!(binned.u_x, 67.0);
-    assert!((binned.p_value - 9.752406527529343e-05).abs() < 1e-15, "{binned:?}");
+    assert!(
+        (binned.p_value - 9.752406527529343e-05).abs() < 1e-15,
+        "{binned:?}"
+    );
     // Everything in one bucket: all ties, p = 1.
     let same = mann_whitney_binned(&[0, 0, 7, 0, 0, 0], &[0, 0, 9, 0, 0, 0]).unwrap();
     assert_eq!(same.p_value, 1.0);
