@@ -225,11 +225,11 @@ pub struct PrometheusCompareArgs {
     pub scenario: Option<String>,
     /// The BEFORE window, START/END: each RFC 3339 (2026-11-30T14:00:00Z), Unix seconds or
     /// now-DURATION (e.g. now-2h/now-1h).
-    #[arg(long = "before", id = "before_window", value_parser = crate::compare::window::parse_range,
+    #[arg(long = "before", id = "before_window", value_name = "START/END", value_parser = crate::compare::window::parse_range,
           requires_all = ["prometheus_url", "after_window"], conflicts_with = "around_change")]
     pub before_window: Option<crate::compare::window::Range>,
     /// The AFTER window, START/END, as --before.
-    #[arg(long = "after", id = "after_window", value_parser = crate::compare::window::parse_range,
+    #[arg(long = "after", id = "after_window", value_name = "START/END", value_parser = crate::compare::window::parse_range,
           requires_all = ["prometheus_url", "before_window"], conflicts_with = "around_change")]
     pub after_window: Option<crate::compare::window::Range>,
     /// Compare the --window before the last change of the target's llm_probe_endpoint_info
