@@ -173,13 +173,15 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
         ch["last_old"].as_f64().unwrap(),
         ch["first_new"].as_f64().unwrap(),
     );
+    // (`slack`: between the daemon recording the probe and this test receiving it, on a busy
+    // machine.)
     let slack = 0.5;
     assert!(
-        last_old < b_finished + 0.05,
+        last_old < b_finished + slack,
         "{ch:#} vs first B probe finished {b_finished}"
     );
     assert!(
-        first_new >= b_finished - 0.05,
+        first_new >= b_finished - slack,
         "{ch:#} vs first B probe finished {b_finished}"
     );
     assert!(
@@ -258,11 +260,12 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
     assert_eq!(bucket("before"), (0.2, 0.25), "{ttft:#}");
     assert_eq!(bucket("after"), (0.3, 0.4), "{ttft:#}");
     assert!(ttft["mann_whitney_p"].as_f64().unwrap() < 0.001, "{ttft:#}");
-    // The share above the default SLO (300 ms, a bucket bound): none before, all after.
+    // The share above the default SLO (300 ms, a bucket bound): all after (B's TTFT is at least
+    // 300 ms), hardly any before (a 100 ms stall of a busy machine, at most).
     let slo = &s["slo"][0];
     assert_eq!(slo["metric"], "ttft_seconds");
     assert_eq!(slo["bucket_bound"], 0.3);
-    assert_eq!(slo["before"]["beyond"], 0, "{slo:#}");
+    assert!(slo["before"]["beyond"].as_u64().unwrap() <= 2, "{slo:#}");
     assert_eq!(slo["after"]["beyond"], slo["after"]["total"], "{slo:#}");
     assert_eq!(slo["verdict"], "regression");
     // The decode side did not change (same ITL): not a regression.
@@ -276,8 +279,14 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
     assert_eq!(text.status.code(), Some(1));
     let table = String::from_utf8_lossy(&text.stdout);
     eprintln!("{table}");
-    assert!(table.contains("TTFT P95 between 200 and 250 ms"), "{table}");
-    assert!(table.contains("between 300 and 400 ms"), "{table}");
+    assert!(
+        table.contains("Bucket resolution: TTFT P95 between "),
+        "{table}"
+    );
+    assert!(
+        table.contains(" in 200–250 → ") && table.contains(" in 300–400 ms"),
+        "bucket bounds in the cells: {table}"
+    );
     assert!(table.contains("response_model=\"model-b\""), "{table}");
     assert!(
         table.contains("RESULT: regression (exit status 1)"),

@@ -206,7 +206,8 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
             return Err(Failure::Input(format!(
                 "the {name} window ({} to {}) has no successful probes of {} in Prometheus at \
                  {} (no observations in {}_bucket): check --target and --scenario, the window, \
-                 and that Prometheus scraped llm-probe then",
+                 that Prometheus scraped llm-probe then, and that the daemon exports classic \
+                 buckets (not --metrics.histograms native)",
                 rfc3339(start),
                 rfc3339(end),
                 describe(&req.target, scenario),

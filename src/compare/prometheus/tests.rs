@@ -103,3 +103,79 @@ fn a_url_without_http_is_refused_and_redacted() {
     .unwrap();
     assert!(!c.shown_url().contains("hunter2") && !c.shown_url().contains("s3cret"));
 }
+
+/// A one-shot HTTP server on loopback answering `status` and `body` to the first request; returns
+/// its URL and a handle yielding the request line it received.
+async fn answer_once(
+    status: &'static str,
+    body: &'static str,
+) -> (String, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let handle = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 8192];
+        let n = stream.read(&mut buf).await.unwrap();
+        let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(response.as_bytes()).await.unwrap();
+        request.lines().next().unwrap_or_default().to_string()
+    });
+    (url, handle)
+}
+
+#[tokio::test]
+async fn prometheus_errors_carry_its_own_text_the_query_and_the_url() {
+    let (url, request) = answer_once(
+        "422 Unprocessable Entity",
+        r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory"}"#,
+    )
+    .await;
+    let client = Client::new(
+        &format!("{url}/prom/?tenant=s3cret"),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let e = client
+        .samples(r#"llm_probe_endpoint_info{target="sim"}"#, 60.0, 1000.0)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("too many samples") && e.contains("execution"),
+        "{e}"
+    );
+    assert!(
+        e.contains(r#"llm_probe_endpoint_info{target=\"sim\"}[60000ms]"#),
+        "{e}"
+    );
+    assert!(
+        e.contains("/prom/?tenant=***") && !e.contains("s3cret"),
+        "{e}"
+    );
+    // The request: the API path under the URL's prefix, the user's query kept, ours added.
+    let line = request.await.unwrap();
+    assert!(
+        line.starts_with("GET /prom/api/v1/query?tenant=s3cret&query="),
+        "{line}"
+    );
+    assert!(line.contains("&time=1000.000"), "{line}");
+}
+
+#[tokio::test]
+async fn range_query_answers_are_parsed() {
+    let (url, _) = answer_once(
+        "200 OK",
+        r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"le":"+Inf","scenario":"chat"},"values":[[10.5,"3"],[11.5,"4"]]}]}}"#,
+    )
+    .await;
+    let client = Client::new(&url, Duration::from_secs(5)).unwrap();
+    let series = client.samples("m", 2.0, 11.5).await.unwrap();
+    assert_eq!(series.len(), 1);
+    assert_eq!(series[0].labels["le"], "+Inf");
+    assert_eq!(series[0].samples, vec![(10.5, 3.0), (11.5, 4.0)]);
+}

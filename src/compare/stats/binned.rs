@@ -209,7 +209,12 @@ fn quantile_of(upper: &[f64], counts: &[u64], q: f64) -> Option<BinnedQuantile> 
     }
     let lower = if b == 0 { 0.0 } else { upper[b - 1] };
     let in_bucket = counts[b] as f64;
-    let value = lower + (upper[b] - lower) * ((rank - cumulative as f64) / in_bucket);
+    // An empty bucket is only reached for q = 0 (rank 0): the distribution starts at its bound.
+    let value = if in_bucket == 0.0 {
+        upper[b]
+    } else {
+        lower + (upper[b] - lower) * ((rank - cumulative as f64) / in_bucket)
+    };
     Some(BinnedQuantile {
         lower,
         upper: upper[b],

@@ -79,6 +79,8 @@ fn quantiles_are_prometheus_histogram_quantile() {
     let p95 = h.quantile(0.95).unwrap();
     assert_eq!((p95.lower, p95.upper), (0.3, 0.4));
     assert!((p95.value - 0.35).abs() < 1e-12);
+    // q = 0 with an empty first bucket: a number, not NaN.
+    assert!(!h.quantile(0.0).unwrap().value.is_nan());
     // No observations, or q outside [0, 1]: no quantile.
     assert_eq!(hist(&[0; 6]).quantile(0.5), None);
     assert_eq!(h.quantile(1.5), None);
