@@ -55,7 +55,8 @@ pub enum CompareOutput {
     Text,
     /// Markdown tables (for a pull-request comment).
     Markdown,
-    /// One JSON document (`"schema": "llm-probe.compare/v1"`).
+    /// One JSON document (`"schema": "llm-probe.compare/v1"`; from Prometheus:
+    /// `"llm-probe.compare.prometheus/v1"`).
     Json,
 }
 
@@ -237,13 +238,13 @@ pub struct PrometheusCompareArgs {
     /// --settle after the change.
     #[arg(long, requires = "prometheus_url")]
     pub around_change: bool,
-    /// Length of each window around the change (1s to 30d).
+    /// Length of each window around the change (1ms to 30d).
     #[arg(long, default_value = "1h", value_parser = compare_span)]
     pub window: Duration,
     /// Skipped after the change before the AFTER window starts (0 to 30d).
     #[arg(long, default_value = "10m", value_parser = compare_settle)]
     pub settle: Duration,
-    /// How far back the last change is looked for (1s to 30d).
+    /// How far back the last change is looked for (1ms to 30d).
     #[arg(long, default_value = "1d", value_parser = compare_span)]
     pub lookback: Duration,
     /// TTFT objective for the share of probes above it (default: the target's

@@ -237,6 +237,25 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
                     .unwrap()
             }
         };
+        // Prometheus's own histogram_quantile on the same window (the `@` modifier pins each
+        // end): compare's percentiles are the dashboards' numbers.
+        let bucket = r#"llm_probe_time_to_first_token_seconds_bucket{target="sim"}"#;
+        for (q, key) in [(0.5, "p50"), (0.95, "p95")] {
+            let promql = format!(
+                "histogram_quantile({q}, sum by (le) ({bucket} @ {end} - {bucket} @ {start}))"
+            );
+            let d = prom.api("/api/v1/query", &[("query", &promql)]).await;
+            let theirs: f64 = d["result"][0]["value"][1]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let ours = ttft[side][key]["value"].as_f64().unwrap();
+            assert!(
+                (ours - theirs).abs() < 1e-9,
+                "{side} {key}: {ours} vs Prometheus {theirs}"
+            );
+        }
         let truth = value(end).await - value(start).await;
         assert_eq!(n as f64, truth, "{side}: {ttft:#}");
         assert!(
