@@ -325,6 +325,42 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
         "{md}"
     );
 
+    // The same windows given explicitly (Unix seconds, and RFC 3339 for AFTER): the same
+    // counts and verdict, and the endpoint seen in each window instead of a change.
+    let w = |side: &str, k: &str| doc[side][k].as_f64().unwrap();
+    let before = format!("{}/{}", w("before", "start"), w("before", "end"));
+    let after = format!(
+        "{}/{}",
+        doc["after"]["start_rfc3339"].as_str().unwrap(),
+        doc["after"]["end_rfc3339"].as_str().unwrap()
+    );
+    let out = compare(&[
+        "--prometheus.url",
+        &prom.url,
+        "--target",
+        "sim",
+        "--before",
+        &before,
+        "--after",
+        &after,
+        "--output",
+        "json",
+    ]);
+    let given: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{given:#}");
+    assert_eq!(given["change"], Value::Null);
+    let ids = &given["identities"];
+    assert_eq!(ids["before"][0]["response_model"], "model-a", "{ids:#}");
+    assert_eq!(ids["after"][0]["response_model"], "model-b", "{ids:#}");
+    let ttft2 = &given["scenarios"][0]["ttft_seconds"];
+    assert_eq!(ttft2["n_before"], ttft["n_before"]);
+    // RFC 3339 with milliseconds: the AFTER window may be a fraction of a millisecond wider.
+    assert!(
+        ttft2["n_after"].as_u64().unwrap().abs_diff(na) <= 1,
+        "{ttft2:#}"
+    );
+    assert_eq!(ttft2["verdict"], "regression");
+
     daemon.stop().await;
     eprintln!("wall time {:?}", started.elapsed());
 }

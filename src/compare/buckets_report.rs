@@ -217,6 +217,18 @@ fn preamble(c: &WindowComparison) -> Vec<String> {
         out.push(format!("  old: {}", identity_line(&ch.old)));
         out.push(format!("  new: {}", identity_line(&ch.new)));
     }
+    if let Some((before, after)) = &c.identities {
+        let list = |ids: &Vec<Identity>| match ids.len() {
+            0 => "none seen".to_string(),
+            _ => ids
+                .iter()
+                .map(identity_line)
+                .collect::<Vec<_>>()
+                .join(" | "),
+        };
+        out.push(format!("BEFORE endpoint: {}", list(before)));
+        out.push(format!("AFTER  endpoint: {}", list(after)));
+    }
     let probes = |f: fn(&ScenarioComparison) -> u64| -> u64 { c.scenarios.iter().map(f).sum() };
     out.push(format!(
         "BEFORE {} → {} ({}): {} probes",
@@ -377,7 +389,8 @@ fn window_json((start, end): (f64, f64)) -> Value {
 }
 
 /// The JSON document (`schema` [`SCHEMA`]): `source` (redacted URL, target, scenario),
-/// `change` (or null), `before`/`after` windows, `slo`, `rule`, `warnings`, `not_compared`,
+/// `change` (or null; `--around-change`), `identities` (or null; the endpoint label sets seen in
+/// each of `--before`/`--after`), `before`/`after` windows, `slo`, `rule`, `warnings`, `not_compared`,
 /// `scenarios[]` (`scenario`, one object per metric named as in `compare`'s JSON, `slo[]`,
 /// `failure_ratio`) and `regression`.
 pub fn to_json(c: &WindowComparison) -> Value {
@@ -416,6 +429,10 @@ pub fn to_json(c: &WindowComparison) -> Value {
             "first_new_rfc3339": rfc3339(ch.first_new),
             "old": identity_json(&ch.old),
             "new": identity_json(&ch.new),
+        })),
+        "identities": c.identities.as_ref().map(|(b, a)| json!({
+            "before": b.iter().map(identity_json).collect::<Vec<_>>(),
+            "after": a.iter().map(identity_json).collect::<Vec<_>>(),
         })),
         "before": window_json(c.before),
         "after": after,

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::buckets::{self, ScenarioComparison, Slo};
-use super::prometheus::{self, Change, Client};
+use super::prometheus::{self, Change, Client, Identity};
 use super::window::{human, rfc3339, Range};
 use super::Options;
 use crate::cli::CompareOutput;
@@ -68,6 +68,8 @@ pub struct WindowComparison {
     pub scenario: Option<String>,
     /// The change compared around (`--around-change`).
     pub change: Option<Change>,
+    /// With `--before`/`--after`: the endpoint identities seen in each window.
+    pub identities: Option<(Vec<Identity>, Vec<Identity>)>,
     /// BEFORE `(start, end]`, Unix seconds.
     pub before: (f64, f64),
     /// AFTER `(start, end]`, Unix seconds.
@@ -242,6 +244,22 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
             not_compared.join("; ")
         )));
     }
+    let identities = match change {
+        Some(_) => None,
+        None => {
+            let b = prometheus::fetch_identities(&client, &req.target, before.0, before.1).await?;
+            let a = prometheus::fetch_identities(&client, &req.target, after.0, after.1).await?;
+            if !b.is_empty() && b == a {
+                warnings.push(
+                    "the endpoint identity (llm_probe_endpoint_info: model, response model, \
+                     fingerprint, server, version) is the same in both windows: is AFTER really \
+                     after the upgrade?"
+                        .into(),
+                );
+            }
+            Some((b, a))
+        }
+    };
     if slo.ttft.is_none() {
         warnings.push(format!(
             "no TTFT objective for {} (no llm_probe_slo_time_to_first_token_seconds series): \
@@ -254,6 +272,7 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
         target: req.target.clone(),
         scenario: req.scenario.clone(),
         change,
+        identities,
         before,
         after,
         settle: match req.windows {

@@ -557,6 +557,30 @@ pub fn change_in(series: &[Series]) -> Result<Change, NoChange> {
     }
 }
 
+/// The endpoint identities with a sample in `(start, end]` among `series` (a target's
+/// `llm_probe_endpoint_info` samples), each once, in label order. Pure.
+pub fn identities_in(series: &[Series], start: f64, end: f64) -> Vec<Identity> {
+    let seen: std::collections::BTreeSet<Identity> = series
+        .iter()
+        .filter(|s| s.samples.iter().any(|(t, _)| *t > start && *t <= end))
+        .map(identity_of)
+        .collect();
+    seen.into_iter().collect()
+}
+
+/// The endpoint identities of `target` seen in `(start, end]` ([`identities_in`]).
+pub async fn fetch_identities(
+    client: &Client,
+    target: &str,
+    start: f64,
+    end: f64,
+) -> Result<Vec<Identity>, Error> {
+    let series = client
+        .samples(&selector(ENDPOINT_INFO, target, None), end - start, end)
+        .await?;
+    Ok(identities_in(&series, start, end))
+}
+
 /// The last change of `target`'s endpoint identity within `lookback` seconds before `at`.
 /// Errors: the query fails (outer), or no change is found (inner, [`NoChange`]).
 pub async fn find_change(

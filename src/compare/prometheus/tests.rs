@@ -88,6 +88,26 @@ fn the_change_lies_between_the_old_sets_last_and_the_new_sets_first_sample() {
 }
 
 #[test]
+fn identities_are_listed_per_window() {
+    let series = [info("A", &[1.0, 2.0, 3.0]), info("B", &[4.0, 5.0])];
+    let names = |ids: Vec<Identity>| -> Vec<String> {
+        ids.iter()
+            .map(|id| {
+                id.iter()
+                    .find(|(k, _)| k == "response_model")
+                    .unwrap()
+                    .1
+                    .clone()
+            })
+            .collect()
+    };
+    assert_eq!(names(identities_in(&series, 0.0, 3.0)), ["A"]);
+    assert_eq!(names(identities_in(&series, 2.0, 5.0)), ["A", "B"]);
+    assert_eq!(names(identities_in(&series, 3.0, 5.0)), ["B"]);
+    assert!(identities_in(&series, 5.0, 9.0).is_empty());
+}
+
+#[test]
 fn a_url_without_http_is_refused_and_redacted() {
     let e = Client::new("ftp://user:hunter2@host/", Duration::from_secs(1)).unwrap_err();
     let text = e.to_string();
