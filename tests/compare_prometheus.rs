@@ -47,6 +47,22 @@ fn compare(args: &[&str]) -> Output {
         .expect("run llm-probe compare")
 }
 
+/// `compare --prometheus.url URL --target sim --before BEFORE --after AFTER EXTRA…`.
+fn compare_windows(url: &str, before: &str, after: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--prometheus.url",
+        url,
+        "--target",
+        "sim",
+        "--before",
+        before,
+        "--after",
+        after,
+    ];
+    args.extend_from_slice(extra);
+    compare(&args)
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -334,18 +350,7 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
         doc["after"]["start_rfc3339"].as_str().unwrap(),
         doc["after"]["end_rfc3339"].as_str().unwrap()
     );
-    let out = compare(&[
-        "--prometheus.url",
-        &prom.url,
-        "--target",
-        "sim",
-        "--before",
-        &before,
-        "--after",
-        &after,
-        "--output",
-        "json",
-    ]);
+    let out = compare_windows(&prom.url, &before, &after, &["--output", "json"]);
     let given: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(1), "{given:#}");
     assert_eq!(given["change"], Value::Null);
@@ -374,16 +379,7 @@ async fn a_prometheus_without_probes_is_refused() {
         .parse()
         .unwrap();
     let prom = Prometheus::start(dir.path(), &[], nowhere).await;
-    let out = compare(&[
-        "--prometheus.url",
-        &prom.url,
-        "--target",
-        "sim",
-        "--before",
-        "now-2m/now-1m",
-        "--after",
-        "now-1m/now",
-    ]);
+    let out = compare_windows(&prom.url, "now-2m/now-1m", "now-1m/now", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
