@@ -126,6 +126,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Compare {
             before,
             after,
+            prometheus,
             output,
             alpha,
             threshold,
@@ -141,7 +142,18 @@ pub async fn run(cli: Cli) -> ExitCode {
                 seed,
                 lengths,
             };
-            return crate::compare::run(&before, &after, &options, output);
+            return match (before, after) {
+                (Some(before), Some(after)) => {
+                    crate::compare::run(&before, &after, &options, output)
+                }
+                _ => match crate::compare::from_prometheus::Request::from_args(*prometheus) {
+                    Ok(req) => crate::compare::from_prometheus::run(&req, &options, output).await,
+                    Err(e) => {
+                        stderr_line(format_args!("llm-probe compare: {e}"));
+                        ExitCode::from(2)
+                    }
+                },
+            };
         }
         Command::Baseline(crate::cli::BaselineCommand::Save {
             from,

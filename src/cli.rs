@@ -55,7 +55,8 @@ pub enum CompareOutput {
     Text,
     /// Markdown tables (for a pull-request comment).
     Markdown,
-    /// One JSON document (`"schema": "llm-probe.compare/v1"`).
+    /// One JSON document (`"schema": "llm-probe.compare/v1"`; from Prometheus:
+    /// `"llm-probe.compare.prometheus/v1"`).
     Json,
 }
 
@@ -150,13 +151,25 @@ pub enum Command {
     Bench(Box<BenchArgs>),
     /// Is AFTER slower than BEFORE? Compare two `bench --output json` files (or two
     /// `probe-once --output json` collections) per level and metric with a U test, a
-    /// Hodges–Lehmann interval and a verdict; exit 1 on any regression, 2 if the runs cannot be
-    /// read or compared.
+    /// Hodges–Lehmann interval and a verdict — or, with --prometheus.url, two time windows of
+    /// the daemon's histograms (e.g. around the last endpoint change); exit 1 on any
+    /// regression, 2 if the runs cannot be read or compared.
     Compare {
-        /// The run before the change.
-        before: PathBuf,
-        /// The run after the change.
-        after: PathBuf,
+        /// The run before the change (not with --prometheus.url).
+        #[arg(
+            required_unless_present = "prometheus_url",
+            conflicts_with = "prometheus_url"
+        )]
+        before: Option<PathBuf>,
+        /// The run after the change (not with --prometheus.url).
+        #[arg(
+            required_unless_present = "prometheus_url",
+            conflicts_with = "prometheus_url"
+        )]
+        after: Option<PathBuf>,
+        /// Compare two windows of a Prometheus instead of two files.
+        #[command(flatten)]
+        prometheus: Box<PrometheusCompareArgs>,
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         output: CompareOutput,
@@ -195,6 +208,80 @@ pub enum Command {
         #[arg(long, default_value = "5s", value_parser = crate::config::durations::parse_summary_every)]
         every: Duration,
     },
+}
+
+/// `compare --prometheus.url`'s flags: where the daemon's histograms are and which windows.
+#[derive(Debug, Clone, Args)]
+pub struct PrometheusCompareArgs {
+    /// The Prometheus server that scrapes llm-probe (its root URL, e.g. http://prometheus:9090;
+    /// user-info becomes basic auth): compare two time windows of the daemon's histogram
+    /// buckets instead of two files. Needs --target and either --before/--after or
+    /// --around-change.
+    #[arg(long = "prometheus.url", requires = "target")]
+    pub prometheus_url: Option<String>,
+    /// Bound of each request to Prometheus (1s to 10m).
+    #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = prometheus_timeout)]
+    pub prometheus_timeout: Duration,
+    /// The target (its `target` label).
+    #[arg(long, requires = "prometheus_url")]
+    pub target: Option<String>,
+    /// Only this scenario (default: every scenario of the target with probes in both windows).
+    #[arg(long, requires = "prometheus_url")]
+    pub scenario: Option<String>,
+    /// The BEFORE window, START/END: each RFC 3339 (2026-11-30T14:00:00Z), Unix seconds or
+    /// now-DURATION (e.g. now-2h/now-1h).
+    #[arg(long = "before", id = "before_window", value_name = "START/END", value_parser = crate::compare::window::parse_range,
+          requires_all = ["prometheus_url", "after_window"], conflicts_with = "around_change")]
+    pub before_window: Option<crate::compare::window::Range>,
+    /// The AFTER window, START/END, as --before.
+    #[arg(long = "after", id = "after_window", value_name = "START/END", value_parser = crate::compare::window::parse_range,
+          requires_all = ["prometheus_url", "before_window"], conflicts_with = "around_change")]
+    pub after_window: Option<crate::compare::window::Range>,
+    /// Compare the --window before the last change of the target's llm_probe_endpoint_info
+    /// label set (model, fingerprint, server, version) with the --window after it, skipping
+    /// --settle after the change.
+    #[arg(long, requires = "prometheus_url")]
+    pub around_change: bool,
+    /// Length of each window around the change (1ms to 30d).
+    #[arg(long, default_value = "1h", value_parser = compare_span)]
+    pub window: Duration,
+    /// Skipped after the change before the AFTER window starts (0 to 30d).
+    #[arg(long, default_value = "10m", value_parser = compare_settle)]
+    pub settle: Duration,
+    /// How far back the last change is looked for (1ms to 30d).
+    #[arg(long, default_value = "1d", value_parser = compare_span)]
+    pub lookback: Duration,
+    /// TTFT objective for the share of probes above it (default: the target's
+    /// llm_probe_slo_time_to_first_token_seconds), e.g. 300ms.
+    #[arg(long, value_parser = compare_span)]
+    pub slo: Option<Duration>,
+}
+
+/// `--window`, `--lookback`, `--slo`: 1 ms to 30 days.
+fn compare_span(s: &str) -> Result<Duration, String> {
+    crate::config::durations::Bounds {
+        min: Duration::from_millis(1),
+        max: Duration::from_secs(30 * 86_400),
+    }
+    .parse(s)
+}
+
+/// `--settle`: 0 to 30 days.
+fn compare_settle(s: &str) -> Result<Duration, String> {
+    crate::config::durations::Bounds {
+        min: Duration::ZERO,
+        max: Duration::from_secs(30 * 86_400),
+    }
+    .parse(s)
+}
+
+/// `--prometheus.timeout`: 1 s to 10 min.
+fn prometheus_timeout(s: &str) -> Result<Duration, String> {
+    crate::config::durations::Bounds {
+        min: Duration::from_secs(1),
+        max: Duration::from_secs(600),
+    }
+    .parse(s)
 }
 
 /// `--web.history.max-age`: 1 s to a week.

@@ -292,3 +292,91 @@ fn a_device_or_a_fifo_as_input_is_refused_at_once() {
         );
     }
 }
+
+/// `--prometheus.url` where nothing listens: exit 2 with the URL (redacted), the query and the
+/// cause; no report on stdout.
+#[test]
+fn unreachable_prometheus_is_a_clear_error_exit_2() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://admin:hunter2@127.0.0.1:{port}/?token=s3cret");
+    let out = compare(&[
+        "--prometheus.url",
+        &url,
+        "--target",
+        "sim",
+        "--before",
+        "now-2h/now-1h",
+        "--after",
+        "now-1h/now",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("http://***@127.0.0.1:{port}/?token=***")),
+        "names the URL, redacted: {err}"
+    );
+    assert!(
+        err.contains("llm_probe_time_to_first_token_seconds_bucket"),
+        "names the query: {err}"
+    );
+    assert!(
+        err.contains("cannot connect") && err.contains("refused"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2") && !err.contains("s3cret"), "{err}");
+}
+
+/// Bad windows and missing flags: exit 2 with what is wrong, before any request.
+#[test]
+fn bad_prometheus_windows_are_usage_errors_exit_2() {
+    let base = ["--prometheus.url", "http://127.0.0.1:9", "--target", "sim"];
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--before", "yesterday/now", "--after", "now-1h/now"],
+            "\"yesterday\" is not a time",
+        ),
+        (
+            &["--before", "now-1h", "--after", "now-1h/now"],
+            "START/END",
+        ),
+        (
+            &["--before", "now-1h/now-2h", "--after", "now-1h/now"],
+            "its start must be before its end",
+        ),
+        (&["--before", "now-2h/now-1h"], "--after"),
+        (&[], "--around-change"),
+        (&["--around-change", "--window", "0s"], "--window"),
+        (
+            &[
+                "--around-change",
+                "--before",
+                "now-2h/now-1h",
+                "--after",
+                "now-1h/now",
+            ],
+            "cannot be used with",
+        ),
+    ];
+    for (extra, says) in cases {
+        let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+        let out = compare(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?} should say {says:?}: {err}");
+        assert!(
+            !err.contains("cannot connect"),
+            "{extra:?}: refused before any request: {err}"
+        );
+    }
+    // --prometheus.url with run files, or without --target: usage errors too.
+    let out = compare(&["a.json", "b.json", "--prometheus.url", "http://127.0.0.1:9"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = compare(&["--prometheus.url", "http://127.0.0.1:9", "--around-change"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--target"));
+}

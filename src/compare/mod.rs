@@ -7,14 +7,23 @@
 //! - [`selection`] the expected E2E and crossover output length between two endpoints;
 //! - [`report`] the terminal table, markdown and JSON.
 //!
+//! From Prometheus (`--prometheus.url`): [`prometheus`] reads two windows' histogram buckets
+//! (and finds the last endpoint change), [`window`] parses the windows, [`buckets`] compares the
+//! bucket counts with [`stats::binned`], [`from_prometheus`] runs the command.
+//!
 //! This module matches the runs' levels, checks the runs are comparable and builds one
 //! [`Row`] per (level, metric).
 
+pub mod buckets;
+mod buckets_report;
+pub mod from_prometheus;
 pub mod input;
+pub mod prometheus;
 pub mod report;
 pub mod selection;
 pub mod stats;
 pub mod verdict;
+pub mod window;
 
 use input::{Level, LevelKey, Run};
 use verdict::{Direction, Evidence, Rule, Verdict};

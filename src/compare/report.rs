@@ -12,7 +12,7 @@ use crate::sanitize::terminal_safe;
 /// The JSON schema name of `compare --output json`.
 pub const SCHEMA: &str = "llm-probe.compare/v1";
 
-fn pct(x: f64) -> String {
+pub(super) fn pct(x: f64) -> String {
     if x.is_infinite() {
         return if x > 0.0 {
             "+∞ %".into()
@@ -23,7 +23,7 @@ fn pct(x: f64) -> String {
     format!("{:+.1} %", x * 100.0)
 }
 
-fn interval(low: Option<f64>, high: Option<f64>) -> String {
+pub(super) fn interval(low: Option<f64>, high: Option<f64>) -> String {
     match (low, high) {
         (Some(l), Some(h)) => format!("[{:+.1}, {:+.1}] %", l * 100.0, h * 100.0),
         _ => "[unbounded: too few requests]".into(),
@@ -46,7 +46,7 @@ fn unit(metric: Metric) -> &'static str {
     }
 }
 
-fn p_value(p: f64) -> String {
+pub(super) fn p_value(p: f64) -> String {
     if p < 1e-4 {
         format!("{p:.0e}")
     } else {
@@ -103,7 +103,7 @@ fn row_cells(r: &Row) -> Vec<String> {
     ]
 }
 
-fn failure_cells(f: &FailureRow) -> Vec<String> {
+pub(super) fn failure_cells(f: &FailureRow) -> Vec<String> {
     let ratio = |(sent, failed): (u64, u64)| {
         if sent == 0 {
             "-".into()
@@ -158,8 +158,9 @@ fn method_line(c: &Comparison) -> String {
     )
 }
 
-fn aligned(rows: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = (0..HEADER.len())
+pub(super) fn aligned(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -175,7 +176,7 @@ fn aligned(rows: &[Vec<String>]) -> String {
     out
 }
 
-fn markdown_table(rows: &[Vec<String>]) -> String {
+pub(super) fn markdown_table(rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     for (i, r) in rows.iter().enumerate() {
         let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();

@@ -10,12 +10,15 @@
 //! - [`bootstrap_relative_change`]: seeded percentile-bootstrap interval of the relative change
 //!   of percentiles, resampling requests.
 //! - [`two_proportion_z_test`]: pooled two-proportion z-test for failure ratios.
+//! - [`binned`]: the same questions asked of histogram bucket counts (Prometheus windows).
 //!
 //! Samples are slices of finite `f64` values (callers drop unknown values first); every function
 //! returns `None` instead of a made-up number when the samples cannot support the result.
 
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+
+pub mod binned;
 
 /// The result of [`mann_whitney_u`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,7 +41,6 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64]) -> Option<MannWhitney> {
         return None;
     }
     let (n1, n2) = (x.len() as f64, y.len() as f64);
-    let n = n1 + n2;
     let mut all: Vec<(f64, bool)> = x
         .iter()
         .map(|&v| (v, true))
@@ -59,20 +61,28 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64]) -> Option<MannWhitney> {
         tie_term += t * t * t - t;
         i = j + 1;
     }
+    Some(u_test_from_ranks(n1, n2, rank_sum_x, tie_term))
+}
+
+/// The U test from the rank sum of the first sample (`n1` values, mid-ranks for ties) and the
+/// tie term `Σ(t³ − t)` over the groups of tied values: shared by [`mann_whitney_u`] and the
+/// binned test ([`binned::mann_whitney_binned`], where every bin is one group of ties).
+pub(crate) fn u_test_from_ranks(n1: f64, n2: f64, rank_sum_x: f64, tie_term: f64) -> MannWhitney {
+    let n = n1 + n2;
     let u_x = rank_sum_x - n1 * (n1 + 1.0) / 2.0;
     let u_y = n1 * n2 - u_x;
     let mean = n1 * n2 / 2.0;
     let variance = n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
     if variance <= 0.0 || !variance.is_finite() {
-        return Some(MannWhitney {
+        return MannWhitney {
             u_x,
             z: 0.0,
             p_value: 1.0,
-        });
+        };
     }
     let z = (u_x.max(u_y) - mean - 0.5) / variance.sqrt();
     let p_value = (2.0 * normal_sf(z)).clamp(0.0, 1.0);
-    Some(MannWhitney { u_x, z, p_value })
+    MannWhitney { u_x, z, p_value }
 }
 
 /// A shift estimate with its confidence interval, in the samples' unit.

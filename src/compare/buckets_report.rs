@@ -1,0 +1,458 @@
+//! How `compare --prometheus.url` prints a [`WindowComparison`]: an aligned terminal table per
+//! scenario, markdown, or JSON (`"schema": "llm-probe.compare.prometheus/v1"`). Label values
+//! from Prometheus pass through [`terminal_safe`] (text, markdown) or
+//! [`crate::report::json_text`] (JSON).
+
+use serde_json::{json, Value};
+
+use super::buckets::{BucketRow, ScenarioComparison, SloRow};
+use super::from_prometheus::WindowComparison;
+use super::prometheus::{show_identity, Identity};
+use super::report::{aligned, failure_cells, interval, markdown_table, p_value, pct};
+use super::stats::binned::BinnedQuantile;
+use super::window::{human, rfc3339};
+use super::{Metric, QUANTILES};
+use crate::sanitize::terminal_safe;
+
+/// The JSON schema name of `compare --prometheus.url … --output json`.
+pub const SCHEMA: &str = "llm-probe.compare.prometheus/v1";
+
+const HEADER: [&str; 9] = [
+    "metric",
+    "probes",
+    "P50 before → after",
+    "P95 before → after",
+    "P99 before → after",
+    "P50 change [CI]",
+    "P95 change [CI]",
+    "p",
+    "verdict",
+];
+
+/// A value in the table's unit (ms or tokens/s), at most 3 decimals, no trailing zeros.
+fn number(metric: Metric, x: f64) -> String {
+    if x.is_infinite() {
+        return "+Inf".into();
+    }
+    let v = if metric.is_seconds() { x * 1e3 } else { x };
+    let r = (v * 1000.0).round() / 1000.0;
+    format!("{r}")
+}
+
+fn unit(metric: Metric) -> &'static str {
+    if metric.is_seconds() {
+        "ms"
+    } else {
+        "tok/s"
+    }
+}
+
+/// `225 in 200–250` (interpolated value, bucket); `> 60000` in the +Inf bucket.
+fn quantile_cell(metric: Metric, q: Option<BinnedQuantile>) -> String {
+    match q {
+        None => "-".into(),
+        Some(q) if q.upper.is_infinite() => format!("> {}", number(metric, q.lower)),
+        Some(q) => format!(
+            "{:.1} in {}–{}",
+            if metric.is_seconds() {
+                q.value * 1e3
+            } else {
+                q.value
+            },
+            number(metric, q.lower),
+            number(metric, q.upper)
+        ),
+    }
+}
+
+fn change_cell(r: &BucketRow, i: usize) -> String {
+    match (r.before[i], r.after[i]) {
+        (Some(b), Some(a)) if b.value != 0.0 => format!(
+            "{} {}",
+            pct(a.value / b.value - 1.0),
+            r.change_ci[i].map_or("[-]".into(), |(l, h)| interval(Some(l), Some(h)))
+        ),
+        _ => "-".into(),
+    }
+}
+
+fn row_cells(r: &BucketRow) -> Vec<String> {
+    let pair = |i: usize| {
+        format!(
+            "{} → {} {}",
+            quantile_cell(r.metric, r.before[i]),
+            quantile_cell(r.metric, r.after[i]),
+            unit(r.metric)
+        )
+    };
+    let label = if r.coarsened {
+        format!("{} (coarsened)", r.metric.label())
+    } else {
+        r.metric.label().into()
+    };
+    vec![
+        label,
+        format!("{}/{}", r.n_before, r.n_after),
+        pair(0),
+        pair(1),
+        pair(2),
+        change_cell(r, 0),
+        change_cell(r, 1),
+        r.u_test.map_or("-".into(), |u| p_value(u.p_value)),
+        r.verdict
+            .map_or("n/a (no probes on one side)".into(), |v| v.label()),
+    ]
+}
+
+fn slo_title(s: &SloRow) -> String {
+    let exact = if s.before.bound == s.threshold {
+        String::new()
+    } else {
+        format!(
+            ", counted at bucket bound {}",
+            number(s.metric, s.before.bound)
+        )
+    };
+    match s.metric {
+        Metric::OutputTokensPerSecond => {
+            format!("tokens/s ≤ floor {}{exact}", number(s.metric, s.threshold))
+        }
+        m => format!(
+            "{} > SLO {} {}{exact}",
+            m.label(),
+            number(m, s.threshold),
+            unit(m)
+        ),
+    }
+}
+
+fn slo_cells(s: &SloRow) -> Vec<String> {
+    let share = |x: &super::stats::binned::Share| {
+        if x.total == 0 {
+            "-".into()
+        } else {
+            format!(
+                "{} ({:.1} %)",
+                x.beyond,
+                x.beyond as f64 / x.total as f64 * 100.0
+            )
+        }
+    };
+    let (verdict, p) = match &s.test {
+        Some((v, t)) => (v.label(), p_value(t.p_value)),
+        None => ("n/a (no probes on one side)".into(), "-".into()),
+    };
+    vec![
+        slo_title(s),
+        format!("{}/{}", s.before.total, s.after.total),
+        format!("{} → {}", share(&s.before), share(&s.after)),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        p,
+        verdict,
+    ]
+}
+
+fn table_rows(s: &ScenarioComparison) -> Vec<Vec<String>> {
+    let mut rows = vec![HEADER.map(String::from).to_vec()];
+    rows.extend(s.rows.iter().map(row_cells));
+    rows.extend(s.slo.iter().map(slo_cells));
+    rows.push(failure_cells(&s.failures));
+    rows
+}
+
+/// "TTFT P95 between 200 and 250 ms before (≈ 247.5), between 300 and 400 ms after (≈ 395.0)":
+/// what the bucket resolution allows, said plainly for the TTFT P95 (or the first row).
+fn resolution_line(s: &ScenarioComparison) -> Option<String> {
+    let r = s
+        .rows
+        .iter()
+        .find(|r| r.metric == Metric::Ttft)
+        .or(s.rows.first())?;
+    let side = |q: Option<BinnedQuantile>| match q {
+        None => "unknown".to_string(),
+        Some(q) if q.upper.is_infinite() => format!(
+            "above {} {} (the +Inf bucket: no upper bound)",
+            number(r.metric, q.lower),
+            unit(r.metric)
+        ),
+        Some(q) => format!(
+            "between {} and {} {} (interpolated ≈ {})",
+            number(r.metric, q.lower),
+            number(r.metric, q.upper),
+            unit(r.metric),
+            number(r.metric, q.value)
+        ),
+    };
+    Some(format!(
+        "Bucket resolution: {} P95 {} before, {} after.",
+        r.metric.label(),
+        side(r.before[1]),
+        side(r.after[1])
+    ))
+}
+
+fn identity_line(id: &Identity) -> String {
+    terminal_safe(&show_identity(id)).into_owned()
+}
+
+fn preamble(c: &WindowComparison) -> Vec<String> {
+    let mut out = vec![format!(
+        "Prometheus {}, target {}{}",
+        terminal_safe(&c.url),
+        terminal_safe(&format!("{:?}", c.target)),
+        c.scenario.as_ref().map_or(String::new(), |s| format!(
+            ", scenario {}",
+            terminal_safe(&format!("{s:?}"))
+        ))
+    )];
+    if let Some(ch) = &c.change {
+        out.push(format!(
+            "Endpoint change (llm_probe_endpoint_info): after {} (last sample of the old label set), by {} (first sample of the new one)",
+            rfc3339(ch.last_old),
+            rfc3339(ch.first_new)
+        ));
+        out.push(format!("  old: {}", identity_line(&ch.old)));
+        out.push(format!("  new: {}", identity_line(&ch.new)));
+    }
+    if let Some((before, after)) = &c.identities {
+        let list = |ids: &Vec<Identity>| match ids.len() {
+            0 => "none seen".to_string(),
+            _ => ids
+                .iter()
+                .map(identity_line)
+                .collect::<Vec<_>>()
+                .join(" | "),
+        };
+        out.push(format!("BEFORE endpoint: {}", list(before)));
+        out.push(format!("AFTER  endpoint: {}", list(after)));
+    }
+    let probes = |f: fn(&ScenarioComparison) -> u64| -> u64 { c.scenarios.iter().map(f).sum() };
+    out.push(format!(
+        "BEFORE {} → {} ({}): {} probes",
+        rfc3339(c.before.0),
+        rfc3339(c.before.1),
+        human(c.before.1 - c.before.0),
+        probes(|s| s.failures.before.0)
+    ));
+    out.push(format!(
+        "AFTER  {} → {} ({}{}): {} probes",
+        rfc3339(c.after.0),
+        rfc3339(c.after.1),
+        human(c.after.1 - c.after.0),
+        c.settle.map_or(String::new(), |s| format!(
+            ", after a settle-in of {}",
+            human(s)
+        )),
+        probes(|s| s.failures.after.0)
+    ));
+    for w in &c.warnings {
+        out.push(format!("warning: {}", terminal_safe(w)));
+    }
+    for n in &c.not_compared {
+        out.push(format!("not compared: {}", terminal_safe(n)));
+    }
+    out
+}
+
+fn method_line(c: &WindowComparison) -> String {
+    let confidence = (1.0 - c.options.rule.alpha) * 100.0;
+    format!(
+        "From histogram buckets: each percentile is the bucket it lies in and the value \
+         interpolated within it (as histogram_quantile). Change: relative change of the \
+         interpolated percentile with its {confidence:.0} % multinomial bootstrap interval over \
+         the bucket counts ({} resamples, seed {}). p: two-sided Mann–Whitney U test on the \
+         binned data (each bucket a group of ties, tie-corrected); shares beyond the SLO and \
+         failure ratio: two-proportion z-test. Verdict (on the P50 change): α = {}, threshold \
+         {:.0} %. Probes: successful probes with a value, BEFORE/AFTER. ITL is not compared (its \
+         histogram counts token gaps, not probes).",
+        c.options.resamples,
+        c.options.seed,
+        c.options.rule.alpha,
+        c.options.rule.threshold * 100.0,
+    )
+}
+
+fn summary(c: &WindowComparison) -> &'static str {
+    if c.has_regression() {
+        "RESULT: regression (exit status 1)"
+    } else {
+        "RESULT: no regression"
+    }
+}
+
+/// The terminal report.
+pub fn to_text(c: &WindowComparison) -> String {
+    let mut out = preamble(c).join("\n");
+    out += &format!("\n{}\n", method_line(c));
+    for s in &c.scenarios {
+        out += &format!(
+            "\nscenario {}\n",
+            terminal_safe(&format!("{:?}", s.scenario))
+        );
+        out += &aligned(&table_rows(s));
+        if let Some(line) = resolution_line(s) {
+            out += &line;
+            out.push('\n');
+        }
+    }
+    out += &format!("\n{}\n", summary(c));
+    out
+}
+
+/// Markdown for a PR comment or an incident note: the same tables as [`to_text`].
+pub fn to_markdown(c: &WindowComparison) -> String {
+    let mut out = String::from("### llm-probe compare (Prometheus)\n\n");
+    for line in preamble(c) {
+        out += &format!("- {}\n", line.trim_start());
+    }
+    out += &format!("\n{}\n", method_line(c));
+    for s in &c.scenarios {
+        out += &format!("\n#### scenario {}\n\n", terminal_safe(&s.scenario));
+        out += &markdown_table(&table_rows(s));
+        if let Some(line) = resolution_line(s) {
+            out += &format!("\n{line}\n");
+        }
+    }
+    out += &format!("\n**{}**\n", summary(c));
+    out
+}
+
+fn quantile_json(q: Option<BinnedQuantile>, ci: Option<(f64, f64)>) -> Value {
+    let finite = |x: f64| x.is_finite().then_some(x);
+    match q {
+        None => Value::Null,
+        Some(q) => json!({
+            "value": q.value,
+            "bucket_lower": q.lower,
+            "bucket_upper": finite(q.upper),
+            "ci": ci.map(|(l, h)| vec![l, h]),
+        }),
+    }
+}
+
+fn side_json(q: &[Option<BinnedQuantile>; 3], ci: &[Option<(f64, f64)>; 3]) -> Value {
+    let mut o = serde_json::Map::new();
+    for (i, name) in ["p50", "p95", "p99"].iter().enumerate() {
+        o.insert((*name).into(), quantile_json(q[i], ci[i]));
+    }
+    Value::Object(o)
+}
+
+fn row_json(r: &BucketRow) -> Value {
+    let ci = |i: usize| r.change_ci[i].map(|(l, h)| vec![l, h]);
+    json!({
+        "n_before": r.n_before,
+        "n_after": r.n_after,
+        "before": side_json(&r.before, &r.before_ci),
+        "after": side_json(&r.after, &r.after_ci),
+        "change_ci": { "p50": ci(0), "p95": ci(1), "p99": ci(2) },
+        "ci_method": "multinomial bootstrap over bucket counts",
+        "mann_whitney_u": r.u_test.map(|u| u.u_x),
+        "mann_whitney_p": r.u_test.map(|u| u.p_value),
+        "p50_change": r.evidence.map(|e| e.change),
+        "verdict": r.verdict.map(|v| v.name()),
+        "verdict_label": r.verdict.map(|v| v.label()),
+        "more_requests": match r.verdict {
+            Some(super::verdict::Verdict::Inconclusive { more_requests }) => Some(more_requests),
+            _ => None,
+        },
+        "coarsened": r.coarsened,
+    })
+}
+
+fn slo_json(s: &SloRow) -> Value {
+    json!({
+        "metric": s.metric.json_name(),
+        "threshold": s.threshold,
+        "bucket_bound": s.before.bound,
+        "side": if s.metric == Metric::OutputTokensPerSecond { "at_or_below" } else { "above" },
+        "before": { "beyond": s.before.beyond, "total": s.before.total },
+        "after": { "beyond": s.after.beyond, "total": s.after.total },
+        "p_value": s.test.as_ref().map(|t| t.1.p_value),
+        "verdict": s.test.as_ref().map(|t| t.0.name()),
+    })
+}
+
+fn identity_json(id: &Identity) -> Value {
+    Value::Object(
+        id.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+fn window_json((start, end): (f64, f64)) -> Value {
+    json!({ "start": start, "end": end, "start_rfc3339": rfc3339(start), "end_rfc3339": rfc3339(end) })
+}
+
+/// The JSON document (`schema` [`SCHEMA`]): `source` (redacted URL, target, scenario),
+/// `change` (or null; `--around-change`), `identities` (or null; the endpoint label sets seen in
+/// each of `--before`/`--after`), `before`/`after` windows, `slo`, `rule`, `warnings`, `not_compared`,
+/// `scenarios[]` (`scenario`, one object per metric named as in `compare`'s JSON, `slo[]`,
+/// `failure_ratio`) and `regression`.
+pub fn to_json(c: &WindowComparison) -> Value {
+    let scenarios: Vec<Value> = c
+        .scenarios
+        .iter()
+        .map(|s| {
+            let mut o = serde_json::Map::new();
+            o.insert("scenario".into(), json!(s.scenario));
+            for r in &s.rows {
+                o.insert(r.metric.json_name().into(), row_json(r));
+            }
+            o.insert("slo".into(), s.slo.iter().map(slo_json).collect());
+            let f = &s.failures;
+            o.insert(
+                "failure_ratio".into(),
+                json!({
+                    "sent_before": f.before.0, "failed_before": f.before.1,
+                    "sent_after": f.after.0, "failed_after": f.after.1,
+                    "p_value": f.test.as_ref().map(|t| t.1.p_value),
+                    "verdict": f.test.as_ref().map(|t| t.0.name()),
+                }),
+            );
+            Value::Object(o)
+        })
+        .collect();
+    let mut after = window_json(c.after);
+    after["settle_seconds"] = json!(c.settle);
+    json!({
+        "schema": SCHEMA,
+        "source": { "prometheus_url": c.url, "target": c.target, "scenario": c.scenario },
+        "change": c.change.as_ref().map(|ch| json!({
+            "last_old": ch.last_old,
+            "first_new": ch.first_new,
+            "last_old_rfc3339": rfc3339(ch.last_old),
+            "first_new_rfc3339": rfc3339(ch.first_new),
+            "old": identity_json(&ch.old),
+            "new": identity_json(&ch.new),
+        })),
+        "identities": c.identities.as_ref().map(|(b, a)| json!({
+            "before": b.iter().map(identity_json).collect::<Vec<_>>(),
+            "after": a.iter().map(identity_json).collect::<Vec<_>>(),
+        })),
+        "before": window_json(c.before),
+        "after": after,
+        "slo": {
+            "ttft_seconds": c.slo.ttft,
+            "output_tokens_per_second": c.slo.tokens_per_second,
+            "ttft_source": if c.slo_from_flag { "--slo" } else { "llm_probe_slo_time_to_first_token_seconds" },
+        },
+        "rule": {
+            "alpha": c.options.rule.alpha,
+            "threshold": c.options.rule.threshold,
+            "test": "mann-whitney-u on binned data, two-sided, tie-corrected, continuity-corrected normal approximation",
+            "change": "interpolated P50, relative, multinomial bootstrap interval",
+            "bootstrap_resamples": c.options.resamples,
+            "seed": c.options.seed,
+            "quantiles": QUANTILES,
+        },
+        "warnings": c.warnings,
+        "not_compared": c.not_compared,
+        "scenarios": scenarios,
+        "regression": c.has_regression(),
+    })
+}
