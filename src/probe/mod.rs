@@ -9,6 +9,7 @@ mod connect;
 mod errors;
 mod resolve;
 mod stream;
+mod tls;
 mod transport;
 
 use std::sync::Arc;

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -38,27 +39,68 @@ use crate::config::{ConnectionPolicy, Target};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The probe's stamped HTTP/1.1 client (see the module docs).
-pub(super) type StampedClient = Client<TimedConnector<StampedConnector>, Full<Bytes>>;
+/// The connector of the stamped client, outermost first: the connection-setup timer, the
+/// connect timeout, TLS for `https` URLs (hyper-rustls over tokio-rustls), and the resolving TCP
+/// connect whose socket is a [`StampedStream`].
+type StampedConnector = TimedConnector<ConnectTimeout<HttpsConnector<StampedTcp>>>;
 
-/// The stamped client for `target`, or `None` when its probes go over reqwest: not `http://`,
-/// a proxy variable for `http` in the environment, or a platform without receive timestamps.
+/// The probe's stamped HTTP/1.1 and HTTP/2 client (see the module docs).
+pub(super) type StampedClient = Client<StampedConnector, Full<Bytes>>;
+
+/// Whether a proxy from the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`,
+/// lower case too) applies to `url`, by the same matcher reqwest's client uses.
+fn env_proxied(url: &reqwest::Url) -> bool {
+    let Ok(uri) = url.as_str().parse::<Uri>() else {
+        return true;
+    };
+    hyper_util::client::proxy::matcher::Matcher::from_system()
+        .intercept(&uri)
+        .is_some()
+}
+
+/// The stamped client for `target`, or `None` when its probes go over reqwest: neither `http`
+/// nor `https`, a proxy from the environment applies to its URL, a platform without receive
+/// timestamps, or TLS material rustls refuses (checked at load, so rare; logged).
 pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
-    let proxied = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
-    if !cfg!(target_os = "linux") || target.base_url.scheme() != "http" || proxied {
+    let https = match target.base_url.scheme() {
+        "https" => true,
+        "http" => false,
+        _ => return None,
+    };
+    if !cfg!(target_os = "linux") || env_proxied(&target.base_url) {
         return None;
     }
+    let tls = if https {
+        super::tls::client_config(&target.tls)
+    } else {
+        super::tls::unused_config()
+    };
+    let tls = match tls {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::warn!(target_name = %target.name, error = %e, "this target's probes are stamped with read instants");
+            return None;
+        }
+    };
     super::arrival::prepare();
     let mut http = HttpConnector::new_with_resolver(Resolver);
     http.set_nodelay(true);
-    let connector = StampedConnector {
-        http,
+    // `https` URLs reach it too: hyper-rustls puts TLS on the connection it returns.
+    http.enforce_http(false);
+    // hyper-rustls turns `https` URLs into TLS connections and leaves `http` ones plain.
+    let https = HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(StampedTcp { http });
+    let connector = ConnectTimeout {
+        inner: https,
         timeout: target.connect_timeout.min(target.timeout),
     };
     let mut b = Client::builder(TokioExecutor::new());
     b.pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
         .retry_canceled_requests(false)
         .http1_preserve_header_case(false);
     match target.connection {
@@ -72,7 +114,7 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
 #[derive(Debug, Clone)]
 struct ConnArrivals(Arc<Arrivals>);
 
-/// A TCP connection of the stamped client.
+/// A TCP connection of the stamped client (under TLS for `https`).
 #[derive(Debug)]
 pub struct StampedConn(TokioIo<StampedStream>);
 
@@ -114,15 +156,14 @@ impl hyper::rt::Write for StampedConn {
     }
 }
 
-/// Resolves and connects (hyper-util's connector, the probe's resolver) within the connect
-/// timeout, and wraps the socket in a [`StampedStream`].
+/// Resolves and connects (hyper-util's connector, the probe's resolver) and wraps the socket in
+/// a [`StampedStream`].
 #[derive(Debug, Clone)]
-pub struct StampedConnector {
+pub struct StampedTcp {
     http: HttpConnector<Resolver>,
-    timeout: Duration,
 }
 
-impl Service<Uri> for StampedConnector {
+impl Service<Uri> for StampedTcp {
     type Response = StampedConn;
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>>;
@@ -133,13 +174,42 @@ impl Service<Uri> for StampedConnector {
 
     fn call(&mut self, dst: Uri) -> Self::Future {
         let connect = self.http.call(dst);
+        Box::pin(async move {
+            let io = connect.await?;
+            Ok(StampedConn(TokioIo::new(StampedStream::new(
+                io.into_inner(),
+            ))))
+        })
+    }
+}
+
+/// The target's connect timeout around a whole connect (resolution, TCP, TLS handshake), as
+/// reqwest's `connect_timeout`.
+#[derive(Debug, Clone)]
+pub struct ConnectTimeout<S> {
+    inner: S,
+    timeout: Duration,
+}
+
+impl<S> Service<Uri> for ConnectTimeout<S>
+where
+    S: Service<Uri, Error = BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let connect = self.inner.call(dst);
         let timeout = self.timeout;
         Box::pin(async move {
             match tokio::time::timeout(timeout, connect).await {
-                Ok(Ok(io)) => Ok(StampedConn(TokioIo::new(StampedStream::new(
-                    io.into_inner(),
-                )))),
-                Ok(Err(e)) => Err(e.into()),
+                Ok(result) => result,
                 Err(_) => Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(
