@@ -1,39 +1,87 @@
 //! Kernel receive timestamps end to end (issue 15, acceptance 2): the probe's runtime is blocked
-//! when the first token arrives, and TTFT is still the arrival, not the late read. The ground
-//! truth is a server thread that writes each event straight to its socket.
+//! when the first token arrives, and TTFT is still the arrival, not the late read, over plain
+//! HTTP and over TLS. The ground truth is a server thread that writes each event straight to its
+//! socket (one TLS record per event over TLS). https targets with mTLS and with HTTP/2 (ALPN) are
+//! stamped by the kernel too, and `probe-once --output json` says so.
 
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::mpsc;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use common::pki::{pki, Pki};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use llm_probe::measure::TimestampSource;
 use llm_probe::probe::Prober;
 
 // Both tests block a runtime for 60 ms on a timer: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// A one-shot HTTP/1.1 server on a thread of its own, writing straight to its socket, so the
-/// instant taken just before each write is the true send time: it reads one request, answers
-/// with an OpenAI chat stream whose 3 token events are written 100 ms after the request
-/// arrived and then every `itl`, then `[DONE]`, and closes. Returns its URL, the instant the
-/// request arrived and the send instants.
+const SSE: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+
+/// A TLS server configuration with the test PKI's server certificate; with `client_auth`, only
+/// clients with a certificate from the test CA get through; `alpn` the protocols it agrees to.
+fn server_tls(pki: &Pki, client_auth: bool, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = if client_auth {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca_der.clone()).unwrap();
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let mut config = builder
+        .with_single_cert(vec![pki.server_cert.clone()], pki.server_key())
+        .unwrap();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// A blocking server connection, plain or TLS.
+trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
+/// A one-shot HTTP/1.1 server (HTTPS with `tls`) on a thread of its own, writing straight to
+/// its socket, so the instant taken just before each write is the true send time: it reads one
+/// request, answers with an OpenAI chat stream whose 3 token events are written 100 ms after
+/// the request arrived and then every `itl` (one TLS record each), then `[DONE]`, and closes.
+/// Returns its URL, the instant the request arrived and the send instants.
 fn token_server(
     itl: Duration,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> (
     String,
     mpsc::Receiver<Instant>,
     mpsc::Receiver<Vec<Instant>>,
 ) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/v1", listener.local_addr().unwrap());
     let (arrived_tx, arrived_rx) = mpsc::channel();
     let (sent_tx, sent_rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        conn.set_nodelay(true).unwrap();
+        let (tcp, _) = listener.accept().unwrap();
+        tcp.set_nodelay(true).unwrap();
+        let mut conn: Box<dyn Conn> = match tls {
+            Some(config) => Box::new(rustls::StreamOwned::new(
+                rustls::ServerConnection::new(config).unwrap(),
+                tcp,
+            )),
+            None => Box::new(tcp),
+        };
         let mut request = Vec::new();
         let mut buf = [0u8; 4096];
         // The head, then a body of Content-Length bytes.
@@ -66,6 +114,7 @@ fn token_server(
             );
             sent.push(Instant::now());
             conn.write_all(event.as_bytes()).unwrap();
+            conn.flush().unwrap();
         }
         conn.write_all(b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
             .unwrap();
@@ -82,18 +131,27 @@ struct Blocked {
     unblocked: Instant,
 }
 
-/// Probes [`token_server`] (tokens 100 ms after the request arrived, then every `itl`) while
-/// another task blocks the probe's only runtime thread from 80 ms to 150 ms after the request
-/// arrived.
-fn probe_while_blocked(itl: Duration) -> Blocked {
+/// Probes [`token_server`] (tokens 100 ms after the request arrived, then every `itl`; over TLS
+/// with `tls`, trusting `target_extra`'s CA) while another task blocks the probe's only runtime
+/// thread from 80 ms to 150 ms after the request arrived.
+fn probe_while_blocked(
+    itl: Duration,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    target_extra: &str,
+) -> Blocked {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (url, arrived, sent) = token_server(itl);
+    let (url, arrived, sent) = token_server(itl, tls);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let (outcome, unblocked) = rt.block_on(async {
-        let cfg = common::parse(&common::yaml(&url, "5s", &common::scenario("chat", 64), ""));
+        let cfg = common::parse(&common::yaml(
+            &url,
+            "5s",
+            &common::scenario("chat", 64),
+            target_extra,
+        ));
         let target = cfg.targets[0].clone();
         let prober = Prober::new(target.clone()).unwrap();
         let hog = tokio::spawn(async move {
@@ -134,7 +192,26 @@ fn just_after(at: Instant, truth: Instant) -> bool {
 /// and the read delay reports those ≈ 50 ms.
 #[test]
 fn a_blocked_runtime_does_not_delay_ttft() {
-    let b = probe_while_blocked(Duration::from_millis(100));
+    check_ttft_is_the_arrival(&probe_while_blocked(Duration::from_millis(100), None, ""));
+}
+
+/// The same over TLS: the mark of a decrypted read is the arrival of the segment that completed
+/// its record, so TTFT is still within 1 ms of the true send and the read delay ≈ the block.
+#[test]
+fn a_blocked_runtime_does_not_delay_ttft_over_tls() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let b = probe_while_blocked(
+        Duration::from_millis(100),
+        Some(server_tls(&pki, false, &[b"http/1.1"])),
+        &tls_keys(&dir, &pki, false),
+    );
+    check_ttft_is_the_arrival(&b);
+}
+
+/// What [`probe_while_blocked`] with tokens 100 ms apart must show: the first token marked at
+/// its arrival though read ≈ 50 ms late, the read delay ≈ the block, the others on time.
+fn check_ttft_is_the_arrival(b: &Blocked) {
     let obs = &b.outcome.observations;
     let first = obs.timeline.first_token().unwrap();
     assert!(
@@ -169,7 +246,7 @@ fn a_blocked_runtime_does_not_delay_ttft() {
 /// them), still earlier than the read (which would be ≈ 50 ms late).
 #[test]
 fn tokens_queued_during_a_block_share_the_newest_arrival() {
-    let b = probe_while_blocked(Duration::from_millis(30));
+    let b = probe_while_blocked(Duration::from_millis(30), None, "");
     let obs = &b.outcome.observations;
     let events = &obs.timeline.token_events;
     // (On a loaded machine the simulator may send the second token after the block: then the
@@ -188,4 +265,142 @@ fn tokens_queued_during_a_block_share_the_newest_arrival() {
         assert!(just_after(events[1].at, b.sent[1]));
     }
     assert!(just_after(events[2].at, b.sent[2]));
+}
+
+/// The `tls:` keys of a target trusting the test CA (files in `dir`), with the client
+/// certificate and key when `client_cert`.
+fn tls_keys(dir: &tempfile::TempDir, pki: &Pki, client_cert: bool) -> String {
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let mut keys = format!(
+        "    tls:\n      ca_file: {}\n",
+        write("ca.pem", &pki.ca_pem)
+    );
+    if client_cert {
+        keys += &format!(
+            "      cert_file: {}\n      key_file: {}\n",
+            write("client.pem", &pki.client_cert_pem),
+            write("client-key.pem", &pki.client_key_pem)
+        );
+    }
+    keys
+}
+
+/// An HTTPS server on loopback (hyper over tokio-rustls) answering every request with a short
+/// chat stream, over HTTP/2 when ALPN agreed on `h2`. Returns its address and a flag set once
+/// it served a request over HTTP/2.
+async fn https_server(config: Arc<rustls::ServerConfig>) -> (SocketAddr, Arc<AtomicBool>) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served_h2 = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&served_h2);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            let flag = Arc::clone(&flag);
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    if req.version() == hyper::Version::HTTP_2 {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    async move {
+                        hyper::Response::builder()
+                            .header("content-type", "text/event-stream")
+                            .body(Full::new(Bytes::from_static(SSE.as_bytes())))
+                    }
+                });
+                let io = TokioIo::new(tls);
+                let _ = if is_h2 {
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(io, svc)
+                        .await
+                } else {
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, svc)
+                        .await
+                };
+            });
+        }
+    });
+    (addr, served_h2)
+}
+
+/// One probe of `https://{addr}/v1` with `target_extra`.
+async fn probe_https(addr: SocketAddr, target_extra: &str) -> llm_probe::measure::ProbeOutcome {
+    let url = format!("https://{addr}/v1");
+    let cfg = common::parse(&common::yaml(
+        &url,
+        "5s",
+        &common::scenario("chat", 8),
+        target_extra,
+    ));
+    let t = cfg.targets[0].clone();
+    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
+}
+
+/// mTLS (the server requires the test CA's client certificate) and HTTP/2 agreed over ALPN: both
+/// stream over the stamped client, and are marked by the kernel.
+#[tokio::test]
+async fn mtls_and_http2_targets_are_stamped_by_the_kernel() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, client_auth, alpn) in [
+        ("mTLS", true, &[&b"http/1.1"[..]][..]),
+        ("HTTP/2", false, &[&b"h2"[..], &b"http/1.1"[..]][..]),
+    ] {
+        let (addr, served_h2) = https_server(server_tls(&pki, client_auth, alpn)).await;
+        let o = probe_https(addr, &tls_keys(&dir, &pki, client_auth)).await;
+        let m = o.result.as_ref().unwrap_or_else(|f| panic!("{name}: {f}"));
+        assert_eq!(m.output_tokens, 2, "{name}");
+        assert_eq!(
+            o.observations.timeline.timestamp_source,
+            TimestampSource::Kernel,
+            "{name}"
+        );
+        assert!(!o.observations.read_delays.is_empty(), "{name}");
+        assert_eq!(served_h2.load(Ordering::SeqCst), alpn.len() == 2, "{name}");
+    }
+}
+
+/// `probe-once --output json` reports `timestamp_source: kernel` for an https target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_once_reports_kernel_stamps_for_an_https_target() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _) = https_server(server_tls(&pki, false, &[b"http/1.1"])).await;
+    let yaml = common::yaml(
+        &format!("https://{addr}/v1"),
+        "5s",
+        &common::scenario("chat", 8),
+        &tls_keys(&dir, &pki, false),
+    );
+    let path = dir.path().join("probes.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-probe"));
+    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        cmd.env_remove(proxy).env_remove(proxy.to_ascii_lowercase());
+    }
+    let out = cmd
+        .args(["probe-once", "--output", "json", "--config.file"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(json["success"], true, "{json}");
+    assert_eq!(json["timestamp_source"], "kernel", "{json}");
 }
