@@ -1,19 +1,30 @@
-//! How a probe's streaming request travels: over the probe's own stamped HTTP/1.1 client when
-//! the target is plain `http://` reached directly, otherwise over the target's reqwest client.
+//! How a probe's streaming request travels: over the probe's own kernel-stamped client when the
+//! target is `http://` or `https://` reached directly, otherwise over the target's reqwest client.
 //!
-//! The stamped client is hyper-util's client with the probe's resolver, `TCP_NODELAY`, the
-//! target's connect timeout (around resolution and connect, as reqwest's), its connection
-//! policy (`fresh`: no pool; `reuse`: idle connections kept [`super::client::REUSE_IDLE_TIMEOUT`]),
-//! no retries of any kind, the connection-setup timer of [`super::connect`], and every socket
-//! wrapped in [`StampedStream`], so each read of the response carries the kernel's receive time
-//! ([`super::arrival`]). The response names its connection's [`Arrivals`] in its extensions
-//! (so a pooled connection works too).
+//! The stamped client is hyper-util's client (HTTP/1.1, and HTTP/2 when TLS's ALPN agrees on
+//! `h2`, as reqwest) with the probe's resolver, `TCP_NODELAY`, the target's connect timeout
+//! (around the whole connect: resolution, TCP and the TLS handshake, as reqwest's), its
+//! connection policy (`fresh`: no pool; `reuse`: idle connections kept
+//! [`super::client::REUSE_IDLE_TIMEOUT`]), no retries of any kind, the connection-setup timer of
+//! [`super::connect`] (around the same whole connect, so setup includes the TLS handshake, as
+//! on reqwest), and every socket wrapped in [`StampedStream`], so each read of the response
+//! carries the kernel's receive time ([`super::arrival`]). For `https`, hyper-rustls puts TLS
+//! (tokio-rustls, with the target's settings: [`super::tls`]) on the stamped socket; rustls
+//! reads the socket, so the stamp a decrypted read is marked with is the newest among the
+//! socket reads consumed so far: the arrival of the segment that completed the record (or a
+//! later one rustls had already read, as for plain HTTP when the probe is late). The response
+//! names its connection's [`Arrivals`] in its extensions (so a pooled connection works too).
+//! Each prober builds its own stamped client, so a connection (an HTTP/2 one too) only ever
+//! carries one target's probes; the system's roots are loaded once per process and shared.
+//! Errors are classified as reqwest's (`super::errors`): a refused connect is `connect`, a
+//! handshake failure `tls`, a connect past its timeout `timeout`.
 //!
-//! Everything else — `https` (TLS options, mTLS, HTTP/2 over ALPN) and any target a proxy from
-//! the environment (`HTTP_PROXY`, `ALL_PROXY`, lower case too) may apply to — stays on reqwest,
+//! Targets that a proxy from the environment applies to (`HTTP_PROXY`, `HTTPS_PROXY`,
+//! `ALL_PROXY` and `NO_PROXY`, lower case too, by the matcher reqwest uses) stay on reqwest,
 //! whose connector gives no access to its sockets: those probes are stamped with read instants
-//! (`timestamp_source: read`). On a platform without receive timestamps (not Linux) every target
-//! uses reqwest.
+//! (`timestamp_source: read`). So does a target whose TLS material rustls refuses at client
+//! build (logged; the configuration check makes this rare). On a platform without receive
+//! timestamps (not Linux) every target uses reqwest.
 
 use std::future::Future;
 use std::pin::Pin;
