@@ -370,6 +370,33 @@ async fn mtls_and_http2_targets_are_stamped_by_the_kernel() {
     }
 }
 
+/// Runs `probe-once --output json` on a probes file (`yaml`, written to `dir`) with the proxy
+/// variables `proxy_env` and no others; returns its one JSON line, and its stdout and stderr.
+async fn probe_once(
+    dir: &tempfile::TempDir,
+    yaml: &str,
+    proxy_env: &[(&str, String)],
+) -> (serde_json::Value, String) {
+    let path = dir.path().join("probes.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-probe"));
+    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"] {
+        cmd.env_remove(proxy).env_remove(proxy.to_ascii_lowercase());
+    }
+    cmd.envs(proxy_env.iter().map(|(k, v)| (k, v)));
+    let out = cmd
+        .args(["probe-once", "--output", "json", "--config.file"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let json: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    (json, format!("{stdout}{stderr}"))
+}
+
 /// `probe-once --output json` reports `timestamp_source: kernel` for an https target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_once_reports_kernel_stamps_for_an_https_target() {
@@ -382,25 +409,135 @@ async fn probe_once_reports_kernel_stamps_for_an_https_target() {
         &common::scenario("chat", 8),
         &tls_keys(&dir, &pki, false),
     );
-    let path = dir.path().join("probes.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-probe"));
-    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        cmd.env_remove(proxy).env_remove(proxy.to_ascii_lowercase());
-    }
-    let out = cmd
-        .args(["probe-once", "--output", "json", "--config.file"])
-        .arg(&path)
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let (json, _) = probe_once(&dir, &yaml, &[]).await;
     assert_eq!(json["success"], true, "{json}");
     assert_eq!(json["timestamp_source"], "kernel", "{json}");
+}
+
+/// An HTTP proxy on loopback that only tunnels: reads a `CONNECT host:port` head, connects
+/// there, answers 200 and relays bytes both ways. Keeps every head it received.
+async fn tunnel_proxy() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&heads);
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if client.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                seen.lock().unwrap().push(head.clone());
+                let Some(dst) = head
+                    .strip_prefix("CONNECT ")
+                    .and_then(|r| r.split(' ').next())
+                else {
+                    let _ = client.write_all(b"HTTP/1.1 405 Only CONNECT\r\n\r\n").await;
+                    return;
+                };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(dst).await else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                    return;
+                };
+                let _ = client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    (addr, heads)
+}
+
+/// An https target behind an HTTP proxy from the environment (`HTTPS_PROXY` with credentials):
+/// the probe tunnels through it (`CONNECT` with `Proxy-Authorization` and the probe's
+/// `User-Agent`), TLS runs inside, and the reads are still stamped by the kernel. The proxy's
+/// password is shown nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_target_through_a_connect_proxy_is_stamped_by_the_kernel() {
+    use base64::Engine;
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let (target, _) = https_server(server_tls(&pki, false, &[b"http/1.1"])).await;
+    let (proxy, heads) = tunnel_proxy().await;
+    let yaml = common::yaml(
+        &format!("https://{target}/v1"),
+        "5s",
+        &common::scenario("chat", 8),
+        &tls_keys(&dir, &pki, false),
+    );
+    let env = [("HTTPS_PROXY", format!("http://probe:PROXY-PW-51d3@{proxy}"))];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["success"], true, "{json}");
+    assert_eq!(json["timestamp_source"], "kernel", "{json}");
+    assert!(!output.contains("PROXY-PW-51d3"), "{output}");
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    let head = heads[0].to_ascii_lowercase();
+    assert!(
+        head.starts_with(&format!("connect {target} http/1.1\r\n")),
+        "{head}"
+    );
+    let basic = base64::engine::general_purpose::STANDARD.encode("probe:PROXY-PW-51d3");
+    assert!(
+        head.contains(&format!(
+            "proxy-authorization: basic {}\r\n",
+            basic.to_ascii_lowercase()
+        )),
+        "{head}"
+    );
+    assert!(head.contains("user-agent: llm-probe/"), "{head}");
+}
+
+/// A plain http target behind an HTTP proxy from the environment (`HTTP_PROXY` with
+/// credentials): the request goes to the proxy in absolute form with `Proxy-Authorization`,
+/// stamped by the kernel (the simulator answers absolute-form requests, so it stands in for
+/// the proxy; the target's host does not even resolve).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_target_through_a_proxy_is_stamped_by_the_kernel() {
+    use base64::Engine;
+    let proxy = common::simulator(llm_probe::simulate::Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = common::yaml(
+        "http://llm.internal.invalid:8000/v1",
+        "5s",
+        &common::scenario("chat", 8),
+        "",
+    );
+    let env = [(
+        "HTTP_PROXY",
+        format!("http://probe:PROXY-PW-77e1@{}", proxy.addr),
+    )];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["success"], true, "{json}");
+    assert_eq!(json["timestamp_source"], "kernel", "{json}");
+    assert!(!output.contains("PROXY-PW-77e1"), "{output}");
+    let r = proxy.received();
+    assert_eq!(r.len(), 1, "the request went through the proxy");
+    let header = |name: &str| {
+        r[0].headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("host").as_deref(), Some("llm.internal.invalid:8000"));
+    let basic = base64::engine::general_purpose::STANDARD.encode("probe:PROXY-PW-77e1");
+    assert_eq!(
+        header("proxy-authorization"),
+        Some(format!("Basic {basic}"))
+    );
 }

@@ -8,6 +8,7 @@ mod client;
 mod connect;
 mod errors;
 mod resolve;
+mod route;
 mod stream;
 mod tls;
 mod transport;

@@ -46,41 +46,59 @@ use tower_service::Service;
 use super::arrival::{Arrivals, StampedStream};
 use super::connect::{TimeConnects, TimedConnector};
 use super::resolve::Resolver;
+use super::route::Route;
 use crate::config::{ConnectionPolicy, Target};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The connector of the stamped client, outermost first: the connection-setup timer, the
-/// connect timeout, TLS for `https` URLs (hyper-rustls over tokio-rustls), and the resolving TCP
-/// connect whose socket is a [`StampedStream`].
+/// connect timeout, TLS for `https` URLs (hyper-rustls over tokio-rustls), and the TCP connect
+/// (straight, or through the environment's proxy: [`super::route`]) whose socket is a
+/// [`StampedStream`].
 type StampedConnector = TimedConnector<ConnectTimeout<HttpsConnector<StampedTcp>>>;
 
 /// The probe's stamped HTTP/1.1 and HTTP/2 client (see the module docs).
-pub(super) type StampedClient = Client<StampedConnector, Full<Bytes>>;
+#[derive(Debug, Clone)]
+pub(super) struct StampedClient {
+    client: Client<StampedConnector, Full<Bytes>>,
+    /// The proxy's `Proxy-Authorization` for plain `http` requests sent through it.
+    proxy_auth: Option<HeaderValue>,
+}
 
-/// Whether a proxy from the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`,
-/// lower case too) applies to `url`, by the same matcher reqwest's client uses.
-fn env_proxied(url: &reqwest::Url) -> bool {
-    let Ok(uri) = url.as_str().parse::<Uri>() else {
-        return true;
-    };
-    hyper_util::client::proxy::matcher::Matcher::from_system()
-        .intercept(&uri)
-        .is_some()
+impl StampedClient {
+    /// Sends `request`; a plain `http` request through a proxy carries the proxy's credentials
+    /// unless it has a `Proxy-Authorization` of its own (as reqwest). An `https` request never
+    /// does (they went with the tunnel's `CONNECT`).
+    pub(super) fn request(
+        &self,
+        mut request: http::Request<Full<Bytes>>,
+    ) -> hyper_util::client::legacy::ResponseFuture {
+        if let Some(auth) = &self.proxy_auth {
+            if request.uri().scheme() == Some(&http::uri::Scheme::HTTP) {
+                request
+                    .headers_mut()
+                    .entry(http::header::PROXY_AUTHORIZATION)
+                    .or_insert_with(|| auth.clone());
+            }
+        }
+        self.client.request(request)
+    }
 }
 
 /// The stamped client for `target`, or `None` when its probes go over reqwest: neither `http`
-/// nor `https`, a proxy from the environment applies to its URL, a platform without receive
-/// timestamps, or TLS material rustls refuses (checked at load, so rare; logged).
+/// nor `https`, a proxy from the environment the stamped client does not take (`https://` or
+/// SOCKS, [`super::route`]), a platform without receive timestamps, or TLS material rustls
+/// refuses (checked at load, so rare; logged).
 pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
     let https = match target.base_url.scheme() {
         "https" => true,
         "http" => false,
         _ => return None,
     };
-    if !cfg!(target_os = "linux") || env_proxied(&target.base_url) {
+    if !cfg!(target_os = "linux") {
         return None;
     }
+    let route = super::route::route(&target.base_url)?;
     let tls = if https {
         super::tls::client_config(&target.tls)
     } else {
@@ -104,7 +122,10 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .wrap_connector(StampedTcp { http });
+        .wrap_connector(StampedTcp {
+            direct: DirectTcp(http),
+            route: route.clone(),
+        });
     let connector = ConnectTimeout {
         inner: https,
         timeout: target.connect_timeout.min(target.timeout),
@@ -118,23 +139,31 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
         ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),
         ConnectionPolicy::Reuse => b.pool_idle_timeout(super::client::REUSE_IDLE_TIMEOUT),
     };
-    Some(b.build(TimeConnects.layer(connector)))
+    Some(StampedClient {
+        client: b.build(TimeConnects.layer(connector)),
+        proxy_auth: route.request_auth().cloned(),
+    })
 }
 
 /// A connection's [`Arrivals`], as an extension of each response that came on it.
 #[derive(Debug, Clone)]
 struct ConnArrivals(Arc<Arrivals>);
 
-/// A TCP connection of the stamped client (under TLS for `https`).
+/// A TCP connection of the stamped client (under TLS for `https`), to the target or to a proxy
+/// (`proxied`: an HTTP proxy that takes absolute-form requests; a tunnel is not).
 #[derive(Debug)]
-pub struct StampedConn(TokioIo<StampedStream>);
+pub struct StampedConn {
+    io: TokioIo<StampedStream>,
+    proxied: bool,
+}
 
 impl Connection for StampedConn {
     fn connected(&self) -> Connected {
-        let stream = self.0.inner();
+        let stream = self.io.inner();
         stream
             .get_ref()
             .connected()
+            .proxy(self.proxied)
             .extra(ConnArrivals(stream.arrivals()))
     }
 }
@@ -145,7 +174,7 @@ impl hyper::rt::Read for StampedConn {
         cx: &mut Context<'_>,
         buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
 }
 
@@ -155,23 +184,60 @@ impl hyper::rt::Write for StampedConn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 
-/// Resolves and connects (hyper-util's connector, the probe's resolver) and wraps the socket in
-/// a [`StampedStream`].
+/// Resolves and connects to the URI's host (hyper-util's connector, the probe's resolver) and
+/// wraps the socket in a [`StampedStream`].
+#[derive(Debug, Clone)]
+pub struct DirectTcp(HttpConnector<Resolver>);
+
+impl DirectTcp {
+    fn connect(
+        &mut self,
+        dst: Uri,
+        proxied: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>> {
+        let connect = self.0.call(dst);
+        Box::pin(async move {
+            let io = connect.await?;
+            Ok(StampedConn {
+                io: TokioIo::new(StampedStream::new(io.into_inner())),
+                proxied,
+            })
+        })
+    }
+}
+
+impl Service<Uri> for DirectTcp {
+    type Response = StampedConn;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.0.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        self.connect(dst, false)
+    }
+}
+
+/// The stamped TCP connection for a URI by the target's [`Route`]: to its host; to the proxy
+/// (plain `http`, absolute-form requests); or a `CONNECT` tunnel through the proxy (`https`).
 #[derive(Debug, Clone)]
 pub struct StampedTcp {
-    http: HttpConnector<Resolver>,
+    direct: DirectTcp,
+    route: Route,
 }
 
 impl Service<Uri> for StampedTcp {
@@ -180,17 +246,26 @@ impl Service<Uri> for StampedTcp {
     type Future = Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.http.poll_ready(cx).map_err(Into::into)
+        self.direct.poll_ready(cx)
     }
 
     fn call(&mut self, dst: Uri) -> Self::Future {
-        let connect = self.http.call(dst);
-        Box::pin(async move {
-            let io = connect.await?;
-            Ok(StampedConn(TokioIo::new(StampedStream::new(
-                io.into_inner(),
-            ))))
-        })
+        let https = dst.scheme() == Some(&http::uri::Scheme::HTTPS);
+        match &self.route {
+            Route::Direct => self.direct.connect(dst, false),
+            Route::Proxy { uri, .. } if !https => {
+                let uri = uri.clone();
+                self.direct.connect(uri, true)
+            }
+            Route::Proxy { .. } => {
+                // hyper-util's connector is always ready: no `poll_ready` to wait for.
+                let tunnel = self.route.tunnel(self.direct.clone());
+                Box::pin(async move {
+                    let mut tunnel = tunnel.ok_or("no proxy to tunnel through")?;
+                    Ok(tunnel.call(dst).await?)
+                })
+            }
+        }
     }
 }
 
