@@ -16,7 +16,6 @@ use bytes::Bytes;
 use common::pki::{pki, Pki};
 use http_body_util::Full;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use llm_probe::measure::TimestampSource;
 use llm_probe::probe::Prober;
 
@@ -24,31 +23,6 @@ use llm_probe::probe::Prober;
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const SSE: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
-
-/// A TLS server configuration with the test PKI's server certificate; with `client_auth`, only
-/// clients with a certificate from the test CA get through; `alpn` the protocols it agrees to.
-fn server_tls(pki: &Pki, client_auth: bool, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap();
-    let builder = if client_auth {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pki.ca_der.clone()).unwrap();
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .unwrap();
-        builder.with_client_cert_verifier(verifier)
-    } else {
-        builder.with_no_client_auth()
-    };
-    let mut config = builder
-        .with_single_cert(vec![pki.server_cert.clone()], pki.server_key())
-        .unwrap();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(config)
-}
 
 /// A blocking server connection, plain or TLS.
 trait Conn: Read + Write + Send {}
@@ -203,7 +177,7 @@ fn a_blocked_runtime_does_not_delay_ttft_over_tls() {
     let dir = tempfile::tempdir().unwrap();
     let b = probe_while_blocked(
         Duration::from_millis(100),
-        Some(server_tls(&pki, false, &[b"http/1.1"])),
+        Some(common::https::server_config(&pki, false, &[b"http/1.1"])),
         &tls_keys(&dir, &pki, false),
     );
     check_ttft_is_the_arrival(&b);
@@ -306,7 +280,6 @@ async fn https_server(config: Arc<rustls::ServerConfig>) -> (SocketAddr, Arc<Ato
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
                 let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     if req.version() == hyper::Version::HTTP_2 {
                         flag.store(true, Ordering::SeqCst);
@@ -317,16 +290,7 @@ async fn https_server(config: Arc<rustls::ServerConfig>) -> (SocketAddr, Arc<Ato
                             .body(Full::new(Bytes::from_static(SSE.as_bytes())))
                     }
                 });
-                let io = TokioIo::new(tls);
-                let _ = if is_h2 {
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, svc)
-                        .await
-                } else {
-                    hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, svc)
-                        .await
-                };
+                common::https::serve(tls, svc).await;
             });
         }
     });
@@ -356,7 +320,8 @@ async fn mtls_and_http2_targets_are_stamped_by_the_kernel() {
         ("mTLS", true, &[&b"http/1.1"[..]][..]),
         ("HTTP/2", false, &[&b"h2"[..], &b"http/1.1"[..]][..]),
     ] {
-        let (addr, served_h2) = https_server(server_tls(&pki, client_auth, alpn)).await;
+        let (addr, served_h2) =
+            https_server(common::https::server_config(&pki, client_auth, alpn)).await;
         let o = probe_https(addr, &tls_keys(&dir, &pki, client_auth)).await;
         let m = o.result.as_ref().unwrap_or_else(|f| panic!("{name}: {f}"));
         assert_eq!(m.output_tokens, 2, "{name}");
@@ -371,7 +336,8 @@ async fn mtls_and_http2_targets_are_stamped_by_the_kernel() {
 }
 
 /// Runs `probe-once --output json` on a probes file (`yaml`, written to `dir`) with the proxy
-/// variables `proxy_env` and no others; returns its one JSON line, and its stdout and stderr.
+/// variables `proxy_env` and no others; returns its one JSON line, and its stdout and stderr
+/// (the exit status says whether the probe succeeded; the JSON line says it too).
 async fn probe_once(
     dir: &tempfile::TempDir,
     yaml: &str,
@@ -392,8 +358,8 @@ async fn probe_once(
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}{stderr}");
-    let json: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
     (json, format!("{stdout}{stderr}"))
 }
 
@@ -402,7 +368,7 @@ async fn probe_once(
 async fn probe_once_reports_kernel_stamps_for_an_https_target() {
     let pki = pki();
     let dir = tempfile::tempdir().unwrap();
-    let (addr, _) = https_server(server_tls(&pki, false, &[b"http/1.1"])).await;
+    let (addr, _) = https_server(common::https::server_config(&pki, false, &[b"http/1.1"])).await;
     let yaml = common::yaml(
         &format!("https://{addr}/v1"),
         "5s",
@@ -466,7 +432,7 @@ async fn an_https_target_through_a_connect_proxy_is_stamped_by_the_kernel() {
     use base64::Engine;
     let pki = pki();
     let dir = tempfile::tempdir().unwrap();
-    let (target, _) = https_server(server_tls(&pki, false, &[b"http/1.1"])).await;
+    let (target, _) = https_server(common::https::server_config(&pki, false, &[b"http/1.1"])).await;
     let (proxy, heads) = tunnel_proxy().await;
     let yaml = common::yaml(
         &format!("https://{target}/v1"),
@@ -540,4 +506,32 @@ async fn an_http_target_through_a_proxy_is_stamped_by_the_kernel() {
         header("proxy-authorization"),
         Some(format!("Basic {basic}"))
     );
+}
+
+/// An https target behind a proxy that refuses connections: `connect`, and the detail names
+/// the proxy (not the target) without its credentials, as for a plain http target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_proxy_for_an_https_target_is_named_as_the_proxy() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let (target, _) = https_server(common::https::server_config(&pki, false, &[b"http/1.1"])).await;
+    let proxy_port = common::free_port();
+    let yaml = common::yaml(
+        &format!("https://{target}/v1"),
+        "5s",
+        &common::scenario("chat", 8),
+        &tls_keys(&dir, &pki, false),
+    );
+    let env = [(
+        "HTTPS_PROXY",
+        format!("http://probe:PROXY-PW-0a9f@127.0.0.1:{proxy_port}"),
+    )];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["failure_reason"], "connect", "{json}");
+    let detail = json["failure_detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("through the proxy 127.0.0.1:{proxy_port}")),
+        "{detail}"
+    );
+    assert!(!output.contains("PROXY-PW-0a9f"), "{output}");
 }

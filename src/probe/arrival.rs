@@ -22,10 +22,11 @@
 //!   `ClientBuilder::connector_layer` wraps returns reqwest's sealed `Conn` (a boxed transport
 //!   without a raw fd, not constructible outside reqwest), so the connector layer of
 //!   `probe::connect` can time a connect but cannot wrap its socket. So the probe owns the
-//!   connector where that is small and exact: `http://` and `https://` targets without an
-//!   environment proxy go over hyper-util's client with every socket a [`StampedStream`]
-//!   (`src/probe/transport.rs`); targets behind a proxy stay on reqwest with read instants
-//!   (`timestamp_source: read`).
+//!   connector where that is small and exact: `http://` and `https://` targets, direct or
+//!   through an HTTP proxy from the environment, go over hyper-util's client with every socket
+//!   a [`StampedStream`] (`src/probe/transport.rs`); targets behind an `https://` or SOCKS
+//!   proxy stay on reqwest with read instants (`timestamp_source: read`). Through a proxy the
+//!   stamps are the arrival of the proxy's segments at this host.
 //! - TLS (tokio-rustls, through hyper-rustls) reads the [`StampedStream`] itself, so the newest
 //!   stamp when the probe gets decrypted bytes is the newest among the TCP reads rustls consumed
 //!   up to then: the arrival of the segment that completed the record those bytes came from. A

@@ -89,3 +89,29 @@ impl Route {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The proxy's credentials never show in debug output, and go only where they belong: with
+    /// a plain `http` request, and with a tunnel's `CONNECT`.
+    #[test]
+    fn credentials_are_redacted_and_kept_for_the_proxy() {
+        let auth = HeaderValue::from_static("Basic cHJvYmU6Um91dGVTZWNyZXQ=");
+        let route = Route::Proxy {
+            uri: Uri::from_static("http://proxy.example:3128"),
+            auth: Some(auth.clone()),
+        };
+        let shown = format!("{route:?}");
+        assert!(!shown.contains("cHJvYmU6"), "{shown}");
+        assert!(
+            shown.contains("proxy.example") && shown.contains("3128"),
+            "{shown}"
+        );
+        assert_eq!(route.request_auth(), Some(&auth));
+        assert!(route.tunnel(()).is_some());
+        assert_eq!(Route::Direct.request_auth(), None);
+        assert!(Route::Direct.tunnel(()).is_none());
+    }
+}

@@ -1,9 +1,11 @@
 //! How a probe's streaming request travels: over the probe's own kernel-stamped client when the
-//! target is `http://` or `https://` reached directly, otherwise over the target's reqwest client.
+//! target is `http://` or `https://`, reached directly or through an HTTP proxy from the
+//! environment; otherwise over the target's reqwest client.
 //!
 //! The stamped client is hyper-util's client (HTTP/1.1, and HTTP/2 when TLS's ALPN agrees on
 //! `h2`, as reqwest) with the probe's resolver, `TCP_NODELAY`, the target's connect timeout
-//! (around the whole connect: resolution, TCP and the TLS handshake, as reqwest's), its
+//! (around the whole connect: resolution, TCP, a proxy's `CONNECT` and the TLS handshake, as
+//! reqwest's), the environment's proxies ([`super::route`]), its
 //! connection policy (`fresh`: no pool; `reuse`: idle connections kept
 //! [`super::client::REUSE_IDLE_TIMEOUT`]), no retries of any kind, the connection-setup timer of
 //! [`super::connect`] (around the same whole connect, so setup includes the TLS handshake, as
@@ -16,15 +18,15 @@
 //! names its connection's [`Arrivals`] in its extensions (so a pooled connection works too).
 //! Each prober builds its own stamped client, so a connection (an HTTP/2 one too) only ever
 //! carries one target's probes; the system's roots are loaded once per process and shared.
-//! Errors are classified as reqwest's (`super::errors`): a refused connect is `connect`, a
-//! handshake failure `tls`, a connect past its timeout `timeout`.
+//! Errors are classified as reqwest's (`super::errors`): a refused connect is `connect` (a
+//! refused proxy is named as the proxy), a handshake failure `tls`, a connect past its timeout
+//! `timeout`.
 //!
-//! Targets that a proxy from the environment applies to (`HTTP_PROXY`, `HTTPS_PROXY`,
-//! `ALL_PROXY` and `NO_PROXY`, lower case too, by the matcher reqwest uses) stay on reqwest,
-//! whose connector gives no access to its sockets: those probes are stamped with read instants
-//! (`timestamp_source: read`). So does a target whose TLS material rustls refuses at client
-//! build (logged; the configuration check makes this rare). On a platform without receive
-//! timestamps (not Linux) every target uses reqwest.
+//! Targets whose environment proxy is an `https://` (TLS to the proxy) or SOCKS one stay on
+//! reqwest, whose connector gives no access to its sockets: those probes are stamped with read
+//! instants (`timestamp_source: read`). So does a target whose TLS material rustls refuses at
+//! client build (logged; the configuration check makes this rare). On a platform without
+//! receive timestamps (not Linux) every target uses reqwest.
 
 use std::future::Future;
 use std::pin::Pin;
