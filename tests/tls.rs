@@ -246,7 +246,7 @@ async fn a_stalled_tls_handshake_ends_at_the_connect_timeout() {
         "{took:?}"
     );
     let detail = o.result.as_ref().unwrap_err().to_string();
-    assert!(detail.contains("timed out after 300ms"), "{detail}");
+    assert!(detail.contains("timed out"), "{detail}");
 }
 
 #[test]
