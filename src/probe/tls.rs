@@ -8,10 +8,14 @@
 //! - `tls.insecure_skip_verify`: any server certificate and handshake signature is accepted, as
 //!   reqwest's `danger_accept_invalid_certs`;
 //! - TLS 1.2 and 1.3 with the *ring* provider, the server name (SNI) from the URL's host (an IP
-//!   address is verified as one and not sent as SNI); ALPN (`h2`, `http/1.1`) is set by the
-//!   connector (hyper-rustls).
+//!   address is verified as one and not sent as SNI), ALPN `h2` then `http/1.1`.
+//!
+//! Targets with equal TLS settings share one configuration (and so its TLS session cache), as
+//! targets with equal settings share one reqwest client: 1,000 targets trusting the same
+//! `tls.ca_file` hold one copy of the roots, not 1,000.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -51,11 +55,31 @@ fn system_roots() -> Arc<RootCertStore> {
     }))
 }
 
-/// The rustls client configuration for `tls` (see the module docs), without ALPN.
+/// The ALPN protocols offered, in order of preference (HTTP/2 first, as reqwest).
+const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+/// The rustls client configuration for `tls` (see the module docs), shared with every live
+/// target of equal settings.
 ///
 /// Errors: the CA file or the client identity does not parse (both are checked when the
 /// configuration is loaded, so this is rare).
-pub(super) fn client_config(tls: &Tls) -> Result<ClientConfig, TlsSetupError> {
+pub(super) fn client_config(tls: &Tls) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    static SHARED: Mutex<Option<HashMap<Tls, Weak<ClientConfig>>>> = Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    let shared = shared.get_or_insert_with(HashMap::new);
+    if let Some(config) = shared.get(tls).and_then(Weak::upgrade) {
+        return Ok(config);
+    }
+    let mut config = build(tls)?;
+    config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    let config = Arc::new(config);
+    shared.retain(|_, c| c.strong_count() > 0);
+    shared.insert(tls.clone(), Arc::downgrade(&config));
+    Ok(config)
+}
+
+/// A new rustls client configuration for `tls`, without ALPN.
+fn build(tls: &Tls) -> Result<ClientConfig, TlsSetupError> {
     let builder =
         ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let builder = if tls.insecure_skip_verify {
@@ -96,11 +120,13 @@ pub(super) fn client_config(tls: &Tls) -> Result<ClientConfig, TlsSetupError> {
 
 /// A configuration that is never used for a handshake: the connector of a plain `http://`
 /// target needs one, and its URLs never ask for TLS. No roots, nothing loaded.
-pub(super) fn unused_config() -> Result<ClientConfig, TlsSetupError> {
-    Ok(ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(RootCertStore::empty())
-        .with_no_client_auth())
+pub(super) fn unused_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
+    Ok(Arc::new(
+        ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(RootCertStore::empty())
+            .with_no_client_auth(),
+    ))
 }
 
 /// `tls.insecure_skip_verify`: accepts any server certificate and handshake signature.
@@ -141,5 +167,48 @@ impl ServerCertVerifier for AcceptAnyServer {
         provider()
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_settings_share_one_configuration_offering_h2_then_http1() {
+        let a = client_config(&Tls::default()).unwrap();
+        let b = client_config(&Tls::default()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+        let insecure = Tls {
+            insecure_skip_verify: true,
+            ..Tls::default()
+        };
+        let c = client_config(&insecure).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        // Dropped by every target: built anew, not kept alive by the cache.
+        let weak = Arc::downgrade(&c);
+        drop(c);
+        assert!(weak.upgrade().is_none());
+    }
+
+    #[test]
+    fn unusable_material_is_an_error_that_shows_none_of_it() {
+        let ca = Tls {
+            ca_pem: Some(b"not a certificate SECRET-ca".to_vec()),
+            ..Tls::default()
+        };
+        let e = client_config(&ca).unwrap_err();
+        assert!(matches!(e, TlsSetupError::Ca), "{e}");
+        let key_only = Tls {
+            client_identity_pem: Some(
+                b"-----BEGIN PRIVATE KEY-----\nU0VDUkVULWtleQ==\n-----END PRIVATE KEY-----\n"
+                    .to_vec(),
+            ),
+            ..Tls::default()
+        };
+        let e = client_config(&key_only).unwrap_err();
+        assert!(matches!(e, TlsSetupError::Identity), "{e}");
+        assert!(!e.to_string().contains("U0VDUkVU"), "{e}");
     }
 }

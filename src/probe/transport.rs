@@ -38,7 +38,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -118,16 +118,13 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
     http.set_nodelay(true);
     // `https` URLs reach it too: hyper-rustls puts TLS on the connection it returns.
     http.enforce_http(false);
-    // hyper-rustls turns `https` URLs into TLS connections and leaves `http` ones plain.
-    let https = HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(StampedTcp {
-            direct: DirectTcp(http),
-            route: route.clone(),
-        });
+    // hyper-rustls turns `https` URLs into TLS connections (the server name from the URL,
+    // HTTP/2 when ALPN agrees on `h2`) and leaves `http` ones plain.
+    let tcp = StampedTcp {
+        direct: DirectTcp(http),
+        route: route.clone(),
+    };
+    let https = HttpsConnector::from((tcp, tls));
     let connector = ConnectTimeout {
         inner: https,
         timeout: target.connect_timeout.min(target.timeout),
