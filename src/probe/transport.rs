@@ -17,7 +17,8 @@
 //! later one rustls had already read, as for plain HTTP when the probe is late). The response
 //! names its connection's [`Arrivals`] in its extensions (so a pooled connection works too).
 //! Each prober builds its own stamped client, so a connection (an HTTP/2 one too) only ever
-//! carries one target's probes; the system's roots are loaded once per process and shared.
+//! carries one target's probes; its TLS configuration (roots, session cache) is shared by the
+//! targets of equal TLS settings ([`super::tls`]).
 //! Errors are classified as reqwest's (`super::errors`): a refused connect is `connect` (a
 //! refused proxy is named as the proxy), a handshake failure `tls`, a connect past its timeout
 //! `timeout`.
