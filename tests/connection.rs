@@ -10,13 +10,11 @@ mod common;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use llm_probe::config::Config;
 use llm_probe::probe::{build_client, Prober};
 use llm_probe::simulate::Script;
@@ -84,19 +82,12 @@ fn handshake_delay(id: usize) -> Duration {
 /// HTTP/1.1) that holds each handshake back [`handshake_delay`] and names the connection in
 /// the `server` header of every response: `conn-{id}-delay-{ms}`.
 async fn tagged_https_server(pki: &common::pki::Pki, h2: bool) -> SocketAddr {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![pki.server_cert.clone()], pki.server_key())
-        .unwrap();
-    config.alpn_protocols = if h2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    let alpn: &[&[u8]] = if h2 {
+        &[b"h2", b"http/1.1"]
     } else {
-        vec![b"http/1.1".to_vec()]
+        &[b"http/1.1"]
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let acceptor = tokio_rustls::TlsAcceptor::from(common::https::server_config(pki, false, alpn));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = AtomicUsize::new(0);
@@ -110,7 +101,6 @@ async fn tagged_https_server(pki: &common::pki::Pki, h2: bool) -> SocketAddr {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let is_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
                 let tag = format!("conn-{id}-delay-{}", delay.as_millis());
                 let svc = service_fn(move |_req: hyper::Request<hyper::body::Incoming>| {
                     let tag = tag.clone();
@@ -123,16 +113,7 @@ async fn tagged_https_server(pki: &common::pki::Pki, h2: bool) -> SocketAddr {
                             .body(Full::new(Bytes::from_static(SSE.as_bytes())))
                     }
                 });
-                let io = TokioIo::new(tls);
-                let _ = if is_h2 {
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, svc)
-                        .await
-                } else {
-                    hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, svc)
-                        .await
-                };
+                common::https::serve(tls, svc).await;
             });
         }
     });

@@ -1,39 +1,61 @@
 //! Kernel receive timestamps end to end (issue 15, acceptance 2): the probe's runtime is blocked
-//! when the first token arrives, and TTFT is still the arrival, not the late read. The ground
-//! truth is a server thread that writes each event straight to its socket.
+//! when the first token arrives, and TTFT is still the arrival, not the late read, over plain
+//! HTTP and over TLS. The ground truth is a server thread that writes each event straight to its
+//! socket (one TLS record per event over TLS). https targets with mTLS and with HTTP/2 (ALPN) are
+//! stamped by the kernel too, and `probe-once --output json` says so.
 
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::mpsc;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use common::pki::{pki, Pki};
+use http_body_util::Full;
+use hyper::service::service_fn;
 use llm_probe::measure::TimestampSource;
 use llm_probe::probe::Prober;
 
 // Both tests block a runtime for 60 ms on a timer: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// A one-shot HTTP/1.1 server on a thread of its own, writing straight to its socket, so the
-/// instant taken just before each write is the true send time: it reads one request, answers
-/// with an OpenAI chat stream whose 3 token events are written 100 ms after the request
-/// arrived and then every `itl`, then `[DONE]`, and closes. Returns its URL, the instant the
-/// request arrived and the send instants.
+const SSE: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+
+/// A blocking server connection, plain or TLS.
+trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
+/// A one-shot HTTP/1.1 server (HTTPS with `tls`) on a thread of its own, writing straight to
+/// its socket, so the instant taken just before each write is the true send time: it reads one
+/// request, answers with an OpenAI chat stream whose 3 token events are written 100 ms after
+/// the request arrived and then every `itl` (one TLS record each), then `[DONE]`, and closes.
+/// Returns its URL, the instant the request arrived and the send instants.
 fn token_server(
     itl: Duration,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> (
     String,
     mpsc::Receiver<Instant>,
     mpsc::Receiver<Vec<Instant>>,
 ) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/v1", listener.local_addr().unwrap());
     let (arrived_tx, arrived_rx) = mpsc::channel();
     let (sent_tx, sent_rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        conn.set_nodelay(true).unwrap();
+        let (tcp, _) = listener.accept().unwrap();
+        tcp.set_nodelay(true).unwrap();
+        let mut conn: Box<dyn Conn> = match tls {
+            Some(config) => Box::new(rustls::StreamOwned::new(
+                rustls::ServerConnection::new(config).unwrap(),
+                tcp,
+            )),
+            None => Box::new(tcp),
+        };
         let mut request = Vec::new();
         let mut buf = [0u8; 4096];
         // The head, then a body of Content-Length bytes.
@@ -66,6 +88,7 @@ fn token_server(
             );
             sent.push(Instant::now());
             conn.write_all(event.as_bytes()).unwrap();
+            conn.flush().unwrap();
         }
         conn.write_all(b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
             .unwrap();
@@ -82,18 +105,27 @@ struct Blocked {
     unblocked: Instant,
 }
 
-/// Probes [`token_server`] (tokens 100 ms after the request arrived, then every `itl`) while
-/// another task blocks the probe's only runtime thread from 80 ms to 150 ms after the request
-/// arrived.
-fn probe_while_blocked(itl: Duration) -> Blocked {
+/// Probes [`token_server`] (tokens 100 ms after the request arrived, then every `itl`; over TLS
+/// with `tls`, trusting `target_extra`'s CA) while another task blocks the probe's only runtime
+/// thread from 80 ms to 150 ms after the request arrived.
+fn probe_while_blocked(
+    itl: Duration,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    target_extra: &str,
+) -> Blocked {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (url, arrived, sent) = token_server(itl);
+    let (url, arrived, sent) = token_server(itl, tls);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let (outcome, unblocked) = rt.block_on(async {
-        let cfg = common::parse(&common::yaml(&url, "5s", &common::scenario("chat", 64), ""));
+        let cfg = common::parse(&common::yaml(
+            &url,
+            "5s",
+            &common::scenario("chat", 64),
+            target_extra,
+        ));
         let target = cfg.targets[0].clone();
         let prober = Prober::new(target.clone()).unwrap();
         let hog = tokio::spawn(async move {
@@ -134,7 +166,26 @@ fn just_after(at: Instant, truth: Instant) -> bool {
 /// and the read delay reports those ≈ 50 ms.
 #[test]
 fn a_blocked_runtime_does_not_delay_ttft() {
-    let b = probe_while_blocked(Duration::from_millis(100));
+    check_ttft_is_the_arrival(&probe_while_blocked(Duration::from_millis(100), None, ""));
+}
+
+/// The same over TLS: the mark of a decrypted read is the arrival of the segment that completed
+/// its record, so TTFT is still within 1 ms of the true send and the read delay ≈ the block.
+#[test]
+fn a_blocked_runtime_does_not_delay_ttft_over_tls() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let b = probe_while_blocked(
+        Duration::from_millis(100),
+        Some(common::https::server_config(&pki, false, &[b"http/1.1"])),
+        &tls_keys(&dir, &pki, false),
+    );
+    check_ttft_is_the_arrival(&b);
+}
+
+/// What [`probe_while_blocked`] with tokens 100 ms apart must show: the first token marked at
+/// its arrival though read ≈ 50 ms late, the read delay ≈ the block, the others on time.
+fn check_ttft_is_the_arrival(b: &Blocked) {
     let obs = &b.outcome.observations;
     let first = obs.timeline.first_token().unwrap();
     assert!(
@@ -160,7 +211,12 @@ fn a_blocked_runtime_does_not_delay_ttft() {
     }
     let json = llm_probe::report::to_json(&b.outcome);
     assert_eq!(json["timestamp_source"], "kernel");
-    assert!(json["read_delay_max_seconds"].as_f64().unwrap() >= 0.045);
+    // The block after the actual send (shorter than 50 ms when the server thread woke late).
+    let reported = json["read_delay_max_seconds"].as_f64().unwrap();
+    assert!(
+        reported + 0.001 >= blocked_for.as_secs_f64(),
+        "read_delay_max_seconds {reported}, blocked for {blocked_for:?} after the send"
+    );
 }
 
 /// The kernel's limit: segments that wait unread in the socket are merged, and keep the newest
@@ -169,7 +225,7 @@ fn a_blocked_runtime_does_not_delay_ttft() {
 /// them), still earlier than the read (which would be ≈ 50 ms late).
 #[test]
 fn tokens_queued_during_a_block_share_the_newest_arrival() {
-    let b = probe_while_blocked(Duration::from_millis(30));
+    let b = probe_while_blocked(Duration::from_millis(30), None, "");
     let obs = &b.outcome.observations;
     let events = &obs.timeline.token_events;
     // (On a loaded machine the simulator may send the second token after the block: then the
@@ -188,4 +244,347 @@ fn tokens_queued_during_a_block_share_the_newest_arrival() {
         assert!(just_after(events[1].at, b.sent[1]));
     }
     assert!(just_after(events[2].at, b.sent[2]));
+}
+
+/// The `tls:` keys of a target trusting the test CA (files in `dir`), with the client
+/// certificate and key when `client_cert`.
+fn tls_keys(dir: &tempfile::TempDir, pki: &Pki, client_cert: bool) -> String {
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let mut keys = format!(
+        "    tls:\n      ca_file: {}\n",
+        write("ca.pem", &pki.ca_pem)
+    );
+    if client_cert {
+        keys += &format!(
+            "      cert_file: {}\n      key_file: {}\n",
+            write("client.pem", &pki.client_cert_pem),
+            write("client-key.pem", &pki.client_key_pem)
+        );
+    }
+    keys
+}
+
+/// An HTTPS server on loopback (hyper over tokio-rustls) answering every request with a short
+/// chat stream, over HTTP/2 when ALPN agreed on `h2`. Returns its address and a flag set once
+/// it served a request over HTTP/2.
+async fn https_server(config: Arc<rustls::ServerConfig>) -> (SocketAddr, Arc<AtomicBool>) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served_h2 = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&served_h2);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            let flag = Arc::clone(&flag);
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    if req.version() == hyper::Version::HTTP_2 {
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    async move {
+                        hyper::Response::builder()
+                            .header("content-type", "text/event-stream")
+                            .body(Full::new(Bytes::from_static(SSE.as_bytes())))
+                    }
+                });
+                common::https::serve(tls, svc).await;
+            });
+        }
+    });
+    (addr, served_h2)
+}
+
+/// One probe of `https://{addr}/v1` with `target_extra`.
+async fn probe_https(addr: SocketAddr, target_extra: &str) -> llm_probe::measure::ProbeOutcome {
+    probe_https_times(addr, target_extra, 1).await.remove(0)
+}
+
+/// `n` probes in a row by one prober of `https://{addr}/v1` with `target_extra`.
+async fn probe_https_times(
+    addr: SocketAddr,
+    target_extra: &str,
+    n: usize,
+) -> Vec<llm_probe::measure::ProbeOutcome> {
+    let url = format!("https://{addr}/v1");
+    let cfg = common::parse(&common::yaml(
+        &url,
+        "5s",
+        &common::scenario("chat", 8),
+        target_extra,
+    ));
+    let t = cfg.targets[0].clone();
+    let prober = Prober::new(t.clone()).unwrap();
+    let mut outcomes = Vec::new();
+    for _ in 0..n {
+        outcomes.push(prober.probe(&t.scenarios[0]).await);
+    }
+    outcomes
+}
+
+/// The connection policy holds over TLS on the stamped client, HTTP/1.1 and HTTP/2: `fresh`
+/// opens (and times) a connection for every probe; under `reuse` the second probe goes out on
+/// the first one's connection and reports no setup. Every probe is kernel-stamped.
+#[tokio::test]
+async fn fresh_and_reuse_hold_over_tls() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = tls_keys(&dir, &pki, false);
+    for alpn in [&[&b"http/1.1"[..]][..], &[&b"h2"[..], &b"http/1.1"[..]][..]] {
+        let (addr, _) = https_server(common::https::server_config(&pki, false, alpn)).await;
+        for (policy, second_has_setup) in [("fresh", true), ("reuse", false)] {
+            let extra = format!("    connection: {policy}\n{keys}");
+            let o = probe_https_times(addr, &extra, 2).await;
+            let setups: Vec<_> = o
+                .iter()
+                .map(|o| {
+                    assert!(o.is_success(), "{policy}: {:?}", o.result);
+                    assert_eq!(
+                        o.observations.timeline.timestamp_source,
+                        TimestampSource::Kernel
+                    );
+                    o.observations.timeline.connection_setup()
+                })
+                .collect();
+            assert!(setups[0].is_some(), "{policy} {alpn:?}: {setups:?}");
+            assert_eq!(
+                setups[1].is_some(),
+                second_has_setup,
+                "{policy} {alpn:?}: {setups:?}"
+            );
+        }
+    }
+}
+
+/// mTLS (the server requires the test CA's client certificate) and HTTP/2 agreed over ALPN: both
+/// stream over the stamped client, and are marked by the kernel.
+#[tokio::test]
+async fn mtls_and_http2_targets_are_stamped_by_the_kernel() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, client_auth, alpn) in [
+        ("mTLS", true, &[&b"http/1.1"[..]][..]),
+        ("HTTP/2", false, &[&b"h2"[..], &b"http/1.1"[..]][..]),
+    ] {
+        let (addr, served_h2) =
+            https_server(common::https::server_config(&pki, client_auth, alpn)).await;
+        let o = probe_https(addr, &tls_keys(&dir, &pki, client_auth)).await;
+        let m = o.result.as_ref().unwrap_or_else(|f| panic!("{name}: {f}"));
+        assert_eq!(m.output_tokens, 2, "{name}");
+        assert_eq!(
+            o.observations.timeline.timestamp_source,
+            TimestampSource::Kernel,
+            "{name}"
+        );
+        assert!(!o.observations.read_delays.is_empty(), "{name}");
+        assert_eq!(served_h2.load(Ordering::SeqCst), alpn.len() == 2, "{name}");
+    }
+}
+
+/// Runs `probe-once --output json` on a probes file (`yaml`, written to `dir`) with the proxy
+/// variables `proxy_env` and no others; returns its one JSON line, and its stdout and stderr
+/// (the exit status says whether the probe succeeded; the JSON line says it too).
+async fn probe_once(
+    dir: &tempfile::TempDir,
+    yaml: &str,
+    proxy_env: &[(&str, String)],
+) -> (serde_json::Value, String) {
+    let path = dir.path().join("probes.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-probe"));
+    for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"] {
+        cmd.env_remove(proxy).env_remove(proxy.to_ascii_lowercase());
+    }
+    cmd.envs(proxy_env.iter().map(|(k, v)| (k, v)));
+    let out = cmd
+        .args(["probe-once", "--output", "json", "--config.file"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    (json, format!("{stdout}{stderr}"))
+}
+
+/// `probe-once --output json` reports `timestamp_source: kernel` for an https target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_once_reports_kernel_stamps_for_an_https_target() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _) = https_server(common::https::server_config(&pki, false, &[b"http/1.1"])).await;
+    let yaml = common::yaml(
+        &format!("https://{addr}/v1"),
+        "5s",
+        &common::scenario("chat", 8),
+        &tls_keys(&dir, &pki, false),
+    );
+    let (json, _) = probe_once(&dir, &yaml, &[]).await;
+    assert_eq!(json["success"], true, "{json}");
+    assert_eq!(json["timestamp_source"], "kernel", "{json}");
+}
+
+/// An HTTP proxy on loopback that only tunnels: reads a `CONNECT host:port` head, connects
+/// there, answers 200 and relays bytes both ways. Keeps every head it received.
+async fn tunnel_proxy() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&heads);
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if client.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                seen.lock().unwrap().push(head.clone());
+                let Some(dst) = head
+                    .strip_prefix("CONNECT ")
+                    .and_then(|r| r.split(' ').next())
+                else {
+                    let _ = client.write_all(b"HTTP/1.1 405 Only CONNECT\r\n\r\n").await;
+                    return;
+                };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(dst).await else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                    return;
+                };
+                let _ = client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    (addr, heads)
+}
+
+/// An https target behind an HTTP proxy from the environment (`HTTPS_PROXY` with credentials):
+/// the probe tunnels through it (`CONNECT` with `Proxy-Authorization` and the probe's
+/// `User-Agent`), TLS runs inside, and the reads are still stamped by the kernel. The proxy's
+/// password is shown nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_target_through_a_connect_proxy_is_stamped_by_the_kernel() {
+    use base64::Engine;
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let (target, _) = https_server(common::https::server_config(&pki, false, &[b"http/1.1"])).await;
+    let (proxy, heads) = tunnel_proxy().await;
+    let yaml = common::yaml(
+        &format!("https://{target}/v1"),
+        "5s",
+        &common::scenario("chat", 8),
+        &tls_keys(&dir, &pki, false),
+    );
+    let env = [("HTTPS_PROXY", format!("http://probe:PROXY-PW-51d3@{proxy}"))];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["success"], true, "{json}");
+    assert_eq!(json["timestamp_source"], "kernel", "{json}");
+    assert!(!output.contains("PROXY-PW-51d3"), "{output}");
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    let head = heads[0].to_ascii_lowercase();
+    assert!(
+        head.starts_with(&format!("connect {target} http/1.1\r\n")),
+        "{head}"
+    );
+    let basic = base64::engine::general_purpose::STANDARD.encode("probe:PROXY-PW-51d3");
+    assert!(
+        head.contains(&format!(
+            "proxy-authorization: basic {}\r\n",
+            basic.to_ascii_lowercase()
+        )),
+        "{head}"
+    );
+    assert!(head.contains("user-agent: llm-probe/"), "{head}");
+}
+
+/// A plain http target behind an HTTP proxy from the environment (`HTTP_PROXY` with
+/// credentials): the request goes to the proxy in absolute form with `Proxy-Authorization`,
+/// stamped by the kernel (the simulator answers absolute-form requests, so it stands in for
+/// the proxy; the target's host does not even resolve).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_target_through_a_proxy_is_stamped_by_the_kernel() {
+    use base64::Engine;
+    let proxy = common::simulator(llm_probe::simulate::Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = common::yaml(
+        "http://llm.internal.invalid:8000/v1",
+        "5s",
+        &common::scenario("chat", 8),
+        "",
+    );
+    let env = [(
+        "HTTP_PROXY",
+        format!("http://probe:PROXY-PW-77e1@{}", proxy.addr),
+    )];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["success"], true, "{json}");
+    assert_eq!(json["timestamp_source"], "kernel", "{json}");
+    assert!(!output.contains("PROXY-PW-77e1"), "{output}");
+    let r = proxy.received();
+    assert_eq!(r.len(), 1, "the request went through the proxy");
+    let header = |name: &str| {
+        r[0].headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("host").as_deref(), Some("llm.internal.invalid:8000"));
+    let basic = base64::engine::general_purpose::STANDARD.encode("probe:PROXY-PW-77e1");
+    assert_eq!(
+        header("proxy-authorization"),
+        Some(format!("Basic {basic}"))
+    );
+}
+
+/// An https target behind a proxy that refuses connections: `connect`, and the detail names
+/// the proxy (not the target) without its credentials, as for a plain http target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_proxy_for_an_https_target_is_named_as_the_proxy() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let (target, _) = https_server(common::https::server_config(&pki, false, &[b"http/1.1"])).await;
+    let proxy_port = common::free_port();
+    let yaml = common::yaml(
+        &format!("https://{target}/v1"),
+        "5s",
+        &common::scenario("chat", 8),
+        &tls_keys(&dir, &pki, false),
+    );
+    let env = [(
+        "HTTPS_PROXY",
+        format!("http://probe:PROXY-PW-0a9f@127.0.0.1:{proxy_port}"),
+    )];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["failure_reason"], "connect", "{json}");
+    let detail = json["failure_detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("through the proxy 127.0.0.1:{proxy_port}")),
+        "{detail}"
+    );
+    assert!(!output.contains("PROXY-PW-0a9f"), "{output}");
 }

@@ -8,7 +8,6 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::pki::{pki, Pki};
@@ -26,25 +25,8 @@ async fn https_server(
     require_client_cert: bool,
     handshake_delay: Duration,
 ) -> SocketAddr {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap();
-    let builder = if require_client_cert {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pki.ca_der.clone()).unwrap();
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .unwrap();
-        builder.with_client_cert_verifier(verifier)
-    } else {
-        builder.with_no_client_auth()
-    };
-    let config = builder
-        .with_single_cert(vec![pki.server_cert.clone()], pki.server_key())
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let config = common::https::server_config(pki, require_client_cert, &[]);
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -237,6 +219,34 @@ async fn connection_setup_covers_a_slow_tls_handshake_and_is_part_of_ttft() {
             "{line} {value}:\n{text}"
         );
     }
+}
+
+/// The connect timeout covers the TLS handshake, as reqwest's: against a server that accepts
+/// the TCP connection and never starts its handshake, the probe fails as `timeout` once
+/// `connect_timeout` (300 ms) has passed, well before its own 5 s timeout.
+#[tokio::test]
+async fn a_stalled_tls_handshake_ends_at_the_connect_timeout() {
+    let pki = pki();
+    let addr = https_server(&pki, false, Duration::from_secs(30)).await;
+    let cfg = config(
+        addr,
+        "    connect_timeout: 300ms\n    tls:\n      insecure_skip_verify: true\n",
+    );
+    let started = std::time::Instant::now();
+    let o = probe(&cfg).await;
+    let took = started.elapsed();
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::Timeout),
+        "{:?}",
+        o.result
+    );
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let detail = o.result.as_ref().unwrap_err().to_string();
+    assert!(detail.contains("timed out"), "{detail}");
 }
 
 #[test]

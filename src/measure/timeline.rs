@@ -27,14 +27,18 @@ pub struct TokenEvent {
 /// What the instants of the marks after the request (`headers`, token events, `ended`) are.
 ///
 /// Source: issue 15, [`crate::probe::arrival`]. `Kernel`: the kernel's receive time of the
-/// bytes, mapped onto the monotonic clock, independent of how late the probe's task read them.
-/// `Read`: the instant the read returned to the probe's task, which includes any delay of the
-/// probe's own scheduling (an idle CPU waking up, a saturated one).
+/// bytes, mapped onto the monotonic clock, independent of how late the probe's task read them;
+/// on Linux, for `http://` and `https://` targets (TLS, mTLS, HTTP/2 too; for TLS, the arrival
+/// of the segment that completed the record), direct or through an HTTP proxy from the
+/// environment. `Read`: the instant the read returned to the probe's task, which includes any
+/// delay of the probe's own scheduling (an idle CPU waking up, a saturated one); targets behind
+/// an `https://` or SOCKS proxy, other platforms, and a probe with a token read that carried no
+/// kernel stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimestampSource {
     /// Kernel receive timestamps.
     Kernel,
-    /// Read-return instants (the fallback, and today's probe client).
+    /// Read-return instants (the fallback: `https://` or SOCKS proxies, other platforms).
     #[default]
     Read,
 }

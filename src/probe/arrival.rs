@@ -22,18 +22,24 @@
 //!   `ClientBuilder::connector_layer` wraps returns reqwest's sealed `Conn` (a boxed transport
 //!   without a raw fd, not constructible outside reqwest), so the connector layer of
 //!   `probe::connect` can time a connect but cannot wrap its socket. So the probe owns the
-//!   connector where that is small and exact: plain `http://` targets without an environment
-//!   proxy go over hyper-util's client with every socket a [`StampedStream`]
-//!   (`src/probe/transport.rs`); https and proxied targets stay on reqwest with read instants
-//!   (`timestamp_source: read`). Owning TLS too (tokio-rustls on the stamped stream; the
-//!   latest stamp among the TCP reads consumed up to a plaintext read is the arrival of the
-//!   segment that completed the record) and the proxy tunnel is the next step.
+//!   connector where that is small and exact: `http://` and `https://` targets, direct or
+//!   through an HTTP proxy from the environment, go over hyper-util's client with every socket
+//!   a [`StampedStream`] (`src/probe/transport.rs`); targets behind an `https://` or SOCKS
+//!   proxy stay on reqwest with read instants (`timestamp_source: read`). Through a proxy the
+//!   stamps are the arrival of the proxy's segments at this host.
+//! - TLS (tokio-rustls, through hyper-rustls) reads the [`StampedStream`] itself, so the newest
+//!   stamp when the probe gets decrypted bytes is the newest among the TCP reads rustls consumed
+//!   up to then: the arrival of the segment that completed the record those bytes came from. A
+//!   record is decrypted only once complete, so that is when its plaintext could first be had;
+//!   rustls may also have read (not yet decrypted) later segments, which is the read-ahead limit
+//!   below. Test: `tests/kernel_timestamps.rs`, `a_blocked_runtime_does_not_delay_ttft_over_tls`.
 //!
 //! Limits, both bounded by the read instant (a mark is never later than its read): segments
 //! that wait unread are merged by the kernel and keep the newest stamp, so tokens the probe
-//! reads only after the next one arrived share the later arrival; and hyper reads the socket in
-//! its connection task, so when the probe is behind, that task may read the next segment
-//! between the probe taking a body chunk and looking up the connection's newest stamp. Both
+//! reads only after the next one arrived share the later arrival; and hyper (and rustls under
+//! it) reads the socket in its connection task, so when the probe is behind, that task may read
+//! the next segment between the probe taking a body chunk and looking up the connection's newest
+//! stamp. Both
 //! need the probe to be late by more than one inter-token gap; `llm_probe_read_delay_seconds`
 //! shows when it is.
 //!

@@ -1,6 +1,7 @@
 //! Connection setup time: how long the HTTP client took to open the connection a probe's request
 //! went out on (DNS resolution, TCP connect, proxy `CONNECT`, TLS handshake), measured around
-//! reqwest's connector and given to the probe that caused it.
+//! reqwest's connector (and the stamped client's, `super::transport`) and given to the probe
+//! that caused it.
 //!
 //! Clients are shared between targets, so the connector cannot know which probe it connects
 //! for. The probe runs its exchange inside [`attribute`], which puts a slot in a task-local; the

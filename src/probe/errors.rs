@@ -165,8 +165,8 @@ pub(super) fn classify(e: &reqwest::Error) -> Failure {
     )
 }
 
-/// Classifies an error of the stamped client (plain `http`, [`super::transport`]) from sending
-/// the request to `url` or receiving the response head; the detail reads as [`classify`]'s.
+/// Classifies an error of the stamped client ([`super::transport`]) from sending the request to
+/// `url` or receiving the response head; the reason and detail read as [`classify`]'s.
 pub(super) fn classify_stamped(
     e: &hyper_util::client::legacy::Error,
     url: &reqwest::Url,
@@ -177,7 +177,7 @@ pub(super) fn classify_stamped(
         "request failed".to_string()
     };
     Failure::new(
-        reason_before_response(e, false, e.is_connect(), false),
+        reason_before_response(e, url.scheme() == "https", e.is_connect(), false),
         joined(head, Some(e)),
     )
 }

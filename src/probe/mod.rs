@@ -8,7 +8,9 @@ mod client;
 mod connect;
 mod errors;
 mod resolve;
+mod route;
 mod stream;
+mod tls;
 mod transport;
 
 use std::sync::Arc;
@@ -65,9 +67,10 @@ impl Default for Limits {
 /// Longest wait for the `version_path` answer after a probe.
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Probes one target: owns its HTTP clients (connections are reused between probes). A plain
-/// `http://` target without an environment proxy streams over the probe's own kernel-stamped
-/// client (`src/probe/transport.rs`); every other request goes over the reqwest client.
+/// Probes one target: owns its HTTP clients (connections are reused between probes). An
+/// `http://` or `https://` target (direct, or through an HTTP proxy from the environment)
+/// streams over the probe's own kernel-stamped client (`src/probe/transport.rs`); every other
+/// request goes over the reqwest client.
 #[derive(Debug, Clone)]
 pub struct Prober {
     client: reqwest::Client,
@@ -89,8 +92,8 @@ impl Prober {
 
     /// A prober for `target` with default [`Limits`] that uses `client`, built by
     /// [`build_client`] for a target with the same [`client_key`] (targets can share one), for
-    /// every request the stamped client does not carry (`src/probe/transport.rs`: https,
-    /// proxied targets, the `version_path` request). Building the first prober of a process
+    /// every request the stamped client does not carry (`src/probe/transport.rs`: targets
+    /// behind an `https://` or SOCKS proxy, the `version_path` request). Building the first prober of a process
     /// turns the kernel's receive timestamping on (see [`arrival::prepare`]).
     pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
         client::warn_if_insecure(&target);

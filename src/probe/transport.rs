@@ -1,19 +1,33 @@
-//! How a probe's streaming request travels: over the probe's own stamped HTTP/1.1 client when
-//! the target is plain `http://` reached directly, otherwise over the target's reqwest client.
+//! How a probe's streaming request travels: over the probe's own kernel-stamped client when the
+//! target is `http://` or `https://`, reached directly or through an HTTP proxy from the
+//! environment; otherwise over the target's reqwest client.
 //!
-//! The stamped client is hyper-util's client with the probe's resolver, `TCP_NODELAY`, the
-//! target's connect timeout (around resolution and connect, as reqwest's), its connection
-//! policy (`fresh`: no pool; `reuse`: idle connections kept [`super::client::REUSE_IDLE_TIMEOUT`]),
-//! no retries of any kind, the connection-setup timer of [`super::connect`], and every socket
-//! wrapped in [`StampedStream`], so each read of the response carries the kernel's receive time
-//! ([`super::arrival`]). The response names its connection's [`Arrivals`] in its extensions
-//! (so a pooled connection works too).
+//! The stamped client is hyper-util's client (HTTP/1.1, and HTTP/2 when TLS's ALPN agrees on
+//! `h2`, as reqwest) with the probe's resolver, `TCP_NODELAY`, the target's connect timeout
+//! (around the whole connect: resolution, TCP, a proxy's `CONNECT` and the TLS handshake, as
+//! reqwest's), the environment's proxies ([`super::route`]), its
+//! connection policy (`fresh`: no pool; `reuse`: idle connections kept
+//! [`super::client::REUSE_IDLE_TIMEOUT`]), no retries of any kind, the connection-setup timer of
+//! [`super::connect`] (around the same whole connect, so setup includes the TLS handshake, as
+//! on reqwest), and every socket wrapped in [`StampedStream`], so each read of the response
+//! carries the kernel's receive time ([`super::arrival`]). For `https`, hyper-rustls puts TLS
+//! (tokio-rustls, with the target's settings: [`super::tls`]) on the stamped socket; rustls
+//! reads the socket, so the stamp a decrypted read is marked with is the newest among the
+//! socket reads consumed so far: the arrival of the segment that completed the record (or a
+//! later one rustls had already read, as for plain HTTP when the probe is late). The response
+//! names its connection's [`Arrivals`] in its extensions (so a pooled connection works too).
+//! Each prober builds its own stamped client, so a connection (an HTTP/2 one too) only ever
+//! carries one target's probes; its TLS configuration (roots, session cache) is shared by the
+//! targets of equal TLS settings ([`super::tls`]).
+//! Errors are classified as reqwest's (`super::errors`): a refused connect is `connect` (a
+//! refused proxy is named as the proxy), a handshake failure `tls`, a connect past its timeout
+//! `timeout`.
 //!
-//! Everything else — `https` (TLS options, mTLS, HTTP/2 over ALPN) and any target a proxy from
-//! the environment (`HTTP_PROXY`, `ALL_PROXY`, lower case too) may apply to — stays on reqwest,
-//! whose connector gives no access to its sockets: those probes are stamped with read instants
-//! (`timestamp_source: read`). On a platform without receive timestamps (not Linux) every target
-//! uses reqwest.
+//! Targets whose environment proxy is an `https://` (TLS to the proxy) or SOCKS one stay on
+//! reqwest, whose connector gives no access to its sockets: those probes are stamped with read
+//! instants (`timestamp_source: read`). So does a target whose TLS material rustls refuses at
+//! client build (logged; the configuration check makes this rare). On a platform without
+//! receive timestamps (not Linux) every target uses reqwest.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +39,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -34,54 +49,121 @@ use tower_service::Service;
 use super::arrival::{Arrivals, StampedStream};
 use super::connect::{TimeConnects, TimedConnector};
 use super::resolve::Resolver;
+use super::route::Route;
 use crate::config::{ConnectionPolicy, Target};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The probe's stamped HTTP/1.1 client (see the module docs).
-pub(super) type StampedClient = Client<TimedConnector<StampedConnector>, Full<Bytes>>;
+/// The connector of the stamped client, outermost first: the connection-setup timer, the
+/// connect timeout, TLS for `https` URLs (hyper-rustls over tokio-rustls), and the TCP connect
+/// (straight, or through the environment's proxy: [`super::route`]) whose socket is a
+/// [`StampedStream`].
+type StampedConnector = TimedConnector<ConnectTimeout<HttpsConnector<StampedTcp>>>;
 
-/// The stamped client for `target`, or `None` when its probes go over reqwest: not `http://`,
-/// a proxy variable for `http` in the environment, or a platform without receive timestamps.
+/// The probe's stamped HTTP/1.1 and HTTP/2 client (see the module docs).
+#[derive(Debug, Clone)]
+pub(super) struct StampedClient {
+    client: Client<StampedConnector, Full<Bytes>>,
+    /// The proxy's `Proxy-Authorization` for plain `http` requests sent through it.
+    proxy_auth: Option<HeaderValue>,
+}
+
+impl StampedClient {
+    /// Sends `request`; a plain `http` request through a proxy carries the proxy's credentials
+    /// unless it has a `Proxy-Authorization` of its own (as reqwest). An `https` request never
+    /// does (they went with the tunnel's `CONNECT`).
+    pub(super) fn request(
+        &self,
+        mut request: http::Request<Full<Bytes>>,
+    ) -> hyper_util::client::legacy::ResponseFuture {
+        if let Some(auth) = &self.proxy_auth {
+            if request.uri().scheme() == Some(&http::uri::Scheme::HTTP) {
+                request
+                    .headers_mut()
+                    .entry(http::header::PROXY_AUTHORIZATION)
+                    .or_insert_with(|| auth.clone());
+            }
+        }
+        self.client.request(request)
+    }
+}
+
+/// The stamped client for `target`, or `None` when its probes go over reqwest: neither `http`
+/// nor `https`, a proxy from the environment the stamped client does not take (`https://` or
+/// SOCKS, [`super::route`]), a platform without receive timestamps, or TLS material rustls
+/// refuses (checked at load, so rare; logged).
 pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
-    let proxied = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
-    if !cfg!(target_os = "linux") || target.base_url.scheme() != "http" || proxied {
+    let https = match target.base_url.scheme() {
+        "https" => true,
+        "http" => false,
+        _ => return None,
+    };
+    if !cfg!(target_os = "linux") {
         return None;
     }
+    let route = super::route::route(&target.base_url)?;
+    let tls = if https {
+        super::tls::client_config(&target.tls)
+    } else {
+        super::tls::unused_config()
+    };
+    let tls = match tls {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::warn!(target_name = %target.name, error = %e, "this target's probes are stamped with read instants");
+            return None;
+        }
+    };
     super::arrival::prepare();
     let mut http = HttpConnector::new_with_resolver(Resolver);
     http.set_nodelay(true);
-    let connector = StampedConnector {
-        http,
+    // `https` URLs reach it too: hyper-rustls puts TLS on the connection it returns.
+    http.enforce_http(false);
+    // hyper-rustls turns `https` URLs into TLS connections (the server name from the URL,
+    // HTTP/2 when ALPN agrees on `h2`) and leaves `http` ones plain.
+    let tcp = StampedTcp {
+        direct: DirectTcp(http),
+        route: route.clone(),
+    };
+    let https = HttpsConnector::from((tcp, tls));
+    let connector = ConnectTimeout {
+        inner: https,
         timeout: target.connect_timeout.min(target.timeout),
     };
     let mut b = Client::builder(TokioExecutor::new());
     b.pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
         .retry_canceled_requests(false)
         .http1_preserve_header_case(false);
     match target.connection {
         ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),
         ConnectionPolicy::Reuse => b.pool_idle_timeout(super::client::REUSE_IDLE_TIMEOUT),
     };
-    Some(b.build(TimeConnects.layer(connector)))
+    Some(StampedClient {
+        client: b.build(TimeConnects.layer(connector)),
+        proxy_auth: route.request_auth().cloned(),
+    })
 }
 
 /// A connection's [`Arrivals`], as an extension of each response that came on it.
 #[derive(Debug, Clone)]
 struct ConnArrivals(Arc<Arrivals>);
 
-/// A TCP connection of the stamped client.
+/// A TCP connection of the stamped client (under TLS for `https`), to the target or to a proxy
+/// (`proxied`: an HTTP proxy that takes absolute-form requests; a tunnel is not).
 #[derive(Debug)]
-pub struct StampedConn(TokioIo<StampedStream>);
+pub struct StampedConn {
+    io: TokioIo<StampedStream>,
+    proxied: bool,
+}
 
 impl Connection for StampedConn {
     fn connected(&self) -> Connected {
-        let stream = self.0.inner();
+        let stream = self.io.inner();
         stream
             .get_ref()
             .connected()
+            .proxy(self.proxied)
             .extra(ConnArrivals(stream.arrivals()))
     }
 }
@@ -92,7 +174,7 @@ impl hyper::rt::Read for StampedConn {
         cx: &mut Context<'_>,
         buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
 }
 
@@ -102,44 +184,118 @@ impl hyper::rt::Write for StampedConn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 
-/// Resolves and connects (hyper-util's connector, the probe's resolver) within the connect
-/// timeout, and wraps the socket in a [`StampedStream`].
+/// Resolves and connects to the URI's host (hyper-util's connector, the probe's resolver) and
+/// wraps the socket in a [`StampedStream`].
 #[derive(Debug, Clone)]
-pub struct StampedConnector {
-    http: HttpConnector<Resolver>,
-    timeout: Duration,
+pub struct DirectTcp(HttpConnector<Resolver>);
+
+impl DirectTcp {
+    fn connect(
+        &mut self,
+        dst: Uri,
+        proxied: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>> {
+        let connect = self.0.call(dst);
+        Box::pin(async move {
+            let io = connect.await?;
+            Ok(StampedConn {
+                io: TokioIo::new(StampedStream::new(io.into_inner())),
+                proxied,
+            })
+        })
+    }
 }
 
-impl Service<Uri> for StampedConnector {
+impl Service<Uri> for DirectTcp {
     type Response = StampedConn;
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.http.poll_ready(cx).map_err(Into::into)
+        self.0.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, dst: Uri) -> Self::Future {
-        let connect = self.http.call(dst);
+        self.connect(dst, false)
+    }
+}
+
+/// The stamped TCP connection for a URI by the target's [`Route`]: to its host; to the proxy
+/// (plain `http`, absolute-form requests); or a `CONNECT` tunnel through the proxy (`https`).
+#[derive(Debug, Clone)]
+pub struct StampedTcp {
+    direct: DirectTcp,
+    route: Route,
+}
+
+impl Service<Uri> for StampedTcp {
+    type Response = StampedConn;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.direct.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let https = dst.scheme() == Some(&http::uri::Scheme::HTTPS);
+        match &self.route {
+            Route::Direct => self.direct.connect(dst, false),
+            Route::Proxy { uri, .. } if !https => {
+                let uri = uri.clone();
+                self.direct.connect(uri, true)
+            }
+            Route::Proxy { .. } => {
+                // hyper-util's connector is always ready: no `poll_ready` to wait for.
+                let tunnel = self.route.tunnel(self.direct.clone());
+                Box::pin(async move {
+                    let mut tunnel = tunnel.ok_or("no proxy to tunnel through")?;
+                    Ok(tunnel.call(dst).await?)
+                })
+            }
+        }
+    }
+}
+
+/// The target's connect timeout around a whole connect (resolution, TCP, TLS handshake), as
+/// reqwest's `connect_timeout`.
+#[derive(Debug, Clone)]
+pub struct ConnectTimeout<S> {
+    inner: S,
+    timeout: Duration,
+}
+
+impl<S> Service<Uri> for ConnectTimeout<S>
+where
+    S: Service<Uri, Error = BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let connect = self.inner.call(dst);
         let timeout = self.timeout;
         Box::pin(async move {
             match tokio::time::timeout(timeout, connect).await {
-                Ok(Ok(io)) => Ok(StampedConn(TokioIo::new(StampedStream::new(
-                    io.into_inner(),
-                )))),
-                Ok(Err(e)) => Err(e.into()),
+                Ok(result) => result,
                 Err(_) => Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(

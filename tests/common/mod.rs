@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod golden;
+pub mod https;
 pub mod pki;
 pub mod prometheus;
 pub mod synthetic;

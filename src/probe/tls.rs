@@ -1,0 +1,214 @@
+//! A target's TLS settings as the rustls client configuration of the probe's stamped client
+//! (`super::transport`), with the same meaning as the reqwest client's ([`super::build_client`]):
+//!
+//! - trusted roots: the system's (`rustls-native-certs`, loaded once per process and shared by
+//!   every target) plus the certificates of `tls.ca_file`;
+//! - `tls.cert_file` + `tls.key_file`: the client certificate chain and its key (PKCS#8, PKCS#1
+//!   or SEC1), offered when the server asks (mTLS);
+//! - `tls.insecure_skip_verify`: any server certificate and handshake signature is accepted, as
+//!   reqwest's `danger_accept_invalid_certs`;
+//! - TLS 1.2 and 1.3 with the *ring* provider, the server name (SNI) from the URL's host (an IP
+//!   address is verified as one and not sent as SNI), ALPN `h2` then `http/1.1`.
+//!
+//! Targets with equal TLS settings share one configuration (and so its TLS session cache), as
+//! targets with equal settings share one reqwest client: 1,000 targets trusting the same
+//! `tls.ca_file` hold one copy of the roots, not 1,000.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::config::Tls;
+
+/// The TLS material of a target cannot be used. The message names what was wrong, never the
+/// material (a key is a secret).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    /// `tls.ca_file` holds no certificate rustls accepts as a trust anchor.
+    #[error("tls.ca_file: no usable CA certificate")]
+    Ca,
+    /// `tls.cert_file` / `tls.key_file` are not a certificate chain and a private key.
+    #[error("tls.cert_file / tls.key_file: not a certificate and a private key")]
+    Identity,
+    /// rustls refused the configuration.
+    #[error("TLS setup failed: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The system's trusted roots, loaded on first use and shared (about 180 KiB; see `BENCHMARKS.md`,
+/// table 4). Certificates rustls cannot parse are skipped, as reqwest skips them.
+fn system_roots() -> Arc<RootCertStore> {
+    static ROOTS: OnceLock<Arc<RootCertStore>> = OnceLock::new();
+    Arc::clone(ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        let (_, _) =
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        Arc::new(roots)
+    }))
+}
+
+/// The ALPN protocols offered, in order of preference (HTTP/2 first, as reqwest).
+const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+/// The rustls client configuration for `tls` (see the module docs), shared with every live
+/// target of equal settings.
+///
+/// Errors: the CA file or the client identity does not parse (both are checked when the
+/// configuration is loaded, so this is rare).
+pub(super) fn client_config(tls: &Tls) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    static SHARED: Mutex<Option<HashMap<Tls, Weak<ClientConfig>>>> = Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    let shared = shared.get_or_insert_with(HashMap::new);
+    if let Some(config) = shared.get(tls).and_then(Weak::upgrade) {
+        return Ok(config);
+    }
+    let mut config = build(tls)?;
+    config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    let config = Arc::new(config);
+    shared.retain(|_, c| c.strong_count() > 0);
+    shared.insert(tls.clone(), Arc::downgrade(&config));
+    Ok(config)
+}
+
+/// A new rustls client configuration for `tls`, without ALPN.
+fn build(tls: &Tls) -> Result<ClientConfig, TlsSetupError> {
+    let builder =
+        ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = if tls.insecure_skip_verify {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServer))
+    } else {
+        let roots = match &tls.ca_pem {
+            None => system_roots(),
+            Some(pem) => {
+                let mut roots = RootCertStore::clone(&system_roots());
+                let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| TlsSetupError::Ca)?;
+                let (added, _) = roots.add_parsable_certificates(certs);
+                if added == 0 {
+                    return Err(TlsSetupError::Ca);
+                }
+                Arc::new(roots)
+            }
+        };
+        builder.with_root_certificates(roots)
+    };
+    Ok(match &tls.client_identity_pem {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let chain: Vec<_> = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<_, _>>()
+                .map_err(|_| TlsSetupError::Identity)?;
+            let key = PrivateKeyDer::from_pem_slice(pem).map_err(|_| TlsSetupError::Identity)?;
+            if chain.is_empty() {
+                return Err(TlsSetupError::Identity);
+            }
+            builder.with_client_auth_cert(chain, key)?
+        }
+    })
+}
+
+/// A configuration that is never used for a handshake: the connector of a plain `http://`
+/// target needs one, and its URLs never ask for TLS. No roots, nothing loaded.
+pub(super) fn unused_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
+    Ok(Arc::new(
+        ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(RootCertStore::empty())
+            .with_no_client_auth(),
+    ))
+}
+
+/// `tls.insecure_skip_verify`: accepts any server certificate and handshake signature.
+#[derive(Debug)]
+struct AcceptAnyServer;
+
+impl ServerCertVerifier for AcceptAnyServer {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_settings_share_one_configuration_offering_h2_then_http1() {
+        let a = client_config(&Tls::default()).unwrap();
+        let b = client_config(&Tls::default()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+        let insecure = Tls {
+            insecure_skip_verify: true,
+            ..Tls::default()
+        };
+        let c = client_config(&insecure).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        // Dropped by every target: built anew, not kept alive by the cache.
+        let weak = Arc::downgrade(&c);
+        drop(c);
+        assert!(weak.upgrade().is_none());
+    }
+
+    #[test]
+    fn unusable_material_is_an_error_that_shows_none_of_it() {
+        let ca = Tls {
+            ca_pem: Some(b"not a certificate SECRET-ca".to_vec()),
+            ..Tls::default()
+        };
+        let e = client_config(&ca).unwrap_err();
+        assert!(matches!(e, TlsSetupError::Ca), "{e}");
+        let key_only = Tls {
+            client_identity_pem: Some(
+                b"-----BEGIN PRIVATE KEY-----\nU0VDUkVULWtleQ==\n-----END PRIVATE KEY-----\n"
+                    .to_vec(),
+            ),
+            ..Tls::default()
+        };
+        let e = client_config(&key_only).unwrap_err();
+        assert!(matches!(e, TlsSetupError::Identity), "{e}");
+        assert!(!e.to_string().contains("U0VDUkVU"), "{e}");
+    }
+}
