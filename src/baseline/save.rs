@@ -7,7 +7,7 @@
 //!
 //! **Extension point, a Prometheus window:** a source is anything that yields a [`Measured`]
 //! (the pair, identity, end time, sample count and the quantiles); [`Measured::into_baseline`]
-//! and [`write`] are shared. A Prometheus source (`baseline save --prometheus.url URL --target T
+//! and [`write()`] are shared. A Prometheus source (`baseline save --prometheus.url URL --target T
 //! --scenario S --window START/END`) would take the quantiles from the histogram bucket
 //! increases over the window through the query client of `compare --prometheus.url`, set
 //! `source.kind` to `prometheus`, `source.file` to the URL without credentials and

@@ -1,7 +1,7 @@
 //! `llm-probe compare --prometheus.url URL --target T [--scenario S]` with `--before START/END
 //! --after START/END` or `--around-change [--window D] [--settle D]`: the windows' histogram
 //! bucket counts from Prometheus ([`super::prometheus`]), compared per scenario
-//! ([`super::buckets`]) and printed ([`super::buckets_report`]).
+//! ([`super::buckets`]) and printed (`super::buckets_report`).
 //!
 //! Around a change: the before window ends at the last sample of the previous
 //! `llm_probe_endpoint_info` label set, the after window starts `settle` after the first sample

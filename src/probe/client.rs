@@ -37,7 +37,7 @@ pub fn client_key(target: &Target) -> ClientKey {
 /// failures typed as [`super::ResolveError`] and `.localhost` names on loopback), the target's
 /// connect timeout and TLS settings (extra CA, client certificate, `insecure_skip_verify`), its
 /// connection policy, and a timer
-/// around every connect (connection setup time, [`super::connect`]). It depends
+/// around every connect (connection setup time, `super::connect`). It depends
 /// on nothing else of the target ([`client_key`]).
 ///
 /// `connection: fresh` (the default, as blackbox_exporter) opens a connection for every probe:

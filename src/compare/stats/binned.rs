@@ -255,7 +255,7 @@ pub struct QuantileIntervals {
 }
 
 /// Percentile-bootstrap intervals at `confidence` for each `q` in `qs`: `resamples` times, each
-/// window's counts are redrawn ([`multinomial_resample`], independently, same totals), the
+/// window's counts are redrawn (`multinomial_resample`, independently, same totals), the
 /// quantiles recomputed ([`Histogram::quantile`]), and the interval is the `(1 ± confidence)/2`
 /// quantiles of the resampled values. Both histograms must share their layout
 /// ([`common_layout`]); with different layouts or no resamples every interval is `None`. The
