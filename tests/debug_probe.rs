@@ -16,7 +16,7 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
         ..Script::default()
     };
     let sim = common::simulator(script).await;
-    let scenarios = format!("{}{}", common::scenario("a", 8), common::scenario("b", 4));
+    let scenarios = format!("{}{}", common::scenario("a2", 8), common::scenario("b2", 4));
     // Two on-demand probes of one target in a row: no per-target period here (see
     // tests/exporter_server.rs for the limit).
     let options = llm_probe::server::ServerOptions {
@@ -36,11 +36,11 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
     .unwrap();
 
     let (status, ct, body) =
-        common::get(d.addr, "/probe?target=sim&scenario=b&debug=true", None).await;
+        common::get(d.addr, "/probe?target=sim&scenario=b2&debug=true", None).await;
     assert_eq!(status, 200, "{body}");
     assert!(ct.starts_with("application/json"));
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["scenario"], "b");
+    assert_eq!(v["scenario"], "b2");
     assert_eq!(v["success"], true);
     assert_eq!(v["output_tokens"], 4);
     let events = v["timeline"]["events"].as_array().unwrap();
@@ -75,20 +75,22 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
     // Without debug: the numbers, no timeline or raw bytes; default scenario is the first.
     let (_, _, body) = common::get(d.addr, "/probe?target=sim", None).await;
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["scenario"], "a");
+    assert_eq!(v["scenario"], "a2");
     assert!(v.get("timeline").is_none() && v.get("raw_excerpt").is_none());
 
-    // On-demand probes are not in the scheduled series (the schedule's first probe is up to 10 s away).
+    // On-demand probes are not in the scheduled series: the schedule's first probe of (sim, b2)
+    // is 9.7 s away (its phase, `schedule::phase`; single-letter scenario names all get 0.67 s,
+    // too soon for a loaded machine).
     let (_, text) = d.metrics.render(None);
     assert_eq!(
-        common::sample(&text, "llm_probe_probes_total", &[("scenario", "b")]),
+        common::sample(&text, "llm_probe_probes_total", &[("scenario", "b2")]),
         Some(0.0)
     );
     // But they are on the status pages.
     let (_, _, page) = common::get(d.addr, "/targets/sim", None).await;
     assert!(page.contains("probe now"), "{page}");
-    let (_, _, api) = common::get(d.addr, "/api/v1/probes?scenario=b", None).await;
-    assert!(api.contains("\"scenario\":\"b\""), "{api}");
+    let (_, _, api) = common::get(d.addr, "/api/v1/probes?scenario=b2", None).await;
+    assert!(api.contains("\"scenario\":\"b2\""), "{api}");
     d.stop().await;
 }
 
@@ -96,12 +98,12 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
 async fn only_configured_targets_can_be_probed() {
     let sim = common::simulator(Script::default()).await;
     let other = common::simulator(Script::default()).await;
-    // A 24 h interval: the schedule's first probe (its phase is a fixed fraction of the
-    // interval, 0.67 s of 60 s) comes long after the test, so any request is the endpoint's.
+    // The schedule's first probe of (sim, a2) is 9.7 s away (its phase, `schedule::phase`, is
+    // a fraction of min(interval, 10 s)), after the test: any request is the endpoint's.
     let d = common::daemon(common::parse(&common::yaml(
         &sim.base_url(),
         "24h",
-        &common::scenario("a", 8),
+        &common::scenario("a2", 8),
         "",
     )))
     .await;
