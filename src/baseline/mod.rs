@@ -9,6 +9,7 @@
 //! The probes file names baseline files per target (`baseline_file:`); `crate::config` reads
 //! and checks them at every load and reload.
 
+pub mod prometheus;
 pub mod save;
 
 use serde::{Deserialize, Serialize};
