@@ -477,15 +477,15 @@ pub enum BaselineCommand {
         from: Option<PathBuf>,
         /// Take the closed-loop level with this many virtual users (default: the highest level
         /// within the SLA capacity, else the first level).
-        #[arg(long, requires = "from", conflicts_with = "rate")]
+        #[arg(long, conflicts_with_all = ["rate", "prometheus_url"])]
         level: Option<u64>,
         /// Take the open-loop level at this many requests per second.
-        #[arg(long, requires = "from", value_parser = non_negative)]
+        #[arg(long, conflicts_with = "prometheus_url", value_parser = non_negative)]
         rate: Option<f64>,
         /// Take the numbers from the Prometheus that scrapes the daemon (its root URL, e.g.
         /// http://prometheus:9090; user-info becomes basic auth): the bucket counts of --target
         /// and --scenario over --window (not with --from).
-        #[arg(long = "prometheus.url", requires_all = ["target", "scenario", "window"])]
+        #[arg(long = "prometheus.url", value_name = "URL", requires_all = ["target", "scenario", "window"])]
         prometheus_url: Option<String>,
         /// Bound of each request to Prometheus (1s to 10m).
         #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = prometheus_timeout)]

@@ -61,12 +61,7 @@ pub fn quantiles(metric: Metric, h: &Histogram) -> Option<(Quantiles, String, bo
         .zip(q)
         .map(|((_, name), b)| format!("{name} {}", quantile_cell(metric, b)))
         .collect();
-    let note = format!(
-        "{} {} {}",
-        metric.label(),
-        cells.join(", "),
-        unit(metric)
-    );
+    let note = format!("{} {} {}", metric.label(), cells.join(", "), unit(metric));
     let open_ended = p99.upper.is_infinite();
     Some((
         Quantiles {

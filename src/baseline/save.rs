@@ -263,7 +263,10 @@ pub fn finish(measured: Result<Measured, String>, out: &Path) -> std::process::E
     use crate::logging::{stderr_line, stdout_text};
     use crate::sanitize::terminal_safe;
     let fail = |e: String| {
-        stderr_line(format_args!("llm-probe baseline save: {}", terminal_safe(&e)));
+        stderr_line(format_args!(
+            "llm-probe baseline save: {}",
+            terminal_safe(&e)
+        ));
         std::process::ExitCode::from(2)
     };
     let m = match measured {
