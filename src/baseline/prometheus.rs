@@ -175,7 +175,7 @@ pub async fn measure(req: &Request, now: f64) -> Result<Measured, String> {
         Err(NoChange::Concurrent { a, b }) => {
             m.warnings.push(format!(
                 "two endpoint identities are current at once in the window ({} and {}): \
-                 replicas see different backends; the file holds the first",
+                 replicas see different backends; the file holds the first, seen last",
                 show_identity(&a),
                 show_identity(&b)
             ));
