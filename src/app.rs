@@ -159,6 +159,11 @@ pub async fn run(cli: Cli) -> ExitCode {
             from,
             level,
             rate,
+            prometheus_url,
+            prometheus_timeout,
+            target,
+            scenario,
+            window,
             out,
         }) => {
             use crate::baseline::save::Pick;
@@ -167,7 +172,27 @@ pub async fn run(cli: Cli) -> ExitCode {
                 (None, Some(r)) => Pick::Rate(r),
                 (None, None) => Pick::Default,
             };
-            return crate::baseline::save::run(&from, pick, &out);
+            return match (from, prometheus_url, target, scenario, window) {
+                (Some(from), ..) => crate::baseline::save::run(&from, pick, &out),
+                (None, Some(url), Some(target), Some(scenario), Some(window)) => {
+                    let req = crate::baseline::prometheus::Request {
+                        url,
+                        target,
+                        scenario,
+                        window,
+                        timeout: prometheus_timeout,
+                    };
+                    crate::baseline::prometheus::run(&req, &out).await
+                }
+                // clap's groups and `requires` rule this out (a usage error, exit 2).
+                _ => {
+                    stderr_line(format_args!(
+                        "llm-probe baseline save: give --from FILE, or --prometheus.url with \
+                         --target, --scenario and --window"
+                    ));
+                    ExitCode::from(2)
+                }
+            };
         }
         Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal())

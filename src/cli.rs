@@ -466,19 +466,40 @@ impl From<SimLoad> for crate::simulate::Load {
 #[derive(Debug, Subcommand)]
 pub enum BaselineCommand {
     /// Write a baseline file (schema `llm-probe.baseline/v1`) from one level of a `bench --output
-    /// json` file (or a `probe-once --output json` collection): P50/P95/P99 of TTFT, TPOT, tokens/s
-    /// and E2E, samples, endpoint identity, date and origin. Exit 2 when the input cannot be used.
+    /// json` file (or a `probe-once --output json` collection), or from a window of the daemon's
+    /// histogram buckets in Prometheus: P50/P95/P99 of TTFT, TPOT, tokens/s and E2E, samples,
+    /// endpoint identity, date and origin. Exit 2 when the input cannot be used.
+    #[command(group(clap::ArgGroup::new("source").required(true).args(["from", "prometheus_url"])))]
     Save {
-        /// The bench JSON (or probe-once JSON lines) to take the numbers from.
+        /// The bench JSON (or probe-once JSON lines) to take the numbers from (not with
+        /// --prometheus.url).
         #[arg(long)]
-        from: PathBuf,
+        from: Option<PathBuf>,
         /// Take the closed-loop level with this many virtual users (default: the highest level
         /// within the SLA capacity, else the first level).
-        #[arg(long, conflicts_with = "rate")]
+        #[arg(long, conflicts_with_all = ["rate", "prometheus_url"])]
         level: Option<u64>,
         /// Take the open-loop level at this many requests per second.
-        #[arg(long, value_parser = non_negative)]
+        #[arg(long, conflicts_with = "prometheus_url", value_parser = non_negative)]
         rate: Option<f64>,
+        /// Take the numbers from the Prometheus that scrapes the daemon (its root URL, e.g.
+        /// http://prometheus:9090; user-info becomes basic auth): the bucket counts of --target
+        /// and --scenario over --window (not with --from).
+        #[arg(long = "prometheus.url", value_name = "URL", requires_all = ["target", "scenario", "window"])]
+        prometheus_url: Option<String>,
+        /// Bound of each request to Prometheus (1s to 10m).
+        #[arg(long = "prometheus.timeout", default_value = "30s", value_parser = prometheus_timeout)]
+        prometheus_timeout: Duration,
+        /// The target (its `target` label).
+        #[arg(long, requires = "prometheus_url")]
+        target: Option<String>,
+        /// The scenario (its `scenario` label).
+        #[arg(long, requires = "prometheus_url")]
+        scenario: Option<String>,
+        /// The window, START/END, each RFC 3339 (2026-11-30T14:00:00Z), Unix seconds or
+        /// now-DURATION (e.g. now-1h/now).
+        #[arg(long, value_name = "START/END", value_parser = crate::compare::window::parse_range, requires = "prometheus_url")]
+        window: Option<crate::compare::window::Range>,
         /// The baseline file to write (replaced whole if it exists).
         #[arg(long)]
         out: PathBuf,

@@ -67,17 +67,6 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The sum of an instant query's result values (0 without series).
-async fn sum(p: &Prometheus, q: &str) -> f64 {
-    let d = p.api("/api/v1/query", &[("query", q)]).await;
-    d["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["value"][1].as_str()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Starts a simulator on `addr` as soon as the port is free again (the stopped one lets its
 /// connections finish for up to a second before it closes the listener).
 async fn restart_on(addr: std::net::SocketAddr, script: Script) -> Simulator {
@@ -108,7 +97,7 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
     // BEFORE window lies after Prometheus's first sample).
     let count = r#"llm_probe_time_to_first_token_seconds_count{target="sim"}"#;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while sum(&prom, count).await < 1.0 {
+    while prom.sum(count, None).await < 1.0 {
         assert!(
             Instant::now() < deadline,
             "Prometheus did not scrape A's probes in 60 s"

@@ -4,11 +4,14 @@
 //!
 //! - this module is the file format, schema [`SCHEMA`] (JSON, documented field by field in the
 //!   README, "Pinned baselines"): [`Baseline`], [`parse`] and [`Baseline::to_json`]; pure, no IO;
-//! - [`save`] makes one from a measurement and writes it (`baseline save`).
+//! - [`save`] makes one from a measurement and writes it (`baseline save --from`);
+//! - [`prometheus`] makes one from a window of the daemon's histogram buckets in Prometheus
+//!   (`baseline save --prometheus.url`).
 //!
 //! The probes file names baseline files per target (`baseline_file:`); `crate::config` reads
 //! and checks them at every load and reload.
 
+pub mod prometheus;
 pub mod save;
 
 use serde::{Deserialize, Serialize};
@@ -74,13 +77,14 @@ pub struct Endpoint {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Origin {
-    /// `bench` (a `bench --output json` file) or `probe-once` (a `probe-once --output json`
-    /// collection). `prometheus` is reserved for a Prometheus window (see [`save`]).
+    /// `bench` (a `bench --output json` file), `probe-once` (a `probe-once --output json`
+    /// collection) or `prometheus` (a window of the daemon's histograms, see [`prometheus`]).
     pub kind: String,
-    /// The file it was read from, as given to `baseline save`.
+    /// The file it was read from, as given to `baseline save` (for `prometheus`: the
+    /// Prometheus URL, user-info and query values redacted).
     pub file: String,
     /// The level of the sweep, e.g. `concurrency 4` or `rate 2/s` (`all probes` for
-    /// probe-once).
+    /// probe-once; `window START/END`, RFC 3339 UTC, for prometheus).
     pub level: String,
     /// The llm-probe version that measured (the bench file's), else the one that saved.
     pub llm_probe_version: String,

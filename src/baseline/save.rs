@@ -5,14 +5,10 @@
 //! ([`crate::bench::stats::Summary`]: linear interpolation between order statistics), over the
 //! level's successful, non-warmup requests.
 //!
-//! **Extension point, a Prometheus window:** a source is anything that yields a [`Measured`]
-//! (the pair, identity, end time, sample count and the quantiles); [`Measured::into_baseline`]
-//! and [`write()`] are shared. A Prometheus source (`baseline save --prometheus.url URL --target T
-//! --scenario S --window START/END`) would take the quantiles from the histogram bucket
-//! increases over the window through the query client of `compare --prometheus.url`, set
-//! `source.kind` to `prometheus`, `source.file` to the URL without credentials and
-//! `source.level` to the window, and say the bucket resolution in its output. It is not built
-//! here.
+//! Any source yields a [`Measured`] (the pair, identity, end time, sample count and the
+//! quantiles); [`Measured::into_baseline`], [`write()`] and [`finish`] (write and print the
+//! summary) are shared. The other source, a window of the daemon's histogram buckets in
+//! Prometheus, is [`super::prometheus`].
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -64,6 +60,11 @@ pub struct Measured {
     /// Why this level was taken, for the summary line (`the highest level within the SLA
     /// capacity`, `--level 4`, …).
     pub why: String,
+    /// Further lines for stdout after the summary (e.g. the bucket bounds around each
+    /// percentile of a Prometheus window).
+    pub notes: Vec<String>,
+    /// Warnings for stderr (e.g. the endpoint identity changed inside the window).
+    pub warnings: Vec<String>,
 }
 
 impl Measured {
@@ -210,6 +211,8 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
         output_tokens_per_second: quantiles(&level.values(Metric::OutputTokensPerSecond)),
         e2e: quantiles(&level.values(Metric::E2e)),
         why,
+        notes: Vec::new(),
+        warnings: Vec::new(),
     })
 }
 
@@ -237,18 +240,9 @@ pub fn write(baseline: &Baseline, out: &Path) -> Result<(), String> {
         })
 }
 
-/// `llm-probe baseline save`: read `from`, pick the level, write `out`, print one summary line.
-/// Exit status 0 when written, 2 when the input cannot be read or used or `out` cannot be
-/// written (nothing is written then).
+/// `llm-probe baseline save --from`: read `from`, pick the level, write `out`, print one summary
+/// line ([`finish`]).
 pub fn run(from: &Path, pick: Pick, out: &Path) -> std::process::ExitCode {
-    use crate::logging::{stderr_line, stdout_text};
-    let fail = |e: String| {
-        stderr_line(format_args!(
-            "llm-probe baseline save: {}",
-            crate::sanitize::terminal_safe(&e)
-        ));
-        std::process::ExitCode::from(2)
-    };
     let measured = crate::config::files::read(from, input::MAX_RUN_BYTES)
         .map_err(|e| format!("{}: cannot read: {e}; {}", from.display(), e.fix()))
         .and_then(|bytes| {
@@ -258,11 +252,35 @@ pub fn run(from: &Path, pick: Pick, out: &Path) -> std::process::ExitCode {
         .and_then(|text| {
             from_text(from, &text, pick).map_err(|e| format!("{}: {e}", from.display()))
         });
+    finish(measured, out)
+}
+
+/// The end of `baseline save` for any source: on `Ok`, write `out`, print one summary line and
+/// the [`Measured::notes`] to stdout and the [`Measured::warnings`] to stderr; on `Err`, print
+/// the reason to stderr. Exit status 0 when written, 2 when the input could not be used or `out`
+/// cannot be written (nothing is written then).
+pub fn finish(measured: Result<Measured, String>, out: &Path) -> std::process::ExitCode {
+    use crate::logging::{stderr_line, stdout_text};
+    use crate::sanitize::terminal_safe;
+    let fail = |e: String| {
+        stderr_line(format_args!(
+            "llm-probe baseline save: {}",
+            terminal_safe(&e)
+        ));
+        std::process::ExitCode::from(2)
+    };
     let m = match measured {
         Ok(m) => m,
         Err(e) => return fail(e),
     };
+    for w in &m.warnings {
+        stderr_line(format_args!(
+            "llm-probe baseline save: warning: {}",
+            terminal_safe(w)
+        ));
+    }
     let why = m.why.clone();
+    let notes = m.notes.clone();
     let b = m.into_baseline(SystemTime::now());
     if let Err(e) = write(&b, out) {
         return fail(e);
@@ -271,7 +289,7 @@ pub fn run(from: &Path, pick: Pick, out: &Path) -> std::process::ExitCode {
     let tps = b
         .output_tokens_per_second
         .map_or(String::new(), |q| format!(", tokens/s P50 {:.1}", q.p50));
-    stdout_text(crate::sanitize::terminal_safe(&format!(
+    stdout_text(terminal_safe(&format!(
         "baseline for target {} scenario {}: {} ({why}), {} requests: TTFT P50 {} P95 {} P99 {}{tps}; written to {}",
         b.target,
         b.scenario,
@@ -283,5 +301,9 @@ pub fn run(from: &Path, pick: Pick, out: &Path) -> std::process::ExitCode {
         out.display()
     )));
     stdout_text('\n');
+    for n in notes {
+        stdout_text(terminal_safe(&n));
+        stdout_text('\n');
+    }
     std::process::ExitCode::SUCCESS
 }

@@ -39,7 +39,8 @@ fn number(metric: Metric, x: f64) -> String {
     format!("{r}")
 }
 
-fn unit(metric: Metric) -> &'static str {
+/// `ms` for a metric in seconds, else `tok/s`.
+pub(crate) fn unit(metric: Metric) -> &'static str {
     if metric.is_seconds() {
         "ms"
     } else {
@@ -47,8 +48,9 @@ fn unit(metric: Metric) -> &'static str {
     }
 }
 
-/// `225 in 200–250` (interpolated value, bucket); `> 60000` in the +Inf bucket.
-fn quantile_cell(metric: Metric, q: Option<BinnedQuantile>) -> String {
+/// `225 in 200–250` (interpolated value, bucket; ms for seconds, else tokens/s); `> 60000` in
+/// the +Inf bucket; `-` for `None`.
+pub(crate) fn quantile_cell(metric: Metric, q: Option<BinnedQuantile>) -> String {
     match q {
         None => "-".into(),
         Some(q) if q.upper.is_infinite() => format!("> {}", number(metric, q.lower)),

@@ -116,7 +116,8 @@ fn now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn describe(target: &str, scenario: Option<&str>) -> String {
+/// `target "T" scenario "S"` (or `target "T"`), for messages.
+pub(crate) fn describe(target: &str, scenario: Option<&str>) -> String {
     match scenario {
         Some(s) => format!("target {target:?} scenario {s:?}"),
         None => format!("target {target:?}"),
@@ -189,6 +190,20 @@ async fn place_windows(
     }
 }
 
+/// "`window` (START to END) has no successful probes of `pair` in Prometheus at `url`", with
+/// what to check. `url` is redacted ([`Client::shown_url`]).
+pub(crate) fn no_probes(window: &str, (start, end): (f64, f64), pair: &str, url: &str) -> String {
+    format!(
+        "{window} ({} to {}) has no successful probes of {pair} in Prometheus at {url} (no \
+         observations in {}_bucket): check --target and --scenario, the window, that Prometheus \
+         scraped llm-probe then, and that the daemon exports classic buckets (not \
+         --metrics.histograms native)",
+        rfc3339(start),
+        rfc3339(end),
+        prometheus::histogram_name(super::Metric::Ttft).unwrap_or_default(),
+    )
+}
+
 /// Fetch, compare and return the comparison. Errors: Prometheus fails, no change is found
 /// (`--around-change`), a window is invalid, or a window has no probes of the target (and
 /// scenario).
@@ -205,16 +220,11 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
     }
     for (name, w, (start, end)) in [("BEFORE", &wb, before), ("AFTER", &wa, after)] {
         if w.scenarios.values().all(|d| d.successful_probes() == 0) {
-            return Err(Failure::Input(format!(
-                "the {name} window ({} to {}) has no successful probes of {} in Prometheus at \
-                 {} (no observations in {}_bucket): check --target and --scenario, the window, \
-                 that Prometheus scraped llm-probe then, and that the daemon exports classic \
-                 buckets (not --metrics.histograms native)",
-                rfc3339(start),
-                rfc3339(end),
-                describe(&req.target, scenario),
+            return Err(Failure::Input(no_probes(
+                &format!("the {name} window"),
+                (start, end),
+                &describe(&req.target, scenario),
                 client.shown_url(),
-                prometheus::histogram_name(super::Metric::Ttft).unwrap_or_default(),
             )));
         }
     }

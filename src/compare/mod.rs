@@ -15,7 +15,7 @@
 //! [`Row`] per (level, metric).
 
 pub mod buckets;
-mod buckets_report;
+pub(crate) mod buckets_report;
 pub mod from_prometheus;
 pub mod input;
 pub mod prometheus;

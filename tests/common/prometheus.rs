@@ -111,6 +111,23 @@ impl Prometheus {
         p
     }
 
+    /// The sum of the instant query `q`'s result values at `time` (Unix seconds; now when
+    /// `None`), 0 without series.
+    pub async fn sum(&self, q: &str, time: Option<f64>) -> f64 {
+        let t = time.map(|t| t.to_string());
+        let mut query = vec![("query", q)];
+        if let Some(t) = &t {
+            query.push(("time", t));
+        }
+        let d = self.api("/api/v1/query", &query).await;
+        d["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["value"][1].as_str()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// GETs the API `path` with `query`; returns `data`, panicking unless `status` is `success`.
     pub async fn api(&self, path: &str, query: &[(&str, &str)]) -> Value {
         let r = reqwest::Client::new()
