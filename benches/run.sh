@@ -2,6 +2,7 @@
 # The benchmark suite of BENCHMARKS.md, run by hand (never by CI or `cargo test`):
 #
 #   benches/run.sh [fidelity|peers|real|scale|render|ceiling|decoder|all]   (default: all)
+#   benches/run.sh [kernel|kernel-idle|kernel-hog|kernel-ab|kernel-cpu]     (issue 15; not in all)
 #
 # Builds the release binary and the `suite` bench, then prints each table as Markdown.
 # Needs 2 cores for the pinned runs (simulator on CPU 1, the measuring side on CPU 0).
@@ -11,6 +12,7 @@
 # carries a BERT tokenizer in site-packages, used offline for the synthetic prompts (AIPERF_TOKENIZER
 # overrides; the simulator ignores prompts, and token counts come from the server's usage).
 # The real-server table needs `scripts/real-llm.sh start` first.
+# kernel-cpu also measures BEFORE_SUITE when set: a `suite` executable built from another commit.
 # Keep the machine otherwise idle: every table prints /proc/loadavg before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,8 +102,86 @@ aiperf_peer() {
   return 0
 }
 
+# Runs "$@" and then prints how each CPU's time was spent meanwhile (/proc/stat): "nice" is other
+# people's niced builds, which a shared machine cannot rule out; the hog and our own threads are
+# "user"/"system".
+with_cpu_shares() {
+  local before after
+  before=$(grep -E '^cpu[0-9]+ ' /proc/stat)
+  "$@"
+  after=$(grep -E '^cpu[0-9]+ ' /proc/stat)
+  paste <(echo "$before") <(echo "$after") | awk '{
+    n = (NF - 2) / 2; t = 0
+    for (i = 2; i <= 9; i++) { d[i] = $(i + n + 1) - $i; t += d[i] }
+    if (t > 0) printf "<!-- %s over the run: user %.0f %%, nice %.0f %%, system %.0f %%, softirq %.0f %%, idle %.0f %%, steal %.0f %% -->\n",
+      $1, 100 * d[2] / t, 100 * d[3] / t, 100 * d[4] / t, 100 * d[8] / t, 100 * (d[5] + d[6]) / t, 100 * d[9] / t
+  }'
+}
+
+# A CPU hog pinned to the prober's core (CPU 0) for the rest of the table, stopped by its PID
+# (on every exit too).
+HOG_PID=
+hog_start() {
+  taskset -c 0 sh -c 'while :; do :; done' &
+  HOG_PID=$!
+  trap hog_stop EXIT
+  echo "<!-- CPU hog pinned to CPU 0: pid $HOG_PID -->"
+}
+hog_stop() {
+  if [[ -n $HOG_PID ]]; then
+    kill "$HOG_PID" 2>/dev/null || true
+    wait "$HOG_PID" 2>/dev/null || true
+    echo "<!-- CPU hog pid $HOG_PID stopped -->"
+    HOG_PID=
+  fi
+}
+
 run() {
   case $1 in
+    # Issue 15: kernel receive timestamps against read instants, from the same probes (every
+    # fidelity table prints both, and what `llm_probe_read_delay_seconds` reports). Two halves
+    # of about 4 minutes each, so that each can hold a shared lock on its own.
+    kernel-idle)
+      with_cpu_shares "$SUITE" fidelity --streams 1 --ttft 100ms --itl 20ms --tokens 32 --duration 180s
+      with_cpu_shares "$SUITE" fidelity --streams 500 --ttft 100ms --itl 20ms --tokens 32 --duration 20s
+      ;;
+    kernel-hog)
+      hog_start
+      with_cpu_shares "$SUITE" fidelity --streams 1 --ttft 100ms --itl 20ms --tokens 32 --duration 180s
+      with_cpu_shares "$SUITE" fidelity --streams 100 --ttft 100ms --itl 20ms --tokens 32 --duration 20s
+      hog_stop
+      ;;
+    # The hog's effect alone: each pair of runs back to back, without and then with it (1 stream
+    # for 90 s, 100 streams for 20 s). About 4 minutes.
+    kernel-ab)
+      local s d
+      for s in 1 100; do
+        d=90s
+        [[ $s -gt 1 ]] && d=20s
+        with_cpu_shares "$SUITE" fidelity --streams $s --ttft 100ms --itl 20ms --tokens 32 --duration $d
+        hog_start
+        with_cpu_shares "$SUITE" fidelity --streams $s --ttft 100ms --itl 20ms --tokens 32 --duration $d
+        hog_stop
+      done
+      ;;
+    kernel) run kernel-idle; run kernel-hog ;;
+    # Issue 15, acceptance 3: CPU per token event at 1,000 targets (table 4's command, 60 s
+    # window), once per path: this build with kernel stamps (plain http: the stamped client);
+    # this build with the stamped client off (a proxy variable in the environment that NO_PROXY
+    # then bypasses: reqwest, read instants, no proxy in the path); and, when BEFORE_SUITE names
+    # a `suite` built from another commit (with this commit's benches/suite/{scale,stats}.rs),
+    # that build. The same simulator binary ($BIN) serves all three. About 4 minutes.
+    kernel-cpu)
+      local scale=(scale --bin "$BIN" --targets 1000 --interval 10s --tokens 64 --window 60s)
+      echo "<!-- kernel-cpu: stamped (this build, git $(git rev-parse --short HEAD)) -->"
+      with_cpu_shares "$SUITE" "${scale[@]}"
+      echo "<!-- kernel-cpu: reqwest path (this build, HTTP_PROXY set and bypassed by NO_PROXY) -->"
+      HTTP_PROXY=http://127.0.0.1:9 NO_PROXY=127.0.0.1,localhost with_cpu_shares "$SUITE" "${scale[@]}"
+      if [[ -n ${BEFORE_SUITE:-} ]]; then
+        echo "<!-- kernel-cpu: before ($BEFORE_SUITE) -->"
+        with_cpu_shares "$BEFORE_SUITE" "${scale[@]}"
+      fi
+      ;;
     fidelity)
       # 1 stream for 3 minutes (about 240 probes, so that P99 is not simply the maximum), with
       # the default fresh connection per probe and with `connection: reuse`; then 100 and 1,000.

@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 
 use llm_probe::config;
 use llm_probe::measure::ProbeOutcome;
+use llm_probe::metrics::Metrics;
 use llm_probe::probe::{build_client, Prober};
-use llm_probe::simulate::{ReceivedRequest, Script, Simulator};
+use llm_probe::simulate::{ReceivedRequest, Script, Simulator, RECEIVED_CAPACITY};
 
-use crate::stats::{ms, row, Dist, HEADER};
+use crate::stats::{buckets, histogram_quantile, ms, row, Dist, HEADER};
 use crate::{loadavg, pin_to_cpu, Opts};
 
 /// a − b in seconds, signed.
@@ -210,7 +211,21 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
     for v in by_stream.values_mut() {
         v.sort_by_key(|r| r.arrived);
     }
-    let mut next: HashMap<usize, usize> = HashMap::new();
+    // The simulator keeps only its most recent requests (`RECEIVED_CAPACITY`, 10,000): a
+    // stream whose oldest requests were dropped matches its outcomes from the end, and its
+    // first outcomes count as unrecorded, not as mismatches.
+    let mut outcomes_of: HashMap<usize, usize> = HashMap::new();
+    for (stream, _) in &run.outcomes {
+        *outcomes_of.entry(*stream).or_default() += 1;
+    }
+    let mut next: HashMap<usize, isize> = outcomes_of
+        .iter()
+        .map(|(s, n)| {
+            let recorded = by_stream.get(s).map_or(0, Vec::len);
+            (*s, -(n.saturating_sub(recorded) as isize))
+        })
+        .collect();
+    let mut unrecorded = 0usize;
 
     let (ttft, itl) = (script.ttft.as_secs_f64(), script.itl.as_secs_f64());
     let mut d_ttft = Dist::new("TTFT − scripted (from arrival)");
@@ -219,6 +234,10 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
     let mut d_ttft_read = Dist::new("  of which client (1st event), read instant");
     let mut d_read_delay = Dist::new("read delay (kernel → read), every token read");
     let mut kernel_probes = 0usize;
+    // First tokens marked at or after the simulator's send of the second token: the probe read
+    // the first one only after the second had arrived, and the kernel merged the two segments
+    // (the newest stamp wins). Their error is the probe's lateness, not the simulator's.
+    let mut merged_first = 0usize;
     let mut d_ttft_sent = Dist::new("TTFT − scripted (from our `sent`, incl. connect)");
     let mut d_tpot = Dist::new("TPOT − scripted ITL");
     let mut d_tpot_client = Dist::new("TPOT − sim's actual mean gap");
@@ -229,8 +248,14 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
     let mut unmatched = 0usize;
     for (stream, o) in &run.outcomes {
         let k = next.entry(*stream).or_default();
-        let req = by_stream.get(stream).and_then(|v| v.get(*k)).copied();
+        let index = *k;
         *k += 1;
+        let Ok(index) = usize::try_from(index) else {
+            // Before the stream's first recorded request.
+            unrecorded += 1;
+            continue;
+        };
+        let req = by_stream.get(stream).and_then(|v| v.get(index)).copied();
         let (Ok(m), Some(req)) = (&o.result, req) else {
             unmatched += 1;
             continue;
@@ -245,6 +270,7 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
         d_ttft.push(ms(sd(events[0].at, arrived) - ttft));
         d_ttft_sim.push(ms(sd(sent[0], arrived) - ttft));
         d_ttft_client.push(ms(sd(events[0].at, sent[0])));
+        merged_first += usize::from(sent.len() > 1 && events[0].at >= sent[1]);
         // With kernel timestamps, the first token's read returned `read_delays[0]` after its
         // mark: the read instant the probe would have used without them.
         let obs = &o.observations;
@@ -284,7 +310,7 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
         }
     );
     println!(
-        "script: TTFT {:?}, ITL {:?}, {} tokens; {} probes per stream, {} probes in {:.1} s, peak {} open at once; failures: {}; unmatched: {unmatched}; timestamp_source kernel: {kernel_probes}; loadavg {load_before} → {load_after}\n",
+        "script: TTFT {:?}, ITL {:?}, {} tokens; {} probes per stream, {} probes in {:.1} s, peak {} open at once; failures: {}; unmatched: {unmatched}; not in the simulator's record (it keeps the last {RECEIVED_CAPACITY} requests): {unrecorded}; timestamp_source kernel: {kernel_probes}; first token marked at or after the 2nd token's send (merged): {merged_first}; loadavg {load_before} → {load_after}\n",
         script.ttft,
         script.itl,
         script.tokens,
@@ -311,14 +337,38 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
     ] {
         println!("{}", row(d));
     }
+    let delay_metric = read_delay_metric(&run.outcomes);
     println!(
-        "\nSUMMARY streams={streams} p99_ttft_err_ms={:.3} p99_ttft_client_ms={:.3} p99_ttft_client_read_ms={:.3} p99_sim_late_ms={:.3} p99_itl_err_ms={:.3} load={load_after}",
+        "| `llm_probe_read_delay_seconds` (the daemon's histogram of these probes; `histogram_quantile`) | {} | | {:.3} | {:.3} | |",
+        delay_metric.0, delay_metric.1, delay_metric.2
+    );
+    println!(
+        "\nSUMMARY streams={streams} p99_ttft_err_ms={:.3} p99_ttft_client_ms={:.3} p99_ttft_client_read_ms={:.3} p99_sim_late_ms={:.3} p99_itl_err_ms={:.3} p99_read_delay_metric_ms={:.3} load={load_after}",
         d_ttft.p99(),
         d_ttft_client.p99(),
         d_ttft_read.p99(),
         d_sim_late.p99(),
-        d_itl.p99()
+        d_itl.p99(),
+        delay_metric.2
     );
+}
+
+/// What `llm_probe_read_delay_seconds` reports for `outcomes`: every outcome observed by the
+/// daemon's `Metrics`, rendered as `/metrics` is, and read back as Prometheus would
+/// (`histogram_quantile` over the classic buckets). `(count, P50 ms, P99 ms)`.
+fn read_delay_metric(outcomes: &[(usize, ProbeOutcome)]) -> (u64, f64, f64) {
+    let metrics = Metrics::new(&[]);
+    for (_, o) in outcomes {
+        metrics.observe(o);
+    }
+    let (_, body) = metrics.render(None);
+    let b = buckets(&body, "llm_probe_read_delay_seconds");
+    let count = b.last().map_or(0, |&(_, c)| c as u64);
+    (
+        count,
+        ms(histogram_quantile(0.5, &b)),
+        ms(histogram_quantile(0.99, &b)),
+    )
 }
 
 /// Probes an external simulator; only client-side numbers exist.

@@ -21,7 +21,7 @@ use llm_probe::config;
 use llm_probe::daemon::Daemon;
 use llm_probe::schedule::phase;
 
-use crate::stats::{ms, row, Dist, HEADER};
+use crate::stats::{buckets, histogram_quantile, ms, row, Dist, HEADER};
 use crate::{loadavg, pin_to_cpu, Opts};
 
 fn cpu_seconds() -> f64 {
@@ -136,18 +136,30 @@ pub fn main(opts: &Opts) {
         let mut rx = daemon.subscribe();
         let rec = records.clone();
         let script_ttft = ttft.as_secs_f64();
+        // Token events of the probes finished so far (for CPU per token event).
+        let events = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let ev = events.clone();
+        // Outcomes the collector missed (it lagged behind the broadcast): must be 0.
+        let missed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let lost = missed.clone();
         let collector = tokio::spawn(async move {
             loop {
                 match rx.recv().await {
-                    Ok(o) => rec.lock().unwrap().push((
-                        o.target.to_string(),
-                        o.started_at,
-                        o.result
-                            .as_ref()
-                            .ok()
-                            .map(|m| ms(m.ttft.as_secs_f64() - script_ttft)),
-                    )),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Ok(o) => {
+                        let n = o.result.as_ref().map_or(0, |m| m.token_events);
+                        ev.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                        rec.lock().unwrap().push((
+                            o.target.to_string(),
+                            o.started_at,
+                            o.result
+                                .as_ref()
+                                .ok()
+                                .map(|m| ms(m.ttft.as_secs_f64() - script_ttft)),
+                        ))
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        lost.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                    }
                     Err(_) => return,
                 }
             }
@@ -156,6 +168,7 @@ pub fn main(opts: &Opts) {
         tokio::time::sleep(warmup).await;
         let metrics_url = format!("http://{}/metrics", daemon.addr);
         let (cpu0, t0) = (cpu_seconds(), Instant::now());
+        let events0 = events.load(std::sync::atomic::Ordering::Relaxed);
         let load_before = loadavg();
         let mut scrapes = Dist::new("HTTP GET /metrics (scrape during the window, by curl)");
         let mut size = 0usize;
@@ -182,6 +195,7 @@ pub fn main(opts: &Opts) {
             tokio::time::sleep_until(next.min(t0 + window).into()).await;
         }
         let (cpu, secs) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+        let window_events = events.load(std::sync::atomic::Ordering::Relaxed) - events0;
         let load_after = loadavg();
         let (rss, hwm) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
         let mut render = Dist::new("`Metrics::render` in-process (after the window)");
@@ -198,6 +212,7 @@ pub fn main(opts: &Opts) {
             let _ = daemon.metrics.render(Some("application/openmetrics-text"));
             render_om.push(ms(t.elapsed().as_secs_f64()));
         }
+        let daemon_metrics_text = daemon.metrics.render(None);
         daemon.stop().await;
         collector.abort();
 
@@ -248,6 +263,28 @@ pub fn main(opts: &Opts) {
             "| CPU over the window (user+sys ÷ wall) | {:.1} % of one core | < 10 % |",
             cpu / secs * 100.0
         );
+        println!(
+            "| token events in the window (of probes finished in it) | {window_events} ({:.0}/s; outcomes missed by the collector: {}) | |",
+            window_events as f64 / secs,
+            missed.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        println!(
+            "| CPU per token event | {:.1} µs | |",
+            cpu / window_events.max(1) as f64 * 1e6
+        );
+        // What the daemon's own `llm_probe_read_delay_seconds` says (absent before issue 15).
+        let (_, body) = daemon_metrics_text;
+        let b = buckets(&body, "llm_probe_read_delay_seconds");
+        if b.is_empty() {
+            println!("| `llm_probe_read_delay_seconds` | absent (no kernel timestamps) | |");
+        } else {
+            println!(
+                "| `llm_probe_read_delay_seconds` count / P50 / P99 (`histogram_quantile`) | {} / {:.3} ms / {:.3} ms | |",
+                b.last().map_or(0.0, |&(_, c)| c),
+                ms(histogram_quantile(0.5, &b)),
+                ms(histogram_quantile(0.99, &b))
+            );
+        }
         println!(
             "| RSS at end / peak (VmHWM) | {:.1} MiB / {:.1} MiB | < 50 MiB |",
             rss as f64 / 1024.0,

@@ -61,3 +61,57 @@ pub fn row(d: &mut Dist) -> String {
 pub fn ms(secs: f64) -> f64 {
     secs * 1e3
 }
+
+/// A classic histogram of a text-format `/metrics` body: `(le, cumulative count)` of every
+/// `{name}_bucket` line (one series: the first one's buckets, in order), or empty if absent.
+pub fn buckets(body: &str, name: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{");
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for line in body.lines().filter(|l| l.starts_with(&prefix)) {
+        let Some(le) = line.split("le=\"").nth(1).and_then(|s| s.split('"').next()) else {
+            continue;
+        };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().expect("a bucket bound")
+        };
+        let count: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a bucket count");
+        if out.last().is_some_and(|&(prev, _)| le <= prev) {
+            break; // the next series
+        }
+        out.push((le, count));
+    }
+    out
+}
+
+/// Prometheus's `histogram_quantile(q, …)` of cumulative `buckets` (`q` in 0..=1), in the
+/// buckets' unit: linear interpolation inside the bucket holding rank `q × count`; the highest
+/// finite bound when it falls in `+Inf`. NaN without observations.
+pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> f64 {
+    let Some(&(_, total)) = buckets.last() else {
+        return f64::NAN;
+    };
+    if total == 0.0 {
+        return f64::NAN;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return lower;
+            }
+            if count == below {
+                return le;
+            }
+            return lower + (le - lower) * (rank - below) / (count - below);
+        }
+        (lower, below) = (le, count);
+    }
+    lower
+}
