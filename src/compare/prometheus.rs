@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::buckets::{ScenarioData, Slo};
-use super::stats::binned::Histogram;
+use super::stats::binned::{Histogram, MAX_COUNT};
 use super::Metric;
 use crate::sanitize::redact_url;
 
@@ -404,8 +404,16 @@ pub async fn fetch_window(
         let sel = selector(name, target, scenario);
         let series = client.samples(&sel, range, end).await?;
         for (sc, count) in increases_by(&series, start, end, scenario_of) {
+            if !(0.0..=MAX_COUNT).contains(&count) {
+                return Err(client.error(
+                    &sel,
+                    format!(
+                        "scenario {sc:?} counts {count} probes, not a number of probes (0 to 2^53)"
+                    ),
+                ));
+            }
             let d = scenarios.entry(sc).or_default();
-            let count = count.round().max(0.0) as u64;
+            let count = count.round() as u64;
             if failed {
                 d.failures = count;
             } else {
