@@ -588,3 +588,65 @@ async fn a_refused_proxy_for_an_https_target_is_named_as_the_proxy() {
     );
     assert!(!output.contains("PROXY-PW-0a9f"), "{output}");
 }
+
+/// A proxy that echoes the request back in its error page (as some proxies' and servers' error
+/// pages do): the proxy's credentials it received — the `Proxy-Authorization` value, and the
+/// user and password decoded — are redacted from the failure detail, as the target's API key
+/// is. They were shown in `failure_detail` (probe-once JSON, logs, the status pages).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_echoing_the_request_does_not_leak_its_credentials() {
+    use base64::Engine;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match client.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let auth = String::from_utf8_lossy(&head)
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("proxy-authorization: Basic ")
+                            .map(String::from)
+                    })
+                    .unwrap_or_default();
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(auth.trim())
+                    .map(|d| String::from_utf8_lossy(&d).into_owned())
+                    .unwrap_or_default();
+                let body = format!("denied for {decoded}\n{}", String::from_utf8_lossy(&head));
+                let response = format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = client.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = common::yaml(
+        "http://llm.internal.invalid:8000/v1",
+        "5s",
+        &common::scenario("chat", 8),
+        "",
+    );
+    let env = [("HTTP_PROXY", format!("http://probe:PROXY-PW-e3c8@{proxy}"))];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["failure_reason"], "http_status", "{json}");
+    let detail = json["failure_detail"].as_str().unwrap();
+    assert!(
+        detail.contains("denied for") && detail.contains("[redacted]"),
+        "{detail}"
+    );
+    let basic = base64::engine::general_purpose::STANDARD.encode("probe:PROXY-PW-e3c8");
+    for secret in ["PROXY-PW-e3c8", basic.as_str()] {
+        assert!(!output.contains(secret), "{secret} in {output}");
+    }
+}
