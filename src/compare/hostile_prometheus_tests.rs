@@ -185,3 +185,21 @@ async fn markup_in_label_values_is_shown_not_rendered_in_markdown() {
     let text = super::buckets_report::to_text(&c);
     assert!(text.contains("[click](http://evil.example)"), "{text}");
 }
+
+/// Prometheus's error text is shown cut (a hostile or broken server's megabyte of text does not
+/// flood the terminal or a CI log), terminal-safe.
+#[tokio::test]
+async fn a_huge_error_text_is_cut() {
+    let (url, _) = responder(|_: &str| {
+        let text = format!("\u{1b}[2J{}", "x".repeat(1 << 20));
+        serde_json::json!({"status": "error", "errorType": "bad_data", "error": text}).to_string()
+    })
+    .await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.len() < 2000, "{} bytes", e.len());
+    assert!(e.contains("bad_data") && e.contains("xxx…"), "{e}");
+    assert!(!e.contains('\u{1b}'), "{e}");
+}

@@ -166,14 +166,12 @@ impl Client {
         let doc: Value = match serde_json::from_slice(&body) {
             Ok(v) => v,
             Err(_) => {
-                let text = String::from_utf8_lossy(&body);
-                let text: String = text.chars().take(200).collect();
                 return Err(self.error(
                     query,
                     format!(
                         "HTTP {status}, and the answer is not the Prometheus API's JSON: {:?}; is \
                          --prometheus.url the Prometheus server's root?",
-                        crate::sanitize::for_message(&text)
+                        excerpt(&String::from_utf8_lossy(&body))
                     ),
                 ));
             }
@@ -184,8 +182,9 @@ impl Client {
             return Err(self.error(
                 query,
                 format!(
-                    "HTTP {status}, Prometheus says {kind}: {}",
-                    crate::sanitize::for_message(text)
+                    "HTTP {status}, Prometheus says {}: {}",
+                    excerpt(kind),
+                    excerpt(text)
                 ),
             ));
         }
@@ -230,6 +229,19 @@ impl Client {
         }
     }
 }
+
+/// Text from the server as a message shows it: its first [`EXCERPT_CHARS`] characters (`…`
+/// when cut), URLs redacted, terminal-safe.
+fn excerpt(text: &str) -> String {
+    let mut cut: String = text.chars().take(EXCERPT_CHARS).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    crate::sanitize::for_message(&cut)
+}
+
+/// How much of a server's text a message shows.
+const EXCERPT_CHARS: usize = 200;
 
 /// A transport error as words, without reqwest's copy of the URL: timeout, connect failure
 /// and the cause chain (e.g. "connection refused").
