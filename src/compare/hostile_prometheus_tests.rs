@@ -203,3 +203,20 @@ async fn a_huge_error_text_is_cut() {
     assert!(e.contains("bad_data") && e.contains("xxx…"), "{e}");
     assert!(!e.contains('\u{1b}'), "{e}");
 }
+
+/// A histogram with more buckets than any of the daemon's (a few dozen, with the SLO
+/// thresholds) is refused: 20,000 buckets took 13 s per metric to bootstrap in a debug build,
+/// and a hostile Prometheus could send any number.
+#[test]
+fn a_histogram_with_too_many_buckets_is_refused() {
+    use super::stats::binned::{Histogram, HistogramError, MAX_BUCKETS};
+    let layout = |k: usize| {
+        let mut b: Vec<(f64, f64)> = (1..k).map(|i| (i as f64 * 0.001, i as f64)).collect();
+        b.push((f64::INFINITY, k as f64));
+        b
+    };
+    assert!(Histogram::from_cumulative(&layout(MAX_BUCKETS)).is_ok());
+    let e = Histogram::from_cumulative(&layout(MAX_BUCKETS + 1)).unwrap_err();
+    assert_eq!(e, HistogramError::TooManyBuckets(MAX_BUCKETS + 1));
+    assert!(e.to_string().contains("1001 buckets"), "{e}");
+}

@@ -35,6 +35,11 @@ pub struct Histogram {
 /// are refused: sums of them would overflow.
 pub const MAX_COUNT: f64 = 9_007_199_254_740_992.0;
 
+/// The most buckets a histogram is taken with: the daemon's have a few dozen (the fixed bounds
+/// and each target's SLO thresholds). More (a hostile or broken Prometheus) are refused, as the
+/// bootstrap's work grows with them.
+pub const MAX_BUCKETS: usize = 1000;
+
 /// Why bucket counts do not make a [`Histogram`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HistogramError {
@@ -47,6 +52,9 @@ pub enum HistogramError {
     /// A bound is NaN, or two buckets have the same bound.
     #[error("bucket bound {0} is NaN or repeated")]
     BadBound(f64),
+    /// More than [`MAX_BUCKETS`] buckets.
+    #[error("{0} buckets, more than the {max} a histogram is taken with (llm-probe's have a few dozen)", max = MAX_BUCKETS)]
+    TooManyBuckets(usize),
     /// A count is negative, not finite or above [`MAX_COUNT`].
     #[error("bucket le={le} has count {count}, not a number of observations (0 to 2^53)")]
     BadCount {
@@ -77,6 +85,9 @@ impl Histogram {
     pub fn from_cumulative(buckets: &[(f64, f64)]) -> Result<Histogram, HistogramError> {
         if buckets.is_empty() {
             return Err(HistogramError::Empty);
+        }
+        if buckets.len() > MAX_BUCKETS {
+            return Err(HistogramError::TooManyBuckets(buckets.len()));
         }
         let mut sorted = buckets.to_vec();
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
