@@ -292,16 +292,17 @@ impl Prober {
         let url = request.url().clone();
         let mut response = match &self.stamped {
             Some(client) => {
-                let request = transport::to_http(&request).map_err(|_| {
+                let mut request = transport::to_http(&request).map_err(|_| {
                     Failure::new(
                         FailureReason::HttpProtocol,
                         "the request could not be given to the HTTP client",
                     )
                 })?;
-                let response = client
-                    .request(request)
-                    .await
-                    .map_err(|e| errors::classify_stamped(&e, &url))?;
+                let captured =
+                    hyper_util::client::legacy::connect::capture_connection(&mut request);
+                let response = client.request(request).await.map_err(|e| {
+                    errors::classify_stamped(&e, &url, transport::answer_bytes(&captured))
+                })?;
                 transport::Response::stamped(response, url)
             }
             None => transport::Response::Reqwest(
