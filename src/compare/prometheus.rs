@@ -83,12 +83,15 @@ pub enum Error {
     },
 }
 
-/// A client of one Prometheus server's HTTP API.
-#[derive(Debug, Clone)]
+/// A client of one Prometheus server's HTTP API (its debug output shows the URL redacted).
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: url::Url,
     shown: String,
+    /// The credentials every request carries ([`credentials`]): redacted from what a server
+    /// echoes back.
+    secrets: Vec<String>,
 }
 
 /// One series of a range-selector query: its labels and raw samples `(unix seconds, value)`.
@@ -98,6 +101,12 @@ pub struct Series {
     pub labels: BTreeMap<String, String>,
     /// Samples in time order.
     pub samples: Vec<(f64, f64)>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("url", &self.shown).finish()
+    }
 }
 
 impl Client {
@@ -123,12 +132,29 @@ impl Client {
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| bad(e.to_string()))?;
-        Ok(Client { http, base, shown })
+        let secrets = credentials(&base);
+        Ok(Client {
+            http,
+            base,
+            shown,
+            secrets,
+        })
     }
 
     /// The URL as messages show it (redacted).
     pub fn shown_url(&self) -> &str {
         &self.shown
+    }
+
+    /// Text from the server as a message shows it: its first [`EXCERPT_CHARS`] characters (`…`
+    /// when cut), the request's credentials and URLs redacted, terminal-safe.
+    fn excerpt(&self, text: &str) -> String {
+        let mut cut: String = text.chars().take(EXCERPT_CHARS).collect();
+        if cut.len() < text.len() {
+            cut.push('…');
+        }
+        crate::sanitize::redact_secrets(&mut cut, self.secrets.iter().map(String::as_str));
+        crate::sanitize::for_message(&cut)
     }
 
     fn error(&self, query: &str, reason: impl Into<String>) -> Error {
@@ -171,7 +197,7 @@ impl Client {
                     format!(
                         "HTTP {status}, and the answer is not the Prometheus API's JSON: {:?}; is \
                          --prometheus.url the Prometheus server's root?",
-                        excerpt(&String::from_utf8_lossy(&body))
+                        self.excerpt(&String::from_utf8_lossy(&body))
                     ),
                 ));
             }
@@ -183,8 +209,8 @@ impl Client {
                 query,
                 format!(
                     "HTTP {status}, Prometheus says {}: {}",
-                    excerpt(kind),
-                    excerpt(text)
+                    self.excerpt(kind),
+                    self.excerpt(text)
                 ),
             ));
         }
@@ -230,14 +256,27 @@ impl Client {
     }
 }
 
-/// Text from the server as a message shows it: its first [`EXCERPT_CHARS`] characters (`…`
-/// when cut), URLs redacted, terminal-safe.
-fn excerpt(text: &str) -> String {
-    let mut cut: String = text.chars().take(EXCERPT_CHARS).collect();
-    if cut.len() < text.len() {
-        cut.push('…');
+/// The credentials a request to `base` carries, in the forms a server may echo them: the
+/// URL's basic auth (the password as written and decoded, `user:password`, and its base64 as
+/// sent in `Authorization`), its query values, and the credentials of the environment's proxy
+/// for it ([`crate::probe::proxy_secrets`]).
+fn credentials(base: &url::Url) -> Vec<String> {
+    use base64::Engine;
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let mut out = crate::probe::proxy_secrets(base);
+    if let Some(password) = base.password() {
+        let pair = format!("{}:{}", decode(base.username()), decode(password));
+        out.push(base64::engine::general_purpose::STANDARD.encode(&pair));
+        out.push(password.to_string());
+        out.push(decode(password));
+        out.push(pair);
     }
-    crate::sanitize::for_message(&cut)
+    out.extend(base.query_pairs().map(|(_, v)| v.into_owned()));
+    out
 }
 
 /// How much of a server's text a message shows.

@@ -9,6 +9,8 @@ mod connect;
 mod errors;
 mod resolve;
 mod route;
+
+pub(crate) use route::proxy_secrets;
 mod stream;
 mod tls;
 mod transport;

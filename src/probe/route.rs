@@ -67,7 +67,7 @@ pub(super) fn route(url: &reqwest::Url) -> Option<Route> {
 /// `Proxy-Authorization` value's base64 (`Basic …`), and decoded, `user:password` and the
 /// password alone. Secrets for redaction ([`crate::sanitize::redact_secrets`]); empty without a
 /// proxy or credentials.
-pub(super) fn proxy_secrets(url: &reqwest::Url) -> Vec<String> {
+pub(crate) fn proxy_secrets(url: &reqwest::Url) -> Vec<String> {
     use base64::Engine;
     let Some(proxy) = url
         .as_str()
