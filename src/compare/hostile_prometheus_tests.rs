@@ -220,3 +220,32 @@ fn a_histogram_with_too_many_buckets_is_refused() {
     assert_eq!(e, HistogramError::TooManyBuckets(MAX_BUCKETS + 1));
     assert!(e.to_string().contains("1001 buckets"), "{e}");
 }
+
+/// An SLO gauge that is not a positive finite number (NaN, +Inf, negative, 0) is no objective:
+/// the share rows are left out with the usual warning. A NaN objective made a share row
+/// "beyond NaN", counted at an arbitrary bucket bound.
+#[tokio::test]
+async fn an_slo_gauge_that_is_not_a_positive_number_is_no_objective() {
+    for v in ["NaN", "+Inf", "-1", "0"] {
+        let (url, _) = responder(move |q: &str| {
+            if q.starts_with("max(") {
+                format!(
+                    r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{}},"value":[4000,"{v}"]}}]}}}}"#
+                )
+            } else {
+                answer("50", "chat", "m1")(q)
+            }
+        })
+        .await;
+        let mut req = request(&url);
+        req.slo = None;
+        let c = compare(&req, &quick()).await.unwrap();
+        assert_eq!(c.slo, super::buckets::Slo::default(), "{v}");
+        assert!(c.scenarios[0].slo.is_empty(), "{v}");
+        assert!(
+            c.warnings.iter().any(|w| w.contains("no TTFT objective")),
+            "{v}: {:?}",
+            c.warnings
+        );
+    }
+}

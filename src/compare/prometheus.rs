@@ -495,16 +495,22 @@ impl Ord for OrderedBound {
 }
 
 /// The target's SLO gauges at `at` (`llm_probe_slo_time_to_first_token_seconds`,
-/// `llm_probe_slo_output_tokens_per_second`; the largest when several series exist).
+/// `llm_probe_slo_output_tokens_per_second`; the largest when several series exist). A value
+/// that is not a positive finite number is no objective (`None`).
 pub async fn fetch_slo(client: &Client, target: &str, at: f64) -> Result<Slo, Error> {
     let q = |name: &str| format!("max({})", selector(name, target, None));
+    let objective = |v: Option<f64>| v.filter(|v| v.is_finite() && *v > 0.0);
     Ok(Slo {
-        ttft: client
-            .scalar(&q("llm_probe_slo_time_to_first_token_seconds"), at)
-            .await?,
-        tokens_per_second: client
-            .scalar(&q("llm_probe_slo_output_tokens_per_second"), at)
-            .await?,
+        ttft: objective(
+            client
+                .scalar(&q("llm_probe_slo_time_to_first_token_seconds"), at)
+                .await?,
+        ),
+        tokens_per_second: objective(
+            client
+                .scalar(&q("llm_probe_slo_output_tokens_per_second"), at)
+                .await?,
+        ),
     })
 }
 
