@@ -650,3 +650,79 @@ async fn a_proxy_echoing_the_request_does_not_leak_its_credentials() {
         assert!(!output.contains(secret), "{secret} in {output}");
     }
 }
+
+/// A target behind a SOCKS proxy from the environment (`ALL_PROXY=socks5h://…`) goes over
+/// reqwest's client (read instants, as documented): the probe succeeds through the proxy. It
+/// failed every probe with "unsupported scheme socks5h" (`connect`): reqwest was built without
+/// its `socks` feature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_behind_a_socks_proxy_is_probed_with_read_instants() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = common::simulator(llm_probe::simulate::Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        ..Default::default()
+    })
+    .await;
+    let upstream = sim.addr;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&asked);
+    // SOCKS5 without authentication (RFC 1928): greeting, CONNECT, then relay to the simulator
+    // whatever the destination.
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut head = [0u8; 2];
+                c.read_exact(&mut head).await.ok()?;
+                let mut methods = vec![0u8; head[1] as usize];
+                c.read_exact(&mut methods).await.ok()?;
+                c.write_all(&[5, 0]).await.ok()?;
+                let mut req = [0u8; 4];
+                c.read_exact(&mut req).await.ok()?;
+                let host = match req[3] {
+                    3 => {
+                        let mut len = [0u8; 1];
+                        c.read_exact(&mut len).await.ok()?;
+                        let mut name = vec![0u8; len[0] as usize];
+                        c.read_exact(&mut name).await.ok()?;
+                        String::from_utf8_lossy(&name).into_owned()
+                    }
+                    1 => {
+                        let mut ip = [0u8; 4];
+                        c.read_exact(&mut ip).await.ok()?;
+                        std::net::Ipv4Addr::from(ip).to_string()
+                    }
+                    _ => return None,
+                };
+                let mut port = [0u8; 2];
+                c.read_exact(&mut port).await.ok()?;
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{host}:{}", u16::from_be_bytes(port)));
+                let mut up = tokio::net::TcpStream::connect(upstream).await.ok()?;
+                c.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await.ok()?;
+                tokio::io::copy_bidirectional(&mut c, &mut up).await.ok()
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = common::yaml(
+        "http://llm.internal.invalid:8000/v1",
+        "5s",
+        &common::scenario("chat", 8),
+        "",
+    );
+    let env = [("ALL_PROXY", format!("socks5h://{proxy}"))];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["success"], true, "{output}");
+    assert_eq!(json["timestamp_source"], "read", "{json}");
+    assert_eq!(
+        asked.lock().unwrap().as_slice(),
+        ["llm.internal.invalid:8000"],
+        "the proxy resolved the name"
+    );
+}
