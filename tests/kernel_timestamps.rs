@@ -433,47 +433,60 @@ async fn probe_once_reports_kernel_stamps_for_an_https_target() {
     assert_eq!(json["timestamp_source"], "kernel", "{json}");
 }
 
-/// An HTTP proxy on loopback that only tunnels: reads a `CONNECT host:port` head, connects
-/// there, answers 200 and relays bytes both ways. Keeps every head it received.
-async fn tunnel_proxy() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// What a loopback server keeps of its connections (request heads, destinations asked for).
+type Log = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A TCP server on loopback running `serve` on each connection it accepts, with a shared
+/// [`Log`]; returns its address and the log.
+async fn loopback<F, Fut>(serve: F) -> (SocketAddr, Log)
+where
+    F: Fn(tokio::net::TcpStream, Log) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = Arc::clone(&heads);
+    let log: Log = Arc::default();
+    let seen = Arc::clone(&log);
     tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
-            let seen = Arc::clone(&seen);
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if client.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).to_string();
-                seen.lock().unwrap().push(head.clone());
-                let Some(dst) = head
-                    .strip_prefix("CONNECT ")
-                    .and_then(|r| r.split(' ').next())
-                else {
-                    let _ = client.write_all(b"HTTP/1.1 405 Only CONNECT\r\n\r\n").await;
-                    return;
-                };
-                let Ok(mut upstream) = tokio::net::TcpStream::connect(dst).await else {
-                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
-                    return;
-                };
-                let _ = client
-                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    .await;
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-            });
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(serve(conn, Arc::clone(&seen)));
         }
     });
-    (addr, heads)
+    (addr, log)
+}
+
+/// An HTTP proxy on loopback that only tunnels: reads a `CONNECT host:port` head, connects
+/// there, answers 200 and relays bytes both ways. Keeps every head it received.
+async fn tunnel_proxy() -> (SocketAddr, Log) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loopback(|mut client, seen| async move {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if client.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        seen.lock().unwrap().push(head.clone());
+        let Some(dst) = head
+            .strip_prefix("CONNECT ")
+            .and_then(|r| r.split(' ').next())
+        else {
+            let _ = client.write_all(b"HTTP/1.1 405 Only CONNECT\r\n\r\n").await;
+            return;
+        };
+        let Ok(mut upstream) = tokio::net::TcpStream::connect(dst).await else {
+            let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+            return;
+        };
+        let _ = client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await;
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    })
+    .await
 }
 
 /// An https target behind an HTTP proxy from the environment (`HTTPS_PROXY` with credentials):
@@ -597,39 +610,34 @@ async fn a_refused_proxy_for_an_https_target_is_named_as_the_proxy() {
 async fn a_proxy_echoing_the_request_does_not_leak_its_credentials() {
     use base64::Engine;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match client.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let auth = String::from_utf8_lossy(&head)
-                    .lines()
-                    .find_map(|l| {
-                        l.strip_prefix("proxy-authorization: Basic ")
-                            .map(String::from)
-                    })
-                    .unwrap_or_default();
-                let decoded = base64::engine::general_purpose::STANDARD
-                    .decode(auth.trim())
-                    .map(|d| String::from_utf8_lossy(&d).into_owned())
-                    .unwrap_or_default();
-                let body = format!("denied for {decoded}\n{}", String::from_utf8_lossy(&head));
-                let response = format!(
-                    "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = client.write_all(response.as_bytes()).await;
-            });
+    let (proxy, _) = loopback(|mut client, _| async move {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
         }
-    });
+        let auth = String::from_utf8_lossy(&head)
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("proxy-authorization: Basic ")
+                    .map(String::from)
+            })
+            .unwrap_or_default();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+            .unwrap_or_default();
+        let body = format!("denied for {decoded}\n{}", String::from_utf8_lossy(&head));
+        let response = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(response.as_bytes()).await;
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let yaml = common::yaml(
         "http://llm.internal.invalid:8000/v1",
@@ -666,49 +674,45 @@ async fn a_target_behind_a_socks_proxy_is_probed_with_read_instants() {
     })
     .await;
     let upstream = sim.addr;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = listener.local_addr().unwrap();
-    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = Arc::clone(&asked);
     // SOCKS5 without authentication (RFC 1928): greeting, CONNECT, then relay to the simulator
     // whatever the destination.
-    tokio::spawn(async move {
-        while let Ok((mut c, _)) = listener.accept().await {
-            let seen = Arc::clone(&seen);
-            tokio::spawn(async move {
-                let mut head = [0u8; 2];
-                c.read_exact(&mut head).await.ok()?;
-                let mut methods = vec![0u8; head[1] as usize];
-                c.read_exact(&mut methods).await.ok()?;
-                c.write_all(&[5, 0]).await.ok()?;
-                let mut req = [0u8; 4];
-                c.read_exact(&mut req).await.ok()?;
-                let host = match req[3] {
-                    3 => {
-                        let mut len = [0u8; 1];
-                        c.read_exact(&mut len).await.ok()?;
-                        let mut name = vec![0u8; len[0] as usize];
-                        c.read_exact(&mut name).await.ok()?;
-                        String::from_utf8_lossy(&name).into_owned()
-                    }
-                    1 => {
-                        let mut ip = [0u8; 4];
-                        c.read_exact(&mut ip).await.ok()?;
-                        std::net::Ipv4Addr::from(ip).to_string()
-                    }
-                    _ => return None,
-                };
-                let mut port = [0u8; 2];
-                c.read_exact(&mut port).await.ok()?;
-                seen.lock()
-                    .unwrap()
-                    .push(format!("{host}:{}", u16::from_be_bytes(port)));
-                let mut up = tokio::net::TcpStream::connect(upstream).await.ok()?;
-                c.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await.ok()?;
-                tokio::io::copy_bidirectional(&mut c, &mut up).await.ok()
-            });
+    let (proxy, asked) = loopback(move |mut c, seen| async move {
+        let _: Option<()> = async {
+            let mut head = [0u8; 2];
+            c.read_exact(&mut head).await.ok()?;
+            let mut methods = vec![0u8; head[1] as usize];
+            c.read_exact(&mut methods).await.ok()?;
+            c.write_all(&[5, 0]).await.ok()?;
+            let mut req = [0u8; 4];
+            c.read_exact(&mut req).await.ok()?;
+            let host = match req[3] {
+                3 => {
+                    let mut len = [0u8; 1];
+                    c.read_exact(&mut len).await.ok()?;
+                    let mut name = vec![0u8; len[0] as usize];
+                    c.read_exact(&mut name).await.ok()?;
+                    String::from_utf8_lossy(&name).into_owned()
+                }
+                1 => {
+                    let mut ip = [0u8; 4];
+                    c.read_exact(&mut ip).await.ok()?;
+                    std::net::Ipv4Addr::from(ip).to_string()
+                }
+                _ => return None,
+            };
+            let mut port = [0u8; 2];
+            c.read_exact(&mut port).await.ok()?;
+            seen.lock()
+                .unwrap()
+                .push(format!("{host}:{}", u16::from_be_bytes(port)));
+            let mut up = tokio::net::TcpStream::connect(upstream).await.ok()?;
+            c.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await.ok()?;
+            tokio::io::copy_bidirectional(&mut c, &mut up).await.ok()?;
+            Some(())
         }
-    });
+        .await;
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let yaml = common::yaml(
         "http://llm.internal.invalid:8000/v1",
