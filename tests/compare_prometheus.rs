@@ -432,3 +432,70 @@ fn a_silent_prometheus_times_out() {
     );
     assert!(!err.contains("hunter2"), "{err}");
 }
+
+/// A server on the way to Prometheus (here: the environment's HTTP proxy) that echoes the
+/// request in a non-JSON error page: the excerpt compare shows holds no credential — neither
+/// the --prometheus.url's basic auth (sent as `Authorization`, base64) nor its query values,
+/// nor the proxy's `Proxy-Authorization`. They were shown in the error.
+#[test]
+fn an_echoed_request_shows_no_credentials() {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let echo = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = echo.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in echo.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            // The credentials first, so the excerpt's 200 characters hold them.
+            let text = String::from_utf8_lossy(&head);
+            let mut lines: Vec<&str> = text.lines().collect();
+            lines.sort_by_key(|l| !l.contains("uthorization"));
+            let body = lines.join("\n");
+            let _ = conn.write_all(
+                format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_llm-probe"))
+        .env("HTTP_PROXY", format!("http://pu:ProxyPw-4d1e@{addr}"))
+        .env_remove("http_proxy")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .args([
+            "compare",
+            "--prometheus.url",
+            "http://admin:PromPw-7c2a@prometheus.invalid:9090/?tenant=TenantTok-91b0",
+            "--target",
+            "sim",
+            "--around-change",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("HTTP 400") && err.contains("[redacted]"),
+        "the echo is shown, redacted: {err}"
+    );
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    for secret in [
+        "ProxyPw-4d1e".to_string(),
+        "PromPw-7c2a".into(),
+        "TenantTok-91b0".into(),
+        b64("pu:ProxyPw-4d1e"),
+        b64("admin:PromPw-7c2a"),
+    ] {
+        assert!(!err.contains(&secret), "{secret} in {err}");
+    }
+}

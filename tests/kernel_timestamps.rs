@@ -433,47 +433,60 @@ async fn probe_once_reports_kernel_stamps_for_an_https_target() {
     assert_eq!(json["timestamp_source"], "kernel", "{json}");
 }
 
-/// An HTTP proxy on loopback that only tunnels: reads a `CONNECT host:port` head, connects
-/// there, answers 200 and relays bytes both ways. Keeps every head it received.
-async fn tunnel_proxy() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// What a loopback server keeps of its connections (request heads, destinations asked for).
+type Log = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A TCP server on loopback running `serve` on each connection it accepts, with a shared
+/// [`Log`]; returns its address and the log.
+async fn loopback<F, Fut>(serve: F) -> (SocketAddr, Log)
+where
+    F: Fn(tokio::net::TcpStream, Log) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = Arc::clone(&heads);
+    let log: Log = Arc::default();
+    let seen = Arc::clone(&log);
     tokio::spawn(async move {
-        while let Ok((mut client, _)) = listener.accept().await {
-            let seen = Arc::clone(&seen);
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if client.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).to_string();
-                seen.lock().unwrap().push(head.clone());
-                let Some(dst) = head
-                    .strip_prefix("CONNECT ")
-                    .and_then(|r| r.split(' ').next())
-                else {
-                    let _ = client.write_all(b"HTTP/1.1 405 Only CONNECT\r\n\r\n").await;
-                    return;
-                };
-                let Ok(mut upstream) = tokio::net::TcpStream::connect(dst).await else {
-                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
-                    return;
-                };
-                let _ = client
-                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    .await;
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-            });
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(serve(conn, Arc::clone(&seen)));
         }
     });
-    (addr, heads)
+    (addr, log)
+}
+
+/// An HTTP proxy on loopback that only tunnels: reads a `CONNECT host:port` head, connects
+/// there, answers 200 and relays bytes both ways. Keeps every head it received.
+async fn tunnel_proxy() -> (SocketAddr, Log) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loopback(|mut client, seen| async move {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if client.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        seen.lock().unwrap().push(head.clone());
+        let Some(dst) = head
+            .strip_prefix("CONNECT ")
+            .and_then(|r| r.split(' ').next())
+        else {
+            let _ = client.write_all(b"HTTP/1.1 405 Only CONNECT\r\n\r\n").await;
+            return;
+        };
+        let Ok(mut upstream) = tokio::net::TcpStream::connect(dst).await else {
+            let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+            return;
+        };
+        let _ = client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await;
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    })
+    .await
 }
 
 /// An https target behind an HTTP proxy from the environment (`HTTPS_PROXY` with credentials):
@@ -587,4 +600,133 @@ async fn a_refused_proxy_for_an_https_target_is_named_as_the_proxy() {
         "{detail}"
     );
     assert!(!output.contains("PROXY-PW-0a9f"), "{output}");
+}
+
+/// A proxy that echoes the request back in its error page (as some proxies' and servers' error
+/// pages do): the proxy's credentials it received — the `Proxy-Authorization` value, and the
+/// user and password decoded — are redacted from the failure detail, as the target's API key
+/// is. They were shown in `failure_detail` (probe-once JSON, logs, the status pages).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_echoing_the_request_does_not_leak_its_credentials() {
+    use base64::Engine;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (proxy, _) = loopback(|mut client, _| async move {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let auth = String::from_utf8_lossy(&head)
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("proxy-authorization: Basic ")
+                    .map(String::from)
+            })
+            .unwrap_or_default();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+            .unwrap_or_default();
+        let body = format!("denied for {decoded}\n{}", String::from_utf8_lossy(&head));
+        let response = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(response.as_bytes()).await;
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = common::yaml(
+        "http://llm.internal.invalid:8000/v1",
+        "5s",
+        &common::scenario("chat", 8),
+        "",
+    );
+    let env = [("HTTP_PROXY", format!("http://probe:PROXY-PW-e3c8@{proxy}"))];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["failure_reason"], "http_status", "{json}");
+    let detail = json["failure_detail"].as_str().unwrap();
+    assert!(
+        detail.contains("denied for") && detail.contains("[redacted]"),
+        "{detail}"
+    );
+    let basic = base64::engine::general_purpose::STANDARD.encode("probe:PROXY-PW-e3c8");
+    for secret in ["PROXY-PW-e3c8", basic.as_str()] {
+        assert!(!output.contains(secret), "{secret} in {output}");
+    }
+}
+
+/// A target behind a SOCKS proxy from the environment (`ALL_PROXY=socks5h://…`) goes over
+/// reqwest's client (read instants, as documented): the probe succeeds through the proxy. It
+/// failed every probe with "unsupported scheme socks5h" (`connect`): reqwest was built without
+/// its `socks` feature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_behind_a_socks_proxy_is_probed_with_read_instants() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = common::simulator(llm_probe::simulate::Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 8,
+        ..Default::default()
+    })
+    .await;
+    let upstream = sim.addr;
+    // SOCKS5 without authentication (RFC 1928): greeting, CONNECT, then relay to the simulator
+    // whatever the destination.
+    let (proxy, asked) = loopback(move |mut c, seen| async move {
+        let _: Option<()> = async {
+            let mut head = [0u8; 2];
+            c.read_exact(&mut head).await.ok()?;
+            let mut methods = vec![0u8; head[1] as usize];
+            c.read_exact(&mut methods).await.ok()?;
+            c.write_all(&[5, 0]).await.ok()?;
+            let mut req = [0u8; 4];
+            c.read_exact(&mut req).await.ok()?;
+            let host = match req[3] {
+                3 => {
+                    let mut len = [0u8; 1];
+                    c.read_exact(&mut len).await.ok()?;
+                    let mut name = vec![0u8; len[0] as usize];
+                    c.read_exact(&mut name).await.ok()?;
+                    String::from_utf8_lossy(&name).into_owned()
+                }
+                1 => {
+                    let mut ip = [0u8; 4];
+                    c.read_exact(&mut ip).await.ok()?;
+                    std::net::Ipv4Addr::from(ip).to_string()
+                }
+                _ => return None,
+            };
+            let mut port = [0u8; 2];
+            c.read_exact(&mut port).await.ok()?;
+            seen.lock()
+                .unwrap()
+                .push(format!("{host}:{}", u16::from_be_bytes(port)));
+            let mut up = tokio::net::TcpStream::connect(upstream).await.ok()?;
+            c.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await.ok()?;
+            tokio::io::copy_bidirectional(&mut c, &mut up).await.ok()?;
+            Some(())
+        }
+        .await;
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = common::yaml(
+        "http://llm.internal.invalid:8000/v1",
+        "5s",
+        &common::scenario("chat", 8),
+        "",
+    );
+    let env = [("ALL_PROXY", format!("socks5h://{proxy}"))];
+    let (json, output) = probe_once(&dir, &yaml, &env).await;
+    assert_eq!(json["success"], true, "{output}");
+    assert_eq!(json["timestamp_source"], "read", "{json}");
+    assert_eq!(
+        asked.lock().unwrap().as_slice(),
+        ["llm.internal.invalid:8000"],
+        "the proxy resolved the name"
+    );
 }

@@ -521,6 +521,8 @@ enum Fault {
     CloseWithoutResponse,
     /// Answers with bytes that are not HTTP.
     GarbageHead,
+    /// Sends the beginning of a response head, then closes.
+    CutHead,
     /// Starts a chunked stream, then sends an invalid chunk-size line.
     BadChunkSize,
     /// Starts a stream, then resets the connection.
@@ -546,6 +548,7 @@ async fn faulty(fault: Fault) -> SocketAddr {
             let out: Vec<u8> = match fault {
                 Fault::ResetAtOnce | Fault::CloseWithoutResponse => Vec::new(),
                 Fault::GarbageHead => b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec(),
+                Fault::CutHead => b"HTTP/1.1 200 OK\r\ncontent-type: text/event-str".to_vec(),
                 Fault::BadChunkSize | Fault::ResetMidBody => {
                     let mut v = sse_head.as_bytes().to_vec();
                     v.extend_from_slice(&first);
@@ -617,6 +620,21 @@ async fn a_broken_response_head_or_chunk_size_is_http_protocol() {
     for fault in [Fault::GarbageHead, Fault::BadChunkSize] {
         let addr = faulty(fault).await;
         every_host("http", addr.port(), FailureReason::HttpProtocol, "3s").await;
+    }
+}
+
+/// A server that starts a response head and closes the connection in the middle of it answered:
+/// not `connect` (which says the server never answered), but a malformed exchange whose detail
+/// says how much of the head came. It was `connect` ("connection closed before message
+/// completed", the same error hyper gives for a close without a byte).
+#[tokio::test]
+async fn a_response_head_cut_short_is_http_protocol() {
+    let addr = faulty(Fault::CutHead).await;
+    for d in every_host("http", addr.port(), FailureReason::HttpProtocol, "3s").await {
+        assert!(
+            d.contains("in the middle of the response head (45 bytes"),
+            "{d}"
+        );
     }
 }
 

@@ -1,6 +1,6 @@
 //! How `compare --prometheus.url` prints a [`WindowComparison`]: an aligned terminal table per
 //! scenario, markdown, or JSON (`"schema": "llm-probe.compare.prometheus/v1"`). Label values
-//! from Prometheus pass through [`terminal_safe`] (text, markdown) or
+//! from Prometheus pass through [`terminal_safe`] (text), [`markdown_text`] (markdown) or
 //! [`crate::report::json_text`] (JSON).
 
 use serde_json::{json, Value};
@@ -12,7 +12,7 @@ use super::report::{aligned, failure_cells, interval, markdown_table, p_value, p
 use super::stats::binned::BinnedQuantile;
 use super::window::{human, rfc3339};
 use super::{Metric, QUANTILES};
-use crate::sanitize::terminal_safe;
+use crate::sanitize::{markdown_text, terminal_safe};
 
 /// The JSON schema name of `compare --prometheus.url … --output json`.
 pub const SCHEMA: &str = "llm-probe.compare.prometheus/v1";
@@ -307,12 +307,13 @@ pub fn to_text(c: &WindowComparison) -> String {
 /// Markdown for a PR comment or an incident note: the same tables as [`to_text`].
 pub fn to_markdown(c: &WindowComparison) -> String {
     let mut out = String::from("### llm-probe compare (Prometheus)\n\n");
+    // The preamble holds label values from Prometheus: shown, never rendered.
     for line in preamble(c) {
-        out += &format!("- {}\n", line.trim_start());
+        out += &format!("- {}\n", markdown_text(line.trim_start()));
     }
     out += &format!("\n{}\n", method_line(c));
     for s in &c.scenarios {
-        out += &format!("\n#### scenario {}\n\n", terminal_safe(&s.scenario));
+        out += &format!("\n#### scenario {}\n\n", markdown_text(&s.scenario));
         out += &markdown_table(&table_rows(s));
         if let Some(line) = resolution_line(s) {
             out += &format!("\n{line}\n");

@@ -483,4 +483,6 @@ pub fn run(
 }
 
 #[cfg(test)]
+mod hostile_prometheus_tests;
+#[cfg(test)]
 mod tests;

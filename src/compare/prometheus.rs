@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::buckets::{ScenarioData, Slo};
-use super::stats::binned::Histogram;
+use super::stats::binned::{Histogram, MAX_COUNT};
 use super::Metric;
 use crate::sanitize::redact_url;
 
@@ -83,12 +83,15 @@ pub enum Error {
     },
 }
 
-/// A client of one Prometheus server's HTTP API.
-#[derive(Debug, Clone)]
+/// A client of one Prometheus server's HTTP API (its debug output shows the URL redacted).
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: url::Url,
     shown: String,
+    /// The credentials every request carries ([`credentials`]): redacted from what a server
+    /// echoes back.
+    secrets: Vec<String>,
 }
 
 /// One series of a range-selector query: its labels and raw samples `(unix seconds, value)`.
@@ -98,6 +101,12 @@ pub struct Series {
     pub labels: BTreeMap<String, String>,
     /// Samples in time order.
     pub samples: Vec<(f64, f64)>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("url", &self.shown).finish()
+    }
 }
 
 impl Client {
@@ -123,12 +132,29 @@ impl Client {
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| bad(e.to_string()))?;
-        Ok(Client { http, base, shown })
+        let secrets = credentials(&base);
+        Ok(Client {
+            http,
+            base,
+            shown,
+            secrets,
+        })
     }
 
     /// The URL as messages show it (redacted).
     pub fn shown_url(&self) -> &str {
         &self.shown
+    }
+
+    /// Text from the server as a message shows it: its first [`EXCERPT_CHARS`] characters (`…`
+    /// when cut), the request's credentials and URLs redacted, terminal-safe.
+    fn excerpt(&self, text: &str) -> String {
+        let mut cut: String = text.chars().take(EXCERPT_CHARS).collect();
+        if cut.len() < text.len() {
+            cut.push('…');
+        }
+        crate::sanitize::redact_secrets(&mut cut, self.secrets.iter().map(String::as_str));
+        crate::sanitize::for_message(&cut)
     }
 
     fn error(&self, query: &str, reason: impl Into<String>) -> Error {
@@ -166,14 +192,12 @@ impl Client {
         let doc: Value = match serde_json::from_slice(&body) {
             Ok(v) => v,
             Err(_) => {
-                let text = String::from_utf8_lossy(&body);
-                let text: String = text.chars().take(200).collect();
                 return Err(self.error(
                     query,
                     format!(
                         "HTTP {status}, and the answer is not the Prometheus API's JSON: {:?}; is \
                          --prometheus.url the Prometheus server's root?",
-                        crate::sanitize::for_message(&text)
+                        self.excerpt(&String::from_utf8_lossy(&body))
                     ),
                 ));
             }
@@ -184,8 +208,9 @@ impl Client {
             return Err(self.error(
                 query,
                 format!(
-                    "HTTP {status}, Prometheus says {kind}: {}",
-                    crate::sanitize::for_message(text)
+                    "HTTP {status}, Prometheus says {}: {}",
+                    self.excerpt(kind),
+                    self.excerpt(text)
                 ),
             ));
         }
@@ -230,6 +255,32 @@ impl Client {
         }
     }
 }
+
+/// The credentials a request to `base` carries, in the forms a server may echo them: the
+/// URL's basic auth (the password as written and decoded, `user:password`, and its base64 as
+/// sent in `Authorization`), its query values, and the credentials of the environment's proxy
+/// for it ([`crate::probe::proxy_secrets`]).
+fn credentials(base: &url::Url) -> Vec<String> {
+    use base64::Engine;
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let mut out = crate::probe::proxy_secrets(base);
+    if let Some(password) = base.password() {
+        let pair = format!("{}:{}", decode(base.username()), decode(password));
+        out.push(base64::engine::general_purpose::STANDARD.encode(&pair));
+        out.push(password.to_string());
+        out.push(decode(password));
+        out.push(pair);
+    }
+    out.extend(base.query_pairs().map(|(_, v)| v.into_owned()));
+    out
+}
+
+/// How much of a server's text a message shows.
+const EXCERPT_CHARS: usize = 200;
 
 /// A transport error as words, without reqwest's copy of the URL: timeout, connect failure
 /// and the cause chain (e.g. "connection refused").
@@ -404,8 +455,16 @@ pub async fn fetch_window(
         let sel = selector(name, target, scenario);
         let series = client.samples(&sel, range, end).await?;
         for (sc, count) in increases_by(&series, start, end, scenario_of) {
+            if !(0.0..=MAX_COUNT).contains(&count) {
+                return Err(client.error(
+                    &sel,
+                    format!(
+                        "scenario {sc:?} counts {count} probes, not a number of probes (0 to 2^53)"
+                    ),
+                ));
+            }
             let d = scenarios.entry(sc).or_default();
-            let count = count.round().max(0.0) as u64;
+            let count = count.round() as u64;
             if failed {
                 d.failures = count;
             } else {
@@ -436,16 +495,22 @@ impl Ord for OrderedBound {
 }
 
 /// The target's SLO gauges at `at` (`llm_probe_slo_time_to_first_token_seconds`,
-/// `llm_probe_slo_output_tokens_per_second`; the largest when several series exist).
+/// `llm_probe_slo_output_tokens_per_second`; the largest when several series exist). A value
+/// that is not a positive finite number is no objective (`None`).
 pub async fn fetch_slo(client: &Client, target: &str, at: f64) -> Result<Slo, Error> {
     let q = |name: &str| format!("max({})", selector(name, target, None));
+    let objective = |v: Option<f64>| v.filter(|v| v.is_finite() && *v > 0.0);
     Ok(Slo {
-        ttft: client
-            .scalar(&q("llm_probe_slo_time_to_first_token_seconds"), at)
-            .await?,
-        tokens_per_second: client
-            .scalar(&q("llm_probe_slo_output_tokens_per_second"), at)
-            .await?,
+        ttft: objective(
+            client
+                .scalar(&q("llm_probe_slo_time_to_first_token_seconds"), at)
+                .await?,
+        ),
+        tokens_per_second: objective(
+            client
+                .scalar(&q("llm_probe_slo_output_tokens_per_second"), at)
+                .await?,
+        ),
     })
 }
 

@@ -87,7 +87,7 @@ pub fn parse_instant(s: &str) -> Result<Instant, String> {
             .map_err(|e| format!("{t:?}: {e}; give e.g. now-2h"));
     }
     if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
+        if (0.0..MAX_UNIX_SECONDS).contains(&secs) {
             return Ok(Instant::At(secs));
         }
     }
@@ -121,9 +121,14 @@ fn parse_rfc3339(t: &str) -> Option<f64> {
     Some(secs - offset_secs as f64)
 }
 
-/// Unix seconds as RFC 3339 UTC with milliseconds (`2026-11-30T14:00:00.000Z`).
+/// The first instant RFC 3339 cannot write (year 10000), Unix seconds: later Unix seconds are
+/// not a time a window can have.
+const MAX_UNIX_SECONDS: f64 = 253_402_300_800.0;
+
+/// Unix seconds as RFC 3339 UTC with milliseconds (`2026-11-30T14:00:00.000Z`); outside years
+/// 1970 to 9999 the number itself (`-5 (Unix seconds)`).
 pub fn rfc3339(unix: f64) -> String {
-    if !unix.is_finite() || unix < 0.0 {
+    if !(0.0..MAX_UNIX_SECONDS).contains(&unix) {
         return format!("{unix} (Unix seconds)");
     }
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_secs_f64(unix)).to_string()
@@ -173,6 +178,9 @@ mod tests {
             "now+1h",
             "2026-13-01T00:00:00Z",
             "-5",
+            // Beyond year 9999 (RFC 3339 cannot write it; it panicked in the error message).
+            "1e12",
+            "1e300",
             "now-banana",
             "",
         ] {
@@ -182,5 +190,10 @@ mod tests {
         assert!(parse_range("now-1h").unwrap_err().contains("START/END"));
         let r = parse_range("now-1h/now-2h").unwrap();
         assert!(r.resolve(10_000.0).unwrap_err().contains("before its end"));
+        // Instants outside RFC 3339's years are shown as numbers, not a panic.
+        assert_eq!(rfc3339(1e12), "1000000000000 (Unix seconds)");
+        let r = parse_range("now-99999999d/now-99999998d").unwrap();
+        assert!(r.resolve(0.0).unwrap().0 < 0.0);
+        assert!(rfc3339(-8.64e12).contains("(Unix seconds)"));
     }
 }

@@ -135,27 +135,44 @@ impl Stamper {
     }
 }
 
-/// The latest kernel receive stamp seen on one connection, shared between the stream that reads
-/// it ([`StampedStream`]) and whoever stamps what was read. Nanoseconds since the Unix epoch
-/// (`0`: none yet).
+/// What arrived on one connection, shared between the stream that reads it ([`StampedStream`])
+/// and whoever stamps what was read: the latest kernel receive stamp (nanoseconds since the
+/// Unix epoch, `0`: none yet), and the bytes read since the last write (on a plain HTTP/1.1
+/// connection: how much of the answer to the request written last has come).
 #[derive(Debug, Default)]
-pub struct Arrivals(AtomicU64);
+pub struct Arrivals {
+    latest: AtomicU64,
+    since_write: AtomicU64,
+}
 
 impl Arrivals {
     /// The `CLOCK_REALTIME` arrival of the newest data read so far, `None` before any stamped
     /// read (or on a platform without receive timestamps).
     pub fn latest(&self) -> Option<SystemTime> {
-        match self.0.load(Ordering::Acquire) {
+        match self.latest.load(Ordering::Acquire) {
             0 => None,
             ns => Some(UNIX_EPOCH + Duration::from_nanos(ns)),
         }
+    }
+
+    /// Bytes read from the socket since the last write to it (stamped or not).
+    pub fn bytes_since_write(&self) -> u64 {
+        self.since_write.load(Ordering::Acquire)
     }
 
     fn record(&self, stamp: SystemTime) {
         let ns = stamp
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        self.0.fetch_max(ns, Ordering::AcqRel);
+        self.latest.fetch_max(ns, Ordering::AcqRel);
+    }
+
+    fn read(&self, bytes: usize) {
+        self.since_write.fetch_add(bytes as u64, Ordering::AcqRel);
+    }
+
+    fn wrote(&self) {
+        self.since_write.store(0, Ordering::Release);
     }
 }
 
@@ -296,6 +313,18 @@ impl StampedStream {
     pub fn get_ref(&self) -> &tokio::net::TcpStream {
         &self.inner
     }
+
+    /// A plain read, counted in [`Arrivals::bytes_since_write`].
+    fn read_unstamped(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut self.inner), cx, buf);
+        self.arrivals.read(buf.filled().len() - before);
+        polled
+    }
 }
 
 impl tokio::io::AsyncRead for StampedStream {
@@ -306,7 +335,7 @@ impl tokio::io::AsyncRead for StampedStream {
     ) -> std::task::Poll<std::io::Result<()>> {
         let this = self.get_mut();
         if !this.stamped {
-            return std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
+            return this.read_unstamped(cx, buf);
         }
         #[cfg(target_os = "linux")]
         loop {
@@ -320,6 +349,7 @@ impl tokio::io::AsyncRead for StampedStream {
                     if let Some(s) = stamp {
                         this.arrivals.record(s);
                     }
+                    this.arrivals.read(n);
                     buf.advance(n);
                     return std::task::Poll::Ready(Ok(()));
                 }
@@ -328,7 +358,7 @@ impl tokio::io::AsyncRead for StampedStream {
             }
         }
         #[cfg(not(target_os = "linux"))]
-        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+        this.read_unstamped(cx, buf)
     }
 }
 
@@ -338,7 +368,12 @@ impl tokio::io::AsyncWrite for StampedStream {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            this.arrivals.wrote();
+        }
+        polled
     }
 
     fn poll_flush(
@@ -360,7 +395,12 @@ impl tokio::io::AsyncWrite for StampedStream {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            this.arrivals.wrote();
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -166,20 +166,28 @@ pub(super) fn classify(e: &reqwest::Error) -> Failure {
 }
 
 /// Classifies an error of the stamped client ([`super::transport`]) from sending the request to
-/// `url` or receiving the response head; the reason and detail read as [`classify`]'s.
+/// `url` or receiving the response head; the reason and detail read as [`classify`]'s, except
+/// that a plain `http` connection closed after `answered` bytes of the answer (> 0) came is
+/// `http_protocol`: the server answered and cut its response head short, which hyper reports
+/// as it reports a close before any byte (`connect`).
 pub(super) fn classify_stamped(
     e: &hyper_util::client::legacy::Error,
     url: &reqwest::Url,
+    answered: u64,
 ) -> Failure {
+    let https = url.scheme() == "https";
+    let reason = reason_before_response(e, https, e.is_connect(), false);
     let head = if e.is_connect() {
         connect_head(Some(url))
+    } else if reason == FailureReason::Connect && !https && answered > 0 {
+        let head = format!(
+            "the connection closed in the middle of the response head ({answered} bytes of it came)"
+        );
+        return Failure::new(FailureReason::HttpProtocol, joined(head, Some(e)));
     } else {
         "request failed".to_string()
     };
-    Failure::new(
-        reason_before_response(e, url.scheme() == "https", e.is_connect(), false),
-        joined(head, Some(e)),
-    )
+    Failure::new(reason, joined(head, Some(e)))
 }
 
 /// The reason for an error while reading the body: `http_protocol` for broken framing (an invalid

@@ -9,6 +9,8 @@ mod connect;
 mod errors;
 mod resolve;
 mod route;
+
+pub(crate) use route::proxy_secrets;
 mod stream;
 mod tls;
 mod transport;
@@ -79,6 +81,9 @@ pub struct Prober {
     stamped: Option<transport::StampedClient>,
     target: Arc<Target>,
     limits: Limits,
+    /// The credentials of the target's proxy from the environment ([`route::proxy_secrets`]):
+    /// redacted like the target's own secrets.
+    proxy_secrets: Vec<String>,
 }
 
 impl Prober {
@@ -100,6 +105,7 @@ impl Prober {
         Prober {
             client,
             stamped: transport::stamped_client(&target),
+            proxy_secrets: route::proxy_secrets(&target.base_url),
             target,
             limits: Limits::default(),
         }
@@ -222,8 +228,9 @@ impl Prober {
         tokio::time::timeout(budget, fetch).await.ok().flatten()
     }
 
-    /// Replaces the target's API key and its secret header values in `text` with `[redacted]`,
-    /// and a beginning of one that a cut left behind ([`crate::sanitize::redact_secrets`]).
+    /// Replaces the target's API key, its secret header values and its proxy's credentials in
+    /// `text` with `[redacted]`, and a beginning of one that a cut left behind
+    /// ([`crate::sanitize::redact_secrets`]).
     fn redact(&self, text: &mut String) {
         let key = self.target.api_key.as_ref().map(|k| k.expose());
         let headers = self
@@ -231,7 +238,8 @@ impl Prober {
             .headers
             .iter()
             .filter_map(|(k, v)| self.target.is_secret_header(k).then_some(v.as_str()));
-        crate::sanitize::redact_secrets(text, key.into_iter().chain(headers));
+        let proxy = self.proxy_secrets.iter().map(String::as_str);
+        crate::sanitize::redact_secrets(text, key.into_iter().chain(headers).chain(proxy));
     }
 
     fn conclude(
@@ -286,16 +294,17 @@ impl Prober {
         let url = request.url().clone();
         let mut response = match &self.stamped {
             Some(client) => {
-                let request = transport::to_http(&request).map_err(|_| {
+                let mut request = transport::to_http(&request).map_err(|_| {
                     Failure::new(
                         FailureReason::HttpProtocol,
                         "the request could not be given to the HTTP client",
                     )
                 })?;
-                let response = client
-                    .request(request)
-                    .await
-                    .map_err(|e| errors::classify_stamped(&e, &url))?;
+                let captured =
+                    hyper_util::client::legacy::connect::capture_connection(&mut request);
+                let response = client.request(request).await.map_err(|e| {
+                    errors::classify_stamped(&e, &url, transport::answer_bytes(&captured))
+                })?;
                 transport::Response::stamped(response, url)
             }
             None => transport::Response::Reqwest(

@@ -62,6 +62,46 @@ pub(super) fn route(url: &reqwest::Url) -> Option<Route> {
     })
 }
 
+/// The credentials of the proxy the environment names for `url` (any proxy scheme, so those
+/// reqwest uses too), in the forms a proxy or server may echo back in an error page: the
+/// `Proxy-Authorization` value's base64 (`Basic …`), and decoded, `user:password` and the
+/// password alone. Secrets for redaction ([`crate::sanitize::redact_secrets`]); empty without a
+/// proxy or credentials.
+pub(crate) fn proxy_secrets(url: &reqwest::Url) -> Vec<String> {
+    use base64::Engine;
+    let Some(proxy) = url
+        .as_str()
+        .parse::<Uri>()
+        .ok()
+        .and_then(|uri| Matcher::from_system().intercept(&uri))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(basic) = proxy
+        .basic_auth()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+    {
+        out.push(basic.trim().to_string());
+        if let Some(pair) = base64::engine::general_purpose::STANDARD
+            .decode(basic.trim())
+            .ok()
+            .and_then(|d| String::from_utf8(d).ok())
+        {
+            if let Some((_, password)) = pair.split_once(':') {
+                out.push(password.to_string());
+            }
+            out.push(pair);
+        }
+    }
+    if let Some((user, password)) = proxy.raw_auth() {
+        out.push(format!("{user}:{password}"));
+        out.push(password.to_string());
+    }
+    out
+}
+
 impl Route {
     /// The `Proxy-Authorization` a request to a plain `http` URL carries on this route.
     pub(super) fn request_auth(&self) -> Option<&HeaderValue> {

@@ -149,6 +149,24 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
 #[derive(Debug, Clone)]
 struct ConnArrivals(Arc<Arrivals>);
 
+/// The bytes read since the request was written on the HTTP/1 connection it was given to
+/// (`captured` by hyper-util's `capture_connection` before it was sent): how much of an answer
+/// came before the request failed. Counted on the TCP socket, so on a plain `http` connection
+/// only is it the answer (under TLS it counts records too). 0 without a connection or on HTTP/2.
+pub(super) fn answer_bytes(
+    captured: &hyper_util::client::legacy::connect::CaptureConnection,
+) -> u64 {
+    let meta = captured.connection_metadata();
+    let Some(c) = meta.as_ref().filter(|c| !c.is_negotiated_h2()) else {
+        return 0;
+    };
+    let mut extensions = http::Extensions::new();
+    c.get_extras(&mut extensions);
+    extensions
+        .get::<ConnArrivals>()
+        .map_or(0, |a| a.0.bytes_since_write())
+}
+
 /// A TCP connection of the stamped client (under TLS for `https`), to the target or to a proxy
 /// (`proxied`: an HTTP proxy that takes absolute-form requests; a tunnel is not).
 #[derive(Debug)]

@@ -122,6 +122,12 @@ fn a_url_without_http_is_refused_and_redacted() {
     )
     .unwrap();
     assert!(!c.shown_url().contains("hunter2") && !c.shown_url().contains("s3cret"));
+    // Debug output too (it printed the URL whole).
+    let debug = format!("{c:?}");
+    assert!(
+        !debug.contains("hunter2") && !debug.contains("s3cret") && debug.contains("127.0.0.1:9090"),
+        "{debug}"
+    );
 }
 
 /// A one-shot HTTP server on loopback answering `status` and `body` to the first request; returns

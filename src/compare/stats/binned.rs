@@ -30,6 +30,16 @@ pub struct Histogram {
     counts: Vec<u64>,
 }
 
+/// The largest count taken as a number of observations: 2^53, the last integer an `f64` (a
+/// Prometheus sample) holds exactly. Larger counts (a broken exporter or a hostile Prometheus)
+/// are refused: sums of them would overflow.
+pub const MAX_COUNT: f64 = 9_007_199_254_740_992.0;
+
+/// The most buckets a histogram is taken with: the daemon's have a few dozen (the fixed bounds
+/// and each target's SLO thresholds). More (a hostile or broken Prometheus) are refused, as the
+/// bootstrap's work grows with them.
+pub const MAX_BUCKETS: usize = 1000;
+
 /// Why bucket counts do not make a [`Histogram`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HistogramError {
@@ -42,8 +52,11 @@ pub enum HistogramError {
     /// A bound is NaN, or two buckets have the same bound.
     #[error("bucket bound {0} is NaN or repeated")]
     BadBound(f64),
-    /// A count is negative or not finite.
-    #[error("bucket le={le} has count {count}, not a non-negative number")]
+    /// More than [`MAX_BUCKETS`] buckets.
+    #[error("{0} buckets, more than the {max} a histogram is taken with (llm-probe's have a few dozen)", max = MAX_BUCKETS)]
+    TooManyBuckets(usize),
+    /// A count is negative, not finite or above [`MAX_COUNT`].
+    #[error("bucket le={le} has count {count}, not a number of observations (0 to 2^53)")]
     BadCount {
         /// The bucket's bound.
         le: f64,
@@ -73,6 +86,9 @@ impl Histogram {
         if buckets.is_empty() {
             return Err(HistogramError::Empty);
         }
+        if buckets.len() > MAX_BUCKETS {
+            return Err(HistogramError::TooManyBuckets(buckets.len()));
+        }
         let mut sorted = buckets.to_vec();
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut upper = Vec::with_capacity(sorted.len());
@@ -82,7 +98,7 @@ impl Histogram {
             if le.is_nan() || (i > 0 && sorted[i - 1].0 == le) {
                 return Err(HistogramError::BadBound(le));
             }
-            if !count.is_finite() || count < 0.0 {
+            if !(0.0..=MAX_COUNT).contains(&count) {
                 return Err(HistogramError::BadCount { le, count });
             }
             let cumulative = (count.round() as u64).max(below);

@@ -1,0 +1,251 @@
+//! `compare --prometheus.url` against a hostile Prometheus: a loopback responder that answers
+//! every query of a comparison from a handler, with label values and sample values chosen to
+//! break the comparison (huge counts, markup in label values).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::from_prometheus::{compare, Request, Windows};
+use super::window::{Instant, Range};
+use super::Options;
+
+/// A loopback HTTP server answering every request with `200` and `answer(query)`; returns its
+/// URL and the PromQL queries it received. Runs until the test's runtime ends.
+async fn responder(
+    answer: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (answer, log) = (Arc::new(answer), Arc::clone(&seen));
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (answer, log) = (Arc::clone(&answer), Arc::clone(&log));
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let target = text.split_whitespace().nth(1).unwrap_or("/");
+                let url = url::Url::parse(&format!("http://x{target}")).unwrap();
+                let query = url
+                    .query_pairs()
+                    .find(|(k, _)| k == "query")
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default();
+                let body = answer(&query);
+                log.lock().unwrap().push(query);
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// A Prometheus whose target `sim` has `count` TTFT observations in (0.1, 0.2] s in each of
+/// BEFORE (1000, 2000] and AFTER (3000, 4000] (the counters restart in between), scenario
+/// `scenario`, endpoint response model `model`.
+fn answer(
+    count: &'static str,
+    scenario: &'static str,
+    model: &'static str,
+) -> impl Fn(&str) -> String {
+    move |query: &str| {
+        let series = |extra: &str, count: &str| {
+            format!(
+                r#"{{"metric":{{"target":"sim","scenario":{}{extra}}},"values":[[900,"0"],[2000,"{count}"],[3000,"0"],[4000,"{count}"]]}}"#,
+                serde_json::to_string(scenario).unwrap()
+            )
+        };
+        let matrix = |result: Vec<String>| {
+            format!(
+                r#"{{"status":"success","data":{{"resultType":"matrix","result":[{}]}}}}"#,
+                result.join(",")
+            )
+        };
+        if query.starts_with("llm_probe_time_to_first_token_seconds_bucket") {
+            matrix(vec![
+                series(r#","le":"0.1""#, "0"),
+                series(r#","le":"0.2""#, count),
+                series(r#","le":"+Inf""#, count),
+            ])
+        } else if query.starts_with("llm_probe_probes_total") {
+            matrix(vec![series("", count)])
+        } else if query.starts_with("llm_probe_endpoint_info") {
+            matrix(vec![format!(
+                r#"{{"metric":{{"target":"sim","response_model":{}}},"values":[[1500,"1"],[3500,"1"]]}}"#,
+                serde_json::to_string(model).unwrap()
+            )])
+        } else if query.starts_with("max(") {
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into()
+        } else {
+            matrix(vec![])
+        }
+    }
+}
+
+fn request(url: &str) -> Request {
+    let range = |s, e| Range {
+        start: Instant::At(s),
+        end: Instant::At(e),
+    };
+    Request {
+        url: url.into(),
+        target: "sim".into(),
+        scenario: None,
+        windows: Windows::Given {
+            before: range(1000.0, 2000.0),
+            after: range(3000.0, 4000.0),
+        },
+        slo: Some(0.15),
+        timeout: Duration::from_secs(5),
+    }
+}
+
+fn quick() -> Options {
+    Options {
+        resamples: 50,
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn a_plain_answer_is_compared() {
+    let (url, queries) = responder(answer("50", "chat", "m1")).await;
+    let c = compare(&request(&url), &quick()).await.unwrap();
+    assert_eq!(c.scenarios.len(), 1);
+    assert_eq!(c.scenarios[0].rows[0].n_before, 50);
+    assert!(queries.lock().unwrap().len() >= 6);
+}
+
+/// Counts far beyond any number of probes (a broken exporter or a hostile Prometheus) are
+/// refused with the bucket named; they overflowed the U test's sums (a panic in a debug build,
+/// a wrapped count in release).
+#[tokio::test]
+async fn counts_beyond_whole_observations_are_refused() {
+    let (url, _) = responder(answer("1e30", "chat", "m1")).await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("malformed") && e.contains("le=0.2") && e.contains("2^53"),
+        "{e}"
+    );
+}
+
+/// The probe counters are held to the same bound (the failure ratio's sums overflowed too).
+#[tokio::test]
+async fn probe_counts_beyond_whole_probes_are_refused() {
+    let (url, _) = responder(move |q: &str| {
+        let normal = answer("50", "chat", "m1");
+        if q.starts_with("llm_probe_probe_failures_total") {
+            normal("llm_probe_probes_total").replace("\"50\"", "\"1e300\"")
+        } else {
+            normal(q)
+        }
+    })
+    .await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a number of probes"), "{e}");
+}
+
+/// Label values from Prometheus are shown in the Markdown report, never rendered: a scenario
+/// or an endpoint identity with HTML, a link or a table pipe stays text (a PR comment would
+/// have rendered the image and the link).
+#[tokio::test]
+async fn markup_in_label_values_is_shown_not_rendered_in_markdown() {
+    let (url, _) = responder(answer(
+        "50",
+        "<img src=x onerror=alert(1)>|x",
+        "[click](http://evil.example)",
+    ))
+    .await;
+    let c = compare(&request(&url), &quick()).await.unwrap();
+    let md = super::buckets_report::to_markdown(&c);
+    assert!(!md.contains("<img"), "{md}");
+    assert!(md.contains("&lt;img"), "{md}");
+    assert!(!md.contains("[click](http"), "{md}");
+    assert!(md.contains(r"\[click\]"), "{md}");
+    // The text report shows them as they are (escaped for the terminal only).
+    let text = super::buckets_report::to_text(&c);
+    assert!(text.contains("[click](http://evil.example)"), "{text}");
+}
+
+/// Prometheus's error text is shown cut (a hostile or broken server's megabyte of text does not
+/// flood the terminal or a CI log), terminal-safe.
+#[tokio::test]
+async fn a_huge_error_text_is_cut() {
+    let (url, _) = responder(|_: &str| {
+        let text = format!("\u{1b}[2J{}", "x".repeat(1 << 20));
+        serde_json::json!({"status": "error", "errorType": "bad_data", "error": text}).to_string()
+    })
+    .await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.len() < 2000, "{} bytes", e.len());
+    assert!(e.contains("bad_data") && e.contains("xxx…"), "{e}");
+    assert!(!e.contains('\u{1b}'), "{e}");
+}
+
+/// A histogram with more buckets than any of the daemon's (a few dozen, with the SLO
+/// thresholds) is refused: 20,000 buckets took 13 s per metric to bootstrap in a debug build,
+/// and a hostile Prometheus could send any number.
+#[test]
+fn a_histogram_with_too_many_buckets_is_refused() {
+    use super::stats::binned::{Histogram, HistogramError, MAX_BUCKETS};
+    let layout = |k: usize| {
+        let mut b: Vec<(f64, f64)> = (1..k).map(|i| (i as f64 * 0.001, i as f64)).collect();
+        b.push((f64::INFINITY, k as f64));
+        b
+    };
+    assert!(Histogram::from_cumulative(&layout(MAX_BUCKETS)).is_ok());
+    let e = Histogram::from_cumulative(&layout(MAX_BUCKETS + 1)).unwrap_err();
+    assert_eq!(e, HistogramError::TooManyBuckets(MAX_BUCKETS + 1));
+    assert!(e.to_string().contains("1001 buckets"), "{e}");
+}
+
+/// An SLO gauge that is not a positive finite number (NaN, +Inf, negative, 0) is no objective:
+/// the share rows are left out with the usual warning. A NaN objective made a share row
+/// "beyond NaN", counted at an arbitrary bucket bound.
+#[tokio::test]
+async fn an_slo_gauge_that_is_not_a_positive_number_is_no_objective() {
+    for v in ["NaN", "+Inf", "-1", "0"] {
+        let (url, _) = responder(move |q: &str| {
+            if q.starts_with("max(") {
+                format!(
+                    r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{}},"value":[4000,"{v}"]}}]}}}}"#
+                )
+            } else {
+                answer("50", "chat", "m1")(q)
+            }
+        })
+        .await;
+        let mut req = request(&url);
+        req.slo = None;
+        let c = compare(&req, &quick()).await.unwrap();
+        assert_eq!(c.slo, super::buckets::Slo::default(), "{v}");
+        assert!(c.scenarios[0].slo.is_empty(), "{v}");
+        assert!(
+            c.warnings.iter().any(|w| w.contains("no TTFT objective")),
+            "{v}: {:?}",
+            c.warnings
+        );
+    }
+}
