@@ -290,7 +290,7 @@ pub fn finish(measured: Result<Measured, String>, out: &Path) -> std::process::E
         .output_tokens_per_second
         .map_or(String::new(), |q| format!(", tokens/s P50 {:.1}", q.p50));
     stdout_text(terminal_safe(&format!(
-        "baseline for target {} scenario {}: {} ({why}), {} requests: TTFT P50 {} P95 {} P99 {}{tps}; written to {}",
+        "baseline for target {} scenario {}: {} ({why}), {} samples: TTFT P50 {} P95 {} P99 {}{tps}; written to {}",
         b.target,
         b.scenario,
         b.source.level,

@@ -175,6 +175,7 @@ impl Plan {
         };
         let warmup = match self.warmup {
             Warmup::Requests(0) => "no warmup".to_string(),
+            Warmup::Requests(1) => "warmup 1 request".to_string(),
             Warmup::Requests(n) => format!("warmup {n} requests"),
             Warmup::Time(d) => format!("warmup {}", humantime::format_duration(d)),
         };

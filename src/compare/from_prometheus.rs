@@ -164,7 +164,9 @@ async fn place_windows(
                         prometheus::ENDPOINT_INFO,
                     ))
                 })?;
-            let before = (change.last_old - window, change.last_old);
+            // BEFORE holds the previous identity only: it stops at the change before it.
+            let before_start = (change.last_old - window).max(change.old_since);
+            let before = (before_start, change.last_old);
             let after_start = change.first_new + settle;
             if after_start >= now {
                 return Err(Failure::Input(format!(
@@ -177,6 +179,15 @@ async fn place_windows(
             }
             let after_end = (after_start + window).min(now);
             let mut warnings = Vec::new();
+            if before_start > change.last_old - window {
+                warnings.push(format!(
+                    "the BEFORE window is {} long, not --window {}: the previous identity was \
+                     only seen from {} (an earlier change), and BEFORE holds it alone",
+                    human(change.last_old - before_start),
+                    human(window),
+                    rfc3339(change.old_since)
+                ));
+            }
             if after_end < after_start + window {
                 warnings.push(format!(
                     "the AFTER window is {} long, not --window {}: only that much time has \

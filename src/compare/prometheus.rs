@@ -520,6 +520,9 @@ pub type Identity = Vec<(String, String)>;
 /// The last change of a target's endpoint identity as Prometheus saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
+    /// The first sample of the previous label set's last run (after any other set's sample
+    /// before it), Unix seconds: the earlier change, where a BEFORE window must stop.
+    pub old_since: f64,
     /// The last sample of the previous label set, Unix seconds: the change happened after it.
     pub last_old: f64,
     /// The first sample of the current label set after that, Unix seconds: the change happened
@@ -608,8 +611,17 @@ pub fn change_in(series: &[Series]) -> Result<Change, NoChange> {
             since: newest_times[0],
         });
     };
+    // The previous set's last run began after every other set's sample before its end.
+    let prior = (times.iter())
+        .filter(|(id, _)| *id != old)
+        .flat_map(|(_, t)| t.iter().copied().filter(|&t| t < old_last))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let old_since = (times[old].iter().copied())
+        .find(|&t| t > prior)
+        .unwrap_or(old_last);
     match newest_times.iter().find(|&&t| t > old_last) {
         Some(&first_new) if old_last < last(newest_times) => Ok(Change {
+            old_since,
             last_old: old_last,
             first_new,
             old: old.clone(),

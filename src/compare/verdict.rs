@@ -81,7 +81,8 @@ impl Verdict {
             Verdict::Improvement => "improvement".into(),
             Verdict::NoChange => "~".into(),
             Verdict::Inconclusive { more_requests } => {
-                format!("inconclusive — needs ≈ {more_requests} more requests")
+                let s = if *more_requests == 1 { "" } else { "s" };
+                format!("inconclusive — needs ≈ {more_requests} more request{s}")
             }
         }
     }

@@ -54,7 +54,7 @@ fn the_change_lies_between_the_old_sets_last_and_the_new_sets_first_sample() {
         info("B", &[6.0, 7.0, 8.0]),
     ];
     let c = change_in(&series).unwrap();
-    assert_eq!((c.last_old, c.first_new), (4.0, 6.0));
+    assert_eq!((c.old_since, c.last_old, c.first_new), (1.0, 4.0, 6.0));
     let resp = |id: &Identity| {
         id.iter()
             .find(|(k, _)| k == "response_model")
@@ -71,7 +71,15 @@ fn the_change_lies_between_the_old_sets_last_and_the_new_sets_first_sample() {
         info("B", &[4.0, 5.0, 6.0]),
     ];
     let c = change_in(&series).unwrap();
-    assert_eq!((c.last_old, c.first_new), (6.0, 9.0));
+    assert_eq!((c.old_since, c.last_old, c.first_new), (4.0, 6.0, 9.0));
+    // A → B → C: the BEFORE window of the last change (B → C) must not reach back into A.
+    let series = [
+        info("A", &[1.0, 2.0]),
+        info("B", &[3.0, 4.0, 5.0]),
+        info("C", &[7.0, 8.0]),
+    ];
+    let c = change_in(&series).unwrap();
+    assert_eq!((c.old_since, c.last_old, c.first_new), (3.0, 5.0, 7.0));
     // One replica of two switched to another series of the same identity: still no change.
     let series = [info("A", &[1.0, 2.0]), info("A", &[3.0, 4.0])];
     assert!(matches!(
