@@ -89,6 +89,21 @@ pub fn endpoint_of(id: &Identity) -> (Option<String>, Endpoint) {
     )
 }
 
+/// The percentiles (`"P50, P95"`) where `e2e` lies below `ttft`, `None` when none does. A
+/// request's E2E is never below its TTFT; interpolated in different buckets, it can be.
+fn e2e_below_ttft(e2e: &Quantiles, ttft: &Quantiles) -> Option<String> {
+    let below: Vec<&str> = [
+        ("P50", e2e.p50, ttft.p50),
+        ("P95", e2e.p95, ttft.p95),
+        ("P99", e2e.p99, ttft.p99),
+    ]
+    .into_iter()
+    .filter(|(_, e, t)| e < t)
+    .map(|(name, _, _)| name)
+    .collect();
+    (!below.is_empty()).then(|| below.join(", "))
+}
+
 /// The baseline numbers of `data` (one scenario's window); `None` without successful probes.
 fn from_window(req: &Request, data: &ScenarioData, window: (f64, f64)) -> Option<Measured> {
     let samples = data.successful_probes();
@@ -113,6 +128,14 @@ fn from_window(req: &Request, data: &ScenarioData, window: (f64, f64)) -> Option
     let tpot = of(Metric::Tpot);
     let output_tokens_per_second = of(Metric::OutputTokensPerSecond);
     let e2e = of(Metric::E2e);
+    // Each histogram is interpolated inside its own buckets, and E2E's are coarser than TTFT's:
+    // an E2E percentile below the TTFT one is bucket arithmetic, not a measurement.
+    if let Some(below) = e2e.as_ref().and_then(|e| e2e_below_ttft(e, &ttft)) {
+        warnings.push(format!(
+            "E2E {below} below TTFT's: each is interpolated in its own buckets (E2E's are \
+             coarser), so read both as the bucket ranges printed above"
+        ));
+    }
     Some(Measured {
         target: req.target.clone(),
         scenario: req.scenario.clone(),
@@ -224,6 +247,21 @@ mod tests {
         assert!(quantiles(Metric::Ttft, &empty).is_none());
         let beyond = Histogram::from_counts(&[0.2, f64::INFINITY], &[1, 1]).unwrap();
         assert!(quantiles(Metric::Ttft, &beyond).unwrap().2, "P99 in +Inf");
+    }
+
+    #[test]
+    fn an_e2e_interpolated_below_ttft_is_named() {
+        let q = |p50, p95, p99| Quantiles { p50, p95, p99 };
+        let ttft = q(0.45, 0.49, 0.5);
+        assert_eq!(
+            e2e_below_ttft(&q(0.375, 0.6, 0.7), &ttft).as_deref(),
+            Some("P50")
+        );
+        assert_eq!(
+            e2e_below_ttft(&q(0.3, 0.4, 0.45), &ttft).as_deref(),
+            Some("P50, P95, P99")
+        );
+        assert_eq!(e2e_below_ttft(&q(0.5, 0.6, 0.7), &ttft), None);
     }
 
     #[test]
