@@ -228,7 +228,7 @@ sweep_ceiling() {
 
 # The same sweep against the real server (no ground truth there).
 sweep_real() {
-  local root=${REAL_URL:-http://127.0.0.1:18080} n=${SWEEP_REQUESTS:-40} dir c tool model
+  local root=${REAL_URL:-http://127.0.0.1:18080} n=${SWEEP_REQUESTS:-32} dir c tool model
   dir=${SWEEP_DIR:-$(mktemp -d)}
   mkdir -p "$dir"
   model=$(curl -fs "$root/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
