@@ -173,12 +173,18 @@ YAML
   esac
 }
 
-# The peers' prompt files in $1: $2 unique prompts of `[probe pN] Say something.`, $3 max tokens.
+# The peers' prompt files in $1: $2 unique prompts `[probe NONCE] Say something.` with a seeded
+# random 16-hex-digit nonce as llm-probe's (numbered nonces would share all but their last
+# digits, which a server's prefix cache serves), $3 max tokens.
 sweep_prompts() {
-  seq "$2" | python3 -c 'import json,sys
-for i in sys.stdin: print(json.dumps({"text": "[probe p%06d] Say something." % int(i)}))' >"$1/prompts.jsonl"
-  seq "$2" | python3 -c 'import json,sys
-for i in sys.stdin: print(json.dumps({"prompt": "[probe p%06d] Say something." % int(i), "output_tokens_count": int(sys.argv[1])}))' "$3" >"$1/prompts-guidellm.jsonl"
+  python3 -c 'import json,random,sys
+n, max_tokens, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rnd = random.Random(1)
+with open(out + "/prompts.jsonl", "w") as a, open(out + "/prompts-guidellm.jsonl", "w") as g:
+    for _ in range(n):
+        p = "[probe %016x] Say something." % rnd.getrandbits(64)
+        print(json.dumps({"text": p}), file=a)
+        print(json.dumps({"prompt": p, "output_tokens_count": max_tokens}), file=g)' "$2" "$3" "$1"
 }
 
 # Issue 10, acceptance 3. Each tool in turn runs the same concurrency sweep against a fresh
