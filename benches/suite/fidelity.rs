@@ -32,7 +32,7 @@ use crate::stats::{buckets, histogram_quantile, ms, row, Dist, HEADER};
 use crate::{loadavg, pin_to_cpu, Opts};
 
 /// a − b in seconds, signed.
-fn sd(a: Instant, b: Instant) -> f64 {
+pub fn sd(a: Instant, b: Instant) -> f64 {
     if a >= b {
         (a - b).as_secs_f64()
     } else {
@@ -153,9 +153,11 @@ pub fn main(opts: &Opts) {
     }
 }
 
-/// The simulator on its own thread and runtime (pinned to CPU 1); returns its base URL, a
-/// sender that stops it and hands back what it received.
-fn start_simulator(
+/// The simulator on its own thread and runtime (pinned to CPU 1), listening on `addr`
+/// (`127.0.0.1:0`: any free port); returns its base URL, a sender that stops it and hands back
+/// what it received.
+pub fn start_simulator(
+    addr: std::net::SocketAddr,
     script: Script,
     pin: bool,
 ) -> (
@@ -175,9 +177,7 @@ fn start_simulator(
             .build()
             .unwrap();
         rt.block_on(async move {
-            let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
-                .await
-                .expect("simulator");
+            let sim = Simulator::start(addr, script).await.expect("simulator");
             url_tx.send(sim.base_url()).unwrap();
             // Wait for the stop signal without blocking the runtime.
             let stop = tokio::task::spawn_blocking(move || stop_rx.recv());
@@ -189,7 +189,8 @@ fn start_simulator(
 }
 
 fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection: &str) {
-    let (url, stop, received) = start_simulator(script.clone(), pin);
+    let any_port = "127.0.0.1:0".parse().unwrap();
+    let (url, stop, received) = start_simulator(any_port, script.clone(), pin);
     let pinned = pin && pin_to_cpu(0);
     let load_before = loadavg();
     let run = drive(&url, streams, per, script, connection);

@@ -9,12 +9,20 @@
 //!   `/metrics` render time and size.
 //! - `render`: `/metrics` encoding time and size at many targets, without probing.
 //! - `decoder`: SSE decoder throughput, ours and the `eventsource-stream` crate's.
+//! - `sim`: the simulator with its load model as a server on a port, writing every request's
+//!   ground truth as JSON lines when it stops (for out-of-process load generators).
+//! - `loadtest`: `llm-probe bench`, AIPerf and GuideLLM on one concurrency sweep, next to the
+//!   ground truth of the requests each sent.
+//! - `genceiling`: `llm-probe bench`'s per-request TTFT error at up to 256 streams.
 
 mod decoder;
 mod fidelity;
+mod genceiling;
+mod loadtest;
 mod real;
 mod render;
 mod scale;
+mod sim;
 mod stats;
 
 use std::collections::HashMap;
@@ -97,7 +105,7 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("usage: suite fidelity|real|scale|render|decoder [--option value …]");
+        eprintln!("usage: suite fidelity|real|scale|render|decoder|sim|loadtest|genceiling [--option value …]");
         std::process::exit(2);
     };
     let opts = Opts::parse(rest);
@@ -112,8 +120,11 @@ fn main() {
         "scale" => scale::main(&opts),
         "decoder" => decoder::main(&opts),
         "render" => render::main(&opts),
+        "sim" => sim::main(&opts),
+        "loadtest" => loadtest::main(&opts),
+        "genceiling" => genceiling::main(&opts),
         other => {
-            eprintln!("unknown table {other:?}: fidelity, real, scale, render or decoder");
+            eprintln!("unknown table {other:?}: fidelity, real, scale, render, decoder, sim, loadtest or genceiling");
             std::process::exit(2);
         }
     }
