@@ -570,3 +570,28 @@ async fn simulate_load_flags_from_the_command_line() {
     assert!((0.099..0.125).contains(&ttfts[0]), "{ttfts:?}");
     assert!((0.210..0.260).contains(&ttfts[1]), "{ttfts:?}");
 }
+
+/// Closed loop: the virtual users start `USER_SPACING` apart, so the first round is no burst of
+/// C connections at one instant (BENCHMARKS §9b: a burst delayed the generator itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_users_start_spaced_apart() {
+    let sim = common::simulator(quick(100)).await;
+    let r = bench(&sim.base_url(), plan(vec![Load::Concurrency(8)], 8, 0)).await;
+    let v = json::to_json(&r);
+    let mut starts: Vec<f64> = v["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["scheduled_seconds"].as_f64().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 8);
+    starts.sort_by(f64::total_cmp);
+    let spacing = llm_probe::bench::run::USER_SPACING.as_secs_f64();
+    assert!(spacing >= 0.001, "the documented spacing is 1 ms");
+    for (k, s) in starts.iter().enumerate() {
+        assert!(
+            *s >= spacing * k as f64 - 1e-4,
+            "user {k} sent at {s} s, before {k} × the spacing: {starts:?}"
+        );
+    }
+}

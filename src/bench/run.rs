@@ -22,6 +22,10 @@ use crate::config::Scenario;
 use crate::measure::ProbeOutcome;
 use crate::probe::Prober;
 
+/// How far apart a closed-loop level's virtual users send their first request (256 users: all
+/// started within 0.26 s).
+pub const USER_SPACING: Duration = Duration::from_millis(1);
+
 /// What a level shares with its requests.
 #[derive(Clone)]
 pub struct LevelRun {
@@ -120,9 +124,17 @@ pub async fn run_level(run: &LevelRun, level: usize, load: Load) -> LevelResult 
     let mut tasks = JoinSet::new();
     match load {
         Load::Concurrency(c) => {
-            for _ in 0..c {
+            for user in 0..c {
                 let s = shared.clone();
                 tasks.spawn(async move {
+                    // Users start USER_SPACING apart: C connections opened at one instant are a
+                    // burst the generator itself would delay (BENCHMARKS §9b: up to 27 ms in the
+                    // first round at 256 users).
+                    let offset = USER_SPACING * user;
+                    tokio::select! {
+                        _ = s.run.cancel.cancelled() => return,
+                        _ = tokio::time::sleep_until(s.start + offset) => {}
+                    }
                     while !s.out_of_time(s.start.elapsed()) {
                         let Some(i) = s.claim() else { break };
                         s.request(i, None).await;
