@@ -407,15 +407,9 @@ pub fn to_json(c: &WindowComparison) -> Value {
                 o.insert(r.metric.json_name().into(), row_json(r));
             }
             o.insert("slo".into(), s.slo.iter().map(slo_json).collect());
-            let f = &s.failures;
             o.insert(
                 "failure_ratio".into(),
-                json!({
-                    "sent_before": f.before.0, "failed_before": f.before.1,
-                    "sent_after": f.after.0, "failed_after": f.after.1,
-                    "p_value": f.test.as_ref().map(|t| t.1.p_value),
-                    "verdict": f.test.as_ref().map(|t| t.0.name()),
-                }),
+                super::report::failure_json(&s.failures),
             );
             Value::Object(o)
         })

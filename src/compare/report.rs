@@ -340,6 +340,16 @@ fn quantile_object(v: &[Option<f64>; 3], ci: &[Option<(f64, f64)>; 3]) -> Value 
     })
 }
 
+/// The `failure_ratio` object of a level (or a window's scenario): counts, p-value, verdict.
+pub(crate) fn failure_json(f: &super::FailureRow) -> Value {
+    json!({
+        "sent_before": f.before.0, "failed_before": f.before.1,
+        "sent_after": f.after.0, "failed_after": f.after.1,
+        "p_value": f.test.as_ref().map(|t| t.1.p_value),
+        "verdict": f.test.as_ref().map(|t| t.0.name()),
+    })
+}
+
 fn row_json(r: &Row) -> Value {
     let ci = |i: usize| r.change_ci[i].map(|(l, h)| vec![l, h]);
     json!({
@@ -409,16 +419,7 @@ pub fn to_json(c: &Comparison, before: &Run, after: &Run) -> Value {
             for r in &l.rows {
                 o.insert(r.metric.json_name().into(), row_json(r));
             }
-            let f = &l.failures;
-            o.insert(
-                "failure_ratio".into(),
-                json!({
-                    "sent_before": f.before.0, "failed_before": f.before.1,
-                    "sent_after": f.after.0, "failed_after": f.after.1,
-                    "p_value": f.test.as_ref().map(|t| t.1.p_value),
-                    "verdict": f.test.as_ref().map(|t| t.0.name()),
-                }),
-            );
+            o.insert("failure_ratio".into(), failure_json(&l.failures));
             Value::Object(o)
         })
         .collect();
