@@ -152,7 +152,7 @@ async fn a_window_of_probes_becomes_a_baseline_the_probes_file_loads() {
     assert!(ttft_line.contains(" in 200–250, P95 "), "{ttft_line}");
     assert!(
         stdout.starts_with(&format!(
-            "baseline for target sim scenario chat: window {}/{} (histogram buckets in Prometheus), {} requests",
+            "baseline for target sim scenario chat: window {}/{} (histogram buckets in Prometheus), {} samples",
             rfc3339(start),
             rfc3339(end),
             b.samples

@@ -242,7 +242,8 @@ async fn bench_at_200_then_240_ms_is_a_regression_and_the_same_setup_is_not() {
             truth * 100.0
         );
         assert!((rel - 0.20).abs() < 0.04, "≈ +20 % expected: {hl}");
-        assert!(lo <= 0.20 && 0.20 <= hi, "the interval misses +20 %: {hl}");
+        // The truth is the shift the jittered simulators really produced (+18.6 % in one CI
+        // run, whose interval [+12.8, +19.8] % rightly missed the nominal +20 %).
         assert!(
             lo <= truth && truth <= hi,
             "the interval misses {truth}: {hl}"

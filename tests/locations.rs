@@ -94,6 +94,9 @@ async fn one_slow_location_warns_and_two_page() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // A quorum state from an evaluation before both counted (when us alone was "every location")
+    // is cleared by the next evaluations: judge from evaluations after this point.
+    prom_support::wait_for_evaluations(&prom, QUORUM, 2).await;
     // us slow, eu fast: the one-location warning fires for us; the quorum alert never starts.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {

@@ -141,6 +141,24 @@ pub async fn assert_silent_over_evaluations(p: &Prometheus, name: &str, target: 
     }
 }
 
+/// Waits until Prometheus has evaluated alert `name` `n` more times (at most 30 s): states read
+/// after that reflect the data as it is now, not an evaluation from before it.
+pub async fn wait_for_evaluations(p: &Prometheus, name: &str, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = vec![last_evaluation(p, name).await];
+    while seen.len() <= n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} was not evaluated {n} times in 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let last = last_evaluation(p, name).await;
+        if !seen.contains(&last) {
+            seen.push(last);
+        }
+    }
+}
+
 /// When Prometheus last evaluated the alert rule `name` (its `lastEvaluation`, RFC 3339).
 pub async fn last_evaluation(p: &Prometheus, name: &str) -> String {
     let d = api(p, "/api/v1/rules", &[("type", "alert")]).await;
