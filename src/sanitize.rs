@@ -174,37 +174,64 @@ pub const MIN_SECRET_LEN: usize = 4;
 /// `a/b\"c`) and percent-encoded forms (`a+b/c=` → `a%2Bb%2Fc%3D`, lower-case hex too) are
 /// redacted as well.
 pub fn redact_secrets<'a>(text: &mut String, secrets: impl IntoIterator<Item = &'a str>) {
-    let mut forms: Vec<String> = Vec::new();
-    for secret in secrets
-        .into_iter()
-        .map(str::trim)
-        .filter(|s| s.len() >= MIN_SECRET_LEN)
-    {
-        for form in encoded_forms(secret) {
-            if !forms.contains(&form) {
-                forms.push(form);
-            }
-        }
+    Redactor::new(secrets).redact(text);
+}
+
+/// Secrets to redact, with every encoded form of each ([`redact_secrets`]) worked out once:
+/// build it where the secrets are known (a prober, per target) and redact many texts with it.
+/// Its `Debug` shows how many forms it holds, never one of them.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    forms: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor {{ {} forms }}", self.forms.len())
     }
-    for secret in forms.iter().map(String::as_str) {
-        if text.contains(secret) {
-            *text = text.replace(secret, SECRET_MARK);
-        }
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text.as_str();
-        loop {
-            let (piece, cut, after) = match rest.find('…') {
-                Some(i) => (&rest[..i], "…", &rest[i + '…'.len_utf8()..]),
-                None => (rest, "", ""),
-            };
-            out.push_str(&without_secret_start(piece, secret));
-            out.push_str(cut);
-            if cut.is_empty() {
-                break;
+}
+
+impl Redactor {
+    /// The forms of `secrets` (trimmed; those shorter than [`MIN_SECRET_LEN`] are ignored).
+    pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut forms: Vec<String> = Vec::new();
+        for secret in secrets
+            .into_iter()
+            .map(str::trim)
+            .filter(|s| s.len() >= MIN_SECRET_LEN)
+        {
+            for form in encoded_forms(secret) {
+                if !forms.contains(&form) {
+                    forms.push(form);
+                }
             }
-            rest = after;
         }
-        *text = out;
+        Redactor { forms }
+    }
+
+    /// `text` with every form and every beginning a cut left behind replaced, as
+    /// [`redact_secrets`] describes.
+    pub fn redact(&self, text: &mut String) {
+        for secret in self.forms.iter().map(String::as_str) {
+            if text.contains(secret) {
+                *text = text.replace(secret, SECRET_MARK);
+            }
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            loop {
+                let (piece, cut, after) = match rest.find('…') {
+                    Some(i) => (&rest[..i], "…", &rest[i + '…'.len_utf8()..]),
+                    None => (rest, "", ""),
+                };
+                out.push_str(&without_secret_start(piece, secret));
+                out.push_str(cut);
+                if cut.is_empty() {
+                    break;
+                }
+                rest = after;
+            }
+            *text = out;
+        }
     }
 }
 
@@ -351,6 +378,16 @@ mod tests {
                 assert!(!text.contains(part), "{echoed} → {text}");
             }
         }
+    }
+
+    #[test]
+    fn a_redactor_built_once_redacts_as_the_function_and_debugs_no_secret() {
+        let r = super::Redactor::new(["sk-live-123456", "ab"]);
+        let mut text = "Bearer sk-live-12…".to_string();
+        r.redact(&mut text);
+        assert_eq!(text, "Bearer [redacted]…");
+        let debug = format!("{r:?}");
+        assert!(!debug.contains("sk-live"), "{debug}");
     }
 
     #[test]

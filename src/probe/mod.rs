@@ -81,9 +81,9 @@ pub struct Prober {
     stamped: Option<transport::StampedClient>,
     target: Arc<Target>,
     limits: Limits,
-    /// The credentials of the target's proxy from the environment ([`route::proxy_secrets`]):
-    /// redacted like the target's own secrets.
-    proxy_secrets: Vec<String>,
+    /// The target's API key, secret header values and its proxy's credentials from the
+    /// environment ([`route::proxy_secrets`]), in every form they may be echoed: built once.
+    redactor: crate::sanitize::Redactor,
 }
 
 impl Prober {
@@ -102,10 +102,19 @@ impl Prober {
     /// turns the kernel's receive timestamping on (see [`arrival::prepare`]).
     pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
         client::warn_if_insecure(&target);
+        let proxy = route::proxy_secrets(&target.base_url);
+        let key = target.api_key.as_ref().map(|k| k.expose());
+        let headers = (target.headers.iter())
+            .filter_map(|(k, v)| target.is_secret_header(k).then_some(v.as_str()));
+        let redactor = crate::sanitize::Redactor::new(
+            key.into_iter()
+                .chain(headers)
+                .chain(proxy.iter().map(String::as_str)),
+        );
         Prober {
             client,
             stamped: transport::stamped_client(&target),
-            proxy_secrets: route::proxy_secrets(&target.base_url),
+            redactor,
             target,
             limits: Limits::default(),
         }
@@ -230,16 +239,9 @@ impl Prober {
 
     /// Replaces the target's API key, its secret header values and its proxy's credentials in
     /// `text` with `[redacted]`, and a beginning of one that a cut left behind
-    /// ([`crate::sanitize::redact_secrets`]).
+    /// ([`crate::sanitize::Redactor`]).
     fn redact(&self, text: &mut String) {
-        let key = self.target.api_key.as_ref().map(|k| k.expose());
-        let headers = self
-            .target
-            .headers
-            .iter()
-            .filter_map(|(k, v)| self.target.is_secret_header(k).then_some(v.as_str()));
-        let proxy = self.proxy_secrets.iter().map(String::as_str);
-        crate::sanitize::redact_secrets(text, key.into_iter().chain(headers).chain(proxy));
+        self.redactor.redact(text);
     }
 
     fn conclude(
