@@ -203,13 +203,45 @@ fn every_relative_link_and_anchor_resolves() {
 #[test]
 fn no_document_points_outside_the_repository() {
     let mut problems = Vec::new();
-    for file in linked_files() {
+    let mut files = linked_files();
+    files.push(root().join("BENCHMARKS.md"));
+    for file in files {
         for (n, line) in read(&file).lines().enumerate() {
             if line.contains("../shared") {
                 problems.push(format!(
                     "{}:{}: refers to ../shared, which a clone does not have",
                     rel(&file),
                     n + 1
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Whether `line` names an internal work item ("issue 22", "acceptance 3"), which means nothing
+/// to a reader of the repository.
+fn names_work_item(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    ["issue ", "acceptance "].iter().any(|word| {
+        lower
+            .match_indices(word)
+            .any(|(at, _)| lower[at + word.len()..].starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
+#[test]
+fn no_document_refers_to_internal_work_items() {
+    assert!(names_work_item("(issue 10, acceptance 3)") && !names_work_item("an issue to fix"));
+    let mut problems = Vec::new();
+    for file in linked_files() {
+        for (n, line) in read(&file).lines().enumerate() {
+            if names_work_item(line) {
+                problems.push(format!(
+                    "{}:{}: refers to an internal work item: {}",
+                    rel(&file),
+                    n + 1,
+                    line.trim()
                 ));
             }
         }
