@@ -420,6 +420,52 @@ async fn every_metric_is_documented_and_every_documented_metric_exists() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The rows `` | `value` | … `` of the table under `## {heading}` in `text`.
+fn table_values(text: &str, heading: &str) -> BTreeSet<String> {
+    text.split(&format!("\n## {heading}\n"))
+        .nth(1)
+        .map(|section| section.split("\n## ").next().unwrap())
+        .into_iter()
+        .flat_map(str::lines)
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_failure_reason_and_anomaly_is_explained() {
+    use llm_probe::measure::{Anomaly, FailureReason};
+    let text = read(&root().join("docs/metrics.md"));
+    let reasons = table_values(&text, "Failure reasons");
+    let kinds = table_values(&text, "Stream anomalies");
+    let code_reasons: BTreeSet<String> = FailureReason::ALL
+        .iter()
+        .map(|r| r.as_str().to_string())
+        .collect();
+    let code_kinds: BTreeSet<String> = Anomaly::ALL
+        .iter()
+        .map(|a| a.as_str().to_string())
+        .collect();
+    let mut problems = Vec::new();
+    for (what, code, docs) in [
+        ("failure reason", &code_reasons, &reasons),
+        ("anomaly kind", &code_kinds, &kinds),
+    ] {
+        for v in code.difference(docs) {
+            problems.push(format!(
+                "docs/metrics.md: the {what} `{v}` has no row in its table"
+            ));
+        }
+        for v in docs.difference(code) {
+            problems.push(format!(
+                "docs/metrics.md: the table lists the {what} `{v}`, which llm-probe does not have"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Configuration keys
 
