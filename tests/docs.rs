@@ -576,6 +576,20 @@ fn documented_keys(text: &str) -> BTreeSet<String> {
 }
 
 #[test]
+fn the_minimal_file_of_the_configuration_reference_loads() {
+    let text = read(&root().join("docs/configuration.md"));
+    let yaml = text
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/configuration.md shows a minimal file in a ```yaml block");
+    let env = |name: &str| (name == "STAGING_API_KEY").then(|| "sk-docs".to_string());
+    if let Err(e) = llm_probe::config::parse(yaml, "docs/configuration.md", &env) {
+        panic!("the minimal file of docs/configuration.md does not load:\n{e}");
+    }
+}
+
+#[test]
 fn the_configuration_reference_lists_exactly_the_keys_the_parser_accepts() {
     let accepted = accepted_keys();
     assert!(
