@@ -201,6 +201,26 @@ fn every_relative_link_and_anchor_resolves() {
 }
 
 #[test]
+fn every_docs_page_is_on_the_map() {
+    let map = read(&root().join("docs/README.md"));
+    let readme = read(&root().join("README.md"));
+    let mut problems = Vec::new();
+    for page in docs_pages() {
+        let name = page.file_name().unwrap().to_string_lossy().to_string();
+        if name == "README.md" {
+            continue;
+        }
+        if !map.contains(&format!("]({name})")) {
+            problems.push(format!("docs/README.md: the map does not link docs/{name}"));
+        }
+        if !readme.contains(&format!("](docs/{name}")) {
+            problems.push(format!("README.md: no link to docs/{name}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
 fn no_document_points_outside_the_repository() {
     let mut problems = Vec::new();
     let mut files = linked_files();
