@@ -8,7 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::plan::Plan;
 use super::progress::Progress;
-use super::{chart, estimate_prompt_tokens, json, select, sweep, table, Report};
+use super::prompt::{self, PromptSize};
+use super::{chart, json, select, sweep, table, Report};
 use crate::config::{self, PrefixCache};
 
 /// What `llm-probe bench` prints on stdout (`--output`).
@@ -71,8 +72,21 @@ pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
         }
     }
     let progress = Progress::new(a.quiet);
-    for l in plan.describe(estimate_prompt_tokens(&scenario), scenario.max_tokens) {
-        progress.line(&l);
+    // The plan's token spend, with the prompt as the server counts it (one request of
+    // max_tokens 1 first; nothing is printed with --quiet, so nothing is measured then).
+    if !a.quiet {
+        progress.line("measuring the prompt: one request of the scenario with max_tokens 1");
+        let size = match crate::probe::Prober::new(target.clone()) {
+            Ok(prober) => prompt::measure(&prober, &scenario, a.prefix_cache, &cancel).await,
+            Err(e) => PromptSize::Estimated {
+                tokens: prompt::estimate(&scenario),
+                why: format!("no HTTP client could be built ({e})"),
+            },
+        };
+        progress.line(&size.to_string());
+        for l in plan.describe(size.tokens(), scenario.max_tokens) {
+            progress.line(&l);
+        }
     }
     let text = std::fs::read_to_string(&a.config_file).unwrap_or_default();
     let report = match sweep(
