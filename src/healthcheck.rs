@@ -6,9 +6,31 @@
 
 use std::process::ExitCode;
 
-use crate::cli::HealthcheckArgs;
 use crate::server::web_config::read_capped;
 use crate::server::HEALTHY_BODY;
+
+/// What to ask and how (the `healthcheck` command's flags, or their environment variables,
+/// mapped by the command line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The health endpoint to ask (`https://` for an exporter with TLS); user-info and query
+    /// are never shown in messages.
+    pub url: String,
+    /// How long to wait for the whole answer.
+    pub timeout: std::time::Duration,
+    /// CA certificates (PEM) that sign the exporter's certificate (default: the system's).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate (PEM); used only together with `key_file`.
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    pub key_file: Option<std::path::PathBuf>,
+    /// Accept any server certificate (liveness only; the answer is still checked).
+    pub insecure_skip_verify: bool,
+    /// Basic auth user name; used only together with `password_file`.
+    pub username: Option<String>,
+    /// File holding the basic auth password (its content without the trailing line break).
+    pub password_file: Option<std::path::PathBuf>,
+}
 
 /// Why a health check failed: one line for stderr.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +65,7 @@ pub enum HealthError {
 }
 
 /// Runs the check and prints why it failed; exit code 0 or 1.
-pub async fn run(args: &HealthcheckArgs) -> ExitCode {
+pub async fn run(args: &Options) -> ExitCode {
     match check(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -74,7 +96,7 @@ fn read(path: &std::path::Path, flag: &str) -> Result<Vec<u8>, HealthError> {
     read_capped(path).map_err(|e| HealthError::Setup(format!("{flag}: {e}")))
 }
 
-fn client(args: &HealthcheckArgs) -> Result<reqwest::Client, HealthError> {
+fn client(args: &Options) -> Result<reqwest::Client, HealthError> {
     let mut builder = reqwest::Client::builder()
         .timeout(args.timeout)
         .redirect(reqwest::redirect::Policy::none())
@@ -131,7 +153,7 @@ fn chain(e: reqwest::Error) -> String {
 ///
 /// # Errors
 /// A [`HealthError`] naming the URL (without secrets) and what went wrong.
-pub async fn check(args: &HealthcheckArgs) -> Result<(), HealthError> {
+pub async fn check(args: &Options) -> Result<(), HealthError> {
     let url = shown(&args.url);
     let client = client(args)?;
     let mut request = client.get(&args.url);

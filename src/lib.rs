@@ -3,9 +3,17 @@
 //! The modules follow the data flow (see `DESIGN.md` §4):
 //! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`,
 //! with `daemon` wiring them together, `simulate` the scripted test endpoint, `app`, `cli`,
-//! `demo` and `report` the command line, and `sanitize` making server-sent text safe to print
-//! and URLs safe to quote.
+//! `demo` and `report` the command line, `sanitize` making server-sent text safe to print
+//! and URLs safe to quote, and `clock` the deadline arithmetic that cannot overflow.
+//!
+//! Imports go one way along that flow where it matters: `schedule` uses `probe` (never the
+//! reverse); `server` uses `metrics`, which owns the exposition formats and their `Accept`
+//! negotiation (never the reverse). The command line sits on top: each command's module
+//! (`bench`, `compare`, `baseline`, `healthcheck`, `logging`, …) owns its options and output
+//! formats, `cli` maps the flags onto them, and nothing but `app` and `main` imports `cli`
+//! (`tests/layering.rs` checks these rules).
 
+pub mod clock;
 pub mod config;
 pub mod decode;
 pub mod measure;

@@ -11,7 +11,14 @@ use std::sync::LazyLock;
 
 use prometheus_client::metrics::counter::Counter;
 
-use crate::cli::LogFormat;
+/// Log output formats on stderr (`--log.format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// logfmt: one line of key=value pairs per event (as Prometheus and its exporters log).
+    Logfmt,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Log lines (and command-line messages) that could not be written to stderr or stdout since
 /// the process started; exported as `llm_probe_log_write_failures_total`.

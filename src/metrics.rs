@@ -17,6 +17,9 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::config::Slo;
 use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome};
 
+pub mod accept;
+pub use accept::{negotiate, negotiate_text};
+
 /// Labels of every probe series: the config's names, never a URL or prompt text.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ProbeLabels {
@@ -798,14 +801,14 @@ impl Metrics {
     }
 
     /// Renders the registry in the text format the `Accept` header asks for (see
-    /// [`crate::server::negotiate_text`]): OpenMetrics 1.0.0 when the header prefers it, else
+    /// [`negotiate_text`]): OpenMetrics 1.0.0 when the header prefers it, else
     /// the Prometheus text format 0.0.4 (a protobuf preference is not considered here; `/metrics`
     /// offers it, see [`Metrics::render_as`]). Returns `(content type, body)`.
     ///
     /// Panics if the encoder fails, which it does not for these formats (a `String` sink and
     /// histograms that always carry at least the `+Inf` bucket).
     pub fn render(&self, accept: Option<&str>) -> (&'static str, String) {
-        let format = crate::server::negotiate_text(accept);
+        let format = negotiate_text(accept);
         let body = self
             .render_as(format)
             .expect("the text formats encode every metric");

@@ -12,6 +12,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::clock::instant_after;
 use crate::config::Scenario;
 use crate::measure::ProbeOutcome;
 use crate::probe::Prober;
@@ -35,15 +36,6 @@ pub fn phase(target: &str, scenario: &str, interval: Duration) -> Duration {
 /// Probes that panicked since the process started (a bug in llm-probe: the probe is logged at
 /// error and dropped, and the schedule goes on); exported as `llm_probe_probe_panics_total`.
 pub static PROBE_PANICS: LazyLock<Counter> = LazyLock::new(Counter::default);
-
-/// `from + d`, or an instant far beyond any run of the process if that overflows: waiting
-/// "forever" instead of panicking on `overflow when adding duration to instant`.
-pub fn instant_after(from: Instant, d: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
-    from.checked_add(d)
-        .or_else(|| from.checked_add(FAR))
-        .unwrap_or(from)
-}
 
 /// Probes `scenario` with `prober` every interval until `shutdown`, handing each outcome to
 /// `record`. Each probe runs in its own task: a probe that panics is logged, counted in
@@ -188,15 +180,5 @@ mod tests {
             .expect("the schedule went on after the panic");
         assert_eq!(seen, [0, 2, 3]);
         assert!(PROBE_PANICS.get() > before);
-    }
-
-    #[test]
-    fn instants_never_overflow() {
-        let now = Instant::now();
-        assert!(instant_after(now, Duration::MAX) > now + Duration::from_secs(365 * 24 * 3600));
-        assert_eq!(
-            instant_after(now, Duration::from_secs(1)),
-            now + Duration::from_secs(1)
-        );
     }
 }

@@ -595,3 +595,104 @@ async fn virtual_users_start_spaced_apart() {
         );
     }
 }
+
+/// The plan's prompt size (issue 32): bench sends the scenario once with max_tokens 1 and
+/// prints the server's count, marked "measured", and computes the token spend with it; a
+/// server without usage gets the text estimate, marked "estimated" with the reason; `--quiet`
+/// prints no plan and sends no extra request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_measures_the_prompt_with_one_request_first() {
+    let run = |base_url: String, quiet: bool| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.yaml");
+        std::fs::write(&file, yaml(&base_url)).unwrap();
+        let f = file.to_str().unwrap().to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut args = vec![
+                "--config.file",
+                &f,
+                "--concurrency",
+                "1",
+                "--requests",
+                "2",
+                "--pause",
+                "0s",
+                "--output",
+                "json",
+            ];
+            if quiet {
+                args.push("--quiet");
+            }
+            cli(&args)
+        })
+        .await
+        .unwrap()
+    };
+    let prompt_line = |stderr: &str| -> (String, u64) {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("prompt: "))
+            .unwrap_or_else(|| panic!("no prompt line in\n{stderr}"))
+            .to_string();
+        let n = line
+            .trim_start_matches("prompt: ")
+            .trim_start_matches("≈ ")
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        (line, n)
+    };
+
+    let sim = common::simulator(quick(5)).await;
+    let out = run(sim.base_url(), false).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (line, n) = prompt_line(&stderr);
+    assert!(line.contains("measured"), "{line}");
+    assert_eq!(Some(n), v["metadata"]["prompt_tokens"].as_u64(), "{line}");
+    assert!(
+        stderr.contains(&format!("({n} prompt + 32 max_tokens)")),
+        "{stderr}"
+    );
+    let received = sim.received();
+    let max_tokens: Vec<u64> = received
+        .iter()
+        .map(|r| r.body["max_tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        max_tokens,
+        [1, 32, 32],
+        "one measuring request, then the sweep"
+    );
+    assert_eq!(
+        v["levels"][0]["requests"]["sent"], 2,
+        "the measuring request is not part of the sweep"
+    );
+
+    let out = run(sim.base_url(), true).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sim.received().len(), 3 + 2, "--quiet: no measuring request");
+
+    let silent = common::simulator(Script {
+        fault: Fault::NoUsage,
+        ..quick(5)
+    })
+    .await;
+    let out = run(silent.base_url(), false).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (line, n) = prompt_line(&stderr);
+    assert!(
+        line.contains("estimated") && line.contains("the server reported no prompt token count"),
+        "{line}"
+    );
+    // "Say hello": 9 characters → 3 tokens, plus 4 for the message.
+    assert_eq!(n, 7, "{line}");
+}

@@ -6,39 +6,46 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use super::level::Load;
 use super::plan::Plan;
 use super::progress::Progress;
-use super::{chart, estimate_prompt_tokens, json, select, sweep, table, Report};
-use crate::cli::{BenchArgs, BenchCache, BenchOutput};
+use super::prompt::{self, PromptSize};
+use super::{chart, json, select, sweep, table, Report};
 use crate::config::{self, PrefixCache};
 
-/// The plan the flags describe (not yet validated).
-pub fn plan_of(a: &BenchArgs) -> Plan {
-    let levels = if a.rate.is_empty() {
-        a.concurrency
-            .iter()
-            .map(|&c| Load::Concurrency(c))
-            .collect()
-    } else {
-        a.rate.iter().map(|&r| Load::Rate(r)).collect()
-    };
-    Plan {
-        levels,
-        duration: a.duration,
-        requests: a.requests,
-        warmup: a.warmup,
-        pause: a.pause,
-        seed: a.seed,
-        max_concurrency: a.max_concurrency,
-        max_requests: a.max_requests,
-        stop_on_slo_breach: a.stop_on_slo_breach,
-        max_failure_ratio: a.max_failure_ratio,
-    }
+/// What `llm-probe bench` prints on stdout (`--output`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// An aligned table and the SLA capacity.
+    Table,
+    /// The `llm-probe.bench/v1` JSON report, with every request's record.
+    Json,
+    /// A Markdown report (for a pull request or a wiki).
+    Markdown,
+}
+
+/// What one `llm-probe bench` run does (the command line's flags, mapped by `cli`).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The probes file (YAML) the target and scenario come from.
+    pub config_file: std::path::PathBuf,
+    /// The target to load (optional when the file has one).
+    pub target: Option<String>,
+    /// The scenario to send (optional when the target runs one).
+    pub scenario: Option<String>,
+    /// The sweep: levels, their length, warmup, pauses and caps (validated by [`run`]).
+    pub plan: Plan,
+    /// Whether every prompt gets a unique nonce (cold) or is sent verbatim (warm).
+    pub prefix_cache: PrefixCache,
+    /// What to print on stdout.
+    pub output: Output,
+    /// Also write the report files and charts into this directory (see [`write_all`]).
+    pub out: Option<std::path::PathBuf>,
+    /// No progress output on stderr.
+    pub quiet: bool,
 }
 
 /// Runs the command until done or `cancel` (Ctrl-C): what was measured is still written.
-pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
+pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
     let fail = |msg: String| {
         crate::logging::stderr_line(format_args!("llm-probe bench: {msg}"));
         ExitCode::FAILURE
@@ -54,7 +61,7 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let plan = plan_of(&a);
+    let plan = a.plan;
     if let Err(e) = plan.validate() {
         return fail(e);
     }
@@ -65,19 +72,28 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
         }
     }
     let progress = Progress::new(a.quiet);
-    for l in plan.describe(estimate_prompt_tokens(&scenario), scenario.max_tokens) {
-        progress.line(&l);
+    // The plan's token spend, with the prompt as the server counts it (one request of
+    // max_tokens 1 first; nothing is printed with --quiet, so nothing is measured then).
+    if !a.quiet {
+        progress.line("measuring the prompt: one request of the scenario with max_tokens 1");
+        let size = match crate::probe::Prober::new(target.clone()) {
+            Ok(prober) => prompt::measure(&prober, &scenario, a.prefix_cache, &cancel).await,
+            Err(e) => PromptSize::Estimated {
+                tokens: prompt::estimate(&scenario),
+                why: format!("no HTTP client could be built ({e})"),
+            },
+        };
+        progress.line(&size.to_string());
+        for l in plan.describe(size.tokens(), scenario.max_tokens) {
+            progress.line(&l);
+        }
     }
-    let cache = match a.prefix_cache {
-        BenchCache::Cold => PrefixCache::Cold,
-        BenchCache::Warm => PrefixCache::Warm,
-    };
     let text = std::fs::read_to_string(&a.config_file).unwrap_or_default();
     let report = match sweep(
         &text,
         target,
         scenario,
-        cache,
+        a.prefix_cache,
         plan,
         cancel,
         progress.clone(),
@@ -88,9 +104,9 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
         Err(e) => return fail(e),
     };
     let stdout = match a.output {
-        BenchOutput::Table => table::to_text(&report),
-        BenchOutput::Json => format!("{:#}\n", json::to_json(&report)),
-        BenchOutput::Markdown => table::to_markdown(&report),
+        Output::Table => table::to_text(&report),
+        Output::Json => format!("{:#}\n", json::to_json(&report)),
+        Output::Markdown => table::to_markdown(&report),
     };
     // A closed stdout (`| head`) is not an error worth a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout(), stdout.as_bytes());

@@ -3,7 +3,8 @@
 //! [`Prober`], decoders, timeline and math as the daemon; each level's statistics, the SLA
 //! capacity and every request's record come out as a table, JSON, Markdown and SVG charts.
 //!
-//! Modules: [`plan`] (levels, bounds, validation, token spend), [`run`] (the load generator),
+//! Modules: [`plan`] (levels, bounds, validation, token spend), [`prompt`] (the prompt size the
+//! plan's spend is computed with), [`run`] (the load generator),
 //! [`record`] (one request), [`stats`] (percentiles and their CIs), [`level`] (per-level
 //! statistics and the SLA capacity), [`json`], [`table`] and [`chart`] (outputs).
 
@@ -13,6 +14,7 @@ pub mod json;
 pub mod level;
 pub mod plan;
 pub mod progress;
+pub mod prompt;
 pub mod record;
 pub mod run;
 pub mod stats;
@@ -207,16 +209,6 @@ pub async fn sweep(
         stopped_on_breach,
         config_digest,
     })
-}
-
-/// A rough prompt size before the server has counted it: about 4 characters per token, plus
-/// a few tokens of chat template per message.
-pub fn estimate_prompt_tokens(scenario: &Scenario) -> u64 {
-    scenario
-        .messages
-        .iter()
-        .map(|m| (m.content.chars().count() as u64).div_ceil(4) + 4)
-        .sum()
 }
 
 /// FNV-1a (64 bit) over `parts`, as 16 hex digits: identifies a configuration, not a secret

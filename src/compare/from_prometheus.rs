@@ -14,8 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::buckets::{self, ScenarioComparison, Slo};
 use super::prometheus::{self, Change, Client, Identity};
 use super::window::{human, rfc3339, Range};
-use super::Options;
-use crate::cli::CompareOutput;
+use super::{Options, Output};
 use crate::logging::{stderr_line, stdout_text};
 use crate::sanitize::terminal_safe;
 
@@ -312,7 +311,7 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
 /// `llm-probe compare --prometheus.url …`: compare and print in `output`'s format to stdout
 /// (warnings also to stderr with JSON). Exit status: 0 without a regression, 1 with any, 2 when
 /// Prometheus cannot answer, no change is found or a window has no probes.
-pub async fn run(req: &Request, options: &Options, output: CompareOutput) -> ExitCode {
+pub async fn run(req: &Request, options: &Options, output: Output) -> ExitCode {
     let c = match compare(req, options).await {
         Ok(c) => c,
         Err(e) => {
@@ -324,9 +323,9 @@ pub async fn run(req: &Request, options: &Options, output: CompareOutput) -> Exi
         }
     };
     match output {
-        CompareOutput::Text => stdout_text(super::buckets_report::to_text(&c)),
-        CompareOutput::Markdown => stdout_text(super::buckets_report::to_markdown(&c)),
-        CompareOutput::Json => {
+        Output::Text => stdout_text(super::buckets_report::to_text(&c)),
+        Output::Markdown => stdout_text(super::buckets_report::to_markdown(&c)),
+        Output::Json => {
             for w in &c.warnings {
                 stderr_line(format_args!(
                     "llm-probe compare: warning: {}",
@@ -343,40 +342,5 @@ pub async fn run(req: &Request, options: &Options, output: CompareOutput) -> Exi
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-impl Request {
-    /// From the command line's flags. Errors (for the user): `--target` or the windows missing.
-    pub fn from_args(a: crate::cli::PrometheusCompareArgs) -> Result<Request, String> {
-        let url = a.prometheus_url.ok_or(
-            "give BEFORE and AFTER run files, or --prometheus.url with --target and the windows",
-        )?;
-        let target = a
-            .target
-            .ok_or("--prometheus.url needs --target (the target's name, its `target` label)")?;
-        let windows = match (a.before_window, a.after_window, a.around_change) {
-            (Some(before), Some(after), false) => Windows::Given { before, after },
-            (None, None, true) => Windows::AroundChange {
-                window: a.window.as_secs_f64(),
-                settle: a.settle.as_secs_f64(),
-                lookback: a.lookback.as_secs_f64(),
-            },
-            _ => {
-                return Err(
-                    "--prometheus.url needs the windows: --before START/END and --after \
-                     START/END, or --around-change"
-                        .into(),
-                )
-            }
-        };
-        Ok(Request {
-            url,
-            target,
-            scenario: a.scenario,
-            windows,
-            slo: a.slo.map(|d| d.as_secs_f64()),
-            timeout: a.prometheus_timeout,
-        })
     }
 }

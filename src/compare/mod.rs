@@ -430,6 +430,18 @@ pub fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Output formats of `llm-probe compare` (`--output`), for runs and Prometheus windows alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// An aligned table per level.
+    Text,
+    /// Markdown tables (for a pull-request comment).
+    Markdown,
+    /// One JSON document (`"schema": "llm-probe.compare/v1"`; from Prometheus:
+    /// `"llm-probe.compare.prometheus/v1"`).
+    Json,
+}
+
 /// `llm-probe compare`: read both runs, compare, print in `output`'s format to stdout (warnings
 /// also to stderr in the JSON format, whose stdout is the document alone). Exit status: 0 without
 /// a regression, 1 with any, 2 when a run cannot be read or the runs are not comparable.
@@ -437,7 +449,7 @@ pub fn run(
     before: &std::path::Path,
     after: &std::path::Path,
     options: &Options,
-    output: crate::cli::CompareOutput,
+    output: Output,
 ) -> std::process::ExitCode {
     use crate::logging::{stderr_line, stdout_text};
     use std::process::ExitCode;
@@ -463,9 +475,9 @@ pub fn run(
         }
     };
     match output {
-        crate::cli::CompareOutput::Text => stdout_text(report::to_text(&c, &b, &a)),
-        crate::cli::CompareOutput::Markdown => stdout_text(report::to_markdown(&c, &b, &a)),
-        crate::cli::CompareOutput::Json => {
+        Output::Text => stdout_text(report::to_text(&c, &b, &a)),
+        Output::Markdown => stdout_text(report::to_markdown(&c, &b, &a)),
+        Output::Json => {
             for w in &c.warnings {
                 stderr_line(format_args!(
                     "llm-probe compare: warning: {}",

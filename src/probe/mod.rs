@@ -152,7 +152,7 @@ impl Prober {
         };
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
-        let deadline = crate::schedule::instant_after(sent, self.target.timeout);
+        let deadline = crate::clock::instant_after(sent, self.target.timeout);
         let exchange = tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs));
         let (exchanged, connection) = connect::attribute(exchange).await;
         (obs.timeline.connect_started, obs.timeline.connected) = connection.unzip();

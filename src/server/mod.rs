@@ -7,7 +7,6 @@
 //! once (more wait in the kernel's accept queue, as Prometheus' `--web.max-connections`), and
 //! every connection task ends when the server stops.
 
-mod accept;
 mod auth;
 mod debug_probe;
 mod scrape;
@@ -15,7 +14,8 @@ mod stall;
 pub mod status;
 pub mod web_config;
 
-pub use accept::{negotiate, negotiate_text};
+/// Content negotiation is the exposition's own (`metrics::accept`); re-exported for `/metrics`.
+pub use crate::metrics::{negotiate, negotiate_text};
 pub use debug_probe::DebugProbePolicy;
 pub use scrape::Scrapes;
 pub use web_config::{WebConfig, WebState};

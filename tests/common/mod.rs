@@ -314,15 +314,15 @@ pub async fn prometheus_query(port: u16, promql: &str) -> Vec<serde_json::Value>
     v["data"]["result"].as_array().cloned().unwrap_or_default()
 }
 
-/// `llm-probe healthcheck --url URL EXTRA…` as parsed by the command line.
-pub fn healthcheck_args(url: &str, extra: &[String]) -> llm_probe::cli::HealthcheckArgs {
+/// `llm-probe healthcheck --url URL EXTRA…` as parsed and mapped by the command line.
+pub fn healthcheck_args(url: &str, extra: &[String]) -> llm_probe::healthcheck::Options {
     use clap::Parser;
     let argv = ["llm-probe", "healthcheck", "--url", url]
         .into_iter()
         .map(String::from)
         .chain(extra.iter().cloned());
     match llm_probe::cli::Cli::try_parse_from(argv).unwrap().command {
-        llm_probe::cli::Command::Healthcheck(a) => a,
+        llm_probe::cli::Command::Healthcheck(a) => a.into(),
         _ => unreachable!(),
     }
 }

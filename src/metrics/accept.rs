@@ -8,7 +8,7 @@
 //! A small parser of our own: the well-known crates either parse one media type without
 //! q-values (`mime`) or no longer carry an `Accept` header type (`headers` 0.4).
 
-use crate::metrics::Exposition;
+use super::Exposition;
 
 /// One media range of an `Accept` header, lower-cased, with its weight.
 #[derive(Debug, PartialEq)]
