@@ -27,8 +27,8 @@ pub const MAX_PHASE: Duration = Duration::from_secs(10);
 /// The pairs of one target are spread evenly: the `k` scenarios of a target sit `1/k` of the
 /// cycle apart, so a target sees one probe every `interval / k` and never `k` at once (probes
 /// queueing against each other on the server would inflate each other's TTFT). Where the cycle
-/// starts is a well-mixed hash (XXH3) of the target's name, so different targets don't all fire
-/// together and names that differ in one byte land far apart.
+/// starts is a well-mixed hash (XXH3) of the target's name and its scenarios' names, so
+/// different targets don't all fire together and names that differ in one byte land far apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot {
     /// The first probe, within `min(interval, MAX_PHASE)` of start (the same fraction of that
@@ -39,12 +39,19 @@ pub struct Slot {
     pub steady: Duration,
 }
 
-/// The deterministic [`Slot`] of the scenario at position `index` (0-based, config order) of a
-/// target that has `count` scenarios, probed every `interval`. The same inputs always give the
-/// same slot. `count` 0 is taken as 1 and `index` is taken modulo `count`.
-pub fn slot(target: &str, index: usize, count: usize, interval: Duration) -> Slot {
-    let count = count.max(1);
-    let base = (xxh3_64(target.as_bytes()) >> 11) as f64 / (1u64 << 53) as f64;
+/// The deterministic [`Slot`] of `scenarios[index]` of `target` (`scenarios`: the target's
+/// scenario names in config order), probed every `interval`. The same inputs always give the
+/// same slot; an `index` beyond the list is taken modulo its length (an empty list as one
+/// scenario).
+pub fn slot(target: &str, scenarios: &[&str], index: usize, interval: Duration) -> Slot {
+    let count = scenarios.len().max(1);
+    let mut key = Vec::with_capacity(64);
+    key.extend_from_slice(target.as_bytes());
+    for name in scenarios {
+        key.push(0);
+        key.extend_from_slice(name.as_bytes());
+    }
+    let base = (xxh3_64(&key) >> 11) as f64 / (1u64 << 53) as f64;
     let frac = (base + (index % count) as f64 / count as f64).fract();
     Slot {
         first: interval.min(MAX_PHASE).mul_f64(frac),
@@ -77,12 +84,9 @@ pub async fn probe_loop<F>(
     F: Fn(ProbeOutcome) + Send,
 {
     let target = prober.target().clone();
-    let index = target
-        .scenarios
-        .iter()
-        .position(|s| s.name == scenario.name)
-        .unwrap_or(0);
-    let slot = slot(&target.name, index, target.scenarios.len(), target.interval);
+    let names: Vec<&str> = target.scenarios.iter().map(|s| s.name.as_str()).collect();
+    let index = names.iter().position(|n| *n == scenario.name).unwrap_or(0);
+    let slot = slot(&target.name, &names, index, target.interval);
     let now = Instant::now();
     let first = instant_after(now, slot.first);
     let then = instant_after(now, slot.steady.saturating_add(target.interval));
@@ -197,22 +201,25 @@ mod tests {
     #[test]
     fn slots_are_deterministic_bounded_and_spread_across_targets() {
         let i = Duration::from_secs(15);
-        assert_eq!(slot("a", 0, 1, i), slot("a", 0, 1, i));
+        assert_eq!(slot("a", &["chat"], 0, i), slot("a", &["chat"], 0, i));
         let slots: Vec<_> = (0..50)
-            .map(|n| slot(&format!("target-{n}"), 0, 1, i))
+            .map(|n| slot(&format!("target-{n}"), &["chat"], 0, i))
             .collect();
         assert!(slots.iter().all(|s| s.first < MAX_PHASE && s.steady < i));
         let distinct: std::collections::HashSet<_> =
             slots.iter().map(|s| s.first.as_millis()).collect();
         assert!(distinct.len() > 40, "slots should spread: {distinct:?}");
-        let short = slot("x", 0, 1, Duration::from_secs(2));
+        let short = slot("x", &["y"], 0, Duration::from_secs(2));
         assert!(short.first < Duration::from_secs(2));
         assert_eq!(
             short.first, short.steady,
             "interval under MAX_PHASE: one slot"
         );
-        // Index and count out of range are clamped, not a panic.
-        assert_eq!(slot("t", 7, 0, i), slot("t", 0, 1, i));
+        // An index out of range wraps, an empty list is one scenario: no panic.
+        assert_eq!(slot("t", &["a", "b"], 3, i), slot("t", &["a", "b"], 1, i));
+        assert!(slot("t", &[], 5, i).steady < i);
+        // The separator matters: ("ab", "c") and ("a", "bc") differ.
+        assert_ne!(slot("ab", &["c"], 0, i), slot("a", &["bc"], 0, i));
     }
 
     /// Distance on the circle of one interval.
@@ -229,7 +236,9 @@ mod tests {
             let interval = Duration::from_secs(secs);
             let window = interval.min(MAX_PHASE);
             for target in ["chat-1", "chat-2", "a", "b"] {
-                let slots: Vec<Slot> = (0..10).map(|n| slot(target, n, 10, interval)).collect();
+                let names: Vec<String> = (0..10).map(|n| format!("chat-{n}")).collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                let slots: Vec<Slot> = (0..10).map(|n| slot(target, &names, n, interval)).collect();
                 for (x, a) in slots.iter().enumerate() {
                     for b in &slots[x + 1..] {
                         assert!(
