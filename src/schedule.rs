@@ -1,5 +1,6 @@
-//! One task per (target, scenario): the first probe soon after start at a deterministic phase
-//! (so targets don't all fire together), then every `interval`; a probe never overlaps its
+//! One task per (target, scenario): the first probe soon after start, then every `interval` at
+//! the pair's deterministic [`Slot`] (targets don't all fire together, and the scenarios of one
+//! target are spread evenly across the interval); a probe never overlaps its
 //! predecessor (a late probe skips ticks instead of bunching up); a `Retry-After` from the
 //! server holds the next probe back until it has passed; cancellation drops an in-flight probe
 //! without observing it; a probe that panics is logged and counted, and the schedule goes on.
@@ -11,6 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::clock::instant_after;
 use crate::config::Scenario;
@@ -21,16 +23,41 @@ use crate::probe::Prober;
 /// interval, if shorter) of start.
 pub const MAX_PHASE: Duration = Duration::from_secs(10);
 
-/// The deterministic phase of one (target, scenario): FNV-1a of `target \0 scenario` as a
-/// fraction of `min(interval, MAX_PHASE)`. The same names always get the same phase.
-pub fn phase(target: &str, scenario: &str, interval: Duration) -> Duration {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in target.bytes().chain([0]).chain(scenario.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// When one (target, scenario) pair probes, as offsets from the moment its schedule starts.
+///
+/// The pairs of one target are spread evenly: the `k` scenarios of a target sit `1/k` of the
+/// cycle apart, so a target sees one probe every `interval / k` and never `k` at once (probes
+/// queueing against each other on the server would inflate each other's TTFT). Where the cycle
+/// starts is a well-mixed hash (XXH3) of the target's name and its scenarios' names, so
+/// different targets don't all fire together and names that differ in one byte land far apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// The first probe, within `min(interval, MAX_PHASE)` of start (the same fraction of that
+    /// window as `steady` is of the interval): a new pair is measured soon.
+    pub first: Duration,
+    /// The steady-state offset within the interval, in `[0, interval)`: from the second probe
+    /// on, the pair probes at `start + steady + n × interval` (n ≥ 1).
+    pub steady: Duration,
+}
+
+/// The deterministic [`Slot`] of `scenarios[index]` of `target` (`scenarios`: the target's
+/// scenario names in config order), probed every `interval`. The same inputs always give the
+/// same slot; an `index` beyond the list is taken modulo its length (an empty list as one
+/// scenario).
+pub fn slot(target: &str, scenarios: &[&str], index: usize, interval: Duration) -> Slot {
+    let count = scenarios.len().max(1);
+    let mut key = Vec::with_capacity(64);
+    key.extend_from_slice(target.as_bytes());
+    for name in scenarios {
+        key.push(0);
+        key.extend_from_slice(name.as_bytes());
     }
-    let frac = (h >> 11) as f64 / (1u64 << 53) as f64;
-    interval.min(MAX_PHASE).mul_f64(frac)
+    let base = (xxh3_64(&key) >> 11) as f64 / (1u64 << 53) as f64;
+    let frac = (base + (index % count) as f64 / count as f64).fract();
+    Slot {
+        first: interval.min(MAX_PHASE).mul_f64(frac),
+        steady: interval.mul_f64(frac),
+    }
 }
 
 /// Probes that panicked since the process started (a bug in llm-probe: the probe is logged at
@@ -49,10 +76,12 @@ pub async fn probe_loop<F>(
     F: Fn(ProbeOutcome) + Send,
 {
     let target = prober.target().clone();
-    let start = instant_after(
-        Instant::now(),
-        phase(&target.name, &scenario.name, target.interval),
-    );
+    let names: Vec<&str> = target.scenarios.iter().map(|s| s.name.as_str()).collect();
+    let index = names.iter().position(|n| *n == scenario.name).unwrap_or(0);
+    let slot = slot(&target.name, &names, index, target.interval);
+    let now = Instant::now();
+    let first = instant_after(now, slot.first);
+    let then = instant_after(now, slot.steady.saturating_add(target.interval));
     let names = (target.name.clone(), scenario.name.clone());
     let probe = move || {
         let (prober, scenario) = (prober.clone(), scenario.clone());
@@ -63,15 +92,24 @@ pub async fn probe_loop<F>(
         record(outcome);
         hold
     };
-    run_loop(&names, start, target.interval, probe, after, shutdown).await;
+    run_loop(
+        &names,
+        (first, then),
+        target.interval,
+        probe,
+        after,
+        shutdown,
+    )
+    .await;
 }
 
-/// The schedule of [`probe_loop`], over any probe: `probe()` at `start` and every `interval`
-/// (skipping missed ticks), each in its own task; `after` takes each result and returns how
-/// long the server asked to be left alone (`Retry-After`). `names` is (target, scenario).
+/// The schedule of [`probe_loop`], over any probe: `probe()` at `first`, then at `then` and
+/// every `interval` after it (skipping missed ticks), each in its own task; `after` takes each
+/// result and returns how long the server asked to be left alone (`Retry-After`). `names` is
+/// (target, scenario).
 async fn run_loop<T, P, Fut>(
     names: &(String, String),
-    start: Instant,
+    (first, then): (Instant, Instant),
     interval: Duration,
     probe: P,
     mut after: impl FnMut(T) -> Option<Duration>,
@@ -81,8 +119,10 @@ async fn run_loop<T, P, Fut>(
     P: Fn() -> Fut,
     Fut: std::future::Future<Output = T> + Send + 'static,
 {
-    let mut ticker = tokio::time::interval_at(start, interval);
+    let mut ticker = tokio::time::interval_at(first, interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    // After the first probe the schedule moves to its steady slot (once).
+    let mut realign = (then != instant_after(first, interval)).then_some(then);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -93,6 +133,10 @@ async fn run_loop<T, P, Fut>(
             _ = shutdown.cancelled() => return,
             r = task => r,
         };
+        if let Some(at) = realign.take() {
+            // A first probe that ran past the steady slot skips to the next one.
+            ticker.reset_at(next_slot(at, interval, Instant::now()));
+        }
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -106,9 +150,27 @@ async fn run_loop<T, P, Fut>(
         };
         // The server asked to be left alone (429/503 + Retry-After): no probe before then.
         if let Some(wait) = after(outcome) {
-            ticker.reset_at(instant_after(Instant::now(), wait));
+            // The first of the pair's own slots once the wait has passed, so that the pairs of
+            // a target stay spread across the interval.
+            let hold = instant_after(Instant::now(), wait);
+            ticker.reset_at(next_slot(then, interval, hold));
         }
     }
+}
+
+/// The first instant `anchor + n × interval` (n ≥ 0) at or after `not_before`; `not_before`
+/// itself when `interval` is zero or the slot would overflow.
+fn next_slot(anchor: Instant, interval: Duration, not_before: Instant) -> Instant {
+    if anchor >= not_before || interval.is_zero() {
+        return anchor.max(not_before);
+    }
+    let late = (not_before - anchor).as_nanos();
+    let n = late.div_ceil(interval.as_nanos());
+    u32::try_from(n)
+        .ok()
+        .and_then(|n| interval.checked_mul(n))
+        .and_then(|d| anchor.checked_add(d))
+        .unwrap_or(not_before)
 }
 
 /// What a failed task said, for the log.
@@ -129,18 +191,133 @@ mod tests {
     use super::*;
 
     #[test]
-    fn phase_is_deterministic_bounded_and_spread() {
+    fn slots_are_deterministic_bounded_and_spread_across_targets() {
         let i = Duration::from_secs(15);
-        assert_eq!(phase("a", "chat", i), phase("a", "chat", i));
-        let phases: Vec<_> = (0..50)
-            .map(|n| phase(&format!("target-{n}"), "chat", i))
+        assert_eq!(slot("a", &["chat"], 0, i), slot("a", &["chat"], 0, i));
+        let slots: Vec<_> = (0..50)
+            .map(|n| slot(&format!("target-{n}"), &["chat"], 0, i))
             .collect();
-        assert!(phases.iter().all(|p| *p < MAX_PHASE));
-        let distinct: std::collections::HashSet<_> = phases.iter().map(|p| p.as_millis()).collect();
-        assert!(distinct.len() > 40, "phases should spread: {distinct:?}");
-        assert!(phase("x", "y", Duration::from_secs(2)) < Duration::from_secs(2));
+        assert!(slots.iter().all(|s| s.first < MAX_PHASE && s.steady < i));
+        let distinct: std::collections::HashSet<_> =
+            slots.iter().map(|s| s.first.as_millis()).collect();
+        assert!(distinct.len() > 40, "slots should spread: {distinct:?}");
+        let short = slot("x", &["y"], 0, Duration::from_secs(2));
+        assert!(short.first < Duration::from_secs(2));
+        assert_eq!(
+            short.first, short.steady,
+            "interval under MAX_PHASE: one slot"
+        );
+        // An index out of range wraps, an empty list is one scenario: no panic.
+        assert_eq!(slot("t", &["a", "b"], 3, i), slot("t", &["a", "b"], 1, i));
+        assert!(slot("t", &[], 5, i).steady < i);
         // The separator matters: ("ab", "c") and ("a", "bc") differ.
-        assert_ne!(phase("ab", "c", i), phase("a", "bc", i));
+        assert_ne!(slot("ab", &["c"], 0, i), slot("a", &["bc"], 0, i));
+    }
+
+    /// Distance on the circle of one interval.
+    fn apart(a: Duration, b: Duration, interval: Duration) -> Duration {
+        let d = if a > b { a - b } else { b - a };
+        d.min(interval - d)
+    }
+
+    #[test]
+    fn scenarios_of_one_target_differing_in_one_byte_are_spread_evenly() {
+        // Names differing in a last byte got phases microseconds apart under FNV-1a's top
+        // bits; slots now come from the scenario's position, so the hash of its name is moot.
+        for secs in [15, 60, 300] {
+            let interval = Duration::from_secs(secs);
+            let window = interval.min(MAX_PHASE);
+            for target in ["chat-1", "chat-2", "a", "b"] {
+                let names: Vec<String> = (0..10).map(|n| format!("chat-{n}")).collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                let slots: Vec<Slot> = (0..10).map(|n| slot(target, &names, n, interval)).collect();
+                for (x, a) in slots.iter().enumerate() {
+                    for b in &slots[x + 1..] {
+                        assert!(
+                            apart(a.steady, b.steady, interval) >= interval / 20,
+                            "{target} every {secs} s: steady slots {a:?} and {b:?} too close"
+                        );
+                        assert!(
+                            apart(a.first, b.first, window) >= window / 20,
+                            "{target} every {secs} s: first probes {a:?} and {b:?} too close"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_probe_comes_early_then_the_steady_slot_holds() {
+        let t0 = Instant::now();
+        let interval = Duration::from_secs(60);
+        let (first, then) = (t0 + Duration::from_secs(3), t0 + Duration::from_secs(78));
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let mut at = Vec::new();
+        let after = |()| {
+            at.push(Instant::now() - t0);
+            if at.len() == 4 {
+                stop.cancel();
+            }
+            None
+        };
+        let names = ("t".to_string(), "s".to_string());
+        run_loop(
+            &names,
+            (first, then),
+            interval,
+            || async {},
+            after,
+            shutdown,
+        )
+        .await;
+        let secs: Vec<u64> = at.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [3, 78, 138, 198]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_holds_until_the_next_own_slot() {
+        let t0 = Instant::now();
+        let interval = Duration::from_secs(10);
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let mut at = Vec::new();
+        let after = |()| {
+            at.push(Instant::now() - t0);
+            if at.len() == 3 {
+                stop.cancel();
+            }
+            // The first probe is told to wait 25 s: no probe at 12 or 22, the next at 32.
+            (at.len() == 1).then_some(Duration::from_secs(25))
+        };
+        let names = ("t".to_string(), "s".to_string());
+        let start = t0 + Duration::from_secs(2);
+        run_loop(
+            &names,
+            (start, start + interval),
+            interval,
+            || async {},
+            after,
+            shutdown,
+        )
+        .await;
+        let secs: Vec<u64> = at.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [2, 32, 42]);
+    }
+
+    #[test]
+    fn next_slot_keeps_the_grid() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        assert_eq!(next_slot(t0, s, t0), t0);
+        assert_eq!(next_slot(t0 + s, s, t0), t0 + s);
+        assert_eq!(next_slot(t0, s, t0 + s / 2), t0 + s);
+        assert_eq!(next_slot(t0, s, t0 + s * 7), t0 + s * 7);
+        assert_eq!(next_slot(t0, s, t0 + s * 7 + s / 10), t0 + s * 8);
+        assert_eq!(next_slot(t0, Duration::ZERO, t0 + s), t0 + s);
+        let far = instant_after(t0, Duration::MAX);
+        assert!(next_slot(t0, Duration::from_nanos(1), far) >= far);
     }
 
     #[tokio::test]
@@ -167,9 +344,10 @@ mod tests {
             None
         };
         let names = ("t".to_string(), "s".to_string());
+        let now = Instant::now();
         let run = run_loop(
             &names,
-            Instant::now(),
+            (now, now + Duration::from_millis(5)),
             Duration::from_millis(5),
             probe,
             after,

@@ -79,8 +79,7 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
     assert!(v.get("timeline").is_none() && v.get("raw_excerpt").is_none());
 
     // On-demand probes are not in the scheduled series: the schedule's first probe of (sim, b2)
-    // is 9.7 s away (its phase, `schedule::phase`; single-letter scenario names all get 0.67 s,
-    // too soon for a loaded machine).
+    // is 7.3 s away (its slot, `schedule::slot`).
     let (_, text) = d.metrics.render(None);
     assert_eq!(
         common::sample(&text, "llm_probe_probes_total", &[("scenario", "b2")]),
@@ -98,7 +97,7 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
 async fn only_configured_targets_can_be_probed() {
     let sim = common::simulator(Script::default()).await;
     let other = common::simulator(Script::default()).await;
-    // The schedule's first probe of (sim, a2) is 9.7 s away (its phase, `schedule::phase`, is
+    // The schedule's first probe of (sim, a2) is 7.3 s away (its slot, `schedule::slot`, is
     // a fraction of min(interval, 10 s)), after the test: any request is the endpoint's.
     let d = common::daemon(common::parse(&common::yaml(
         &sim.base_url(),
@@ -138,4 +137,14 @@ async fn only_configured_targets_can_be_probed() {
         "nothing ran for the rejected requests"
     );
     d.stop().await;
+}
+
+/// The slots the tests above rely on (a scheduled probe must not land inside them).
+#[test]
+fn the_slots_these_tests_rely_on() {
+    use llm_probe::schedule::slot;
+    let long = Duration::from_secs(60);
+    assert!(slot("sim", &["a2", "b2"], 1, long).first > Duration::from_secs(7));
+    assert!(slot("sim", &["a2"], 0, long).first > Duration::from_secs(7));
+    assert!(slot("sim", &["chat"], 0, long).first > Duration::from_secs(7));
 }

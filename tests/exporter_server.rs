@@ -351,7 +351,7 @@ async fn fifty_rapid_probe_now_requests_cause_one_probe() {
     })
     .await;
     // An interval of an hour: no scheduled probe reaches the simulator within the test
-    // (the first one's phase is up to 10 s; the limit's period is the interval).
+    // (the first one's slot is 7.9 s away; the limit's period is the interval).
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1h",

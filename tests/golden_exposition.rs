@@ -132,8 +132,8 @@ async fn one_pair_exposition_matches_the_golden_file() {
         ..Script::default()
     })
     .await;
-    // One probe: the interval is far longer than the test. The scenario name `first` puts the
-    // pair's start-up phase at 0.16 s (of at most 10 s).
+    // One probe: the interval is far longer than the test. The pair's first probe comes 8.6 s
+    // after start (its slot, `schedule::slot`, of at most 10 s).
     // With a pinned baseline: its gauges are part of the exposition.
     let dir = tempfile::tempdir().unwrap();
     let cfg = common::parse(&common::yaml(
