@@ -164,7 +164,6 @@ pub fn ago(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::FailureReason;
 
     fn probe(at: SystemTime, ttft_ms: u64, tps: f64, id: &str) -> RecentProbe {
         RecentProbe {

@@ -153,7 +153,11 @@ impl Chart {
     /// A `width`×`height` chart over times `x` (epoch seconds) and values `y`; `axes` draws
     /// the frame and tick labels (sparklines have none).
     pub fn new(width: f64, height: f64, x: (f64, f64), y: (f64, f64), axes: bool) -> Self {
-        let x = if x.1 > x.0 {
+        let x = if !(x.0.is_finite() && x.1.is_finite()) {
+            // Nothing to draw (no probe yet): the last 10 minutes.
+            let now = secs(SystemTime::now());
+            (now - 600.0, now)
+        } else if x.1 > x.0 {
             x
         } else {
             (x.0 - 30.0, x.0 + 30.0)
@@ -280,7 +284,8 @@ impl Chart {
         let tstep = time_step(span, 4.0);
         let times: Vec<(f64, String)> = (0..)
             .map(|k| ((self.x.0 / tstep).ceil() + f64::from(k)) * tstep)
-            .take_while(|at| *at <= self.x.1)
+            .take_while(|at| at.is_finite() && *at <= self.x.1)
+            .take(20)
             .map(|at| {
                 let when = UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0));
                 let hms = humantime::format_rfc3339_seconds(when).to_string();
@@ -399,6 +404,15 @@ mod tests {
         assert_eq!(short(1.0), "1");
         assert_eq!(time_step(600.0, 4.0), 300.0);
         assert_eq!(time_step(6.0 * 3600.0, 4.0), 7200.0);
+    }
+
+    #[test]
+    fn a_chart_of_nothing_renders() {
+        let span = (f64::INFINITY, f64::NEG_INFINITY);
+        let svg = Chart::new(480.0, 240.0, span, (0.0, 1.0), true)
+            .finish("c", "t", "", "")
+            .into_string();
+        assert!(svg.contains("class=\"tick\""), "{svg}");
     }
 
     #[test]

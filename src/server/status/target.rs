@@ -80,13 +80,15 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
 fn legend() -> Markup {
     let line = |class: &str, text: &str| {
         (
-            legend_key(html! { line class=(class) x1="1" x2="23" y1="7" y2="7" {} }),
+            legend_key(
+                html! { line class=(format!("legend {class}")) x1="1" x2="23" y1="7" y2="7" {} },
+            ),
             text.to_string(),
         )
     };
     let dot = |class: &str, text: &str| {
         (
-            legend_key(html! { circle class=(class) cx="12" cy="7" r="4" {} }),
+            legend_key(html! { circle class=(format!("legend {class}")) cx="12" cy="7" r="4" {} }),
             text.to_string(),
         )
     };
@@ -103,7 +105,7 @@ fn legend() -> Markup {
     ];
     for g in FailGroup::ALL {
         keys.push((
-            legend_key(fail_shape(12.0, 7.0, g, g.class())),
+            legend_key(fail_shape(12.0, 7.0, g, &format!("legend {}", g.class()))),
             format!("failed: {}", g.label()),
         ));
     }
