@@ -597,7 +597,11 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
             None => text(
                 StatusCode::NOT_FOUND,
                 "text/plain",
-                "not found: try / or /metrics\n",
+                format!(
+                    "not found: try {} or {}\n",
+                    state.urls.link("/"),
+                    state.urls.link("/metrics")
+                ),
             ),
         },
     }
