@@ -754,6 +754,10 @@ async fn every_link_resolves_behind_a_route_prefix() {
         "{html}"
     );
     assert!(html.contains("Timeline"), "{html}");
+    assert!(
+        !html.contains("http-equiv=\"refresh\""),
+        "reloading the page by itself would run another probe: {html}"
+    );
     let (status, json) = get(d.addr, "/llm/probe?target=api-ok&scenario=chat").await;
     assert_eq!(status, 200);
     assert!(

@@ -165,6 +165,9 @@ pub(crate) enum View {
     Full,
     /// The wall screen: no chrome but a one-line identity.
     Wall,
+    /// As `Full`, without the periodic refresh (a page that must not be fetched again by
+    /// itself: an on-demand probe's).
+    Once,
 }
 
 /// The page around `content`: head, header with the exporter's identity and links (relative
@@ -180,7 +183,7 @@ fn layout(state: &ExporterState, title: &str, view: View, content: Markup) -> Ma
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="color-scheme" content="light dark";
-                meta http-equiv="refresh" content=(REFRESH_SECONDS);
+                @if view != View::Once { meta http-equiv="refresh" content=(REFRESH_SECONDS); }
                 title {
                     (title) " — llm-probe"
                     @if !id.is_empty() { " — " (id.join(" · ")) }
@@ -210,12 +213,13 @@ fn layout(state: &ExporterState, title: &str, view: View, content: Markup) -> Ma
                     }
                 }
                 main { (content) }
-                @if view == View::Full {
+                @if view != View::Wall {
                     footer {
                         "States over the last " (humantime::format_duration(WINDOW)) " (the alerts' window). "
                         "In memory: the last " (limits.max_probes) " probes per pair, at most "
                         (humantime::format_duration(limits.max_age)) " back (failures 4× as long); "
-                        "Prometheus keeps the long-term series. Refreshes every " (REFRESH_SECONDS) " s."
+                        "Prometheus keeps the long-term series."
+                        @if view == View::Full { " Refreshes every " (REFRESH_SECONDS) " s." }
                     }
                 }
             }

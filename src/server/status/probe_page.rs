@@ -28,8 +28,9 @@ fn ms(v: &Value) -> String {
         .map_or("–".into(), |s| format!("{:.1} ms", s * 1e3))
 }
 
-/// The timeline (`body["timeline"]`, offsets from the request being sent) as an SVG strip:
-/// connection, headers, every token event, the end.
+/// The timeline (`body["timeline"]`, offsets from the request being sent) as an SVG strip
+/// (connection and headers as dashed lines, every token event as a tick, the end) with the
+/// marks' offsets listed in words below it.
 fn timeline(t: &Value) -> Markup {
     let events: Vec<f64> = t["events"]
         .as_array()
@@ -39,7 +40,7 @@ fn timeline(t: &Value) -> Markup {
                 .collect()
         })
         .unwrap_or_default();
-    let marks: Vec<(&str, f64)> = [
+    let mut marks: Vec<(&str, f64)> = [
         ("connect", &t["connect_started_seconds"]),
         ("connected", &t["connected_seconds"]),
         ("headers", &t["headers_seconds"]),
@@ -48,24 +49,35 @@ fn timeline(t: &Value) -> Markup {
     .into_iter()
     .filter_map(|(k, v)| Some((k, v.as_f64()?)))
     .collect();
+    if let Some(first) = events.first() {
+        marks.push(("first token", *first));
+    }
+    marks.sort_by(|a, b| a.1.total_cmp(&b.1));
     let end = marks
         .iter()
         .map(|m| m.1)
         .chain(events.iter().copied())
         .fold(0.0f64, f64::max)
         .max(1e-3);
-    let (w, l, r) = (480.0, 10.0, 470.0);
-    let x = |s: f64| l + s / end * (r - l);
+    let (l, r) = (10.0, 470.0);
+    let x = |s: f64| format!("{:.1}", l + s / end * (r - l));
     html! {
-        svg.chart.timeline role="img" viewBox=(format!("0 0 {w} 64")) {
+        svg.chart.timeline role="img" viewBox="0 0 480 56" {
             title { "Timeline: " (events.len()) " token events over " (format!("{:.1}", end * 1e3)) " ms" }
-            line class="grid" x1=(l) x2=(r) y1="30" y2="30" {}
-            @for e in &events { line class="p50" x1=(format!("{:.1}", x(*e))) x2=(format!("{:.1}", x(*e))) y1="20" y2="40" {} }
-            @for (k, (name, at)) in marks.iter().enumerate() {
-                line class="reload" x1=(format!("{:.1}", x(*at))) x2=(format!("{:.1}", x(*at))) y1="8" y2="52" { title { (name) " " (format!("{:.1}", at * 1e3)) " ms" } }
-                text class="tick" font-size="13" x=(format!("{:.1}", x(*at))) y=(if k % 2 == 0 { "62" } else { "13" })
-                    text-anchor=(if *at > end * 0.8 { "end" } else { "start" }) { (name) }
+            line class="grid" x1=(l) x2=(r) y1="22" y2="22" {}
+            @for e in &events { line class="p50" x1=(x(*e)) x2=(x(*e)) y1="12" y2="32" {} }
+            @for (name, at) in &marks {
+                line class="reload" x1=(x(*at)) x2=(x(*at)) y1="4" y2="40" { title { (name) " " (format!("{:.1}", at * 1e3)) " ms" } }
             }
+            text class="tick" font-size="13" x=(l) y="54" { "0 ms" }
+            text class="tick" font-size="13" x=(r) y="54" text-anchor="end" { (format!("{:.1} ms", end * 1e3)) }
+        }
+        p.muted {
+            @for (k, (name, at)) in marks.iter().enumerate() {
+                @if k > 0 { " · " }
+                (name) " " (format!("{:.1}", at * 1e3)) " ms"
+            }
+            " · " (events.len()) " token events (green ticks)"
         }
     }
 }
@@ -125,10 +137,11 @@ pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<
             " · scripts get this as JSON (" code { "Accept: application/json" } " or " code { "&format=json" } ")."
         }
     };
+    // No refresh: every reload of this page would run another probe.
     page(layout(
         state,
         &format!("probe {target}"),
-        View::Full,
+        View::Once,
         content,
     ))
 }
