@@ -550,6 +550,12 @@ async fn fleet_in_chromium_at_phone_desktop_and_wall_widths() {
         ("status-overview.png", "/", 1400, 1000),
         ("status-phone.png", "/", 400, 1600),
         ("status-target.png", "/targets/api-flaky", 1400, 1400),
+        (
+            "status-probe.png",
+            "/probe?target=api-ok&scenario=chat&debug=true&format=html",
+            1200,
+            900,
+        ),
     ] {
         browser
             .screenshot(format!("{base}{path}"), w, h, dir.join(name))
