@@ -371,8 +371,10 @@ async fn serve_until_signal(
         ));
     }
     stderr_line(format_args!(
-        "llm-probe: serving metrics on {scheme}://{}/metrics",
-        daemon.addr
+        "llm-probe: serving metrics on {scheme}://{}{}{}",
+        daemon.addr,
+        daemon.server.urls.route_prefix(),
+        "/metrics"
     ));
     reload_on_sighup(daemon.reloader(), shutdown.clone(), hup);
     shutdown.cancelled().await;

@@ -351,6 +351,39 @@ pub struct WebFlags {
     #[arg(long = "web.history.max-age", default_value = "6h",
           value_parser = history_age)]
     pub history_max_age: Duration,
+    /// The URL under which the exporter is reachable from outside (e.g. behind a reverse
+    /// proxy or an Ingress), as Prometheus' flag: its path prefixes every link and redirect,
+    /// and is the default of --web.route-prefix.
+    #[arg(long = "web.external-url", value_parser = external_url)]
+    pub external_url: Option<String>,
+    /// Prefix of every endpoint (`/metrics`, `/-/healthy`, the status pages, `/probe`), e.g.
+    /// `/llm` (default: the path of --web.external-url, else none); `/` and the bare prefix
+    /// redirect to `PREFIX/`.
+    #[arg(long = "web.route-prefix", value_parser = route_prefix)]
+    pub route_prefix: Option<String>,
+    /// The exporter's name in the status pages' header and title (default: the host name,
+    /// `$HOSTNAME` or /proc/sys/kernel/hostname).
+    #[arg(long = "web.instance-name", env = "LLM_PROBE_INSTANCE_NAME")]
+    pub instance_name: Option<String>,
+    /// The probe location shown in the status pages' header and title, and the value the
+    /// overview's location filter matches; set it to the `location` label Prometheus gives
+    /// this exporter's series (llm-probe does not see that label).
+    #[arg(long = "web.location", env = "LLM_PROBE_LOCATION")]
+    pub location: Option<String>,
+}
+
+/// `--web.external-url`: an absolute http(s) URL without query or fragment.
+fn external_url(s: &str) -> Result<String, String> {
+    crate::server::WebUrls::new(Some(s), None)
+        .map(|_| s.to_string())
+        .map_err(|e| e.why)
+}
+
+/// `--web.route-prefix`: a plain path.
+fn route_prefix(s: &str) -> Result<String, String> {
+    crate::server::WebUrls::new(None, Some(s))
+        .map(|_| s.to_string())
+        .map_err(|e| e.why)
 }
 
 impl WebFlags {
@@ -373,6 +406,27 @@ impl WebFlags {
             history: crate::history::HistoryLimits {
                 max_probes: self.history_max_probes,
                 max_age: self.history_max_age,
+            },
+            // Each flag was checked when parsed, and together they cannot clash.
+            urls: crate::server::WebUrls::new(
+                self.external_url.as_deref(),
+                self.route_prefix.as_deref(),
+            )
+            .unwrap_or_default(),
+            identity: crate::server::ExporterIdentity {
+                instance: self
+                    .instance_name
+                    .clone()
+                    .or_else(|| crate::shard::hostname().ok())
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+                location: self
+                    .location
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string),
             },
         }
     }
@@ -825,5 +879,32 @@ mod tests {
         assert!(
             Cli::try_parse_from(["llm-probe", "run", "--web.enable-debug-probe=maybe"]).is_err()
         );
+    }
+
+    #[test]
+    fn prefix_and_identity_flags() {
+        let o = web(&[
+            "--web.external-url",
+            "https://probe.example/llm/",
+            "--web.instance-name",
+            "probe-eu-1",
+            "--web.location",
+            "eu-west",
+        ])
+        .server_options();
+        assert_eq!(o.urls.route_prefix(), "/llm");
+        assert_eq!(o.urls.link("/metrics"), "/llm/metrics");
+        assert_eq!(o.identity.instance, "probe-eu-1");
+        assert_eq!(o.identity.location.as_deref(), Some("eu-west"));
+        let o = web(&["--web.route-prefix", "/x"]).server_options();
+        assert_eq!(o.urls.link("/"), "/x/");
+        assert_eq!(web(&[]).server_options().urls.route_prefix(), "");
+        for bad in [
+            ["--web.external-url", "probe.example/llm"],
+            ["--web.route-prefix", "/a?b"],
+        ] {
+            let e = Cli::try_parse_from(["llm-probe", "run", bad[0], bad[1]]).unwrap_err();
+            assert!(e.to_string().contains(bad[0]), "{e}");
+        }
     }
 }

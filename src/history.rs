@@ -29,8 +29,8 @@ pub struct HistoryLimits {
 }
 
 impl Default for HistoryLimits {
-    /// 120 probes and 6 hours per pair: 30 minutes (the status pages' SLO window) at the
-    /// default 15 s interval; about 31 MiB at 1,000 pairs (270 bytes per probe, BENCHMARKS.md
+    /// 120 probes and 6 hours per pair: 30 minutes at the default 15 s interval (three times
+    /// the status pages' 10-minute state window); about 31 MiB at 1,000 pairs (270 bytes per probe, BENCHMARKS.md
     /// §7), which fits the Kubernetes manifests' memory request with the rest of the daemon.
     fn default() -> Self {
         HistoryLimits {

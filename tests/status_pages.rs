@@ -6,7 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
@@ -321,10 +321,8 @@ async fn pages_render_in_headless_chromium_with_failures_and_a_backend_change() 
     );
 
     // In the browser: no console error or CSP violation; the DOM has the chart's points.
-    let shots = match std::env::var_os("LLM_PROBE_SCREENSHOTS") {
-        Some(d) => PathBuf::from(d),
-        None => dir.path().to_path_buf(),
-    };
+    // (The documentation's screenshots come from tests/status_browser.rs.)
+    let shots = dir.path().to_path_buf();
     let base = format!("http://{}", d.addr);
     let url = format!("{base}/targets/sim");
     let (b, profile) = (browser.clone(), dir.path().join("profile-dom"));

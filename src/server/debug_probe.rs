@@ -1,6 +1,8 @@
-//! `GET /probe?target=NAME[&scenario=S][&debug=true]`, blackbox style: runs one probe of a
-//! configured (target, scenario) now and returns it as JSON; with `debug=true` also its
-//! timeline (every token event's offset from `sent`) and the first 8 KiB of the raw stream.
+//! `GET /probe?target=NAME[&scenario=S][&debug=true][&format=json|html]`, blackbox style: runs
+//! one probe of a configured (target, scenario) now and returns it as JSON (or, to a browser
+//! or with `format=html`, as a readable page: [`super::status::probe_page`]); with
+//! `debug=true` also its timeline (every token event's offset from `sent`) and the first 8 KiB
+//! of the raw stream.
 //!
 //! Only targets in the configuration can be probed, by name: no URL is ever taken from the
 //! request, so the endpoint is not an open proxy. At most [`super::DEBUG_PROBE_SLOTS`] run at
@@ -198,9 +200,13 @@ pub(super) async fn handle(
             .into_owned()
             .into();
     }
-    text(
-        StatusCode::OK,
-        "application/json",
-        report::json_text(&body, true),
-    )
+    let json = report::json_text(&body, true);
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    if super::status::probe_page::wants_html(param("format"), accept) {
+        return super::status::probe_page::render(state, &body, &json);
+    }
+    text(StatusCode::OK, "application/json", json)
 }

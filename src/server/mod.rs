@@ -1,6 +1,6 @@
 //! The exporter's HTTP server (hyper): `/metrics`, `/-/healthy`, `/-/ready`, `/-/reload`,
 //! `/probe` and the status pages ([`status`]), over HTTP or TLS, behind basic auth when the web config asks
-//! for it. Also the accept loop the simulator shares.
+//! for it, all under `--web.route-prefix` ([`WebUrls`]). Also the accept loop the simulator shares.
 //!
 //! Connections are capped ([`ConnectionLimits`]): a client gets a fixed time to send its
 //! request's headers (and to finish a TLS handshake), at most `max_connections` are open at
@@ -12,12 +12,14 @@ mod debug_probe;
 mod scrape;
 mod stall;
 pub mod status;
+mod urls;
 pub mod web_config;
 
 /// Content negotiation is the exposition's own (`metrics::accept`); re-exported for `/metrics`.
 pub use crate::metrics::{negotiate, negotiate_text};
 pub use debug_probe::DebugProbePolicy;
 pub use scrape::Scrapes;
+pub use urls::{UrlError, WebUrls};
 pub use web_config::{WebConfig, WebState};
 
 use std::convert::Infallible;
@@ -79,6 +81,21 @@ pub struct ExporterState {
     probe_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
     /// What this replica probes (the status pages show it).
     pub shard: std::sync::RwLock<ShardView>,
+    /// Where the endpoints are served and where links point.
+    pub urls: WebUrls,
+    /// Which exporter this is, as the status pages' header and title say.
+    pub identity: ExporterIdentity,
+}
+
+/// The exporter's name and location on the status pages (`--web.instance-name`,
+/// `--web.location`), so that pages of several exporters on one wall can be told apart.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExporterIdentity {
+    /// The instance name (default: the host name; empty: none shown).
+    pub instance: String,
+    /// The probe location, e.g. `eu-west`: the `location` target label Prometheus adds to this
+    /// exporter's series (llm-probe cannot read that label, so it is told).
+    pub location: Option<String>,
 }
 
 /// This replica's share of the configured pairs.
@@ -108,6 +125,10 @@ pub struct ServerOptions {
     pub histograms: crate::metrics::HistogramOptions,
     /// How much probe history the status pages keep per (target, scenario).
     pub history: crate::history::HistoryLimits,
+    /// `--web.external-url` and `--web.route-prefix`.
+    pub urls: WebUrls,
+    /// `--web.instance-name` and `--web.location`.
+    pub identity: ExporterIdentity,
 }
 
 /// Limits on the connections a server holds.
@@ -169,6 +190,8 @@ impl ExporterState {
             auth: Default::default(),
             probe_runtime: Default::default(),
             shard: Default::default(),
+            urls: options.urls.clone(),
+            identity: options.identity.clone(),
         }
     }
 }
@@ -512,8 +535,31 @@ async fn guarded(state: &ExporterState, req: &Request<Incoming>) -> Response<Ful
 /// nothing may frame it.
 pub(crate) const BARE_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
+/// A 302 to `location`.
+fn redirect(location: &str) -> Response<Full<Bytes>> {
+    let mut r = text(StatusCode::FOUND, "text/plain", format!("see {location}\n"));
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(hyper::header::LOCATION, v);
+    }
+    r
+}
+
 async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    match req.uri().path() {
+    let Some(path) = state.urls.strip(req.uri().path()) else {
+        return if state.urls.redirects_to_root(req.uri().path()) {
+            redirect(&state.urls.link("/"))
+        } else {
+            text(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                format!(
+                    "not found: the exporter is served under {}/ (--web.route-prefix)\n",
+                    state.urls.route_prefix()
+                ),
+            )
+        };
+    };
+    match path {
         "/-/reload" => return reload(state, req).await,
         "/probe" if req.method() == Method::GET => return debug_probe::handle(state, req).await,
         _ => {}
@@ -521,7 +567,7 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return method_not_allowed("GET, HEAD", "only GET is supported\n");
     }
-    match req.uri().path() {
+    match path {
         "/metrics" => {
             let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
             let format = negotiate(accept);
@@ -546,12 +592,16 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
             text(StatusCode::OK, "text/plain", "Ready\n")
         }
         "/-/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "Not ready\n"),
-        path => match status::route(state, path, req.uri().query().unwrap_or("")) {
+        path => match status::route(state, req, path) {
             Some(r) => r,
             None => text(
                 StatusCode::NOT_FOUND,
                 "text/plain",
-                "not found: try / or /metrics\n",
+                format!(
+                    "not found: try {} or {}\n",
+                    state.urls.link("/"),
+                    state.urls.link("/metrics")
+                ),
             ),
         },
     }

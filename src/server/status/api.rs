@@ -1,4 +1,6 @@
-//! The JSON API: `GET /api/v1/targets` (one object per pair: SLO, state and headline numbers)
+//! The JSON API: `GET /api/v1/targets` (the exporter's identity, the count of pairs per state,
+//! and one object per pair, worst first: SLO, state ([`super::state::judge`]), since when and
+//! why, headline numbers)
 //! and `GET /api/v1/probes?target=&scenario=&since=` (the kept probes, oldest first). Times
 //! are RFC 3339 UTC; durations are milliseconds (`_ms`).
 
@@ -47,7 +49,9 @@ fn pair(s: &Summary) -> Value {
             "output_tokens_per_second_min": s.slo.output_tokens_per_second_min,
         },
         "state": s.state.as_str(),
-        "window_seconds": super::SLO_WINDOW.as_secs(),
+        "since": s.since.map(time),
+        "reason": s.reason.as_ref().map(|(r, d)| json!({ "reason": r.as_str(), "detail": d })),
+        "window_seconds": super::WINDOW.as_secs(),
         "window_probes": s.window_probes,
         "success_ratio": s.success_ratio,
         "ttft_p50_ms": s.ttft_p50_ms,
@@ -67,10 +71,24 @@ fn pair(s: &Summary) -> Value {
 /// `GET /api/v1/targets`.
 pub(super) fn targets(state: &ExporterState, now: SystemTime) -> Response<Full<Bytes>> {
     let limits = state.history.limits();
-    let pairs: Vec<Value> = summaries(state, now, None).iter().map(pair).collect();
+    let mut all = summaries(state, now, None);
+    super::overview::worst_first(&mut all);
+    let counts: serde_json::Map<String, Value> = super::overview::counts(&all)
+        .into_iter()
+        .map(|(s, n)| (s.as_str().to_string(), n.into()))
+        .collect();
+    let pairs: Vec<Value> = all.iter().map(pair).collect();
+    let shard = state.shard.read().unwrap_or_else(|e| e.into_inner()).shard;
     respond(
         StatusCode::OK,
         &json!({
+            "exporter": {
+                "instance": state.identity.instance,
+                "location": state.identity.location,
+                "shard": { "index": shard.index, "count": shard.count },
+            },
+            "window_seconds": super::WINDOW.as_secs(),
+            "counts": counts,
             "history": {
                 "max_probes": limits.max_probes,
                 "max_age_seconds": limits.max_age.as_secs(),

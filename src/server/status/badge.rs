@@ -1,5 +1,6 @@
 //! SVG badges for READMEs and wikis: `/badge/{target}/{scenario}/ttft.svg` (P95 TTFT over the
-//! SLO window, coloured by SLO state) and `/badge/{target}/{scenario}/status.svg` (the state).
+//! state window, coloured by the pair's state) and `/badge/{target}/{scenario}/status.svg` (the
+//! state, [`super::state::judge`]'s, as the page and the API say it).
 //! Self-contained (presentation attributes, no CSS), so they render as `<img>` anywhere.
 
 use std::time::SystemTime;
@@ -9,16 +10,20 @@ use http_body_util::Full;
 use hyper::{Response, StatusCode};
 use maud::html;
 
-use super::summary::{SloState, Summary};
+use super::state::PairState;
+use super::summary::Summary;
 use super::{secured, summaries, text, ExporterState};
 
-/// Okabe–Ito colours of the states.
-fn colour(s: SloState) -> &'static str {
+/// The states' colours (the pages' too, `status.css`): red, vermillion, orange, yellow,
+/// bluish green, grey; with the text colour that reads on each.
+pub(super) fn colour(s: PairState) -> (&'static str, &'static str) {
     match s {
-        SloState::Ok => "#009E73",
-        SloState::AtRisk => "#E69F00",
-        SloState::Breached => "#D55E00",
-        SloState::NoData => "#8a8a8a",
+        PairState::Down => ("#B2182B", "#fff"),
+        PairState::Failing => ("#D55E00", "#fff"),
+        PairState::Breached => ("#E69F00", "#000"),
+        PairState::AtRisk => ("#F0E442", "#000"),
+        PairState::Ok => ("#009E73", "#fff"),
+        PairState::NoData => ("#767676", "#fff"),
     }
 }
 
@@ -52,16 +57,17 @@ pub(super) fn badge(
         _ => return None,
     };
     let (lw, vw) = (width(&label), width(&value));
+    let (fill, ink) = colour(s.state);
     let total = lw + vw;
     let svg = html! {
         svg xmlns="http://www.w3.org/2000/svg" width=(total) height="20" role="img"
             aria-label=(format!("{label}: {value}")) {
             title { (label) ": " (value) }
             rect width=(lw) height="20" fill="#555" {}
-            rect x=(lw) width=(vw) height="20" fill=(colour(s.state)) {}
-            g fill="#fff" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11" text-anchor="middle" {
-                text x=(lw / 2.0) y="14" { (label) }
-                text x=(lw + vw / 2.0) y="14" { (value) }
+            rect x=(lw) width=(vw) height="20" fill=(fill) data-state=(s.state.as_str()) {}
+            g font-family="Verdana,DejaVu Sans,sans-serif" font-size="11" text-anchor="middle" {
+                text x=(lw / 2.0) y="14" fill="#fff" { (label) }
+                text x=(lw + vw / 2.0) y="14" fill=(ink) { (value) }
             }
         }
     };

@@ -1,17 +1,24 @@
-//! The status pages: the overview (`/`), one page per target (`/targets/{target}`), the JSON
-//! API (`/api/v1/targets`, `/api/v1/probes`) and SVG badges (`/badge/{target}/{scenario}/…`).
+//! The status pages: the overview (`/`, filtered by `?state=&target=&location=`, dense with
+//! `?view=wall`), one page per target (`/targets/{target}`), the JSON API (`/api/v1/targets`,
+//! `/api/v1/probes`), SVG badges (`/badge/{target}/{scenario}/…`) and the readable page of an
+//! on-demand probe ([`probe_page`]). Every pair's state comes from one function,
+//! [`state::judge`], over the alerts' 10-minute window.
 //!
 //! Everything is rendered on the server from the in-memory [`crate::history::History`]: HTML
 //! through maud (every interpolated string is escaped), charts as inline SVG (`svg`), no
-//! script at all (the pages refresh with `<meta http-equiv=refresh>`), one same-origin
-//! stylesheet (`/status.css`), and a strict `Content-Security-Policy` ([`CSP`]). The pages
-//! sit behind the server's basic auth and TLS like every other endpoint; "probe now" links
-//! appear only when `--web.enable-debug-probe` is on. Never a key or header value: targets are
-//! shown by name, model and the identity the backend revealed.
+//! script at all (the pages refresh with `<meta http-equiv=refresh>`, the filter is a plain
+//! GET form), one same-origin stylesheet (`/status.css`), and a strict
+//! `Content-Security-Policy` ([`CSP`]). Every link starts with the `--web.external-url` /
+//! `--web.route-prefix` path ([`super::WebUrls`]). The pages sit behind the server's basic
+//! auth and TLS like every other endpoint; "probe now" links appear only when
+//! `--web.enable-debug-probe` is on. Never a key or header value: targets are shown by name,
+//! model and the identity the backend revealed.
 
 mod api;
 mod badge;
 mod overview;
+pub mod probe_page;
+pub mod state;
 mod summary;
 mod svg;
 mod target;
@@ -24,28 +31,32 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_SECURITY_POLICY, X_CONTE
 use hyper::{Response, StatusCode};
 use maud::{html, Markup, DOCTYPE};
 
-pub use summary::{SloState, Summary, SLO_WINDOW};
+pub use state::{judge, PairState, Verdict, WINDOW};
+pub use summary::Summary;
 
 use super::debug_probe::tame;
 use super::{text, ExporterState};
 
-/// The pages' policy: nothing but same-origin styles and images; no script, no frames.
-pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/// The pages' policy: nothing but same-origin styles and images; no script, no frames; forms
+/// (the overview's filter, a GET) submit to the exporter only.
+pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// Seconds between the pages' refreshes.
 const REFRESH_SECONDS: u32 = 30;
 
 const CSS: &str = include_str!("status.css");
 
-/// Answers the status routes; `None` for any other path.
-pub(super) fn route(
+/// Answers the status routes (`path` is the request's path under the route prefix); `None`
+/// for any other path.
+pub(super) fn route<B>(
     state: &ExporterState,
+    req: &hyper::Request<B>,
     path: &str,
-    query: &str,
 ) -> Option<Response<Full<Bytes>>> {
     let now = SystemTime::now();
+    let query = req.uri().query().unwrap_or("");
     let r = match path {
-        "/" => page(overview::page(state, now)),
+        "/" => page(overview::page(state, &query_pairs(query), now)),
         "/status.css" => secured(text(StatusCode::OK, "text/css; charset=utf-8", CSS)),
         "/api/v1/targets" => api::targets(state, now),
         "/api/v1/probes" => api::probes(state, query),
@@ -55,8 +66,9 @@ pub(super) fn route(
                 match target::page(state, &name, now) {
                     Some(body) => page(body),
                     None => not_found(&format!(
-                        "no target \"{}\" is probed here; the overview (/) lists those that are",
-                        tame(&name)
+                        "no target \"{}\" is probed here; the overview ({}) lists those that are",
+                        tame(&name),
+                        state.urls.link("/")
                     )),
                 }
             } else if let Some(rest) = path.strip_prefix("/badge/") {
@@ -122,9 +134,48 @@ fn page(body: Markup) -> Response<Full<Bytes>> {
     ))
 }
 
-/// The page around `content`: head, header with links, footer saying how far back it goes.
-fn layout(state: &ExporterState, title: &str, content: Markup) -> Markup {
+/// The query's parameters, decoded, in order.
+pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect()
+}
+
+/// The exporter's identity in a few words: `instance · location · shard 2 of 3`.
+fn identity_words(state: &ExporterState) -> Vec<String> {
+    let shard = state.shard.read().unwrap_or_else(|e| e.into_inner()).shard;
+    let id = &state.identity;
+    let mut words = Vec::new();
+    if !id.instance.is_empty() {
+        words.push(id.instance.clone());
+    }
+    if let Some(l) = &id.location {
+        words.push(format!("location {l}"));
+    }
+    if shard.count > 1 {
+        words.push(format!("shard {} of {}", shard.index, shard.count));
+    }
+    words
+}
+
+/// How a page is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum View {
+    /// Header, navigation, footer.
+    Full,
+    /// The wall screen: no chrome but a one-line identity.
+    Wall,
+    /// As `Full`, without the periodic refresh (a page that must not be fetched again by
+    /// itself: an on-demand probe's).
+    Once,
+}
+
+/// The page around `content`: head, header with the exporter's identity and links (relative
+/// to the route prefix), footer saying how far back it goes.
+fn layout(state: &ExporterState, title: &str, view: View, content: Markup) -> Markup {
     let limits = state.history.limits();
+    let id = identity_words(state);
+    let u = &state.urls;
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -132,26 +183,44 @@ fn layout(state: &ExporterState, title: &str, content: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="color-scheme" content="light dark";
-                meta http-equiv="refresh" content=(REFRESH_SECONDS);
-                title { (title) " — llm-probe" }
-                link rel="stylesheet" href="/status.css";
+                @if view != View::Once { meta http-equiv="refresh" content=(REFRESH_SECONDS); }
+                title {
+                    (title) " — llm-probe"
+                    @if !id.is_empty() { " — " (id.join(" · ")) }
+                }
+                link rel="stylesheet" href=(u.link("/status.css"));
             }
-            body {
-                header {
-                    a.brand href="/" { "llm-probe" } " "
-                    span.version { (env!("CARGO_PKG_VERSION")) }
-                    nav {
-                        a href="/" { "Overview" } " · "
-                        a href="/metrics" { "Metrics" } " · "
-                        a href="/api/v1/targets" { "API" } " · "
-                        a href="/-/healthy" { "Health" }
+            body class=[(view == View::Wall).then_some("wall")] {
+                @if view == View::Wall {
+                    header.wall-head {
+                        a.brand href=(u.link("/")) { "llm-probe" }
+                        @for w in &id { " " span.ident-word { (w) } }
+                    }
+                } @else {
+                    header {
+                        a.brand href=(u.link("/")) { "llm-probe" }
+                        span.version { (env!("CARGO_PKG_VERSION")) }
+                        @if !id.is_empty() {
+                            span.whoami { @for (k, w) in id.iter().enumerate() { @if k > 0 { " · " } span.ident-word { (w) } } }
+                        }
+                        nav {
+                            a href=(u.link("/")) { "Overview" } " · "
+                            a href=(u.link("/?view=wall")) { "Wall" } " · "
+                            a href=(u.link("/metrics")) { "Metrics" } " · "
+                            a href=(u.link("/api/v1/targets")) { "API" } " · "
+                            a href=(u.link("/-/healthy")) { "Health" }
+                        }
                     }
                 }
                 main { (content) }
-                footer {
-                    "In memory: the last " (limits.max_probes) " probes per pair, at most "
-                    (humantime::format_duration(limits.max_age)) " back (failures 4× as long); "
-                    "Prometheus keeps the long-term series. Refreshes every " (REFRESH_SECONDS) " s."
+                @if view != View::Wall {
+                    footer {
+                        "States over the last " (humantime::format_duration(WINDOW)) " (the alerts' window). "
+                        "In memory: the last " (limits.max_probes) " probes per pair, at most "
+                        (humantime::format_duration(limits.max_age)) " back (failures 4× as long); "
+                        "Prometheus keeps the long-term series."
+                        @if view == View::Full { " Refreshes every " (REFRESH_SECONDS) " s." }
+                    }
                 }
             }
         }

@@ -1,55 +1,16 @@
-//! What the status pages say about one (target, scenario): its kept probes, the SLO state over
-//! the last [`SLO_WINDOW`], percentiles, success ratio and backend identity changes.
+//! What the status pages say about one (target, scenario): its state ([`super::state::judge`])
+//! and headline numbers over the last [`WINDOW`], its recent TTFTs, and backend identity
+//! changes.
 
 use std::time::{Duration, SystemTime};
 
+use super::state::{judge, PairState, WINDOW};
 use crate::config::Slo;
 use crate::history::{quantile, RecentProbe};
+use crate::measure::FailureReason;
 
 /// TTFTs kept in [`Summary::recent_ttft`] (the overview's sparkline).
 pub const SPARK_POINTS: usize = 24;
-
-/// The window the SLO state and the headline numbers are computed over.
-pub const SLO_WINDOW: Duration = Duration::from_secs(30 * 60);
-
-/// Fraction of a threshold at which a pair is "at risk": P95 TTFT above 80 % of the
-/// objective, or P5 tokens/s below 120 % of the floor.
-const AT_RISK_MARGIN: f64 = 0.2;
-
-/// The SLO state of a pair over [`SLO_WINDOW`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SloState {
-    /// No successful probe in the window.
-    NoData,
-    /// Within both objectives with margin, and no failure in the window.
-    Ok,
-    /// Within both objectives but near one, or a probe failed in the window.
-    AtRisk,
-    /// P95 TTFT above the objective or P5 tokens/s below the floor.
-    Breached,
-}
-
-impl SloState {
-    /// `ok`, `at_risk`, `breached` or `no_data` (API values and CSS classes).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SloState::NoData => "no_data",
-            SloState::Ok => "ok",
-            SloState::AtRisk => "at_risk",
-            SloState::Breached => "breached",
-        }
-    }
-
-    /// For people: `ok`, `at risk`, `breached`, `no data`.
-    pub fn label(self) -> &'static str {
-        match self {
-            SloState::NoData => "no data",
-            SloState::Ok => "ok",
-            SloState::AtRisk => "at risk",
-            SloState::Breached => "breached",
-        }
-    }
-}
 
 /// A backend identity change: when the first probe with the new identity started.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,8 +38,12 @@ pub struct Summary {
     pub kept_failures: usize,
     /// The last `SPARK_POINTS` successful probes: (start, epoch seconds; TTFT, ms).
     pub recent_ttft: Vec<(f64, f64)>,
-    /// SLO state over the window.
-    pub state: SloState,
+    /// State over the window ([`judge`]).
+    pub state: PairState,
+    /// `down`: since when every probe failed; `failing`: the first failure in the window.
+    pub since: Option<SystemTime>,
+    /// `down` and `failing`: the latest failure's reason and detail.
+    pub reason: Option<(FailureReason, String)>,
     /// Probes in the window.
     pub window_probes: usize,
     /// Successful probes in the window over all probes in it (`None`: none in it).
@@ -129,9 +94,8 @@ impl Summary {
         failures: &[&RecentProbe],
         now: SystemTime,
     ) -> Self {
-        let since = now
-            .checked_sub(SLO_WINDOW)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let verdict = judge(probes, slo, now);
+        let since = now.checked_sub(WINDOW).unwrap_or(SystemTime::UNIX_EPOCH);
         let window: Vec<&RecentProbe> = probes
             .iter()
             .copied()
@@ -150,37 +114,25 @@ impl Summary {
             .collect();
         let mut tps: Vec<f64> = window
             .iter()
+            .filter(|p| p.failure.is_none())
             .filter_map(|p| p.output_tokens_per_second)
             .collect();
         let ok = window.iter().filter(|p| p.failure.is_none()).count();
-        let (ttft_p50_ms, ttft_p95_ms) = (quantile(&mut ttft, 0.5), quantile(&mut ttft, 0.95));
-        let (tokens_per_second_p50, tokens_per_second_p5) =
-            (quantile(&mut tps, 0.5), quantile(&mut tps, 0.05));
-        let slo_ms = slo.ttft_p95.as_secs_f64() * 1e3;
-        let floor = slo.output_tokens_per_second_min;
-        let state = match (ttft_p95_ms, tokens_per_second_p5) {
-            (None, _) => SloState::NoData,
-            (Some(t), p5) if t > slo_ms || p5.is_some_and(|r| r < floor) => SloState::Breached,
-            (Some(t), p5)
-                if t > slo_ms * (1.0 - AT_RISK_MARGIN)
-                    || p5.is_some_and(|r| r < floor * (1.0 + AT_RISK_MARGIN))
-                    || ok < window.len() =>
-            {
-                SloState::AtRisk
-            }
-            _ => SloState::Ok,
-        };
+        let ttft_p50_ms = quantile(&mut ttft, 0.5);
+        let tokens_per_second_p50 = quantile(&mut tps, 0.5);
         Summary {
             target: target.to_string(),
             scenario: scenario.to_string(),
             slo,
-            state,
+            state: verdict.state,
+            since: verdict.since,
+            reason: verdict.reason,
             window_probes: window.len(),
             success_ratio: (!window.is_empty()).then(|| ok as f64 / window.len() as f64),
             ttft_p50_ms,
-            ttft_p95_ms,
+            ttft_p95_ms: verdict.ttft_p95_ms,
             tokens_per_second_p50,
-            tokens_per_second_p5,
+            tokens_per_second_p5: verdict.tokens_per_second_p5,
             last_probe: probes.last().map(|p| p.started_at),
             identity: probes
                 .iter()
@@ -212,7 +164,6 @@ pub fn ago(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::FailureReason;
 
     fn probe(at: SystemTime, ttft_ms: u64, tps: f64, id: &str) -> RecentProbe {
         RecentProbe {
@@ -230,34 +181,10 @@ mod tests {
         }
     }
 
-    fn state(ttfts: &[u64], tps: f64, fail: bool) -> SloState {
-        let now = SystemTime::now();
-        let mut probes: Vec<_> = ttfts.iter().map(|&t| probe(now, t, tps, "a")).collect();
-        if fail {
-            let mut f = probe(now, 0, 0.0, "a");
-            (f.ttft, f.output_tokens_per_second) = (None, None);
-            f.failure = Some((FailureReason::Timeout, "x".into()));
-            probes.push(f);
-        }
-        let refs: Vec<&RecentProbe> = probes.iter().collect();
-        Summary::new("t", "s", Slo::default(), &refs, &[], now).state
-    }
-
-    #[test]
-    fn slo_states_against_the_default_300_ms_and_30_tokens_per_second() {
-        assert_eq!(state(&[], 50.0, false), SloState::NoData);
-        assert_eq!(state(&[100, 120, 130], 50.0, false), SloState::Ok);
-        assert_eq!(state(&[100, 120, 260], 50.0, false), SloState::AtRisk);
-        assert_eq!(state(&[100, 120, 130], 50.0, true), SloState::AtRisk);
-        assert_eq!(state(&[100, 120, 130], 34.0, false), SloState::AtRisk);
-        assert_eq!(state(&[100, 120, 400], 50.0, false), SloState::Breached);
-        assert_eq!(state(&[100], 20.0, false), SloState::Breached);
-    }
-
     #[test]
     fn old_probes_are_outside_the_window_and_identity_changes_are_found() {
         let now = SystemTime::now();
-        let old = now - SLO_WINDOW - Duration::from_secs(1);
+        let old = now - WINDOW - Duration::from_secs(1);
         let probes = [
             probe(old, 900, 50.0, "a"),
             probe(now, 100, 50.0, "a"),
@@ -267,7 +194,7 @@ mod tests {
         let s = Summary::new("t", "s", Slo::default(), &refs, &[], now);
         assert_eq!(
             s.state,
-            SloState::Ok,
+            PairState::Ok,
             "the 900 ms probe is older than the window"
         );
         assert_eq!(s.window_probes, 2);

@@ -9,6 +9,109 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use maud::{html, Markup};
 
+use crate::measure::FailureReason;
+
+/// Font size of tick and threshold labels, in `viewBox` units: the charts are 480 wide and
+/// drawn at most 1.2× that (CSS), at least 0.7× on a 400 px phone, so labels stay 10–18 px.
+pub const LABEL_SIZE: f64 = 15.0;
+
+/// The kinds of failure marks, each with its own shape (and all in one colour, the failure
+/// colour): tellable apart without colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailGroup {
+    /// `dns`, `connect`, `tls`: a cross.
+    Network,
+    /// `timeout`: a triangle.
+    Timeout,
+    /// `http_status`, `http_protocol`: a square.
+    Http,
+    /// Everything else (the stream's reasons, and any reason added later): a diamond.
+    Stream,
+}
+
+impl FailGroup {
+    /// Every group, in legend order.
+    pub const ALL: [FailGroup; 4] = [
+        FailGroup::Network,
+        FailGroup::Timeout,
+        FailGroup::Http,
+        FailGroup::Stream,
+    ];
+
+    /// The group of `reason`.
+    pub fn of(reason: FailureReason) -> FailGroup {
+        match reason.as_str() {
+            "dns" | "connect" | "tls" => FailGroup::Network,
+            "timeout" => FailGroup::Timeout,
+            "http_status" | "http_protocol" => FailGroup::Http,
+            _ => FailGroup::Stream,
+        }
+    }
+
+    /// CSS class: `net`, `timeout`, `http`, `stream`.
+    pub fn class(self) -> &'static str {
+        match self {
+            FailGroup::Network => "fail net",
+            FailGroup::Timeout => "fail timeout",
+            FailGroup::Http => "fail http",
+            FailGroup::Stream => "fail stream",
+        }
+    }
+
+    /// For the legend.
+    pub fn label(self) -> &'static str {
+        match self {
+            FailGroup::Network => "dns, connect, tls (×)",
+            FailGroup::Timeout => "timeout (△)",
+            FailGroup::Http => "HTTP status or protocol (□)",
+            FailGroup::Stream => "stream: decode, truncated, empty, error, too large, other (◇)",
+        }
+    }
+}
+
+/// The failure mark of `group` centred on (`x`, `y`), of CSS class `class`.
+pub fn fail_shape(x: f64, y: f64, group: FailGroup, class: &str) -> Markup {
+    let d = match group {
+        FailGroup::Network => format!("M{:.1} {:.1}l9 9m0 -9l-9 9", x - 4.5, y - 4.5),
+        FailGroup::Timeout => format!("M{:.1} {:.1}l5 -9l5 9z", x - 5.0, y + 4.5),
+        FailGroup::Http => format!("M{:.1} {:.1}h8v8h-8z", x - 4.0, y - 4.0),
+        FailGroup::Stream => format!("M{x:.1} {:.1}l5 5l-5 5l-5 -5z", y - 5.0),
+    };
+    html! { path class=(class) d=(d) {} }
+}
+
+/// A legend key: `mark` drawn in a 24×14 SVG, the chart's classes applying to it.
+pub fn legend_key(mark: Markup) -> Markup {
+    html! { svg.key viewBox="0 0 24 14" width="24" height="14" aria-hidden="true" { (mark) } }
+}
+
+/// A "nice" step (1, 2, 2.5 or 5 × 10ⁿ) for about `ticks` intervals up to `hi`.
+pub fn nice_step(hi: f64, ticks: f64) -> f64 {
+    if !(hi.is_finite() && hi > 0.0) {
+        return 1.0;
+    }
+    let raw = hi / ticks;
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag)
+}
+
+/// A step of the time axis in seconds (10 s … 1 day) for at most `ticks` intervals over `span`.
+fn time_step(span: f64, ticks: f64) -> f64 {
+    const STEPS: [f64; 15] = [
+        10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0,
+        21600.0, 43200.0, 86400.0,
+    ];
+    STEPS
+        .iter()
+        .copied()
+        .find(|s| span / s <= ticks)
+        .unwrap_or(86400.0)
+}
+
 /// Seconds since the Unix epoch of `t`.
 pub fn secs(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
@@ -50,15 +153,26 @@ impl Chart {
     /// A `width`×`height` chart over times `x` (epoch seconds) and values `y`; `axes` draws
     /// the frame and tick labels (sparklines have none).
     pub fn new(width: f64, height: f64, x: (f64, f64), y: (f64, f64), axes: bool) -> Self {
-        let x = if x.1 > x.0 {
+        let x = if !(x.0.is_finite() && x.1.is_finite()) {
+            // Nothing to draw (no probe yet): the last 10 minutes.
+            let now = secs(SystemTime::now());
+            (now - 600.0, now)
+        } else if x.1 > x.0 {
             x
         } else {
             (x.0 - 30.0, x.0 + 30.0)
         };
         let pad = if axes {
-            (56.0, 12.0, 10.0, 24.0)
+            (70.0, 12.0, 12.0, 26.0)
         } else {
             (2.0, 2.0, 2.0, 2.0)
+        };
+        // Round tick values: the axis ends on a multiple of a nice step.
+        let y = if axes {
+            let step = nice_step(y.1 - y.0, 4.0);
+            (y.0, y.0 + ((y.1 - y.0) / step).ceil().max(1.0) * step)
+        } else {
+            y
         };
         Chart {
             width,
@@ -120,7 +234,7 @@ impl Chart {
                 @if !label.is_empty() { title { (label) } }
             }
             @if self.pad.0 > 10.0 {
-                text class="thr-label" x=(self.n(r - 4.0)) y=(self.n(y - 4.0)) text-anchor="end" { (label) }
+                text class="thr-label" x=(self.n(r - 4.0)) y=(self.n(y - 5.0)) text-anchor="end" font-size=(LABEL_SIZE) { (label) }
             }
         });
     }
@@ -134,12 +248,20 @@ impl Chart {
         });
     }
 
-    /// A failure mark (a small cross on the time axis) at time `t`.
-    pub fn failure(&mut self, t: f64, class: &str, title: &str) {
-        let (x, y) = (self.px(t), self.height - self.pad.3 - 6.0);
-        let d = format!("M{} {}l8 8m0 -8l-8 8", self.n(x - 4.0), self.n(y - 4.0));
-        self.marks
-            .push(html! { path class=(class) d=(d) { title { (title) } } });
+    /// A failure mark on the time axis at time `t`: shaped by `reason`'s [`FailGroup`], of
+    /// classes `fail {reason}`, with `title` on hover.
+    pub fn failure(&mut self, t: f64, reason: FailureReason, title: &str) {
+        let (x, y) = (self.px(t), self.height - self.pad.3 - 7.0);
+        let group = FailGroup::of(reason);
+        let class = format!("fail {}", reason.as_str());
+        let shape = fail_shape(x, y, group, &class).into_string();
+        // The shape's path with a <title> child for the hover text.
+        let with_title = format!(
+            "{}<title>{}</title></path>",
+            shape.trim_end_matches("</path>"),
+            maud::html! { (title) }.into_string()
+        );
+        self.marks.push(maud::PreEscaped(with_title));
     }
 
     /// The SVG: `title` and `desc` (none when empty) are its text alternative; `unit` labels
@@ -152,20 +274,23 @@ impl Chart {
             self.pad.2,
             self.height - self.pad.3,
         );
-        let ticks: Vec<(f64, String)> = (0..=4)
-            .map(|k| {
-                let v = self.y.0 + (self.y.1 - self.y.0) * f64::from(k) / 4.0;
-                (self.py(v), format!("{}{unit}", short(v)))
-            })
+        let step = nice_step(self.y.1 - self.y.0, 4.0);
+        let ticks: Vec<(f64, String)> = (0..)
+            .map(|k| self.y.0 + step * f64::from(k))
+            .take_while(|v| *v <= self.y.1 + step * 1e-9)
+            .map(|v| (self.py(v), format!("{}{unit}", short(v))))
             .collect();
         let span = self.x.1 - self.x.0;
-        let times: Vec<(f64, String)> = (0..=3)
-            .map(|k| {
-                let at = self.x.0 + span * f64::from(k) / 3.0;
+        let tstep = time_step(span, 4.0);
+        let times: Vec<(f64, String)> = (0..)
+            .map(|k| ((self.x.0 / tstep).ceil() + f64::from(k)) * tstep)
+            .take_while(|at| at.is_finite() && *at <= self.x.1)
+            .take(20)
+            .map(|at| {
                 let when = UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0));
                 let hms = humantime::format_rfc3339_seconds(when).to_string();
-                // HH:MM over an hour or more, HH:MM:SS below.
-                let end = if span >= 3600.0 { 16 } else { 19 };
+                // HH:MM on whole minutes, HH:MM:SS below.
+                let end = if tstep >= 60.0 { 16 } else { 19 };
                 (self.px(at), hms.get(11..end).unwrap_or("").to_string())
             })
             .collect();
@@ -183,11 +308,12 @@ impl Chart {
                     rect class="frame" x=(self.n(l)) y=(self.n(t)) width=(self.n(r - l)) height=(self.n(b - t)) {}
                     @for (y, label) in &ticks {
                         line class="grid" x1=(self.n(l)) x2=(self.n(r)) y1=(self.n(*y)) y2=(self.n(*y)) {}
-                        text class="tick" x=(self.n(l - 4.0)) y=(self.n(y + 4.0)) text-anchor="end" { (label) }
+                        text class="tick" x=(self.n(l - 5.0)) y=(self.n(y + 5.0)) text-anchor="end" font-size=(LABEL_SIZE) { (label) }
                     }
-                    @for (k, (x, label)) in times.iter().enumerate() {
-                        text class="tick" x=(self.n(*x)) y=(self.n(b + 16.0))
-                            text-anchor=(if k + 1 == times.len() { "end" } else { "middle" }) { (label) }
+                    @for (x, label) in &times {
+                        line class="grid" x1=(self.n(*x)) x2=(self.n(*x)) y1=(self.n(b)) y2=(self.n(b + 4.0)) {}
+                        text class="tick" x=(self.n(*x)) y=(self.n(b + 20.0))
+                            text-anchor=(if *x > r - 30.0 { "end" } else { "middle" }) font-size=(LABEL_SIZE) { (label) }
                     }
                 }
                 @for m in &self.marks { (m) }
@@ -196,14 +322,17 @@ impl Chart {
     }
 }
 
-/// A tick value in few characters.
+/// A tick value (a multiple of a nice step) in few characters: `250`, `2.5`, `0.25`.
 fn short(v: f64) -> String {
-    if v >= 100.0 || v == 0.0 {
+    let s = if v >= 10.0 || v == 0.0 {
         format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
     } else {
         format!("{v:.2}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 
@@ -225,9 +354,9 @@ mod tests {
     #[test]
     fn maps_values_into_the_frame_and_escapes_titles() {
         let mut c = Chart::new(400.0, 200.0, (0.0, 100.0), (0.0, 1000.0), true);
-        assert_eq!(c.py(0.0), 176.0);
-        assert_eq!(c.py(1000.0), 10.0);
-        assert_eq!(c.px(0.0), 56.0);
+        assert_eq!(c.py(0.0), 174.0);
+        assert_eq!(c.py(1000.0), 12.0);
+        assert_eq!(c.px(0.0), 70.0);
         assert_eq!(c.px(100.0), 388.0);
         c.point(50.0, 300.0, "pt", "<script>\"x\"</script>");
         let svg = c.finish("c", "a & b", "d", " ms").into_string();
@@ -254,6 +383,60 @@ mod tests {
             "a value near the SLO line is drawn where it is, not clamped"
         );
         assert_eq!(y_range(&[], &[]), (0.0, 1.0));
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(nice_step(363.0, 4.0), 100.0);
+        assert_eq!(nice_step(330.0, 4.0), 100.0);
+        assert_eq!(nice_step(90.0, 4.0), 25.0);
+        assert_eq!(nice_step(1.1, 4.0), 0.5);
+        assert_eq!(nice_step(0.0, 4.0), 1.0);
+        // The odd ticks (82.5 / 165 / 248 / 330 ms) become 0, 100, 200, 300, 400.
+        let c = Chart::new(480.0, 240.0, (0.0, 600.0), (0.0, 330.0), true);
+        let svg = c.finish("c", "t", "d", " ms").into_string();
+        for want in [">0 ms<", ">100 ms<", ">200 ms<", ">300 ms<", ">400 ms<"] {
+            assert!(svg.contains(want), "{want}: {svg}");
+        }
+        assert!(!svg.contains("82.5") && !svg.contains(">330"), "{svg}");
+        assert_eq!(short(2.5), "2.5");
+        assert_eq!(short(0.25), "0.25");
+        assert_eq!(short(1.0), "1");
+        assert_eq!(time_step(600.0, 4.0), 300.0);
+        assert_eq!(time_step(6.0 * 3600.0, 4.0), 7200.0);
+    }
+
+    #[test]
+    fn a_chart_of_nothing_renders() {
+        let span = (f64::INFINITY, f64::NEG_INFINITY);
+        let svg = Chart::new(480.0, 240.0, span, (0.0, 1.0), true)
+            .finish("c", "t", "", "")
+            .into_string();
+        assert!(svg.contains("class=\"tick\""), "{svg}");
+    }
+
+    #[test]
+    fn failure_kinds_differ_in_shape() {
+        let shapes: Vec<String> = FailGroup::ALL
+            .iter()
+            .map(|g| fail_shape(0.0, 0.0, *g, "x").into_string())
+            .collect();
+        for (i, a) in shapes.iter().enumerate() {
+            for b in &shapes[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(FailGroup::of(FailureReason::Connect), FailGroup::Network);
+        assert_eq!(FailGroup::of(FailureReason::HttpStatus), FailGroup::Http);
+        assert_eq!(FailGroup::of(FailureReason::Truncated), FailGroup::Stream);
+        let mut c = Chart::new(480.0, 240.0, (0.0, 600.0), (0.0, 330.0), true);
+        c.failure(10.0, FailureReason::Timeout, "<b>");
+        let svg = c.finish("c", "t", "", "").into_string();
+        assert!(
+            svg.contains("<path class=\"fail timeout\"")
+                && svg.contains("<title>&lt;b&gt;</title></path>"),
+            "{svg}"
+        );
     }
 
     #[test]

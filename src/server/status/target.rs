@@ -8,8 +8,8 @@ use std::time::SystemTime;
 use maud::{html, Markup};
 
 use super::summary::{ago, Summary};
-use super::svg::{rolling, secs, y_range, Chart};
-use super::{configured, encode, layout, ms, rate, summaries, ExporterState};
+use super::svg::{fail_shape, legend_key, rolling, secs, y_range, Chart, FailGroup};
+use super::{configured, encode, layout, ms, rate, summaries, ExporterState, View};
 use crate::history::RecentProbe;
 
 /// Probes in the rolling P50/P95 windows.
@@ -39,8 +39,15 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
         @for (i, (s, kept)) in mine.iter().enumerate() {
             section.scenario id=(s.scenario) {
                 h2 { (s.scenario) " " span class=(format!("state {}", s.state.as_str())) { (s.state.label()) } }
+                @if let Some((why, detail)) = &s.reason {
+                    p.reason {
+                        @match s.state { super::PairState::Down => { "Every probe failed" } _ => { "Some probes failed" } }
+                        @if let Some(t) = s.since { " since " (humantime::format_rfc3339_seconds(t)) " (" (ago(now.duration_since(t).unwrap_or_default())) " ago)" }
+                        ": " strong { (why.as_str()) } " — " span.detail { (detail) }
+                    }
+                }
                 p {
-                    "TTFT P50 " (ms(s.ttft_p50_ms)) ", P95 " (ms(s.ttft_p95_ms))
+                    "Last " (humantime::format_duration(super::WINDOW)) ": TTFT P50 " (ms(s.ttft_p50_ms)) ", P95 " (ms(s.ttft_p95_ms))
                     " (SLO ≤ " (format!("{:.0}", s.slo_ms())) " ms) · tokens/s P5 " (rate(s.tokens_per_second_p5))
                     " (floor " (s.slo.output_tokens_per_second_min) ") · backend "
                     span.identity { (s.identity.as_deref().unwrap_or("unknown")) }
@@ -50,21 +57,12 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
                 }
                 @if debug {
                     p {
-                        a href=(format!("/probe?target={}&scenario={}", encode(target), encode(&s.scenario))) { "probe now" }
+                        a href=(state.urls.link(&format!("/probe?target={}&scenario={}", encode(target), encode(&s.scenario)))) { "probe now" }
                         " · "
-                        a href=(format!("/probe?target={}&scenario={}&debug=true", encode(target), encode(&s.scenario))) { "debug probe (timeline and raw stream)" }
+                        a href=(state.urls.link(&format!("/probe?target={}&scenario={}&debug=true", encode(target), encode(&s.scenario)))) { "debug probe (timeline and raw stream)" }
                     }
                 }
-                p.legend {
-                    span { i.key.ttft {} "TTFT per probe" } span { i.key.p50 {} "rolling P50" }
-                    span { i.key.p95 {} "rolling P95" } span { i.key.slo {} "SLO / floor" }
-                    span { "failures (hover for the detail): " }
-                    span { i.key.fail.net {} "dns, connect, tls" } span { i.key.fail.timeout {} "timeout" }
-                    span { i.key.fail.http {} "HTTP status or protocol" } span { i.key.fail {} "stream (decode, truncated, empty, error, too large)" }
-                    span { i.key.ident {} "backend change" } span { i.key.reload {} "config reload" }
-                    span { i.key.tps {} "output tokens/s" } span { i.key.tpot {} "TPOT" }
-                    span { i.key.p95 {} "ITL P95 of the probe" }
-                }
+                (legend())
                 div.charts {
                     figure { figcaption { "TTFT (ms)" } (ttft_chart(s, kept, &reloads, i)) }
                     figure { figcaption { "Output tokens/s per probe" } (series_chart(s, kept, &reloads, i, Series::Tps)) }
@@ -74,7 +72,49 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
             }
         }
     };
-    Some(layout(state, target, content))
+    Some(layout(state, target, View::Full, content))
+}
+
+/// The charts' legend: each key drawn as the mark itself (same class, so same colour and
+/// shape); failure kinds differ in shape as well as colour.
+fn legend() -> Markup {
+    let line = |class: &str, text: &str| {
+        (
+            legend_key(
+                html! { line class=(format!("legend {class}")) x1="1" x2="23" y1="7" y2="7" {} },
+            ),
+            text.to_string(),
+        )
+    };
+    let dot = |class: &str, text: &str| {
+        (
+            legend_key(html! { circle class=(format!("legend {class}")) cx="12" cy="7" r="4" {} }),
+            text.to_string(),
+        )
+    };
+    let mut keys = vec![
+        dot("pt ttft", "TTFT per probe"),
+        line("p50", "rolling P50"),
+        line("p95", "rolling P95"),
+        line("slo", "SLO / floor"),
+        dot("pt tps", "output tokens/s"),
+        dot("pt tpot", "TPOT"),
+        dot("pt itl", "ITL P95 of the probe"),
+        line("ident", "backend change"),
+        line("reload", "config reload"),
+    ];
+    for g in FailGroup::ALL {
+        keys.push((
+            legend_key(fail_shape(12.0, 7.0, g, &format!("legend {}", g.class()))),
+            format!("failed: {}", g.label()),
+        ));
+    }
+    html! {
+        ul.legend {
+            @for (key, text) in &keys { li { (key) (text) } }
+            li.muted { "(hover or tap a mark for its detail)" }
+        }
+    }
 }
 
 /// A pair's kept probes and failures, oldest first.
@@ -102,7 +142,7 @@ fn annotate(c: &mut Chart, s: &Summary, kept: &Kept, reloads: &[SystemTime], x: 
             let when = humantime::format_rfc3339_seconds(f.started_at);
             c.failure(
                 secs(f.started_at),
-                &format!("fail {}", reason.as_str()),
+                *reason,
                 &format!("{when} failed: {reason}: {detail}"),
             );
         }
@@ -140,8 +180,8 @@ fn ttft_chart(s: &Summary, kept: &Kept, reloads: &[SystemTime], i: usize) -> Mar
     let slo = s.slo_ms();
     let x = span(kept);
     let mut c = Chart::new(
-        640.0,
-        260.0,
+        480.0,
+        250.0,
         x,
         y_range(&xy.iter().map(|p| p.1).collect::<Vec<_>>(), &[slo]),
         true,
@@ -164,7 +204,7 @@ fn ttft_chart(s: &Summary, kept: &Kept, reloads: &[SystemTime], i: usize) -> Mar
         kept.failures.len(),
         ms(s.ttft_p50_ms),
         ms(s.ttft_p95_ms),
-        humantime::format_duration(super::SLO_WINDOW),
+        humantime::format_duration(super::WINDOW),
         s.identity_changes.len()
     );
     c.finish(
@@ -228,8 +268,8 @@ fn series_chart(
     let floor = s.slo.output_tokens_per_second_min;
     let extra = matches!(which, Series::Tps).then_some(floor);
     let mut c = Chart::new(
-        640.0,
-        220.0,
+        480.0,
+        210.0,
         x,
         y_range(
             &pts.iter().map(|p| p.1).collect::<Vec<_>>(),
@@ -258,7 +298,7 @@ fn series_chart(
         Series::Tpot => (
             format!("tpot{i}"),
             format!("TPOT and ITL P95 of {} / {}", s.target, s.scenario),
-            "Per-probe TPOT (blue) and the probe's P95 inter-token latency (pink), ms.".to_string(),
+            "Per-probe TPOT (sky blue dots) and the probe's P95 inter-token latency (yellow dots), ms.".to_string(),
             " ms",
         ),
     };
@@ -269,7 +309,7 @@ fn failure_table(s: &Kept) -> Markup {
     html! {
         details {
             summary { (s.failures.len()) " failures kept" }
-            table {
+            div.table-wrap { table {
                 tr { th { "started" } th { "reason" } th { "detail" } }
                 @for f in s.failures.iter().rev() {
                     @if let Some((reason, detail)) = &f.failure {
@@ -280,7 +320,7 @@ fn failure_table(s: &Kept) -> Markup {
                         }
                     }
                 }
-            }
+            } }
         }
     }
 }

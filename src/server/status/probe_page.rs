@@ -1,0 +1,162 @@
+//! The readable page of an on-demand probe (`/probe?target=…` from a browser): the outcome in
+//! words (success, or the failure reason and detail), the headline numbers, the timeline as a
+//! chart (debug probes), the raw stream excerpt, and the JSON answer itself one click away (a
+//! collapsed block), so nobody reads raw JSON at 3 a.m. Clients that do not ask for HTML
+//! (`curl`, scripts) and `&format=json` get the JSON as before.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Response;
+use maud::{html, Markup};
+use serde_json::Value;
+
+use super::{encode, layout, page, ExporterState, View};
+
+/// Whether the probe's answer should be this page: `format=html`, or a browser's `Accept`
+/// (listing `text/html`) without `format=json`.
+pub fn wants_html(format: Option<&str>, accept: Option<&str>) -> bool {
+    match format {
+        Some("json") => false,
+        Some("html") => true,
+        _ => accept.is_some_and(|a| a.contains("text/html")),
+    }
+}
+
+/// Seconds as milliseconds for people, or a dash.
+fn ms(v: &Value) -> String {
+    v.as_f64()
+        .map_or("–".into(), |s| format!("{:.1} ms", s * 1e3))
+}
+
+/// The timeline (`body["timeline"]`, offsets from the request being sent) as an SVG strip
+/// (connection and headers as dashed lines, every token event as a tick, the end) with the
+/// marks' offsets listed in words below it.
+fn timeline(t: &Value) -> Markup {
+    let events: Vec<f64> = t["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|e| e["offset_seconds"].as_f64())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut marks: Vec<(&str, f64)> = [
+        ("connect", &t["connect_started_seconds"]),
+        ("connected", &t["connected_seconds"]),
+        ("headers", &t["headers_seconds"]),
+        ("end", &t["ended_seconds"]),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+    .collect();
+    if let Some(first) = events.first() {
+        marks.push(("first token", *first));
+    }
+    marks.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let end = marks
+        .iter()
+        .map(|m| m.1)
+        .chain(events.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let (l, r) = (10.0, 470.0);
+    let x = |s: f64| format!("{:.1}", l + s / end * (r - l));
+    html! {
+        svg.chart.timeline role="img" viewBox="0 0 480 56" {
+            title { "Timeline: " (events.len()) " token events over " (format!("{:.1}", end * 1e3)) " ms" }
+            line class="grid" x1=(l) x2=(r) y1="22" y2="22" {}
+            @for e in &events { line class="p50" x1=(x(*e)) x2=(x(*e)) y1="12" y2="32" {} }
+            @for (name, at) in &marks {
+                line class="reload" x1=(x(*at)) x2=(x(*at)) y1="4" y2="40" { title { (name) " " (format!("{:.1}", at * 1e3)) " ms" } }
+            }
+            text class="tick" font-size="13" x=(l) y="54" { "0 ms" }
+            text class="tick" font-size="13" x=(r) y="54" text-anchor="end" { (format!("{:.1} ms", end * 1e3)) }
+        }
+        p.muted {
+            @for (k, (name, at)) in marks.iter().enumerate() {
+                @if k > 0 { " · " }
+                (name) " " (format!("{:.1}", at * 1e3)) " ms"
+            }
+            " · " (events.len()) " token events (green ticks)"
+        }
+    }
+}
+
+/// The page of probe answer `body` (as `/probe` answers it in JSON; `debug` adds `timeline`
+/// and `raw_excerpt`), the JSON text being `json`.
+pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<Bytes>> {
+    let target = body["target"].as_str().unwrap_or("");
+    let scenario = body["scenario"].as_str().unwrap_or("");
+    let ok = body["success"].as_bool().unwrap_or(false);
+    let identity: Vec<String> = ["response_model", "system_fingerprint", "server_header"]
+        .iter()
+        .filter_map(|k| body[*k].as_str().map(|v| format!("{k}={v}")))
+        .collect();
+    let u = &state.urls;
+    let again = u.link(&format!(
+        "/probe?target={}&scenario={}&debug=true",
+        encode(target),
+        encode(scenario)
+    ));
+    let content = html! {
+        h1 { "Probe of " code { (target) } " / " code { (scenario) } }
+        @if ok {
+            p.outcome { span.state.ok { "success" } " TTFT " (ms(&body["ttft_seconds"])) ", E2E " (ms(&body["e2e_seconds"])) }
+        } @else {
+            p.outcome.reason {
+                span.state.down { "failed" } " "
+                strong { (body["failure_reason"].as_str().unwrap_or("unknown")) } " — "
+                span.detail { (body["failure_detail"].as_str().unwrap_or("")) }
+            }
+        }
+        dl.probe {
+            dt { "HTTP status" } dd { (body["http_status"].as_u64().map_or("–".into(), |s| s.to_string())) }
+            dt { "TTFT" } dd { (ms(&body["ttft_seconds"])) }
+            dt { "TPOT" } dd { (ms(&body["tpot_seconds"])) }
+            dt { "E2E" } dd { (ms(&body["e2e_seconds"])) }
+            dt { "output tokens" } dd { (body["output_tokens"].as_u64().map_or("–".into(), |n| n.to_string())) }
+            dt { "tokens/s" } dd { (body["output_tokens_per_second"].as_f64().map_or("–".into(), |v| format!("{v:.1}"))) }
+            dt { "token events" } dd { (body["token_events"]) }
+            dt { "backend" } dd.identity { @if identity.is_empty() { "unknown" } @else { (identity.join(" ")) } }
+        }
+        @if body["timeline"].is_object() {
+            h2 { "Timeline" }
+            (timeline(&body["timeline"]))
+        }
+        @if let Some(raw) = body["raw_excerpt"].as_str() {
+            h2 { "Raw stream (first bytes)" }
+            pre.raw { (raw) }
+        }
+        details.json {
+            summary { "The JSON answer" }
+            pre { (json) }
+        }
+        p {
+            a href=(u.link(&format!("/targets/{}#{}", encode(target), encode(scenario)))) { "Back to " (target) }
+            " · " a href=(again) { "probe again (debug)" }
+            " · scripts get this as JSON (" code { "Accept: application/json" } " or " code { "&format=json" } ")."
+        }
+    };
+    // No refresh: every reload of this page would run another probe.
+    page(layout(
+        state,
+        &format!("probe {target}"),
+        View::Once,
+        content,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn browsers_get_the_page_and_scripts_the_json() {
+        let browser = Some("text/html,application/xhtml+xml,*/*;q=0.8");
+        assert!(wants_html(None, browser));
+        assert!(!wants_html(Some("json"), browser));
+        assert!(!wants_html(None, None));
+        assert!(!wants_html(None, Some("*/*")));
+        assert!(wants_html(Some("html"), None));
+    }
+}
