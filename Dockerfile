@@ -26,7 +26,7 @@ VOLUME ["/etc/llm-probe"]
 # point it at the exporter with environment variables instead of changing this line:
 # LLM_PROBE_HEALTHCHECK_URL=https://127.0.0.1:9464/-/healthy, LLM_PROBE_HEALTHCHECK_CA_FILE (or
 # LLM_PROBE_HEALTHCHECK_INSECURE_SKIP_VERIFY=true), LLM_PROBE_HEALTHCHECK_USERNAME and
-# LLM_PROBE_HEALTHCHECK_PASSWORD_FILE (README: "TLS and basic auth").
+# LLM_PROBE_HEALTHCHECK_PASSWORD_FILE (docs/security.md, "TLS and basic auth").
 HEALTHCHECK --interval=30s --timeout=5s --start-period=5s --retries=3 \
   CMD ["/usr/local/bin/llm-probe", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/llm-probe"]

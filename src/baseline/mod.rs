@@ -2,8 +2,9 @@
 //! `llm-probe baseline save` and exported by the daemon as `llm_probe_baseline_*` gauges, so the
 //! shipped alerts compare the live P95 TTFT and median tokens/s with it.
 //!
-//! - this module is the file format, schema [`SCHEMA`] (JSON, documented field by field in the
-//!   README, "Pinned baselines"): [`Baseline`], [`parse`] and [`Baseline::to_json`]; pure, no IO;
+//! - this module is the file format, schema [`SCHEMA`] (JSON, documented field by field in
+//!   docs/baselines.md, "The baseline file"): [`Baseline`], [`parse`] and [`Baseline::to_json`];
+//!   pure, no IO;
 //! - [`save`] makes one from a measurement and writes it (`baseline save --from`);
 //! - [`prometheus`] makes one from a window of the daemon's histogram buckets in Prometheus
 //!   (`baseline save --prometheus.url`).

@@ -1,5 +1,5 @@
-//! The JSON report, schema `llm-probe.bench/v1` (documented field by field in the README,
-//! "Load test before an upgrade").
+//! The JSON report, schema `llm-probe.bench/v1` (documented field by field in docs/bench.md,
+//! "The JSON report").
 
 use serde_json::{json, Value};
 

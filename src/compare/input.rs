@@ -1,6 +1,6 @@
 //! Reading a run for `compare`: a `bench --output json` file (`"schema": "llm-probe.bench/v1"`,
-//! written by [`crate::bench::json::to_json`], documented in the README, "Load test before an
-//! upgrade") or a `probe-once --output json` collection (one JSON object per line, fields of
+//! written by [`crate::bench::json::to_json`], documented in docs/bench.md, "The JSON
+//! report") or a `probe-once --output json` collection (one JSON object per line, fields of
 //! [`crate::report::to_json`]). Unknown fields are ignored.
 //!
 //! What is read from the bench JSON:
