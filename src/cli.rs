@@ -173,7 +173,8 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         output: CompareOutput,
-        /// Significance level of the tests (and 1 − alpha the confidence of the intervals).
+        /// Significance level of the tests (and 1 − alpha the confidence of the intervals), from
+        /// 0.000001 to below 0.5.
         #[arg(long, default_value = "0.05", value_parser = crate::compare::parse_alpha)]
         alpha: f64,
         /// Smallest relative change that counts (`10%` or `0.1`).
