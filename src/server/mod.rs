@@ -130,6 +130,11 @@ pub struct ConnectionLimits {
 /// Default of `--web.max-connections` (Prometheus' own default).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
+/// The highest `--web.max-connections` accepted (2^20): far beyond what one process's file
+/// descriptors allow, and far below tokio's semaphore limit (2^61 − 1), above which the accept
+/// loop panicked (issue 27, item 8).
+pub const MAX_CONNECTIONS: usize = 1 << 20;
+
 impl Default for ConnectionLimits {
     /// The exporter's: 512 connections, 10 s to send the headers, 30 s to take some of a
     /// response, 5 s of grace.
@@ -208,7 +213,10 @@ pub async fn serve_with<F, Fut, B, T>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     T: Fn() -> Option<Arc<rustls::ServerConfig>>,
 {
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    // Clamped: a library caller's cap above the semaphore's limit would panic here.
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        limits.max_connections.clamp(1, MAX_CONNECTIONS),
+    ));
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
@@ -579,5 +587,41 @@ async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full
             "text/plain",
             "failed to reload the configuration; the previous configuration keeps running; the reason is in the exporter's log\n",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 27, item 8: a connection cap above tokio's semaphore limit (a library caller's,
+    /// the flag is bounded) must not panic the accept loop: the server still answers.
+    #[tokio::test]
+    async fn a_huge_connection_cap_still_serves() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let limits = ConnectionLimits {
+            max_connections: usize::MAX,
+            ..ConnectionLimits::default()
+        };
+        let server = tokio::spawn(serve_with(listener, stop.clone(), limits, || None, |_| async {
+            text(StatusCode::OK, "text/plain", "hi")
+        }));
+        let answer = tokio::time::timeout(Duration::from_secs(20), async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out).await;
+            out
+        })
+        .await
+        .expect("answered");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+        stop.cancel();
+        server.await.expect("the accept loop did not panic");
     }
 }
