@@ -239,7 +239,13 @@ mod tests {
             let (tx, rx) = std::sync::mpsc::channel();
             let p = points.clone();
             std::thread::spawn(move || {
-                let _ = tx.send(draw("c", "x", "y", &[line(p)], SeriesLabelPosition::UpperLeft));
+                let _ = tx.send(draw(
+                    "c",
+                    "x",
+                    "y",
+                    &[line(p)],
+                    SeriesLabelPosition::UpperLeft,
+                ));
             });
             let r = rx
                 .recv_timeout(std::time::Duration::from_secs(20))

@@ -135,7 +135,11 @@ impl Plan {
             }
         }
         if let (Warmup::Requests(w), None) = (self.warmup, self.requests) {
-            if let Some(l) = self.levels.iter().find(|l| self.planned(l).is_some_and(|n| w >= n)) {
+            if let Some(l) = self
+                .levels
+                .iter()
+                .find(|l| self.planned(l).is_some_and(|n| w >= n))
+            {
                 return Err(format!(
                     "--warmup {w} requests is at least all that level {} can send in --duration: nothing would be measured; use a smaller warmup or a longer duration",
                     l.label()
@@ -165,7 +169,9 @@ impl Plan {
     /// loop, the expected arrivals in `duration` (+ 3 standard deviations of a Poisson count).
     pub fn planned(&self, l: &Load) -> Option<u64> {
         // Saturating: a count near 2^64 must read as "too many", not wrap to a few.
-        let by_count = self.requests.map(|n| n.saturating_add(self.warmup_requests()));
+        let by_count = self
+            .requests
+            .map(|n| n.saturating_add(self.warmup_requests()));
         let by_time = match (l, self.duration) {
             (Load::Rate(r), Some(d)) => {
                 let mean = r * d.as_secs_f64();

@@ -64,7 +64,7 @@ pub struct ExporterState {
     /// targets the status pages show.
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
     /// Debug probes allowed at once (more get 429).
-    pub debug_slots: tokio::sync::Semaphore,
+    pub debug_slots: Arc<tokio::sync::Semaphore>,
     /// Whether and how often `/probe` may run a probe.
     pub debug_probe: DebugProbePolicy,
     debug_last: debug_probe::LastProbes,
@@ -165,7 +165,7 @@ impl ExporterState {
             stopped_schedules: 0.into(),
             reload,
             probers: Default::default(),
-            debug_slots: tokio::sync::Semaphore::new(DEBUG_PROBE_SLOTS),
+            debug_slots: Arc::new(tokio::sync::Semaphore::new(DEBUG_PROBE_SLOTS)),
             debug_probe: options.debug_probe.clone(),
             debug_last: Default::default(),
             web: WebState::new(options.web_config_file.clone(), web),
@@ -605,9 +605,13 @@ mod tests {
             max_connections: usize::MAX,
             ..ConnectionLimits::default()
         };
-        let server = tokio::spawn(serve_with(listener, stop.clone(), limits, || None, |_| async {
-            text(StatusCode::OK, "text/plain", "hi")
-        }));
+        let server = tokio::spawn(serve_with(
+            listener,
+            stop.clone(),
+            limits,
+            || None,
+            |_| async { text(StatusCode::OK, "text/plain", "hi") },
+        ));
         let answer = tokio::time::timeout(Duration::from_secs(20), async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let mut s = TcpStream::connect(addr).await.unwrap();
