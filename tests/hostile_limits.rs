@@ -78,3 +78,59 @@ async fn clients_that_give_up_do_not_free_the_on_demand_slots() {
     assert!(refused >= 8, "only {refused} refused");
     d.stop().await;
 }
+
+/// A kept probe of `target`/`scenario` started `age` ago.
+fn kept(target: &str, scenario: &str, age: Duration) -> llm_probe::history::RecentProbe {
+    llm_probe::history::RecentProbe {
+        target: target.into(),
+        scenario: scenario.into(),
+        started_at: std::time::SystemTime::now() - age,
+        ttft: Some(Duration::from_millis(100)),
+        output_tokens_per_second: Some(50.0),
+        tpot: None,
+        itl: None,
+        e2e: Some(Duration::from_millis(300)),
+        output_tokens: Some(4),
+        failure: None,
+        identity: None,
+    }
+}
+
+/// Issue 27, item 5: the history of pairs that leave the configuration on reload is freed and
+/// no longer served (renamed targets kept their rings for the life of the process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_frees_the_history_of_removed_pairs() {
+    let sim = common::simulator(Script::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("probes.yaml");
+    let yaml = common::yaml(&sim.base_url(), "24h", &common::scenario("a2", 4), "");
+    std::fs::write(&file, &yaml).unwrap();
+    let d = llm_probe::daemon::Daemon::start(
+        common::parse(&yaml),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(file.clone()),
+    )
+    .await
+    .unwrap();
+    for i in 0..50 {
+        d.history
+            .push_probe(kept(&format!("renamed-{i}"), "a2", Duration::from_secs(5)));
+    }
+    d.history
+        .push_probe(kept("sim", "a2", Duration::from_secs(5)));
+    d.history
+        .push_probe(kept("sim", "gone-scenario", Duration::from_secs(5)));
+    assert_eq!(d.history.pairs().len(), 52);
+    d.reload().await.expect("the same file reloads");
+    assert_eq!(
+        d.history.pairs(),
+        vec![("sim".to_string(), "a2".to_string())],
+        "only the configured pair keeps its history"
+    );
+    let (_, _, api) = common::get(d.addr, "/api/v1/probes", None).await;
+    assert!(
+        !api.contains("renamed-") && !api.contains("gone-scenario"),
+        "{api}"
+    );
+    d.stop().await;
+}
