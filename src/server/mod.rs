@@ -68,6 +68,8 @@ pub struct ExporterState {
     /// Whether and how often `/probe` may run a probe.
     pub debug_probe: DebugProbePolicy,
     debug_last: debug_probe::LastProbes,
+    /// Turns of the status pages' renders ([`STATUS_RENDERS`]).
+    status_renders: tokio::sync::Semaphore,
     /// TLS, users and headers in force (re-read on reload).
     pub web: WebState,
     /// `/metrics` renders, shared by concurrent scrapes.
@@ -168,6 +170,7 @@ impl ExporterState {
             debug_slots: Arc::new(tokio::sync::Semaphore::new(DEBUG_PROBE_SLOTS)),
             debug_probe: options.debug_probe.clone(),
             debug_last: Default::default(),
+            status_renders: tokio::sync::Semaphore::new(STATUS_RENDERS),
             web: WebState::new(options.web_config_file.clone(), web),
             scrapes: Arc::new(Scrapes::new()),
             limits: options.limits,
@@ -485,7 +488,7 @@ fn method_not_allowed(allow: &'static str, message: &str) -> Response<Full<Bytes
 
 /// Every request: basic auth when users are configured, then the route, then the web
 /// config's extra headers.
-async fn guarded(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn guarded(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let web = state.web.current();
     let mut response = match state.auth.check(&web, req.headers()).await {
         auth::Verdict::Allowed => route(state, req).await,
@@ -520,7 +523,7 @@ async fn guarded(state: &ExporterState, req: &Request<Incoming>) -> Response<Ful
 /// nothing may frame it.
 pub(crate) const BARE_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
-async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn route(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/-/reload" => return reload(state, req).await,
         "/probe" if req.method() == Method::GET => return debug_probe::handle(state, req).await,
@@ -554,7 +557,7 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
             text(StatusCode::OK, "text/plain", "Ready\n")
         }
         "/-/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "Not ready\n"),
-        path => match status::route(state, path, req.uri().query().unwrap_or("")) {
+        path => match rendered(state, path, req.uri().query().unwrap_or("")).await {
             Some(r) => r,
             None => text(
                 StatusCode::NOT_FOUND,
@@ -562,6 +565,32 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
                 "not found: try / or /metrics\n",
             ),
         },
+    }
+}
+
+/// Status pages and JSON API answers rendered at once, on blocking threads; more wait their
+/// turn without holding the web server's worker.
+pub const STATUS_RENDERS: usize = 2;
+
+/// [`status::route`] on a blocking thread, at most [`STATUS_RENDERS`] at once: a render walks
+/// the whole history, and a flood of them must not keep `/-/healthy`, `/-/ready` or
+/// `/metrics` waiting behind it on the web server's single worker (issue 27, item 2).
+async fn rendered(
+    state: &Arc<ExporterState>,
+    path: &str,
+    query: &str,
+) -> Option<Response<Full<Bytes>>> {
+    let Ok(_turn) = state.status_renders.acquire().await else {
+        return status::route(state, path, query);
+    };
+    let (st, p, q) = (state.clone(), path.to_string(), query.to_string());
+    match tokio::task::spawn_blocking(move || status::route(&st, &p, &q)).await {
+        Ok(r) => r,
+        Err(_) => Some(text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            "rendering the page failed\n",
+        )),
     }
 }
 
