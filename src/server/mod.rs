@@ -256,6 +256,10 @@ pub async fn serve_with<F, Fut, B, T>(
     }
 }
 
+/// The client's address, in every request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
 /// A connection's byte stream, plain or TLS.
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
@@ -301,7 +305,8 @@ async fn connection<F, Fut, B>(
             }
         }
     };
-    let service = hyper::service::service_fn(move |req| {
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(Peer(peer));
         let fut = handle(req);
         async move { Ok::<_, Infallible>(fut.await) }
     });
@@ -490,7 +495,8 @@ fn method_not_allowed(allow: &'static str, message: &str) -> Response<Full<Bytes
 /// config's extra headers.
 async fn guarded(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let web = state.web.current();
-    let mut response = match state.auth.check(&web, req.headers()).await {
+    let client = req.extensions().get::<Peer>().map(|p| p.0.ip());
+    let mut response = match state.auth.check(&web, req.headers(), client).await {
         auth::Verdict::Allowed => route(state, req).await,
         auth::Verdict::Denied => {
             let mut r = text(
@@ -502,6 +508,16 @@ async fn guarded(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Respons
                 WWW_AUTHENTICATE,
                 HeaderValue::from_static("Basic realm=\"llm-probe\", charset=\"UTF-8\""),
             );
+            r
+        }
+        auth::Verdict::Busy => {
+            let mut r = text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "text/plain",
+                "too many logins are being checked; try again in a second\n",
+            );
+            r.headers_mut()
+                .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
             r
         }
     };
