@@ -72,7 +72,10 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
         BenchCache::Cold => PrefixCache::Cold,
         BenchCache::Warm => PrefixCache::Warm,
     };
-    let text = std::fs::read_to_string(&a.config_file).unwrap_or_default();
+    // Read as the configuration was (a regular file only, capped, never blocking on a FIFO).
+    let text = config::files::read(&a.config_file, config::files::MAX_CONFIG_BYTES)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
     let report = match sweep(
         &text,
         target,

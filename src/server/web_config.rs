@@ -24,7 +24,6 @@
 //! Every problem is reported, each with `file:line:column` and the key's path.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -149,25 +148,20 @@ struct RawHttp {
 }
 
 /// Reads a regular file of at most [`MAX_FILE_BYTES`]: a FIFO, a device or a huge file is an
-/// error, never a hang or an allocation of everything it yields.
+/// error, never a hang or an allocation of everything it yields. Opened without blocking and
+/// checked once open ([`crate::config::files::read`]): a FIFO swapped in after a check of the
+/// path would block a plain open for ever.
 pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "{} is {} bytes, more than the {MAX_FILE_BYTES} a web config or PEM file may have",
-            path.display(),
-            meta.len()
-        ));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(bytes)
+    crate::config::files::read(path, MAX_FILE_BYTES).map_err(|e| match e {
+        crate::config::files::ReadError::TooLarge(_) => format!(
+            "{} is more than the {MAX_FILE_BYTES} bytes a web config or PEM file may have",
+            path.display()
+        ),
+        crate::config::files::ReadError::NotRegular(_) => {
+            format!("{} is not a regular file", path.display())
+        }
+        e => format!("cannot read {}: {e}", path.display()),
+    })
 }
 
 /// Collects located problems of one file.
