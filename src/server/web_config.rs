@@ -160,6 +160,9 @@ pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
         crate::config::files::ReadError::NotRegular(_) => {
             format!("{} is not a regular file", path.display())
         }
+        crate::config::files::ReadError::NotFound => {
+            format!("cannot read {}: No such file or directory", path.display())
+        }
         e => format!("cannot read {}: {e}", path.display()),
     })
 }
