@@ -121,11 +121,21 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
 pub fn writable_dir(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("--out: cannot create the directory {}: {e}", dir.display()))?;
-    let probe = dir.join(".llm-probe-bench-write-check");
-    std::fs::write(&probe, b"")
+    // A randomly named file created exclusively (a fixed name followed a planted symlink),
+    // removed when dropped.
+    tempfile::Builder::new()
+        .prefix(".llm-probe-bench-write-check-")
+        .tempfile_in(dir)
         .map_err(|e| format!("--out: cannot write into {}: {e}", dir.display()))?;
-    let _ = std::fs::remove_file(&probe);
     Ok(())
+}
+
+/// Creates (or truncates) the report file at `path` for writing, never through a symlink or
+/// into a FIFO or device planted there ([`crate::safe_write::create_no_follow`]).
+///
+/// Errors: the file cannot be opened or is not a regular file (the message names it).
+pub fn create_report(path: &Path) -> Result<std::fs::File, String> {
+    crate::safe_write::create_no_follow(path)
 }
 
 /// Writes `report.json`, `report.md`, `report.txt` and the SVG charts into `dir` (created if
@@ -135,7 +145,10 @@ pub fn writable_dir(dir: &Path) -> Result<(), String> {
 pub fn write_all(report: &Report, dir: &Path) -> Result<usize, String> {
     let write = |name: &str, body: &str| {
         let p = dir.join(name);
-        std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))
+        create_report(&p).and_then(|mut f| {
+            std::io::Write::write_all(&mut f, body.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))
+        })
     };
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
