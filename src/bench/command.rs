@@ -40,7 +40,11 @@ pub fn plan_of(a: &BenchArgs) -> Plan {
 /// Runs the command until done or `cancel` (Ctrl-C): what was measured is still written.
 pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
     let fail = |msg: String| {
-        crate::logging::stderr_line(format_args!("llm-probe bench: {msg}"));
+        // Paths from the command line may hold control characters: never printed raw.
+        crate::logging::stderr_line(format_args!(
+            "llm-probe bench: {}",
+            crate::sanitize::terminal_safe(&msg)
+        ));
         ExitCode::FAILURE
     };
     let cfg = match config::load_with(&a.config_file, config::Secrets::Read) {
@@ -99,15 +103,24 @@ pub async fn run(a: BenchArgs, cancel: CancellationToken) -> ExitCode {
     let _ = std::io::Write::write_all(&mut std::io::stdout(), stdout.as_bytes());
     if let Some(dir) = &a.out {
         match write_all(&report, dir) {
-            Ok(files) => progress.line(&format!("wrote {} files to {}", files, dir.display())),
-            Err(e) => return fail(e),
+            Ok(files) => progress.line(&format!(
+                "wrote {} files to {}",
+                files,
+                crate::sanitize::terminal_safe(&dir.display().to_string())
+            )),
+            Err(e) => {
+                // The tokens are spent: the per-request records must not be lost with the
+                // directory (it became unwritable during the sweep).
+                let kept = match keep_json_elsewhere(&report) {
+                    Ok(p) => format!("; the JSON report (every request) is in {}", p.display()),
+                    Err(e2) => format!("; nor could the JSON report be kept elsewhere: {e2}"),
+                };
+                return fail(format!("{e}{kept}"));
+            }
         }
     }
-    let succeeded: u64 = report
-        .levels
-        .iter()
-        .map(|(s, _)| s.requests.succeeded)
-        .sum();
+    // Warmup requests count here: they reached the target, so it is not down.
+    let succeeded = report.records.iter().filter(|r| r.result.is_ok()).count();
     if succeeded == 0 {
         return fail("no request succeeded; the failure reasons are in the report above".into());
     }
@@ -128,6 +141,20 @@ pub fn writable_dir(dir: &Path) -> Result<(), String> {
         .tempfile_in(dir)
         .map_err(|e| format!("--out: cannot write into {}: {e}", dir.display()))?;
     Ok(())
+}
+
+/// Saves the JSON report in a new file of the system's temporary directory (when `--out`
+/// cannot be written after the sweep); returns its path.
+fn keep_json_elsewhere(report: &Report) -> Result<std::path::PathBuf, String> {
+    let mut f = tempfile::Builder::new()
+        .prefix("llm-probe-bench-")
+        .suffix(".json")
+        .tempfile()
+        .map_err(|e| e.to_string())?;
+    std::io::Write::write_all(&mut f, format!("{:#}\n", json::to_json(report)).as_bytes())
+        .map_err(|e| e.to_string())?;
+    let (_, path) = f.keep().map_err(|e| e.to_string())?;
+    Ok(path)
 }
 
 /// Creates (or truncates) the report file at `path` for writing, never through a symlink or

@@ -118,6 +118,9 @@ impl Plan {
         if self.duration.is_some_and(|d| d.is_zero()) || self.requests == Some(0) {
             return Err("--duration and --requests must be greater than 0".into());
         }
+        if self.max_concurrency.is_some() && !open {
+            return Err("--max-concurrency bounds the requests in flight of --rate levels (open loop); with --concurrency each level is already that many in flight: drop --max-concurrency or use --rate".into());
+        }
         if self.max_concurrency == Some(0) {
             return Err("--max-concurrency 0 would send nothing; use 1 or more".into());
         }
