@@ -436,6 +436,10 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     let wait = match value.parse::<u64>() {
         Ok(secs) => Duration::from_secs(secs),
+        // delta-seconds too large for u64: as long as any, so the cap.
+        Err(_) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+            MAX_RETRY_AFTER
+        }
         Err(_) => httpdate::parse_http_date(value)
             .ok()?
             .duration_since(now)
@@ -578,6 +582,11 @@ mod tests {
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert_eq!(parse_retry_after("999999999", now), Some(MAX_RETRY_AFTER));
+        // Beyond u64 (issue 27, minor): still a number of seconds, capped, not ignored.
+        assert_eq!(
+            parse_retry_after("99999999999999999999999", now),
+            Some(MAX_RETRY_AFTER)
+        );
     }
 
     /// Every header of the one secret list, the key's own header and one marked with
