@@ -279,6 +279,9 @@ mod tests {
         }
         // An ordinal too large is named as such, not as "no ordinal" (issue 27, minor).
         let e = ordinal_from_hostname("llm-probe-99999999999999999999").unwrap_err();
-        assert!(e.contains("too large") && e.contains("--shard.index"), "{e}");
+        assert!(
+            e.contains("too large") && e.contains("--shard.index"),
+            "{e}"
+        );
     }
 }

@@ -336,3 +336,28 @@ async fn a_wrong_password_flood_does_not_lock_out_the_right_user() {
     }
     d.stop().await;
 }
+
+/// Issue 27 (minor): control and bidirectional characters a server puts in its identity (the
+/// response model here) reach `/metrics` label values as visible escapes, never raw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_labels_carry_no_raw_control_or_bidi_characters() {
+    let sim = common::simulator(Script {
+        model: "evil\u{202e}txt.exe\u{1b}[2J".into(),
+        tokens: 2,
+        ..Script::default()
+    })
+    .await;
+    let d = daemon_with(&sim.base_url(), "1s", no_period()).await;
+    let (status, _, _) = common::get(d.addr, "/probe?target=sim", None).await;
+    assert_eq!(status, 200);
+    let mut rx = d.subscribe();
+    common::outcomes(&mut rx, 1, Duration::from_secs(20)).await;
+    let (_, text) = d.metrics.render(None);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("llm_probe_endpoint_info{"))
+        .expect("the identity is exported");
+    assert!(!line.contains(['\u{202e}', '\u{1b}']), "{line:?}");
+    assert!(line.contains("evil\\\\u{202e}txt.exe"), "{line:?}");
+    d.stop().await;
+}
