@@ -156,7 +156,7 @@ fn draw(
         .iter()
         .flat_map(|l| &l.points)
         .flat_map(|&(x, y)| [x, y])
-        .find(|v| !(v.abs() <= MAX_AXIS_VALUE))
+        .find(|v| !v.is_finite() || v.abs() > MAX_AXIS_VALUE)
     {
         return Err(err(&format_args!(
             "the value {bad:e} cannot be drawn (charts take values up to {MAX_AXIS_VALUE:e}); the reports hold the numbers"

@@ -219,7 +219,7 @@ pub(super) fn probes(state: &ExporterState, query: &str) -> Response<Full<Bytes>
             })
         };
     let newest_first = |out: &mut Vec<RecentProbe>| {
-        out.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+        out.sort_by_key(|p| std::cmp::Reverse(p.started_at));
         out.truncate(limit + 1);
     };
     // The newest `limit + 1` (one more tells whether a page follows), gathered pair by pair
