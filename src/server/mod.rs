@@ -69,7 +69,7 @@ pub struct ExporterState {
     pub debug_probe: DebugProbePolicy,
     debug_last: debug_probe::LastProbes,
     /// Turns of the status pages' renders ([`STATUS_RENDERS`]).
-    status_renders: tokio::sync::Semaphore,
+    status_renders: Arc<tokio::sync::Semaphore>,
     /// TLS, users and headers in force (re-read on reload).
     pub web: WebState,
     /// `/metrics` renders, shared by concurrent scrapes.
@@ -170,7 +170,7 @@ impl ExporterState {
             debug_slots: Arc::new(tokio::sync::Semaphore::new(DEBUG_PROBE_SLOTS)),
             debug_probe: options.debug_probe.clone(),
             debug_last: Default::default(),
-            status_renders: tokio::sync::Semaphore::new(STATUS_RENDERS),
+            status_renders: Arc::new(tokio::sync::Semaphore::new(STATUS_RENDERS)),
             web: WebState::new(options.web_config_file.clone(), web),
             scrapes: Arc::new(Scrapes::new()),
             limits: options.limits,
@@ -596,11 +596,17 @@ async fn rendered(
     path: &str,
     query: &str,
 ) -> Option<Response<Full<Bytes>>> {
-    let Ok(_turn) = state.status_renders.acquire().await else {
+    let Ok(turn) = state.status_renders.clone().acquire_owned().await else {
         return status::route(state, path, query);
     };
     let (st, p, q) = (state.clone(), path.to_string(), query.to_string());
-    match tokio::task::spawn_blocking(move || status::route(&st, &p, &q)).await {
+    // The turn goes with the render: a client that leaves does not free it while the render
+    // still runs (clients that connect and leave would otherwise pile renders up).
+    let render = move || {
+        let _turn = turn;
+        status::route(&st, &p, &q)
+    };
+    match tokio::task::spawn_blocking(render).await {
         Ok(r) => r,
         Err(_) => Some(text(
             StatusCode::INTERNAL_SERVER_ERROR,
