@@ -373,7 +373,10 @@ pub async fn serve_exporter(
             l,
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
-                .max_blocking_threads(4)
+                // auth::PARALLEL_CHECKS bcrypt checks + STATUS_RENDERS page renders + one
+                // /metrics render + one to spare: a scrape never waits for a thread behind a
+                // flood of logins or page views.
+                .max_blocking_threads(auth::PARALLEL_CHECKS + STATUS_RENDERS + 2)
                 .thread_name("llm-probe-web")
                 .on_thread_start(lower_priority)
                 .enable_all()
