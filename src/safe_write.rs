@@ -7,7 +7,7 @@
 //!   is replaced, never a symlink, a device, a FIFO or a directory.
 //! - [`create_no_follow`] opens a file for writing without following a symlink at its name
 //!   (`O_NOFOLLOW`) and without blocking on a FIFO (`O_NONBLOCK`), and refuses anything but a
-//!   regular file.
+//!   regular file with no other hard link (it is truncated only after these checks).
 
 use std::fs::File;
 use std::io::Write;
@@ -81,8 +81,8 @@ pub fn replace_file(path: &Path, contents: &[u8]) -> Result<(), String> {
 /// Creates or truncates the regular file at `path` for writing, never through a symlink at
 /// `path` and never blocking on a FIFO there.
 ///
-/// Errors (the message names the path): a symlink, FIFO, device or directory at `path`; any
-/// I/O error.
+/// Errors (the message names the path): a symlink, FIFO, device or directory at `path`, or a
+/// file with other hard links; any I/O error.
 pub fn create_no_follow(path: &Path) -> Result<File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     if let Some(what) = not_regular(path) {
@@ -107,6 +107,15 @@ pub fn create_no_follow(path: &Path) -> Result<File, String> {
         return Err(format!(
             "{} is not a regular file: it is not written",
             path.display()
+        ));
+    }
+    // A hard link planted at the name would make truncating it truncate someone else's file.
+    use std::os::unix::fs::MetadataExt;
+    if meta.nlink() > 1 {
+        return Err(format!(
+            "{} has other hard links ({} names): it is not written, as that would change the file under its other names; remove it or choose another directory",
+            path.display(),
+            meta.nlink()
         ));
     }
     file.set_len(0)

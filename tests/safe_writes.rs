@@ -120,6 +120,11 @@ fn bench_reports_are_not_written_through_symlinks() {
         "{e}"
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A hard link planted at a report's name (to a file of someone else's) is not truncated.
+    std::fs::hard_link(&victim, out.join("report.html")).unwrap();
+    let e = llm_probe::bench::command::create_report(&out.join("report.html")).unwrap_err();
+    assert!(e.contains("report.html") && e.contains("link"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     let mut f = llm_probe::bench::command::create_report(&out.join("report.json")).unwrap();
     std::io::Write::write_all(&mut f, b"{}").unwrap();
     assert_eq!(
