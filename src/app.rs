@@ -272,7 +272,28 @@ fn shard_assignment(cfg: &Config, count: u32) -> String {
     out
 }
 
+/// How long the process may take to end after SIGINT or SIGTERM before it exits regardless
+/// (a thread stuck in a read or a computation would otherwise keep it alive for ever).
+pub const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Ends the process [`SHUTDOWN_DEADLINE`] from now unless it has ended by then: a plain thread,
+/// so that it still runs while the async runtime waits for a blocked thread at its shutdown.
+fn exit_after_deadline() {
+    let _ = std::thread::Builder::new()
+        .name("shutdown-deadline".into())
+        .spawn(|| {
+            std::thread::sleep(SHUTDOWN_DEADLINE);
+            crate::logging::stderr_line(format_args!(
+                "llm-probe: still running {} after the signal to stop (a stuck read or computation); exiting",
+                humantime::format_duration(SHUTDOWN_DEADLINE)
+            ));
+            std::process::exit(1);
+        });
+}
+
 /// A token cancelled on SIGINT or SIGTERM. The handlers are installed before this returns.
+/// After the first signal the process ends within [`SHUTDOWN_DEADLINE`] whatever it is
+/// doing, and a second signal ends it at once (exit status 130).
 pub fn shutdown_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
@@ -284,7 +305,13 @@ pub fn shutdown_signal() -> CancellationToken {
         tokio::spawn(async move {
             tokio::select! { _ = next(&mut int) => {}, _ = next(&mut term) => {} }
             tracing::info!("shutting down");
+            exit_after_deadline();
             t.cancel();
+            tokio::select! { _ = next(&mut int) => {}, _ = next(&mut term) => {} }
+            crate::logging::stderr_line(format_args!(
+                "llm-probe: a second signal to stop; exiting now"
+            ));
+            std::process::exit(130);
         });
     }
     #[cfg(not(unix))]

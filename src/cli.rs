@@ -152,7 +152,8 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         output: crate::compare::Output,
-        /// Significance level of the tests (and 1 − alpha the confidence of the intervals).
+        /// Significance level of the tests (and 1 − alpha the confidence of the intervals), from
+        /// 0.000001 to below 0.5.
         #[arg(long, default_value = "0.05", value_parser = crate::compare::parse_alpha)]
         alpha: f64,
         /// Smallest relative change that counts (`10%` or `0.1`).
@@ -339,9 +340,9 @@ pub struct WebFlags {
     /// interval).
     #[arg(long = "web.debug-probe-interval", value_parser = |s: &str| crate::config::durations::DEBUG_PROBE_INTERVAL.parse(s))]
     pub debug_probe_interval: Option<Duration>,
-    /// Connections served at once; more wait to be accepted.
+    /// Connections served at once, 1 to 1048576; more wait to be accepted.
     #[arg(long = "web.max-connections", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::server::MAX_CONNECTIONS as u64))]
     pub max_connections: usize,
     /// Probes the status pages keep per (target, scenario) in memory (failures: 4× as many).
     #[arg(long = "web.history.max-probes", default_value_t = crate::history::HistoryLimits::default().max_probes,
@@ -855,6 +856,20 @@ mod tests {
         assert_eq!(o.debug_probe.min_interval, Some(Duration::from_secs(300)));
         assert_eq!(o.limits.max_connections, 3);
         assert!(Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", "0"]).is_err());
+        // Issue 27, item 8: above tokio's semaphore limit (2^61 − 1) the web thread panicked.
+        for huge in ["2305843009213693952", "18446744073709551615", "1048577"] {
+            assert!(
+                Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", huge]).is_err(),
+                "{huge}"
+            );
+        }
+        assert_eq!(
+            web(&["--web.max-connections", "1048576"])
+                .server_options()
+                .limits
+                .max_connections,
+            1 << 20
+        );
         let h = web(&[
             "--web.history.max-probes",
             "50",

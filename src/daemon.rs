@@ -404,6 +404,19 @@ impl Supervisor {
             })
             .collect();
         self.metrics.set_baselines(&pinned);
+        // The status pages' history of pairs no longer configured is freed (on any shard: an
+        // on-demand probe may probe a configured pair this replica does not schedule).
+        let configured: std::collections::HashSet<(&str, &str)> = config
+            .targets
+            .iter()
+            .flat_map(|t| {
+                t.scenarios
+                    .iter()
+                    .map(|s| (t.name.as_str(), s.name.as_str()))
+            })
+            .collect();
+        self.history
+            .retain_pairs(|target, scenario| configured.contains(&(target, scenario)));
         // Clients no target uses any more (e.g. after a TLS change) are dropped.
         let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
         self.clients.retain(|k, _| used.contains(k));

@@ -209,6 +209,13 @@ impl History {
         );
     }
 
+    /// Forgets every pair for which `keep(target, scenario)` is false: a reload calls it with
+    /// the new configuration's pairs, so that removed or renamed pairs free their rings and are
+    /// no longer served.
+    pub fn retain_pairs(&self, keep: impl Fn(&str, &str) -> bool) {
+        self.lock().pairs.retain(|(t, s), _| keep(t, s));
+    }
+
     /// Records a configuration reload at `at`.
     pub fn note_reload(&self, at: SystemTime) {
         let mut store = self.lock();

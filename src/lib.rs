@@ -40,4 +40,5 @@ pub mod demo;
 pub mod healthcheck;
 pub mod logging;
 pub mod report;
+pub mod safe_write;
 pub mod sanitize;

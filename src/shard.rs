@@ -97,15 +97,20 @@ pub fn ordinal_from_hostname(hostname: &str) -> Result<u32, String> {
     let host = hostname.trim();
     // A fully qualified name: the ordinal ends the first label.
     let first = host.split('.').next().unwrap_or_default();
-    first
+    let digits = first
         .rsplit_once('-')
         .and_then(|(_, n)| (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(n))
-        .and_then(|n| n.parse().ok())
         .ok_or_else(|| {
             format!(
                 "--shard.index-from-hostname: host name {host:?} does not end in -<ordinal> (as a StatefulSet pod's name such as llm-probe-2 does); pass --shard.index instead"
             )
-        })
+        })?;
+    digits.parse().map_err(|_| {
+        format!(
+            "--shard.index-from-hostname: the ordinal {digits} of host name {host:?} is too large for a shard index (at most {}); pass --shard.index instead",
+            u32::MAX
+        )
+    })
 }
 
 /// This machine's host name: `$HOSTNAME` if set (Kubernetes sets it to the pod name), else
@@ -272,5 +277,11 @@ mod tests {
             let e = ordinal_from_hostname(bad).unwrap_err();
             assert!(e.contains("--shard.index"), "{bad:?}: {e}");
         }
+        // An ordinal too large is named as such, not as "no ordinal" (issue 27, minor).
+        let e = ordinal_from_hostname("llm-probe-99999999999999999999").unwrap_err();
+        assert!(
+            e.contains("too large") && e.contains("--shard.index"),
+            "{e}"
+        );
     }
 }

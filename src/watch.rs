@@ -24,18 +24,21 @@ use crate::reload::{request as request_reload, ReloadRequest};
 /// How often `--config.watch` reads the file.
 pub const PERIOD: Duration = Duration::from_secs(1);
 
-/// The XXH3 hash of the file's content (through symlinks, at most [`MAX_CONFIG_BYTES`] + 1
-/// bytes read), or `None` if it cannot be read now.
+/// The XXH3 hash of the file's content (through symlinks), or `None` if it cannot be read now.
+/// Read as the configuration is ([`crate::config::files::read`]): a regular file only, opened
+/// without blocking (a FIFO at the path blocked a plain open for ever, and with it the watcher
+/// and the process's exit), within a size cap and a time limit. A file over the cap has one
+/// fingerprint of its own, so that becoming too large is reloaded once and its error logged.
 fn fingerprint(path: &Path) -> Option<u64> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    Some(xxh3_64(&bytes))
+    match crate::config::files::read(path, MAX_CONFIG_BYTES) {
+        Ok(bytes) => Some(xxh3_64(&bytes)),
+        Err(crate::config::files::ReadError::TooLarge(_)) => Some(TOO_LARGE),
+        Err(_) => None,
+    }
 }
+
+/// The fingerprint of a file over [`MAX_CONFIG_BYTES`].
+const TOO_LARGE: u64 = u64::MAX;
 
 /// `fingerprint` on a blocking thread: take it *before* loading the file and pass it to
 /// [`watch`], so that a change between the load and the watcher's start is never missed (at

@@ -492,3 +492,59 @@ async fn a_stopped_probe_schedule_makes_the_exporter_unhealthy() {
     }
     d.stop().await;
 }
+
+/// Starts `llm-probe run --config.watch` on `config` (stderr piped).
+fn run_watching(config: &Path) -> (common::ChildGuard, BufReader<std::process::ChildStderr>) {
+    let mut child = common::ChildGuard(
+        Command::new(BIN)
+            .args([
+                "run",
+                "--web.listen-address",
+                "127.0.0.1:0",
+                "--config.watch",
+                "--config.file",
+            ])
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = BufReader::new(child.0.stderr.take().unwrap());
+    (child, stderr)
+}
+
+/// Issue 27, item 4: `run --config.watch --config.file FIFO` fails at once (it hung in the
+/// watcher's first read), and a watched file that is a FIFO for a while blocks nothing: the
+/// valid file written later is loaded, and SIGTERM still ends the process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_watched_file_that_is_a_fifo_blocks_neither_the_watcher_nor_the_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.yaml");
+    mkfifo(&fifo);
+    let (mut child, _stderr) = run_watching(&fifo);
+    let status = wait_exit(&mut child.0, Duration::from_secs(15))
+        .expect("a FIFO at start-up is refused, not waited on");
+    assert!(!status.success());
+
+    let cfg = down_target_config(dir.path());
+    let (mut child, mut stderr) = run_watching(&cfg);
+    let addr = serving_addr(&mut stderr);
+    // The file becomes a FIFO for a few polls (1 s each) …
+    let aside = dir.path().join("aside.yaml");
+    std::fs::rename(&cfg, &aside).unwrap();
+    mkfifo(&cfg);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // … then a valid file with a second target.
+    let text = std::fs::read_to_string(&aside).unwrap().replace(
+        "  - name: down\n",
+        "  - name: down\n    protocol: openai-chat\n    base_url: http://127.0.0.1:9/v1\n    model: m\n  - name: second\n",
+    );
+    let tmp = dir.path().join("new.yaml");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &cfg).unwrap();
+    wait_metric(addr, "llm_probe_probes_total", &[("target", "second")], 1.0).await;
+    signal(&child.0, libc::SIGTERM);
+    let status = wait_exit(&mut child.0, Duration::from_secs(10)).expect("SIGTERM stops it");
+    assert!(status.success(), "{status:?}");
+}

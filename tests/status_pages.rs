@@ -113,7 +113,8 @@ async fn hostile_names_and_details_are_escaped_on_every_page_api_and_badge() {
     );
     let (_, _, probes) = get_full(d.addr, "/api/v1/probes").await;
     let v: serde_json::Value = serde_json::from_str(&probes).unwrap();
-    let last = v["probes"].as_array().unwrap().last().unwrap().clone();
+    // Newest first.
+    let last = v["probes"].as_array().unwrap().first().unwrap().clone();
     assert_eq!(last["failure"]["detail"], HOSTILE_DETAIL);
     // A hostile path is answered as plain text, without markup.
     let (status, headers, body) = get_full(d.addr, "/targets/%3Cscript%3Ex").await;

@@ -7,7 +7,7 @@
 //!   `/metrics` is scraped every `--scrape` by a `curl` process, from outside as Prometheus
 //!   would, so neither its CPU nor the copy of the body it receives is counted here;
 //! - RSS: `VmRSS` at the end and `VmHWM` (peak) from `/proc/self/status`;
-//! - start lag: how late each probe started against its schedule (phase + k × interval). The
+//! - start lag: how late each probe started against its schedule (slot + k × interval). The
 //!   schedule's origin is each task's first poll, which is not observable from outside; the lag
 //!   is measured against each target's own least-late probe (so a constant offset is not
 //!   counted), and the offset from the instant `Daemon::start` returned is shown too;
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use llm_probe::config;
 use llm_probe::daemon::Daemon;
-use llm_probe::schedule::phase;
+use llm_probe::schedule::slot;
 
 use crate::stats::{buckets, histogram_quantile, ms, row, Dist, HEADER};
 use crate::{loadavg, pin_to_cpu, Opts};
@@ -218,19 +218,25 @@ pub fn main(opts: &Opts) {
 
         // Start lag.
         let recs = records.lock().unwrap().clone();
-        let mut upper = Dist::new("probe start − (`Daemon::start` return + phase + k·interval)");
+        let mut upper = Dist::new("probe start − (`Daemon::start` return + slot + k·interval)");
         let mut lower = Dist::new("probe start lag vs the target's least-late probe");
         let mut ttft_err = Dist::new("TTFT − scripted (from `sent`, incl. connect)");
         let mut by_target: std::collections::HashMap<&str, Vec<f64>> = Default::default();
         let iv = interval.as_secs_f64();
         for (name, at, err) in &recs {
-            let ph = phase(name, "chat", interval).as_secs_f64();
+            let s = slot(name, &["chat"], 0, interval);
+            let (first, steady) = (s.first.as_secs_f64(), s.steady.as_secs_f64());
             let since = at
                 .duration_since(wall_started)
                 .map(|d| d.as_secs_f64())
                 .unwrap_or_else(|e| -e.duration().as_secs_f64());
-            let k = ((since - ph) / iv).round().max(0.0);
-            let lag = since - ph - k * iv;
+            // The first probe at `first`, then `steady + k × interval` (k ≥ 1).
+            let k = ((since - steady) / iv).round().max(1.0);
+            let lag = if since < steady + iv / 2.0 {
+                since - first
+            } else {
+                since - steady - k * iv
+            };
             upper.push(ms(lag));
             by_target.entry(name).or_default().push(lag);
             if let Some(e) = err {

@@ -216,28 +216,15 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
     })
 }
 
-/// Writes `baseline` to `out` whole (a temporary file in the same directory, renamed over
-/// `out`), so a daemon reloading at that moment reads the old file or the new one.
+/// Writes `baseline` to `out` whole (a randomly named temporary in the same directory, renamed
+/// over `out`: [`crate::safe_write::replace_file`]), so a daemon reloading at that moment reads
+/// the old file or the new one. Only a regular file at `out` is replaced.
 ///
-/// Errors: the directory cannot be written (the message names the path).
+/// Errors: `out` is a symlink, device, FIFO or directory; the directory cannot be written (the
+/// message names the path).
 pub fn write(baseline: &Baseline, out: &Path) -> Result<(), String> {
-    let dir = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = out
-        .file_name()
-        .ok_or_else(|| format!("--out {}: give a file path, not a directory", out.display()))?;
-    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
-    std::fs::write(&tmp, baseline.to_json())
-        .and_then(|()| std::fs::rename(&tmp, out))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!(
-                "cannot write {}: {e}; check the directory exists and is writable",
-                out.display()
-            )
-        })
+    crate::safe_write::replace_file(out, baseline.to_json().as_bytes())
+        .map_err(|e| format!("--out: {e}"))
 }
 
 /// `llm-probe baseline save --from`: read `from`, pick the level, write `out`, print one summary

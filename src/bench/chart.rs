@@ -7,6 +7,9 @@ use plotters::prelude::*;
 use super::level::{LevelStats, Load};
 use super::Report;
 
+/// The largest magnitude a chart's axis takes (see [`draw`]).
+const MAX_AXIS_VALUE: f64 = 1e15;
+
 /// One line of a chart: its legend, colour and points.
 struct Line {
     label: String,
@@ -147,6 +150,18 @@ fn draw(
 ) -> Result<String, String> {
     let mut svg = String::new();
     let err = |e: &dyn std::fmt::Display| format!("drawing the chart {caption:?}: {e}");
+    // The plotting crate lays its axes out by stepping through key points: beyond this
+    // magnitude (or at a non-finite value) the steps stop moving and it never returns.
+    if let Some(bad) = lines
+        .iter()
+        .flat_map(|l| &l.points)
+        .flat_map(|&(x, y)| [x, y])
+        .find(|v| !v.is_finite() || v.abs() > MAX_AXIS_VALUE)
+    {
+        return Err(err(&format_args!(
+            "the value {bad:e} cannot be drawn (charts take values up to {MAX_AXIS_VALUE:e}); the reports hold the numbers"
+        )));
+    }
     {
         let root = SVGBackend::with_string(&mut svg, (900, 520)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
@@ -195,4 +210,57 @@ fn draw(
         root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(points: Vec<(f64, f64)>) -> Line {
+        Line {
+            label: "l".into(),
+            color: BLUE,
+            points,
+            dashed: false,
+            point_labels: Vec::new(),
+        }
+    }
+
+    /// Issue 27, item 7: values the plotting crate cannot lay an axis over (it looped for ever
+    /// computing the key points of a 1e308-wide axis) give an error at once, not a hang.
+    #[test]
+    fn absurd_values_are_refused_not_drawn_for_ever() {
+        for points in [
+            vec![(1.0, 1.0), (1e308, 2.0)],
+            vec![(1e300, 1.0), (1.5e300, 2.0)],
+            vec![(1.0, 1.0), (2.0, 1e200)],
+            vec![(1.0, f64::INFINITY), (2.0, 1.0)],
+        ] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = points.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(draw(
+                    "c",
+                    "x",
+                    "y",
+                    &[line(p)],
+                    SeriesLabelPosition::UpperLeft,
+                ));
+            });
+            let r = rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("{points:?}: drawing did not end"));
+            let e = r.err().unwrap_or_else(|| panic!("{points:?} was drawn"));
+            assert!(e.contains("cannot be drawn"), "{points:?}: {e}");
+        }
+        let ok = draw(
+            "c",
+            "x",
+            "y",
+            &[line(vec![(1.0, 5.0), (100_000.0, 9e6)])],
+            SeriesLabelPosition::UpperLeft,
+        )
+        .unwrap();
+        assert!(ok.starts_with("<svg"));
+    }
 }

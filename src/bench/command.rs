@@ -47,7 +47,11 @@ pub struct Options {
 /// Runs the command until done or `cancel` (Ctrl-C): what was measured is still written.
 pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
     let fail = |msg: String| {
-        crate::logging::stderr_line(format_args!("llm-probe bench: {msg}"));
+        // Paths from the command line may hold control characters: never printed raw.
+        crate::logging::stderr_line(format_args!(
+            "llm-probe bench: {}",
+            crate::sanitize::terminal_safe(&msg)
+        ));
         ExitCode::FAILURE
     };
     let cfg = match config::load_with(&a.config_file, config::Secrets::Read) {
@@ -88,7 +92,10 @@ pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
             progress.line(&l);
         }
     }
-    let text = std::fs::read_to_string(&a.config_file).unwrap_or_default();
+    // Read as the configuration was (a regular file only, capped, never blocking on a FIFO).
+    let text = config::files::read(&a.config_file, config::files::MAX_CONFIG_BYTES)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
     let report = match sweep(
         &text,
         target,
@@ -112,15 +119,24 @@ pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
     let _ = std::io::Write::write_all(&mut std::io::stdout(), stdout.as_bytes());
     if let Some(dir) = &a.out {
         match write_all(&report, dir) {
-            Ok(files) => progress.line(&format!("wrote {} files to {}", files, dir.display())),
-            Err(e) => return fail(e),
+            Ok(files) => progress.line(&format!(
+                "wrote {} files to {}",
+                files,
+                crate::sanitize::terminal_safe(&dir.display().to_string())
+            )),
+            Err(e) => {
+                // The tokens are spent: the per-request records must not be lost with the
+                // directory (it became unwritable during the sweep).
+                let kept = match keep_json_elsewhere(&report) {
+                    Ok(p) => format!("; the JSON report (every request) is in {}", p.display()),
+                    Err(e2) => format!("; nor could the JSON report be kept elsewhere: {e2}"),
+                };
+                return fail(format!("{e}{kept}"));
+            }
         }
     }
-    let succeeded: u64 = report
-        .levels
-        .iter()
-        .map(|(s, _)| s.requests.succeeded)
-        .sum();
+    // Warmup requests count here: they reached the target, so it is not down.
+    let succeeded = report.records.iter().filter(|r| r.result.is_ok()).count();
     if succeeded == 0 {
         return fail("no request succeeded; the failure reasons are in the report above".into());
     }
@@ -134,11 +150,35 @@ pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
 pub fn writable_dir(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("--out: cannot create the directory {}: {e}", dir.display()))?;
-    let probe = dir.join(".llm-probe-bench-write-check");
-    std::fs::write(&probe, b"")
+    // A randomly named file created exclusively (a fixed name followed a planted symlink),
+    // removed when dropped.
+    tempfile::Builder::new()
+        .prefix(".llm-probe-bench-write-check-")
+        .tempfile_in(dir)
         .map_err(|e| format!("--out: cannot write into {}: {e}", dir.display()))?;
-    let _ = std::fs::remove_file(&probe);
     Ok(())
+}
+
+/// Saves the JSON report in a new file of the system's temporary directory (when `--out`
+/// cannot be written after the sweep); returns its path.
+fn keep_json_elsewhere(report: &Report) -> Result<std::path::PathBuf, String> {
+    let mut f = tempfile::Builder::new()
+        .prefix("llm-probe-bench-")
+        .suffix(".json")
+        .tempfile()
+        .map_err(|e| e.to_string())?;
+    std::io::Write::write_all(&mut f, format!("{:#}\n", json::to_json(report)).as_bytes())
+        .map_err(|e| e.to_string())?;
+    let (_, path) = f.keep().map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// Creates (or truncates) the report file at `path` for writing, never through a symlink or
+/// into a FIFO or device planted there ([`crate::safe_write::create_no_follow`]).
+///
+/// Errors: the file cannot be opened or is not a regular file (the message names it).
+pub fn create_report(path: &Path) -> Result<std::fs::File, String> {
+    crate::safe_write::create_no_follow(path)
 }
 
 /// Writes `report.json`, `report.md`, `report.txt` and the SVG charts into `dir` (created if
@@ -148,7 +188,10 @@ pub fn writable_dir(dir: &Path) -> Result<(), String> {
 pub fn write_all(report: &Report, dir: &Path) -> Result<usize, String> {
     let write = |name: &str, body: &str| {
         let p = dir.join(name);
-        std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))
+        create_report(&p).and_then(|mut f| {
+            std::io::Write::write_all(&mut f, body.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))
+        })
     };
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;

@@ -153,6 +153,7 @@ pub async fn sweep(
     let mut records = Vec::new();
     let mut first = None;
     let mut stopped_on_breach = false;
+    let mut interrupted_level = None;
     for (i, load) in plan.levels.iter().enumerate() {
         if i > 0 && !plan.pause.is_zero() {
             tokio::select! {
@@ -165,6 +166,8 @@ pub async fn sweep(
         }
         progress.level_start(&load.label(), plan.planned(load));
         let result = run_level(&run, i, *load).await;
+        // Cut short by Ctrl-C: reported, but it did not run its course.
+        let cut_short = cancel.is_cancelled();
         if first.is_none() {
             first = result.first_success;
         }
@@ -175,6 +178,9 @@ pub async fn sweep(
         records.extend(result.records);
         let broke = !v.broken_by.is_empty();
         levels.push((stats, v));
+        if cut_short {
+            interrupted_level = Some(i);
+        }
         if broke && plan.stop_on_slo_breach {
             stopped_on_breach = i + 1 < plan.levels.len();
             break;
@@ -188,7 +194,8 @@ pub async fn sweep(
         }
     }
     progress.finish();
-    let capacity = capacity(&levels);
+    // A level cut short (interrupted) is not evidence that the target holds its load.
+    let capacity = capacity(&levels[..interrupted_level.unwrap_or(levels.len())]);
     let identity = first
         .as_ref()
         .map(|o| o.observations.identity.clone())

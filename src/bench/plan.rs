@@ -56,6 +56,11 @@ pub struct Plan {
 /// below it a level would wait longer than any run is meant to last.
 pub const MIN_RATE: f64 = 0.001;
 
+/// The highest `--rate` accepted, requests per second: far beyond what one bench process can
+/// send (each request is a stream of its own), and small enough for the plan's arithmetic and
+/// the charts' axes (a rate of 1e308 hung the chart drawing).
+pub const MAX_RATE: f64 = 100_000.0;
+
 /// The highest `--concurrency` level accepted: concurrent streams (each its own connection and
 /// task) one bench process drives; BENCHMARKS.md measured the generator up to a few hundred.
 pub const MAX_CONCURRENCY: u32 = 10_000;
@@ -70,6 +75,7 @@ impl Plan {
             match *l {
                 Load::Concurrency(0) => return Err("--concurrency: a level of 0 sends nothing; use 1 or more (e.g. 1,2,4,8)".into()),
                 Load::Rate(r) if !(r.is_finite() && r >= MIN_RATE) => return Err(format!("--rate: {r} is not a usable rate; use requests per second of at least {MIN_RATE} (e.g. 0.5,1,2)")),
+                Load::Rate(r) if r > MAX_RATE => return Err(format!("--rate: {r} is above {MAX_RATE} requests per second, more than one bench process can send; lower the level or run several bench processes")),
                 _ => {}
             }
         }
@@ -112,11 +118,36 @@ impl Plan {
         if self.duration.is_some_and(|d| d.is_zero()) || self.requests == Some(0) {
             return Err("--duration and --requests must be greater than 0".into());
         }
+        if self.max_concurrency.is_some() && !open {
+            return Err("--max-concurrency bounds the requests in flight of --rate levels (open loop); with --concurrency each level is already that many in flight: drop --max-concurrency or use --rate".into());
+        }
         if self.max_concurrency == Some(0) {
             return Err("--max-concurrency 0 would send nothing; use 1 or more".into());
         }
         if !(0.0..=1.0).contains(&self.max_failure_ratio) {
             return Err("--max-failure-ratio must be between 0 and 1 (e.g. 0.01)".into());
+        }
+        // A warmup that covers a whole level leaves nothing measured (and read as failures).
+        if let (Warmup::Time(w), Some(d)) = (self.warmup, self.duration) {
+            if w >= d {
+                return Err(format!(
+                    "--warmup {} is not shorter than --duration {}: nothing would be measured; use a shorter warmup",
+                    humantime::format_duration(w),
+                    humantime::format_duration(d)
+                ));
+            }
+        }
+        if let (Warmup::Requests(w), None) = (self.warmup, self.requests) {
+            if let Some(l) = self
+                .levels
+                .iter()
+                .find(|l| self.planned(l).is_some_and(|n| w >= n))
+            {
+                return Err(format!(
+                    "--warmup {w} requests is at least all that level {} can send in --duration: nothing would be measured; use a smaller warmup or a longer duration",
+                    l.label()
+                ));
+            }
         }
         if let Some(total) = self.planned_total() {
             if total > self.max_requests {
@@ -140,10 +171,14 @@ impl Plan {
     /// Most requests level `l` can send, when that is known: `requests` (+ warmup) or, open
     /// loop, the expected arrivals in `duration` (+ 3 standard deviations of a Poisson count).
     pub fn planned(&self, l: &Load) -> Option<u64> {
-        let by_count = self.requests.map(|n| n + self.warmup_requests());
+        // Saturating: a count near 2^64 must read as "too many", not wrap to a few.
+        let by_count = self
+            .requests
+            .map(|n| n.saturating_add(self.warmup_requests()));
         let by_time = match (l, self.duration) {
             (Load::Rate(r), Some(d)) => {
                 let mean = r * d.as_secs_f64();
+                // `as` saturates (and a NaN, never valid here, would give 0).
                 Some((mean + 3.0 * mean.sqrt()).ceil() as u64)
             }
             _ => None,
@@ -156,14 +191,16 @@ impl Plan {
 
     /// Requests of the whole sweep when every level's count is known.
     pub fn planned_total(&self) -> Option<u64> {
-        self.levels.iter().map(|l| self.planned(l)).sum()
+        self.levels
+            .iter()
+            .try_fold(0u64, |sum, l| Some(sum.saturating_add(self.planned(l)?)))
     }
 
     /// The plan as lines for the terminal, with the token spend it implies: requests ×
     /// (prompt tokens + `max_tokens`); `prompt_tokens` is an estimate when the server has not
     /// counted it yet.
     pub fn describe(&self, prompt_tokens: u64, max_tokens: u32) -> Vec<String> {
-        let per = prompt_tokens + u64::from(max_tokens);
+        let per = prompt_tokens.saturating_add(u64::from(max_tokens));
         let bound = match (self.duration, self.requests) {
             (Some(d), Some(n)) => format!(
                 "{n} requests or {} per level, whichever first",
@@ -190,7 +227,7 @@ impl Plan {
                 Some(n) => format!(
                     "  {:<22} up to {n} requests ≈ {} tokens",
                     l.label(),
-                    n * per
+                    n.saturating_mul(per)
                 ),
                 None => format!(
                     "  {:<22} as many requests as fit in the duration ({per} tokens each)",
@@ -201,7 +238,7 @@ impl Plan {
         let total = self.planned_total().unwrap_or(self.max_requests);
         lines.push(format!(
             "token spend: up to {} tokens ({} requests × ({prompt_tokens} prompt + {max_tokens} max_tokens))",
-            total * per,
+            total.saturating_mul(per),
             total
         ));
         lines
@@ -292,5 +329,61 @@ mod tests {
         assert_eq!("4".parse(), Ok(Warmup::Requests(4)));
         assert_eq!("10s".parse(), Ok(Warmup::Time(Duration::from_secs(10))));
         assert!("soon".parse::<Warmup>().is_err());
+    }
+
+    /// Issue 27, item 10: the plan's arithmetic saturates, so huge rates, counts or warmups are
+    /// refused by `--max-requests` instead of wrapping to a small (or zero) plan.
+    #[test]
+    fn huge_levels_counts_and_warmups_are_refused_not_wrapped() {
+        let mut p = plan(vec![Load::Rate(1.0), Load::Rate(1e300)]);
+        p.requests = None;
+        p.duration = Some(Duration::from_secs(10));
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("--rate"), "{e}");
+        let mut p = plan(vec![Load::Rate(1.0), Load::Rate(MAX_RATE)]);
+        p.requests = None;
+        p.duration = Some(Duration::from_secs(10));
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("--max-requests"), "{e}");
+        let last = p.describe(10, 32).pop().unwrap();
+        assert!(!last.contains("up to 0 "), "{last}");
+        let mut p = plan(vec![Load::Concurrency(1)]);
+        p.requests = Some(u64::MAX);
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("--max-requests"), "{e}");
+        let mut p = plan(vec![Load::Concurrency(1)]);
+        p.warmup = Warmup::Requests(u64::MAX);
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("--max-requests"), "{e}");
+        assert_eq!(p.planned_total(), Some(u64::MAX));
+        // The spend line saturates too.
+        let mut p = plan(vec![Load::Concurrency(1)]);
+        p.requests = Some(u64::MAX / 2);
+        p.max_requests = u64::MAX;
+        let last = p.describe(u64::MAX / 4, 32).pop().unwrap();
+        assert!(last.contains(&u64::MAX.to_string()), "{last}");
+        // A warmup as long as the level measures nothing.
+        let mut p = plan(vec![Load::Rate(1.0)]);
+        p.requests = None;
+        p.duration = Some(Duration::from_secs(10));
+        p.warmup = Warmup::Requests(u64::MAX);
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("--warmup"), "{e}");
+        p.warmup = Warmup::Time(Duration::from_secs(10));
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("--warmup"), "{e}");
+        p.warmup = Warmup::Time(Duration::from_secs(2));
+        assert!(p.validate().is_ok());
+    }
+
+    /// Issue 27, item 7: a rate above [`MAX_RATE`] is refused (1e308 hung the chart).
+    #[test]
+    fn rates_above_the_maximum_are_refused() {
+        for r in [1e308, f64::MAX, MAX_RATE * 2.0] {
+            let mut p = plan(vec![Load::Rate(r)]);
+            p.duration = Some(Duration::from_secs(1));
+            let e = p.validate().unwrap_err();
+            assert!(e.contains("--rate") && e.contains("100000"), "{r}: {e}");
+        }
     }
 }

@@ -57,7 +57,9 @@ impl Shared {
     fn claim(&self) -> Option<u64> {
         let plan = &self.run.plan;
         let i = self.next.fetch_add(1, Ordering::SeqCst);
-        let budget = plan.requests.map(|n| n + plan.warmup_requests());
+        let budget = plan
+            .requests
+            .map(|n| n.saturating_add(plan.warmup_requests()));
         if budget.is_some_and(|b| i >= b) {
             return None;
         }

@@ -135,12 +135,14 @@ fn capacity_line(r: &Report) -> String {
     s
 }
 
-fn slo_line(r: &Report) -> String {
+/// The SLO line; `text` shows the configured names (the model is any string: Markdown escapes
+/// it, the terminal shows it without control characters).
+fn slo_line(r: &Report, text: fn(&str) -> String) -> String {
     format!(
         "{} / {} on {} — SLO: P95 TTFT ≤ {}, P5 ≥ {} output tokens/s per request, failures ≤ {} %{}",
-        r.target.name,
-        r.scenario.name,
-        r.target.model,
+        text(&r.target.name),
+        text(&r.scenario.name),
+        text(&r.target.model),
         fmt_secs(Some(r.target.slo.ttft_p95.as_secs_f64())),
         r.target.slo.output_tokens_per_second_min,
         r.plan.max_failure_ratio * 100.0,
@@ -169,7 +171,8 @@ pub fn to_text(r: &Report) -> String {
             .collect();
         padded.join("  ").trim_end().to_string()
     };
-    let mut out = vec![slo_line(r), String::new()];
+    let plain = |s: &str| crate::sanitize::terminal_safe(s).into_owned();
+    let mut out = vec![slo_line(r, plain), String::new()];
     out.push(line(HEADER.iter().map(|h| h.to_string()).collect()));
     for row in rows {
         out.push(line(row.to_vec()));
@@ -188,7 +191,7 @@ pub fn to_markdown(r: &Report) -> String {
             crate::sanitize::markdown_text(&r.scenario.name)
         ),
         String::new(),
-        slo_line(r),
+        slo_line(r, crate::sanitize::markdown_text),
         String::new(),
         format!("| {} |", HEADER.join(" | ")),
         format!("|{}", "---|".repeat(HEADER.len())),

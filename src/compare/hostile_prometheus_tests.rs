@@ -226,7 +226,8 @@ fn a_histogram_with_too_many_buckets_is_refused() {
 /// "beyond NaN", counted at an arbitrary bucket bound.
 #[tokio::test]
 async fn an_slo_gauge_that_is_not_a_positive_number_is_no_objective() {
-    for v in ["NaN", "+Inf", "-1", "0"] {
+    // 1e-300 s and 1e300 (issue 27, minor): no daemon's objective either.
+    for v in ["NaN", "+Inf", "-1", "0", "1e-300", "1e300"] {
         let (url, _) = responder(move |q: &str| {
             if q.starts_with("max(") {
                 format!(
@@ -248,4 +249,142 @@ async fn an_slo_gauge_that_is_not_a_positive_number_is_no_objective() {
             c.warnings
         );
     }
+}
+
+/// Issue 27, item 9: an answer without end (a server streaming spaces) is cut at
+/// [`super::prometheus::MAX_ANSWER_BYTES`] with a reason, not read whole into memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_answer_is_cut_at_the_size_limit() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let limit = super::prometheus::MAX_ANSWER_BYTES;
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n";
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                // A little more than the limit (then the answer ends, so that the test ends
+                // whatever the client does).
+                let spaces = vec![b' '; 1 << 20];
+                for _ in 0..(limit >> 20) + 8 {
+                    if stream.write_all(&spaces).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut req = request(&url);
+    req.timeout = Duration::from_secs(60);
+    let e = compare(&req, &quick()).await.unwrap_err().to_string();
+    assert!(e.contains("larger than"), "{e}");
+}
+
+/// A matrix answer for every bucket query with `values` as given (for the le="0.2" and +Inf
+/// buckets and the probe counter), otherwise [`answer`]'s.
+fn with_values(values: &'static str) -> impl Fn(&str) -> String {
+    move |query: &str| {
+        let normal = answer("50", "chat", "m1")(query);
+        normal.replace(r#"[[900,"0"],[2000,"50"],[3000,"0"],[4000,"50"]]"#, values)
+    }
+}
+
+/// Issue 27, item 13: samples out of time order or repeated (a broken proxy) read as counter
+/// resets and multiplied the counts; they are refused.
+#[tokio::test]
+async fn samples_out_of_order_or_repeated_are_refused() {
+    for values in [
+        r#"[[2000,"50"],[900,"0"],[4000,"50"],[3000,"0"]]"#,
+        r#"[[900,"0"],[2000,"50"],[2000,"50"],[3000,"0"],[4000,"50"]]"#,
+    ] {
+        let (url, _) = responder(with_values(values)).await;
+        let e = compare(&request(&url), &quick())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("time order"), "{values}: {e}");
+    }
+}
+
+/// Issue 27, item 13: a negative bucket bound is refused (latencies and rates are not
+/// negative), and more failed probes than probes too.
+#[tokio::test]
+async fn negative_bounds_and_more_failures_than_probes_are_refused() {
+    let (url, _) =
+        responder(|q: &str| answer("50", "chat", "m1")(q).replace(r#""le":"0.1""#, r#""le":"-1""#))
+            .await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("negative") && e.contains("-1"), "{e}");
+    let (url, _) = responder(move |q: &str| {
+        let normal = answer("50", "chat", "m1");
+        if q.starts_with("llm_probe_probe_failures_total") {
+            normal("llm_probe_probes_total").replace("\"50\"", "\"70\"")
+        } else {
+            normal(q)
+        }
+    })
+    .await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("failed") && e.contains("70") && e.contains("50"),
+        "{e}"
+    );
+    // Observations with no probe counted (the issue's 239 beside 0).
+    let (url, _) = responder(|q: &str| {
+        if q.starts_with("llm_probe_probes_total") {
+            r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#.into()
+        } else {
+            answer("50", "chat", "m1")(q)
+        }
+    })
+    .await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("50 observations") && e.contains("0 probes"),
+        "{e}"
+    );
+}
+
+/// Issue 27, item 13: the same exporter's series twice (an HA pair of Prometheus servers
+/// queried without deduplication: the series differ only by a replica label) doubled every
+/// count; they are refused with the label named.
+#[tokio::test]
+async fn an_ha_pair_without_deduplication_is_refused() {
+    let (url, _) = responder(|q: &str| {
+        let normal = answer("50", "chat", "m1")(q);
+        let Some(start) = normal.find(r#"[{"metric""#) else {
+            return normal;
+        };
+        let end = normal.rfind("]}}").unwrap();
+        let list = &normal[start + 1..end];
+        if list.is_empty() || !list.contains("\"target\":\"sim\"") {
+            return normal;
+        }
+        let tag = |r: &str| {
+            list.replace(
+                "{\"target\":\"sim\"",
+                &format!("{{\"instance\":\"exp:9464\",\"replica\":\"{r}\",\"target\":\"sim\""),
+            )
+        };
+        format!("{}[{},{}]}}}}", &normal[..start], tag("a"), tag("b"))
+    })
+    .await;
+    let e = compare(&request(&url), &quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("replica") && e.contains("deduplicat"), "{e}");
 }

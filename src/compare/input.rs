@@ -354,7 +354,10 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
         .map(|(i, l)| {
             let key = match (l.concurrency, l.rate) {
                 (Some(c), _) => Ok(LevelKey::Concurrency(c)),
-                (None, Some(r)) => Ok(LevelKey::Rate(r)),
+                (None, Some(r)) if r.is_finite() && r > 0.0 => Ok(LevelKey::Rate(r)),
+                (None, Some(r)) => Err(format!(
+                    "levels[{i}] has the rate {r}, not a number of requests per second above 0; write the file with `llm-probe bench --output json`"
+                )),
                 (None, None) => Err(format!(
                     "levels[{i}] has neither `concurrency` nor `rate`; one of them is required"
                 )),
@@ -389,6 +392,33 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
             .record(r.ok, r.reason, r.inter_token_latency_seconds.as_deref())
             .map_err(|e| format!("requests[{i}]: {e}"))?;
         level.requests.push(record);
+    }
+    // The summaries are bench's counts of these very requests: a file where they disagree
+    // was edited or damaged, and neither can be trusted.
+    for (i, l) in levels.iter().enumerate() {
+        if levels[..i].iter().any(|o| o.key == l.key) {
+            return Err(format!(
+                "levels[{i}] ({}) is listed twice; each level appears once in a bench file",
+                l.key
+            ));
+        }
+        let Some((sent, failed)) = l.counts else {
+            continue;
+        };
+        if failed > sent {
+            return Err(format!(
+                "levels[{i}] ({}) says {failed} requests failed of {sent} sent: more failed than sent",
+                l.key
+            ));
+        }
+        let held = l.requests.len() as u64;
+        let held_failed = l.requests.iter().filter(|r| !r.success).count() as u64;
+        if (held, held_failed) != (sent, failed) {
+            return Err(format!(
+                "levels[{i}] ({}) says {sent} requests sent and {failed} failed, but requests[] holds {held} measured requests of that level ({held_failed} failed): the counts contradict the records; write the file again with `llm-probe bench --output json`",
+                l.key
+            ));
+        }
     }
     Ok(Run {
         path: path.to_path_buf(),

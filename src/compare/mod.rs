@@ -405,12 +405,16 @@ fn compare_level(before: &Level, after: &Level, options: &Options) -> LevelCompa
     }
 }
 
-/// Parse `--alpha`: a number strictly between 0 and 0.5.
+/// The smallest `--alpha` accepted: below it `1 − alpha` is too close to 1 for the normal
+/// quantiles (and, from about 1e-16, rounds to 1, where no interval exists at any sample size).
+pub const MIN_ALPHA: f64 = 1e-6;
+
+/// Parse `--alpha`: a number from [`MIN_ALPHA`] to below 0.5.
 pub fn parse_alpha(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(a) if a > 0.0 && a < 0.5 => Ok(a),
+        Ok(a) if (MIN_ALPHA..0.5).contains(&a) => Ok(a),
         _ => Err(format!(
-            "{s:?} is not a significance level; give a number between 0 and 0.5, e.g. 0.05"
+            "{s:?} is not a significance level; give a number from 0.000001 to below 0.5, e.g. 0.05"
         )),
     }
 }

@@ -185,10 +185,34 @@ impl Client {
             .await
             .map_err(|e| self.error(query, transport_reason(e)))?;
         let status = response.status();
-        let body = response
-            .bytes()
+        let too_large = || {
+            self.error(
+                query,
+                format!(
+                    "HTTP {status}, and the answer is larger than {} MiB (a server sending without end?); narrow the windows or check --prometheus.url",
+                    MAX_ANSWER_BYTES >> 20
+                ),
+            )
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        // Read chunk by chunk up to the cap: a body without end must not be read whole.
+        let mut response = response;
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|e| self.error(query, transport_reason(e)))?;
+            .map_err(|e| self.error(query, transport_reason(e)))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
         let doc: Value = match serde_json::from_slice(&body) {
             Ok(v) => v,
             Err(_) => {
@@ -228,7 +252,7 @@ impl Client {
         let Some(result) = data["result"].as_array() else {
             return Err(shape("no result list"));
         };
-        result
+        let series: Vec<Series> = result
             .iter()
             .map(|s| {
                 Ok(Series {
@@ -241,7 +265,27 @@ impl Client {
                         .collect::<Result<_, _>>()?,
                 })
             })
-            .collect()
+            .collect::<Result<_, Error>>()?;
+        // A counter's samples read out of order or twice look like resets and multiply the
+        // counts ([`increase`]); Prometheus never sends them so.
+        for s in &series {
+            if let Some(w) = s.samples.windows(2).find(|w| w[1].0 <= w[0].0) {
+                return Err(shape(&format!(
+                    "the samples of a series are not in time order (t = {} after t = {}): a proxy or federation between llm-probe and Prometheus is merging answers; query Prometheus itself",
+                    w[1].0, w[0].0
+                )));
+            }
+        }
+        if let Some(label) = duplicated(&series) {
+            return Err(self.error(
+                &query,
+                match label {
+                    Some(l) => format!("the same series comes twice, differing only by the label {l:?}: an HA pair of Prometheus servers queried without deduplication would double every count; query a deduplicating endpoint (e.g. a Thanos Querier with --query.replica-label={l}) or one of the pair"),
+                    None => "the same series comes twice (identical labels): every count would double; query Prometheus itself".into(),
+                },
+            ));
+        }
+        Ok(series)
     }
 
     /// The single value of the instant query `query` at `at` (`None`: an empty result).
@@ -278,6 +322,44 @@ fn credentials(base: &url::Url) -> Vec<String> {
     out.extend(base.query_pairs().map(|(_, v)| v.into_owned()));
     out
 }
+
+/// Labels by which HA pairs of Prometheus servers (and Thanos, Cortex and Mimir setups) tell
+/// their replicas apart: series differing only in these are one exporter's series seen twice.
+pub const REPLICA_LABELS: [&str; 5] = [
+    "replica",
+    "prometheus_replica",
+    "__replica__",
+    "rule_replica",
+    "prometheus",
+];
+
+/// Whether two of `series` are the same series twice: `Some(Some(label))` when they differ
+/// only in the replica label `label` ([`REPLICA_LABELS`]), `Some(None)` when their labels are
+/// identical, `None` when every series is distinct.
+fn duplicated(series: &[Series]) -> Option<Option<&'static str>> {
+    let mut seen: std::collections::HashMap<BTreeMap<&str, &str>, &Series> =
+        std::collections::HashMap::new();
+    for s in series {
+        let key: BTreeMap<&str, &str> = s
+            .labels
+            .iter()
+            .filter(|(k, _)| !REPLICA_LABELS.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if let Some(other) = seen.insert(key, s) {
+            return Some(
+                REPLICA_LABELS
+                    .into_iter()
+                    .find(|l| s.labels.get(*l) != other.labels.get(*l)),
+            );
+        }
+    }
+    None
+}
+
+/// The largest answer read from Prometheus (256 MiB): about a day of 15 s samples of every
+/// bucket of a few hundred series; a server sending more (or without end) is cut off.
+pub const MAX_ANSWER_BYTES: usize = 256 << 20;
 
 /// How much of a server's text a message shows.
 const EXCERPT_CHARS: usize = 200;
@@ -434,6 +516,16 @@ pub async fn fetch_window(
             Some((scenario_of(s)?, OrderedBound(le)))
         });
         let mut per_scenario: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        // Latencies and rates are never negative: such a bound is not the daemon's.
+        if let Some(((sc, le), _)) = by_le.iter().find(|((_, le), _)| le.0 < 0.0) {
+            return Err(client.error(
+                &sel,
+                format!(
+                    "scenario {sc:?} has a bucket with the negative bound le={}: not llm-probe's buckets (latencies and rates are not negative)",
+                    le.0
+                ),
+            ));
+        }
         for ((sc, le), count) in by_le {
             per_scenario.entry(sc).or_default().push((le.0, count));
         }
@@ -472,6 +564,31 @@ pub async fn fetch_window(
             }
         }
     }
+    // Each compared histogram is observed at most once per probe (ITL, once per gap, is not
+    // compared): more observations than probes (or observations with no probe counted) are
+    // not one exporter's counters.
+    for (sc, d) in &scenarios {
+        if let Some((metric, h)) = d.histograms.iter().find(|(_, h)| h.total() > d.probes) {
+            return Err(client.error(
+                &selector(PROBES_TOTAL, target, scenario),
+                format!(
+                    "scenario {sc:?} has {} observations of {} but {} probes in ({start}, {end}]: each probe is observed at most once, so the counters are not one exporter's (a missing or relabelled {PROBES_TOTAL}?)",
+                    h.total(),
+                    histogram_name(*metric).unwrap_or("a histogram"),
+                    d.probes
+                ),
+            ));
+        }
+    }
+    if let Some((sc, d)) = scenarios.iter().find(|(_, d)| d.failures > d.probes) {
+        return Err(client.error(
+            &selector(FAILURES_TOTAL, target, scenario),
+            format!(
+                "scenario {sc:?} counts {} failed probes of {} probes in ({start}, {end}]: more failed than finished, the counters are not one exporter's",
+                d.failures, d.probes
+            ),
+        ));
+    }
     Ok(Window {
         start,
         end,
@@ -499,14 +616,17 @@ impl Ord for OrderedBound {
 /// that is not a positive finite number is no objective (`None`).
 pub async fn fetch_slo(client: &Client, target: &str, at: f64) -> Result<Slo, Error> {
     let q = |name: &str| format!("max({})", selector(name, target, None));
-    let objective = |v: Option<f64>| v.filter(|v| v.is_finite() && *v > 0.0);
+    // The daemon's objectives are configured durations and rates: a microsecond to a day, a
+    // millionth to a billion tokens/s. Anything else (1e-300 s) is no objective.
+    let within = |lo: f64, hi: f64| move |v: Option<f64>| v.filter(|v| (lo..=hi).contains(v));
+    let (ttft_objective, rate_objective) = (within(1e-6, 86_400.0), within(1e-6, 1e9));
     Ok(Slo {
-        ttft: objective(
+        ttft: ttft_objective(
             client
                 .scalar(&q("llm_probe_slo_time_to_first_token_seconds"), at)
                 .await?,
         ),
-        tokens_per_second: objective(
+        tokens_per_second: rate_objective(
             client
                 .scalar(&q("llm_probe_slo_output_tokens_per_second"), at)
                 .await?,

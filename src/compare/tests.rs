@@ -160,3 +160,50 @@ fn option_parsers() {
     assert_eq!(parse_alpha("0.01"), Ok(0.01));
     assert!(parse_alpha("0.7").is_err());
 }
+
+/// Issue 27 (minor): level summaries that contradict the file's requests, a level listed
+/// twice, or a rate that is not a positive number are refused: they were trusted (and a file
+/// whose summaries claimed requests it did not hold compared as "no regression").
+#[test]
+fn level_counts_that_contradict_the_records_are_refused() {
+    let file = |levels: &str, requests: &str| {
+        parse_run(
+            std::path::Path::new("x.json"),
+            &format!(
+                r#"{{"schema":"llm-probe.bench/v1","metadata":{{"target":"t","model":"m","scenario":"s"}},
+                   "levels":[{levels}],"requests":[{requests}]}}"#
+            ),
+        )
+    };
+    let ok = r#"{"level":0,"ok":true,"ttft_seconds":0.1}"#;
+    let failed = r#"{"level":0,"ok":false,"reason":"timeout"}"#;
+    let both = format!("{ok},{failed}");
+    file(
+        r#"{"concurrency":1,"requests":{"sent":2,"failed":1}}"#,
+        &both,
+    )
+    .unwrap();
+    for (levels, requests, needle) in [
+        (
+            r#"{"concurrency":1,"requests":{"sent":1,"failed":5}}"#,
+            ok,
+            "failed",
+        ),
+        (
+            r#"{"concurrency":1,"requests":{"sent":100,"failed":0}}"#,
+            "",
+            "100",
+        ),
+        (
+            r#"{"concurrency":1,"requests":{"sent":2,"failed":0}}"#,
+            both.as_str(),
+            "contradict",
+        ),
+        (r#"{"concurrency":1},{"concurrency":1}"#, ok, "twice"),
+        (r#"{"rate":-2}"#, ok, "rate"),
+        (r#"{"rate":0}"#, ok, "rate"),
+    ] {
+        let e = file(levels, requests).unwrap_err();
+        assert!(e.contains(needle), "{levels} {requests}: {e}");
+    }
+}

@@ -180,7 +180,8 @@ pub fn more_requests(e: &Evidence, rule: Rule) -> u64 {
     let (Some(lo), Some(hi)) = (e.low, e.high) else {
         let smaller = e.n_before.min(e.n_after).max(1);
         let mut k = smaller;
-        while !interval_exists(k, k, 1.0 - rule.alpha) {
+        // Bounded: at a confidence that rounds to 1 no sample size gives an interval.
+        while !interval_exists(k, k, 1.0 - rule.alpha) && k < smaller.saturating_add(1 << 20) {
             k += 1;
         }
         return round_up_2_significant(((k - smaller) as f64).max(1.0));

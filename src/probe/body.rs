@@ -126,7 +126,8 @@ fn html_title(text: &str) -> Option<String> {
 }
 
 /// At most `max` characters of `bytes` (lossily decoded), safe for a log line or a terminal:
-/// every run of whitespace or control characters becomes one space, and the result is trimmed;
+/// every run of whitespace, control or bidirectional control characters
+/// ([`crate::sanitize::is_unsafe_char`]) becomes one space, and the result is trimmed;
 /// `…` marks a cut.
 pub fn excerpt(bytes: &[u8], max: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
@@ -134,7 +135,7 @@ pub fn excerpt(bytes: &[u8], max: usize) -> String {
     let mut chars = 0;
     let mut space = false;
     for c in text.trim().chars() {
-        if c.is_whitespace() || c.is_control() {
+        if c.is_whitespace() || crate::sanitize::is_unsafe_char(c) {
             space = true;
             continue;
         }
@@ -225,5 +226,10 @@ mod tests {
         assert_eq!(e.chars().count(), EXCERPT_CHARS + 1);
         assert!(e.ends_with('…'));
         assert_eq!(excerpt(&[0xff, b'x'], 5), "\u{fffd}x");
+        // Bidirectional controls reorder what a page or terminal shows (issue 27, minor).
+        assert_eq!(
+            excerpt("evil\u{202e}gpj.exe\u{2066}x".as_bytes(), 40),
+            "evil gpj.exe x"
+        );
     }
 }

@@ -196,6 +196,22 @@ impl Prober {
         for text in texts.into_iter().flatten() {
             self.redact(text);
         }
+        // The identity becomes label values (/metrics, the status pages, compare's reports):
+        // control and bidirectional characters a server put there are made visible escapes.
+        let id = &mut obs.identity;
+        for text in [
+            &mut id.response_model,
+            &mut id.system_fingerprint,
+            &mut id.server_header,
+            &mut id.server_version,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let std::borrow::Cow::Owned(safe) = crate::sanitize::terminal_safe(text) {
+                *text = safe;
+            }
+        }
         // The raw body excerpt a debug probe shows (`/probe`): redacted as text, and kept as
         // received when there was nothing to redact.
         if !obs.raw_excerpt.is_empty() {
@@ -436,6 +452,8 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     let wait = match value.parse::<u64>() {
         Ok(secs) => Duration::from_secs(secs),
+        // delta-seconds too large for u64: as long as any, so the cap.
+        Err(_) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => MAX_RETRY_AFTER,
         Err(_) => httpdate::parse_http_date(value)
             .ok()?
             .duration_since(now)
@@ -578,6 +596,11 @@ mod tests {
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert_eq!(parse_retry_after("999999999", now), Some(MAX_RETRY_AFTER));
+        // Beyond u64 (issue 27, minor): still a number of seconds, capped, not ignored.
+        assert_eq!(
+            parse_retry_after("99999999999999999999999", now),
+            Some(MAX_RETRY_AFTER)
+        );
     }
 
     /// Every header of the one secret list, the key's own header and one marked with

@@ -48,9 +48,9 @@ impl Default for DebugProbePolicy {
     }
 }
 
-/// When each target's last on-demand probe started.
+/// When each target's last on-demand probe started, and the period it was claimed for.
 #[derive(Default)]
-pub struct LastProbes(Mutex<HashMap<String, Instant>>);
+pub struct LastProbes(Mutex<HashMap<String, (Instant, Duration)>>);
 
 impl LastProbes {
     /// Records a probe of `target` now, unless one started less than `period` ago: then how
@@ -61,7 +61,7 @@ impl LastProbes {
         if let Some(wait) = last
             .get(target)
             // A period too long to add to an instant never ends.
-            .and_then(|&t| {
+            .and_then(|&(t, _)| {
                 t.checked_add(period)
                     .map_or(Some(period), |end| end.checked_duration_since(now))
             })
@@ -69,10 +69,11 @@ impl LastProbes {
         {
             return Err(wait);
         }
-        // Forget targets whose period is over, so that the map stays as small as the set of
-        // recently probed targets.
-        last.retain(|_, t| now.duration_since(*t) < period);
-        last.insert(target.to_string(), now);
+        // Forget targets whose own period is over (each entry by the period it was claimed
+        // for: pruning by the caller's period let a 1 s target erase a 1 h target's entry), so
+        // that the map stays as small as the set of recently probed targets.
+        last.retain(|_, (t, p)| now.duration_since(*t) < *p);
+        last.insert(target.to_string(), (now, period));
         Ok(())
     }
 }
@@ -151,7 +152,9 @@ pub(super) async fn handle(
             }
         },
     };
-    let Ok(_slot) = state.debug_slots.try_acquire() else {
+    // Owned: the slot goes with the probe, which runs to its end even when the client gives
+    // up (the cap counts probes in flight, not clients waiting).
+    let Ok(slot) = state.debug_slots.clone().try_acquire_owned() else {
         // A running probe ends within its target's timeout.
         return too_many(
             "on-demand probes are already running",
@@ -177,7 +180,15 @@ pub(super) async fn handle(
     };
     // On the probes' runtime: the timing is taken where the scheduled probes take theirs, and
     // connections the probe opens are driven there (the client's pool is shared with them).
-    let probe = async move { prober.with_limits(limits).probe(&scenario).await };
+    // It is logged and kept in the history even when the client has gone.
+    let history = state.history.clone();
+    let probe = async move {
+        let outcome = prober.with_limits(limits).probe(&scenario).await;
+        drop(slot);
+        outcome.log();
+        history.push(&outcome);
+        outcome
+    };
     let outcome = match state.probe_runtime.get() {
         Some(rt) => match rt.spawn(probe).await {
             Ok(o) => o,
@@ -191,8 +202,6 @@ pub(super) async fn handle(
         },
         None => probe.await,
     };
-    outcome.log();
-    state.history.push(&outcome);
     let mut body = report::to_json(&outcome);
     if debug {
         body["timeline"] = report::timeline_json(&outcome);
@@ -206,7 +215,51 @@ pub(super) async fn handle(
         .get(hyper::header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     if super::status::probe_page::wants_html(param("format"), accept) {
+        // The page escapes the JSON as HTML itself.
         return super::status::probe_page::render(state, &body, &json);
     }
-    text(StatusCode::OK, "application/json", json)
+    text(StatusCode::OK, "application/json", without_markup(json))
+}
+
+/// JSON text with `<`, `>` and `&` (which occur only inside its strings) written as `\u003c`,
+/// `\u003e` and `\u0026`, as the JSON API writes them: a server's text in a failure detail or
+/// the raw excerpt never reads as markup where the answer is sniffed or embedded.
+fn without_markup(json: String) -> String {
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 27, item 1(a): probing a target with a short period must not erase another
+    /// target's "one per period" entry (the map was pruned with the caller's period).
+    #[test]
+    fn a_short_period_does_not_erase_a_long_one() {
+        let last = LastProbes::default();
+        let hour = Duration::from_secs(3600);
+        assert!(last.claim("expensive", hour).is_ok());
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(last.claim("cheap", Duration::from_millis(10)).is_ok());
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(last.claim("cheap", Duration::from_millis(10)).is_ok());
+        let wait = last.claim("expensive", hour).unwrap_err();
+        assert!(wait > Duration::from_secs(3500), "{wait:?}");
+        // Entries whose own period is over are forgotten.
+        assert_eq!(last.0.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn answers_carry_no_markup_and_parse_back() {
+        let hostile = "</script><b>\"x\" & y";
+        let text = without_markup(report::json_text(
+            &serde_json::json!({ "d": hostile }),
+            true,
+        ));
+        assert!(!text.contains(['<', '>', '&']), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["d"], hostile);
+    }
 }

@@ -66,10 +66,12 @@ pub struct ExporterState {
     /// targets the status pages show.
     pub probers: std::sync::RwLock<std::collections::HashMap<String, crate::probe::Prober>>,
     /// Debug probes allowed at once (more get 429).
-    pub debug_slots: tokio::sync::Semaphore,
+    pub debug_slots: Arc<tokio::sync::Semaphore>,
     /// Whether and how often `/probe` may run a probe.
     pub debug_probe: DebugProbePolicy,
     debug_last: debug_probe::LastProbes,
+    /// Turns of the status pages' renders ([`STATUS_RENDERS`]).
+    status_renders: Arc<tokio::sync::Semaphore>,
     /// TLS, users and headers in force (re-read on reload).
     pub web: WebState,
     /// `/metrics` renders, shared by concurrent scrapes.
@@ -151,6 +153,11 @@ pub struct ConnectionLimits {
 /// Default of `--web.max-connections` (Prometheus' own default).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
+/// The highest `--web.max-connections` accepted (2^20): far beyond what one process's file
+/// descriptors allow, and far below tokio's semaphore limit (2^61 − 1), above which the accept
+/// loop panicked (issue 27, item 8).
+pub const MAX_CONNECTIONS: usize = 1 << 20;
+
 impl Default for ConnectionLimits {
     /// The exporter's: 512 connections, 10 s to send the headers, 30 s to take some of a
     /// response, 5 s of grace.
@@ -181,9 +188,10 @@ impl ExporterState {
             stopped_schedules: 0.into(),
             reload,
             probers: Default::default(),
-            debug_slots: tokio::sync::Semaphore::new(DEBUG_PROBE_SLOTS),
+            debug_slots: Arc::new(tokio::sync::Semaphore::new(DEBUG_PROBE_SLOTS)),
             debug_probe: options.debug_probe.clone(),
             debug_last: Default::default(),
+            status_renders: Arc::new(tokio::sync::Semaphore::new(STATUS_RENDERS)),
             web: WebState::new(options.web_config_file.clone(), web),
             scrapes: Arc::new(Scrapes::new()),
             limits: options.limits,
@@ -231,7 +239,10 @@ pub async fn serve_with<F, Fut, B, T>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     T: Fn() -> Option<Arc<rustls::ServerConfig>>,
 {
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    // Clamped: a library caller's cap above the semaphore's limit would panic here.
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        limits.max_connections.clamp(1, MAX_CONNECTIONS),
+    ));
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
@@ -267,6 +278,10 @@ pub async fn serve_with<F, Fut, B, T>(
         while connections.join_next().await.is_some() {}
     }
 }
+
+/// The client's address, in every request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
 
 /// A connection's byte stream, plain or TLS.
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
@@ -313,7 +328,8 @@ async fn connection<F, Fut, B>(
             }
         }
     };
-    let service = hyper::service::service_fn(move |req| {
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(Peer(peer));
         let fut = handle(req);
         async move { Ok::<_, Infallible>(fut.await) }
     });
@@ -380,7 +396,10 @@ pub async fn serve_exporter(
             l,
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
-                .max_blocking_threads(4)
+                // auth::PARALLEL_CHECKS bcrypt checks + STATUS_RENDERS page renders + one
+                // /metrics render + one to spare: a scrape never waits for a thread behind a
+                // flood of logins or page views.
+                .max_blocking_threads(auth::PARALLEL_CHECKS + STATUS_RENDERS + 2)
                 .thread_name("llm-probe-web")
                 .on_thread_start(lower_priority)
                 .enable_all()
@@ -500,9 +519,10 @@ fn method_not_allowed(allow: &'static str, message: &str) -> Response<Full<Bytes
 
 /// Every request: basic auth when users are configured, then the route, then the web
 /// config's extra headers.
-async fn guarded(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn guarded(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let web = state.web.current();
-    let mut response = match state.auth.check(&web, req.headers()).await {
+    let client = req.extensions().get::<Peer>().map(|p| p.0.ip());
+    let mut response = match state.auth.check(&web, req.headers(), client).await {
         auth::Verdict::Allowed => route(state, req).await,
         auth::Verdict::Denied => {
             let mut r = text(
@@ -514,6 +534,16 @@ async fn guarded(state: &ExporterState, req: &Request<Incoming>) -> Response<Ful
                 WWW_AUTHENTICATE,
                 HeaderValue::from_static("Basic realm=\"llm-probe\", charset=\"UTF-8\""),
             );
+            r
+        }
+        auth::Verdict::Busy => {
+            let mut r = text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "text/plain",
+                "too many logins are being checked; try again in a second\n",
+            );
+            r.headers_mut()
+                .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
             r
         }
     };
@@ -544,7 +574,7 @@ fn redirect(location: &str) -> Response<Full<Bytes>> {
     r
 }
 
-async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn route(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let Some(path) = state.urls.strip(req.uri().path()) else {
         return if state.urls.redirects_to_root(req.uri().path()) {
             redirect(&state.urls.link("/"))
@@ -592,7 +622,7 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
             text(StatusCode::OK, "text/plain", "Ready\n")
         }
         "/-/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "Not ready\n"),
-        path => match status::route(state, req, path) {
+        path => match rendered(state, path, req.uri().query().unwrap_or("")).await {
             Some(r) => r,
             None => text(
                 StatusCode::NOT_FOUND,
@@ -604,6 +634,38 @@ async fn route(state: &ExporterState, req: &Request<Incoming>) -> Response<Full<
                 ),
             ),
         },
+    }
+}
+
+/// Status pages and JSON API answers rendered at once, on blocking threads; more wait their
+/// turn without holding the web server's worker.
+pub const STATUS_RENDERS: usize = 2;
+
+/// [`status::route`] on a blocking thread, at most [`STATUS_RENDERS`] at once: a render walks
+/// the whole history, and a flood of them must not keep `/-/healthy`, `/-/ready` or
+/// `/metrics` waiting behind it on the web server's single worker (issue 27, item 2).
+async fn rendered(
+    state: &Arc<ExporterState>,
+    path: &str,
+    query: &str,
+) -> Option<Response<Full<Bytes>>> {
+    let Ok(turn) = state.status_renders.clone().acquire_owned().await else {
+        return status::route(state, path, query);
+    };
+    let (st, p, q) = (state.clone(), path.to_string(), query.to_string());
+    // The turn goes with the render: a client that leaves does not free it while the render
+    // still runs (clients that connect and leave would otherwise pile renders up).
+    let render = move || {
+        let _turn = turn;
+        status::route(&st, &p, &q)
+    };
+    match tokio::task::spawn_blocking(render).await {
+        Ok(r) => r,
+        Err(_) => Some(text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            "rendering the page failed\n",
+        )),
     }
 }
 
@@ -629,5 +691,45 @@ async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full
             "text/plain",
             "failed to reload the configuration; the previous configuration keeps running; the reason is in the exporter's log\n",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 27, item 8: a connection cap above tokio's semaphore limit (a library caller's,
+    /// the flag is bounded) must not panic the accept loop: the server still answers.
+    #[tokio::test]
+    async fn a_huge_connection_cap_still_serves() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let limits = ConnectionLimits {
+            max_connections: usize::MAX,
+            ..ConnectionLimits::default()
+        };
+        let server = tokio::spawn(serve_with(
+            listener,
+            stop.clone(),
+            limits,
+            || None,
+            |_| async { text(StatusCode::OK, "text/plain", "hi") },
+        ));
+        let answer = tokio::time::timeout(Duration::from_secs(20), async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out).await;
+            out
+        })
+        .await
+        .expect("answered");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+        stop.cancel();
+        server.await.expect("the accept loop did not panic");
     }
 }

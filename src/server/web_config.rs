@@ -24,7 +24,6 @@
 //! Every problem is reported, each with `file:line:column` and the key's path.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -35,9 +34,11 @@ use serde::Deserialize;
 
 use crate::config::{ConfigError, Problem};
 
-/// The highest bcrypt cost accepted in `basic_auth_users` (2^14 rounds, about a second of CPU
-/// per check here): a higher one lets any client spend that CPU with a wrong password.
-pub const MAX_BCRYPT_COST: u32 = 14;
+/// The highest bcrypt cost accepted in `basic_auth_users` (2^12 rounds, about 0.5 s of CPU per
+/// check on a busy 2-core machine; 14 took 1.8–3.3 s): every wrong password costs one check at
+/// this cost and anyone can send one, so a higher cost lets a few clients hold the checks'
+/// turns for minutes (issue 27, item 3). `htpasswd -B` makes cost 5 by default, `-C 10` is usual.
+pub const MAX_BCRYPT_COST: u32 = 12;
 
 /// Largest web config file, certificate or key file read.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -147,25 +148,23 @@ struct RawHttp {
 }
 
 /// Reads a regular file of at most [`MAX_FILE_BYTES`]: a FIFO, a device or a huge file is an
-/// error, never a hang or an allocation of everything it yields.
+/// error, never a hang or an allocation of everything it yields. Opened without blocking and
+/// checked once open ([`crate::config::files::read`]): a FIFO swapped in after a check of the
+/// path would block a plain open for ever.
 pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "{} is {} bytes, more than the {MAX_FILE_BYTES} a web config or PEM file may have",
-            path.display(),
-            meta.len()
-        ));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(bytes)
+    crate::config::files::read(path, MAX_FILE_BYTES).map_err(|e| match e {
+        crate::config::files::ReadError::TooLarge(_) => format!(
+            "{} is more than the {MAX_FILE_BYTES} bytes a web config or PEM file may have",
+            path.display()
+        ),
+        crate::config::files::ReadError::NotRegular(_) => {
+            format!("{} is not a regular file", path.display())
+        }
+        crate::config::files::ReadError::NotFound => {
+            format!("cannot read {}: No such file or directory", path.display())
+        }
+        e => format!("cannot read {}: {e}", path.display()),
+    })
 }
 
 /// Collects located problems of one file.
@@ -592,7 +591,7 @@ mod tests {
             e.contains("web.yml:2:") && e.contains("basic_auth_users.slow"),
             "{e}"
         );
-        assert!(e.contains("cost 31") && e.contains("maximum of 14"), "{e}");
+        assert!(e.contains("cost 31") && e.contains("maximum of 12"), "{e}");
         assert!(!e.contains("basic_auth_users.ok"), "cost 10 is fine: {e}");
     }
 

@@ -13,7 +13,7 @@ fn bench_json_with_levels_requests_and_extra_fields() {
               "prompt_tokens":100,"max_tokens":64,"config_digest":"fnv1a64:00",
               "endpoint":{"response_model":"m1","system_fingerprint":null,"server":"vllm",
                           "server_version":"0.6"}},
-            "levels":[{"concurrency":1,"rate":null,"requests":{"sent":3,"succeeded":2,"failed":1,
+            "levels":[{"concurrency":1,"rate":null,"requests":{"sent":2,"succeeded":1,"failed":1,
                        "failures_by_reason":{"timeout":1}},"ttft_seconds":{"p50":0.2}},
                       {"concurrency":null,"rate":2.5}],
             "sla_capacity":{"concurrency":1,"rate":null},
@@ -39,7 +39,7 @@ fn bench_json_with_levels_requests_and_extra_fields() {
     assert_eq!(run.identity.server_version.as_deref(), Some("0.6"));
     assert_eq!(run.levels[0].key, LevelKey::Concurrency(1));
     assert_eq!(run.levels[1].key, LevelKey::Rate(2.5));
-    assert_eq!(run.levels[0].sent_failed(), (3, 1));
+    assert_eq!(run.levels[0].sent_failed(), (2, 1));
     // `ok: false` is a failure with its `reason`, and has no values.
     let failed = &run.levels[0].requests[1];
     assert!(!failed.success);

@@ -191,3 +191,28 @@ fn calibration_on_lognormal_samples() {
     assert!(plus15 >= 0.90, "+15 %: {plus15}");
     assert!(plus3 <= 0.02, "+3 %: {plus3}");
 }
+
+/// Issue 27, item 6: an alpha so small that `1 − alpha` rounds to 1 is refused at the command
+/// line, and `more_requests` ends for any alpha (the interval never existed and it looped).
+#[test]
+fn a_tiny_alpha_is_refused_and_more_requests_always_ends() {
+    for tiny in ["1e-16", "1e-300", "5e-324", "1e-7"] {
+        let e = crate::compare::parse_alpha(tiny).unwrap_err();
+        assert!(e.contains("0.000001"), "{tiny}: {e}");
+    }
+    assert_eq!(crate::compare::parse_alpha("1e-6"), Ok(1e-6));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut e = ev(0.5, 0.0, 0.0, 0.0, 3);
+        (e.low, e.high) = (None, None);
+        let rule = Rule {
+            alpha: 1e-16,
+            threshold: 0.1,
+        };
+        let _ = tx.send(more_requests(&e, rule));
+    });
+    let n = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("more_requests ends");
+    assert!(n >= 1, "{n}");
+}

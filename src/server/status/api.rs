@@ -1,8 +1,8 @@
 //! The JSON API: `GET /api/v1/targets` (the exporter's identity, the count of pairs per state,
 //! and one object per pair, worst first: SLO, state ([`super::state::judge`]), since when and
-//! why, headline numbers)
-//! and `GET /api/v1/probes?target=&scenario=&since=` (the kept probes, oldest first). Times
-//! are RFC 3339 UTC; durations are milliseconds (`_ms`).
+//! why, headline numbers) and `GET /api/v1/probes?target=&scenario=&since=&limit=&before=` (the
+//! kept probes, newest first, a page at a time with a cursor). Times are RFC 3339 UTC;
+//! durations are milliseconds (`_ms`).
 
 use std::time::SystemTime;
 
@@ -119,32 +119,73 @@ pub(super) fn probe(p: &RecentProbe) -> Value {
     })
 }
 
-/// `since`: RFC 3339 (`2026-11-30T12:00:00Z`) or Unix seconds.
+/// `since`: RFC 3339 (`2026-11-30T12:00:00Z`) or Unix seconds; a time before 1970 is 1970 (no
+/// probe is older).
 fn parse_since(s: &str) -> Result<SystemTime, String> {
     if let Ok(secs) = s.parse::<f64>() {
         if (0.0..1e11).contains(&secs) {
             return Ok(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs_f64(secs));
         }
     }
-    humantime::parse_rfc3339_weak(s).map_err(|_| {
-        format!(
-            "since={:?} is neither RFC 3339 (e.g. 2026-11-30T12:00:00Z) nor Unix seconds",
-            tame(s)
-        )
-    })
+    if let Ok(t) = humantime::parse_rfc3339_weak(s) {
+        return Ok(t);
+    }
+    // humantime reads years from 1970 only: an earlier year is any time before every probe.
+    let before_1970 = s
+        .get(..4)
+        .and_then(|y| y.parse::<u16>().ok())
+        .is_some_and(|y| y < 1970)
+        && humantime::parse_rfc3339_weak(&format!("1970{}", &s[4..])).is_ok();
+    if before_1970 {
+        return Ok(SystemTime::UNIX_EPOCH);
+    }
+    Err(format!(
+        "since={:?} is neither RFC 3339 (e.g. 2026-11-30T12:00:00Z) nor Unix seconds",
+        tame(s)
+    ))
 }
 
-/// `GET /api/v1/probes?target=&scenario=&since=`: every parameter optional; the probes and
-/// the failures kept longer, merged, oldest first.
+/// Probes `/api/v1/probes` answers when no `limit` is given.
+pub const DEFAULT_PROBES_LIMIT: usize = 200;
+/// The largest `limit` of `/api/v1/probes`: an answer is at most about 0.5 MB, however long
+/// the history (issue 27, item 2: the whole history was one 11 MB answer per request).
+pub const MAX_PROBES_LIMIT: usize = 1000;
+
+/// Nanoseconds since the Unix epoch: the page cursor (`next`, `before`).
+fn cursor_of(t: SystemTime) -> String {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+        .to_string()
+}
+
+fn parse_cursor(s: &str) -> Result<SystemTime, String> {
+    s.parse::<u64>()
+        .map(|n| SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(n))
+        .map_err(|_| {
+            format!(
+                "before={:?} is not a cursor; give the `next` of the previous answer",
+                tame(s)
+            )
+        })
+}
+
+/// `GET /api/v1/probes?target=&scenario=&since=&limit=&before=`: every parameter optional; the
+/// probes and the failures kept longer, merged, newest first, at most `limit` (default
+/// [`DEFAULT_PROBES_LIMIT`], at most [`MAX_PROBES_LIMIT`]) of them. When more are kept the
+/// answer's `next` is a cursor: `before=NEXT` gives the probes older than this page. Probes of
+/// one instant are never split between pages.
 pub(super) fn probes(state: &ExporterState, query: &str) -> Response<Full<Bytes>> {
     let params: Vec<(String, String)> = reqwest::Url::parse(&format!("http://x/?{query}"))
         .map(|u| u.query_pairs().into_owned().collect())
         .unwrap_or_default();
     let param = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     for (i, (k, _)) in params.iter().enumerate() {
-        if !matches!(k.as_str(), "target" | "scenario" | "since") {
+        if !matches!(
+            k.as_str(),
+            "target" | "scenario" | "since" | "limit" | "before"
+        ) {
             return error(format!(
-                "unknown parameter {:?}: use target, scenario and since",
+                "unknown parameter {:?}: use target, scenario, since, limit and before",
                 tame(k)
             ));
         }
@@ -156,29 +197,85 @@ pub(super) fn probes(state: &ExporterState, query: &str) -> Response<Full<Bytes>
         Ok(s) => s,
         Err(e) => return error(e),
     };
-    let mut out: Vec<RecentProbe> = Vec::new();
-    for (t, s) in state.history.pairs() {
-        if param("target").is_some_and(|w| w != t) || param("scenario").is_some_and(|w| w != s) {
-            continue;
+    let before = match param("before").map(parse_cursor).transpose() {
+        Ok(s) => s,
+        Err(e) => return error(e),
+    };
+    let limit = match param("limit").map(|l| l.parse::<usize>()) {
+        None => DEFAULT_PROBES_LIMIT,
+        Some(Ok(l)) if (1..=MAX_PROBES_LIMIT).contains(&l) => l,
+        Some(_) => {
+            return error(format!(
+                "limit={:?}: give a number of probes from 1 to {MAX_PROBES_LIMIT} (default {DEFAULT_PROBES_LIMIT}), and `before` for older pages",
+                tame(param("limit").unwrap_or(""))
+            ))
         }
-        let recent = state.history.probes(&t, &s);
-        let first = recent.first().map(|p| p.started_at);
-        // Failures older than every kept probe, then the kept probes.
-        out.extend(
-            state
-                .history
-                .pair_failures(&t, &s)
-                .into_iter()
-                .filter(|f| first.is_none_or(|first| f.started_at < first)),
-        );
-        out.extend(recent);
+    };
+    let wanted = |t: SystemTime| since.is_none_or(|s| t >= s) && before.is_none_or(|b| t < b);
+    let pairs: Vec<(String, String)> = state
+        .history
+        .pairs()
+        .into_iter()
+        .filter(|(t, s)| {
+            param("target").is_none_or(|w| w == t) && param("scenario").is_none_or(|w| w == s)
+        })
+        .collect();
+    // Each pair's failures older than every kept probe, then its kept probes, that `take`.
+    let gather =
+        |out: &mut Vec<RecentProbe>, t: &str, s: &str, take: &dyn Fn(SystemTime) -> bool| {
+            state.history.with_pair(t, s, |recent, failures| {
+                let first = recent.first().map(|p| p.started_at);
+                let older_failures = failures
+                    .iter()
+                    .filter(|f| first.is_none_or(|first| f.started_at < first));
+                for p in older_failures.chain(recent.iter()) {
+                    if take(p.started_at) {
+                        out.push((*p).clone());
+                    }
+                }
+            })
+        };
+    let newest_first = |out: &mut Vec<RecentProbe>| {
+        out.sort_by_key(|p| std::cmp::Reverse(p.started_at));
+        out.truncate(limit + 1);
+    };
+    // The newest `limit + 1` (one more tells whether a page follows), gathered pair by pair
+    // without copying the older rest: `out` is cut back whenever it doubles.
+    let mut out: Vec<RecentProbe> = Vec::new();
+    // Once `limit + 1` are held (sorted), nothing older than the last of them can be on the page.
+    let mut floor = None;
+    for (t, s) in &pairs {
+        gather(&mut out, t, s, &|at| {
+            wanted(at) && floor.is_none_or(|f| at >= f)
+        });
+        if out.len() > 2 * (limit + 1) {
+            newest_first(&mut out);
+            floor = out.get(limit).map(|p| p.started_at);
+        }
     }
-    out.retain(|p| since.is_none_or(|s| p.started_at >= s));
-    out.sort_by_key(|p| p.started_at);
-    respond(
-        StatusCode::OK,
-        &json!({ "probes": out.iter().map(probe).collect::<Vec<_>>() }),
-    )
+    newest_first(&mut out);
+    let mut next = None;
+    if out.len() > limit {
+        // A page ends between two instants: the probes sharing the page's last instant go to
+        // the next page, or, when they alone fill it, all of them are given here.
+        let cut = out[limit].started_at;
+        match out[..limit].iter().position(|p| p.started_at == cut) {
+            Some(0) => {
+                out.clear();
+                for (t, s) in &pairs {
+                    gather(&mut out, t, s, &|at| at == cut);
+                }
+            }
+            Some(keep) => out.truncate(keep),
+            None => out.truncate(limit),
+        }
+        next = out.last().map(|p| cursor_of(p.started_at));
+    }
+    let mut body = json!({ "probes": out.iter().map(probe).collect::<Vec<_>>() });
+    if let Some(n) = next {
+        body["next"] = n.into();
+    }
+    respond(StatusCode::OK, &body)
 }
 
 #[cfg(test)]

@@ -48,13 +48,12 @@ const CSS: &str = include_str!("status.css");
 
 /// Answers the status routes (`path` is the request's path under the route prefix); `None`
 /// for any other path.
-pub(super) fn route<B>(
+pub(super) fn route(
     state: &ExporterState,
-    req: &hyper::Request<B>,
     path: &str,
+    query: &str,
 ) -> Option<Response<Full<Bytes>>> {
     let now = SystemTime::now();
-    let query = req.uri().query().unwrap_or("");
     let r = match path {
         "/" => page(overview::page(state, &query_pairs(query), now)),
         "/status.css" => secured(text(StatusCode::OK, "text/css; charset=utf-8", CSS)),
