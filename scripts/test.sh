@@ -4,7 +4,7 @@
 # llama.cpp server), then runs every test, the real-component ones included.
 #
 # Needs: Rust (cargo) — the suite checks that rustc is the version the Dockerfile pins (the
-# `FROM rust:X.Y.Z-…` line, 1.95.0 today; the crate itself builds with 1.85 or newer); python3
+# `FROM rust:X.Y.Z-…` line, 1.95.0 today; the crate itself builds with 1.88 or newer); python3
 # with pip; and root or sudo, because missing system packages are installed with apt-get.
 # Set LLM_PROBE_ADVISORY_DB to a RustSec advisory-db snapshot when GitHub is unreachable;
 # otherwise `cargo audit` fetches the database.
@@ -21,6 +21,9 @@ pinned=$(sed -n 's/^FROM rust:\([0-9.]*\)-.*/\1/p' Dockerfile | head -1)
 have=$(rustc --version 2>/dev/null | awk '{print $2}') || true
 [ -n "$have" ] || { say "rustc is not installed: install Rust $pinned (https://rustup.rs, then: rustup default $pinned)"; exit 1; }
 say "rustc $have; the Dockerfile pins $pinned${pinned:+ (tests/supply_chain.rs checks they match)}"
+if [ -n "$pinned" ] && [ "$have" != "$pinned" ]; then
+  say "WARNING: rustc $have is not the pinned $pinned: tests/supply_chain.rs will fail (rustup default $pinned)"
+fi
 
 scripts/install-test-deps.sh
 # Tools installed into our own cache (hadolint) come after the system's.
