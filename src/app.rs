@@ -134,6 +134,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             resamples,
             seed,
             lengths,
+            fail_on,
         } => {
             let options = crate::compare::Options {
                 rule: crate::compare::verdict::Rule { alpha, threshold },
@@ -141,6 +142,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 resamples: resamples as usize,
                 seed,
                 lengths,
+                fail_on_inconclusive: fail_on == crate::cli::CompareFailOn::Inconclusive,
             };
             return match (before, after) {
                 (Some(before), Some(after)) => {

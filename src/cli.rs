@@ -60,6 +60,16 @@ pub enum CompareOutput {
     Json,
 }
 
+/// What makes `compare` exit non-zero besides an unreadable or incomparable run.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CompareFailOn {
+    /// Exit 1 on a regression (a row, a failure ratio or an SLA capacity drop).
+    Regression,
+    /// Also exit 3 when nothing regressed but a row is inconclusive (too few requests to
+    /// tell): for CI gates that must not pass on too little evidence.
+    Inconclusive,
+}
+
 /// Default address of the exporter (the port is in Prometheus' default port allocations range).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
@@ -153,7 +163,8 @@ pub enum Command {
     /// `probe-once --output json` collections) per level and metric with a U test, a
     /// Hodges–Lehmann interval and a verdict — or, with --prometheus.url, two time windows of
     /// the daemon's histograms (e.g. around the last endpoint change); exit 1 on any
-    /// regression, 2 if the runs cannot be read or compared.
+    /// regression (median, P95 tail, failure ratio or SLA capacity), 2 if the runs cannot be
+    /// read or compared, 3 with --fail-on inconclusive when a row is inconclusive.
     Compare {
         /// The run before the change (not with --prometheus.url).
         #[arg(
@@ -191,6 +202,9 @@ pub enum Command {
         /// Output lengths (tokens) for the expected E2E when the runs are different endpoints.
         #[arg(long, value_delimiter = ',', default_values_t = crate::compare::selection::TYPICAL_LENGTHS)]
         lengths: Vec<u32>,
+        /// `inconclusive`: also exit 3 when nothing regressed but a row is inconclusive.
+        #[arg(long = "fail-on", value_enum, default_value = "regression")]
+        fail_on: CompareFailOn,
     },
     /// Pinned baselines: `baseline save` writes the accepted latency of one (target, scenario)
     /// for the probes file's `baseline_file:` (exported as `llm_probe_baseline_*` gauges).
