@@ -57,3 +57,18 @@ fn bootstrap_tail_change_is_seeded_and_finds_a_scaled_tail() {
         vec![None]
     );
 }
+
+/// Known answers from SciPy 1.17 (venv as in `stats/tests.rs`):
+/// `scipy.special.betainc(190.95, 10.05, 0.93)`, `betainc(2.5, 7.5, 0.2)` and
+/// `scipy.stats.mstats.hdquantiles(A, [0.5, 0.95])` of the 12 values of `stats/tests.rs`'s `A`.
+#[test]
+fn harrell_davis_matches_scipy() {
+    close(inc_beta(190.95, 10.05, 0.93), 0.10374262676759348, 1e-12);
+    close(inc_beta(2.5, 7.5, 0.2), 0.40123869824719194, 1e-12);
+    let mut a = vec![
+        0.210, 0.198, 0.205, 0.230, 0.199, 0.215, 0.205, 0.220, 0.202, 0.240, 0.211, 0.207,
+    ];
+    a.sort_by(f64::total_cmp);
+    close(harrell_davis(&a, 0.5).unwrap(), 0.2087545114422313, 1e-12);
+    close(harrell_davis(&a, 0.95).unwrap(), 0.2373671844761733, 1e-12);
+}
