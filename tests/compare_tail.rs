@@ -66,7 +66,14 @@ async fn a_wider_tail_with_the_same_median_is_a_p95_regression_and_a_capacity_dr
 
     let (code, text) = compare(&b, &w, &[]);
     assert_eq!(code, Some(1), "{text}");
-    let summary = text.lines().next().unwrap();
+    // The summary: the first line and its indented continuations.
+    let summary: String = text
+        .lines()
+        .enumerate()
+        .take_while(|(i, l)| *i == 0 || l.starts_with("  "))
+        .map(|(_, l)| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(summary.starts_with("REGRESSION: TTFT P95 +"), "{text}");
     assert!(summary.contains("(C=1)") && summary.contains("(C=2)"), "{text}");
     assert!(summary.contains("SLA capacity 2 → none"), "{text}");

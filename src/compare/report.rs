@@ -296,21 +296,32 @@ pub fn summary(c: &Comparison) -> String {
                 }
             }
         }
-        let regressed_tail_only = rows.iter().any(|(_, r)| r.verdict == Some(Verdict::Regression))
-            && rows
-                .iter()
-                .all(|(_, r)| !r.verdict_by.contains(&"P50") || r.verdict != Some(Verdict::Regression))
-            && rows.iter().all(|(_, r)| r.median_verdict == Some(Verdict::NoChange));
-        if regressed_tail_only {
+        let levels_where = |pred: &dyn Fn(&Row) -> bool| -> Vec<String> {
+            rows.iter()
+                .filter(|(_, r)| pred(r))
+                .map(|(k, _)| level_short(*k))
+                .collect()
+        };
+        let inconclusive = |v: Option<Verdict>| matches!(v, Some(Verdict::Inconclusive { .. }));
+        let median_moved = rows.iter().any(|(_, r)| {
+            matches!(r.median_verdict, Some(Verdict::Regression | Verdict::Improvement))
+        });
+        let tail_regressed = rows
+            .iter()
+            .any(|(_, r)| r.tail_verdict == Some(Verdict::Regression));
+        let median_open = levels_where(&|r| inconclusive(r.median_verdict));
+        if !median_open.is_empty() {
+            parts.push(format!("median inconclusive ({})", median_open.join(", ")));
+        } else if tail_regressed && !median_moved {
             parts.push("median unchanged".into());
         }
-        let inconclusive: Vec<String> = rows
-            .iter()
-            .filter(|(_, r)| matches!(r.verdict, Some(Verdict::Inconclusive { .. })))
-            .map(|(k, _)| level_short(*k))
-            .collect();
-        if !inconclusive.is_empty() {
-            parts.push(format!("inconclusive ({})", inconclusive.join(", ")));
+        let tail_open = levels_where(&|r| inconclusive(r.tail_verdict));
+        if !tail_open.is_empty() {
+            parts.push(format!(
+                "{} inconclusive ({})",
+                metric.tail_label(),
+                tail_open.join(", ")
+            ));
         }
         if parts.is_empty() {
             unchanged.push(metric.short_label());
