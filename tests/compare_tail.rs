@@ -48,7 +48,12 @@ fn compare(before: &str, after: &str, args: &[&str]) -> (Option<i32>, String) {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Only warnings (the simulator names the same model before and after) on stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().all(|l| l.starts_with("llm-probe compare: warning: ")),
+        "{stderr}"
+    );
     (out.status.code(), String::from_utf8(out.stdout).unwrap())
 }
 
@@ -98,7 +103,9 @@ async fn a_wider_tail_with_the_same_median_is_a_p95_regression_and_a_capacity_dr
     for level in doc["levels"].as_array().unwrap() {
         let ttft = &level["ttft_seconds"];
         assert_eq!(ttft["tail"]["verdict"], "regression", "{ttft:#}");
-        assert_eq!(ttft["median_verdict"], "no_change", "{ttft:#}");
+        // The median did not move (its interval may still be wide: σ 0.4 after).
+        assert_ne!(ttft["median_verdict"], "regression", "{ttft:#}");
+        assert_eq!(ttft["verdict_by"], serde_json::json!(["P95"]), "{ttft:#}");
         let change = ttft["tail"]["relative"].as_f64().unwrap();
         // The scripted change is e^(1.645·0.3) − 1 = +64 %.
         assert!((0.35..1.0).contains(&change), "{ttft:#}");

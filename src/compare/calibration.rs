@@ -87,13 +87,16 @@ impl Tally {
     }
 }
 
+/// The position of the shipped rule in [`CANDIDATES`].
+pub(crate) const SHIPPED: usize = 3;
+
 /// The candidate tail rules.
 pub(crate) const CANDIDATES: [&str; 6] = [
     "median only (issue 17's rule)",
     "P95 interpolated, bootstrap 95 %",
     "P95 Harrell–Davis, bootstrap 95 %",
-    "P95 interpolated, bootstrap 97.5 %",
-    "P95 Harrell–Davis, bootstrap 97.5 % (shipped)",
+    "P95 interpolated, bootstrap 97.5 % (shipped)",
+    "P95 Harrell–Davis, bootstrap 97.5 %",
     "share beyond SLO, two-proportion z, α/2",
 ];
 
@@ -136,7 +139,7 @@ pub(crate) fn simulate(case: Case, n: usize, reps: u32, seed: u64) -> Vec<Tally>
             }
         }
         // The shipped candidate must be what judge_row decided.
-        assert_eq!(verdicts[4].0, row.verdict.unwrap(), "rep {rep}");
+        assert_eq!(verdicts[SHIPPED].0, row.verdict.unwrap(), "rep {rep}");
         let share = share_verdict(&before, &after, slo, rule);
         verdicts.push((verdict::combine(&[("P50", median), ("P95", share)]).0, None));
         for (t, (v, covered)) in tallies.iter_mut().zip(verdicts) {
@@ -222,16 +225,23 @@ fn tail_calibration_table() {
     let reps = 1000;
     let results = run_cases(200, reps);
     println!("{}", format_table(&results, 200, reps));
-    let shipped = 4;
+    let shipped = SHIPPED;
     assert!(results[0][shipped].rate(results[0][shipped].regressions) <= 0.01);
     assert!(results[1][shipped].rate(results[1][shipped].regressions) >= 0.90);
     assert!(results[2][shipped].rate(results[2][shipped].regressions) >= 0.95);
+    // The same estimator's interval at a nominal 95 %.
     for case in &results {
-        let c = case[2].rate(case[2].covered);
+        let c = case[1].rate(case[1].covered);
         assert!((0.93..=0.97).contains(&c), "coverage {c}");
     }
-    for n in [30, 50, 100, 500] {
-        println!("{}", table(n, 400));
+}
+
+/// The same table at other sample sizes (300 repetitions each; printed, not checked).
+#[test]
+#[ignore = "minutes in a release build: cargo test --release --lib compare::calibration -- --ignored --nocapture"]
+fn tail_calibration_by_sample_size() {
+    for n in [50, 100, 500] {
+        println!("{}", table(n, 300));
     }
 }
 
@@ -241,5 +251,5 @@ fn tail_calibration_table() {
 fn the_median_alone_misses_a_tail_regression_the_tail_rule_finds() {
     let t = simulate(CASES[1], 200, 4, 5);
     assert!(t[0].regressions <= 1, "{t:?}");
-    assert_eq!(t[4].regressions, 4, "{t:?}");
+    assert_eq!(t[SHIPPED].regressions, 4, "{t:?}");
 }

@@ -182,16 +182,17 @@ pub struct Row {
     pub before_ci: [Option<(f64, f64)>; 3],
     /// As `before_ci`, for AFTER.
     pub after_ci: [Option<(f64, f64)>; 3],
-    /// Bootstrap interval (confidence `1 − alpha`) of each percentile's relative change, the
-    /// percentiles estimated by Harrell–Davis ([`stats::tail`]); `None` where a side has too few
+    /// Bootstrap interval (confidence `1 − alpha`) of each percentile's relative change
+    /// ([`stats::tail::bootstrap_changes`], linear interpolation); `None` where a side has too few
     /// requests for the percentile's order-statistic interval (a P99 needs about 370).
     pub change_ci: [Option<(f64, f64)>; 3],
     /// U test and Hodges–Lehmann evidence (`None`: a side has no values).
     pub evidence: Option<Evidence>,
     /// The median's verdict from `evidence` (`None` without evidence).
     pub median_verdict: Option<Verdict>,
-    /// The change of the SLO quantile ([`Metric::tail_quantile`], Harrell–Davis) with its
-    /// bootstrap interval at [`verdict::tail_confidence`]; `None` when a side has no values.
+    /// The change of the SLO quantile ([`Metric::tail_quantile`], linear interpolation as
+    /// bench's percentiles) with its bootstrap interval at [`verdict::tail_confidence`]; `None`
+    /// when a side has no values.
     pub tail: Option<stats::tail::TailChange>,
     /// The tail's verdict ([`verdict::judge_tail`]).
     pub tail_verdict: Option<Verdict>,
@@ -563,8 +564,8 @@ fn compare_level(before: &Level, after: &Level, options: &Options) -> LevelCompa
 }
 
 /// One metric's row from its values in each run: percentiles with their order-statistic
-/// intervals, the median's evidence and verdict, the Harrell–Davis percentile changes with
-/// bootstrap intervals (one resampling), the tail verdict and the combined verdict.
+/// intervals, the median's evidence and verdict, the percentile changes with bootstrap
+/// intervals (one resampling), the tail verdict and the combined verdict.
 pub fn judge_row(metric: Metric, mut b: Vec<f64>, mut a: Vec<f64>, options: &Options) -> Row {
     use stats::tail::{Estimator, Spec};
     let alpha = options.rule.alpha;
@@ -576,7 +577,7 @@ pub fn judge_row(metric: Metric, mut b: Vec<f64>, mut a: Vec<f64>, options: &Opt
         .iter()
         .map(|&q| Spec {
             q,
-            estimator: Estimator::HarrellDavis,
+            estimator: Estimator::Interpolated,
         })
         .collect();
     let tail_q = metric.tail_quantile();
@@ -585,7 +586,7 @@ pub fn judge_row(metric: Metric, mut b: Vec<f64>, mut a: Vec<f64>, options: &Opt
         None => {
             specs.push(Spec {
                 q: tail_q,
-                estimator: Estimator::HarrellDavis,
+                estimator: Estimator::Interpolated,
             });
             specs.len() - 1
         }

@@ -88,6 +88,11 @@ fn short_pct(x: f64) -> String {
     t.replace('-', "−")
 }
 
+/// [`short_pct`] for other reports.
+pub(crate) fn short_pct_text(x: f64) -> String {
+    short_pct(x)
+}
+
 /// `+84 [+41, +128]`; an open end is `–`.
 fn short_change(change: f64, low: Option<f64>, high: Option<f64>) -> String {
     let end = |e: Option<f64>| e.map_or("–".to_string(), short_pct);
@@ -136,7 +141,7 @@ const TEXT_HEADER: [&str; 6] = [
 ];
 
 /// The text table's cells of one row (≤ 120 columns together): P50 (sample median) and the
-/// tail quantile (Harrell–Davis; P5 for tokens/s) before → after, their changes, the verdict.
+/// tail quantile (P5 for tokens/s) before → after, their changes, the verdict.
 fn text_cells(r: &Row) -> Vec<String> {
     let unit = unit(r.metric);
     let p50 = match (r.before[0], r.after[0]) {
@@ -223,7 +228,7 @@ fn legend(c: &Comparison) -> String {
              Mann–Whitney U test."
         ),
         format!(
-            "P95: the Harrell–Davis estimate of the 95th percentile (tokens/s: P5, the slow tail). Δ P95: its relative \
+            "P95: the 95th percentile, interpolated as bench's (tokens/s: P5, the slow tail). Δ P95: its relative \
              change, [{tail_confidence} % bootstrap interval over requests, {} resamples, seed {}].",
             c.options.resamples, c.options.seed
         ),
@@ -638,7 +643,7 @@ const MARKDOWN_HEADER: [&str; 12] = [
     "P50 before → after [CI]",
     "Δ P50 % [CI]",
     "p",
-    "P95 before → after (Harrell–Davis)",
+    "P95 before → after",
     "Δ P95 % [CI]",
     "P95 verdict",
     "P99 before → after",
@@ -787,7 +792,7 @@ fn row_json(r: &Row) -> Value {
         "before": quantile_object(&r.before, &r.before_ci),
         "after": quantile_object(&r.after, &r.after_ci),
         "change_ci": { "p50": ci(0), "p95": ci(1), "p99": ci(2) },
-        "change_ci_method": "bootstrap of harrell-davis estimates",
+        "change_ci_method": "bootstrap",
         "mann_whitney_p": r.evidence.as_ref().map(|e| e.p_value),
         "hodges_lehmann": r.evidence.as_ref().map(|e| json!({
             "shift": e.shift.estimate,
@@ -801,7 +806,7 @@ fn row_json(r: &Row) -> Value {
         "median_verdict": r.median_verdict.map(|v| v.name()),
         "tail": r.tail.as_ref().map(|t| json!({
             "quantile": t.q,
-            "estimator": "harrell-davis",
+            "estimator": "linear interpolation",
             "before": t.before,
             "after": t.after,
             "relative": t.change,
@@ -893,7 +898,7 @@ pub fn to_json(c: &Comparison, before: &Run, after: &Run) -> Value {
             "bootstrap_resamples": c.options.resamples,
             "seed": c.options.seed,
             "quantiles": QUANTILES,
-            "tail": "harrell-davis p95 (p5 of tokens/s), percentile bootstrap at 1 - alpha/2",
+            "tail": "p95 (p5 of tokens/s), percentile bootstrap at 1 - alpha/2",
             "fail_on_inconclusive": c.options.fail_on_inconclusive,
         },
         "warnings": c.warnings,

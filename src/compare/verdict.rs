@@ -234,7 +234,7 @@ fn round_up_2_significant(x: f64) -> u64 {
 /// The confidence of the tail intervals the verdict rests on: `1 − α/2`. The overall verdict
 /// of a row is a regression when the median **or** the tail quantile regressed, two chances to
 /// be wrong, so each gets half of `α` (Bonferroni); the simulation of BENCHMARKS.md §6b chose
-/// this (at `1 − α` an A/A pair was called a regression 2–3 % of the time).
+/// this (at `1 − α` an A/A pair was called a regression 0.9–2 % of the time).
 pub fn tail_confidence(alpha: f64) -> f64 {
     1.0 - alpha / 2.0
 }
