@@ -295,7 +295,11 @@ async fn a_server_that_fails_every_request_reports_the_reasons() {
 }
 
 /// Runs headless Chromium on `page` and returns the `data-result` attribute its script set.
-fn chromium_result(chromium: std::path::PathBuf, dir: &std::path::Path, page: &std::path::Path) -> String {
+fn chromium_result(
+    chromium: std::path::PathBuf,
+    dir: &std::path::Path,
+    page: &std::path::Path,
+) -> String {
     let profile = dir.join("profile");
     let url = format!("file://{}", page.display());
     let out = Command::new("timeout")
@@ -418,7 +422,10 @@ document.body.setAttribute('data-result', `ticks=${{out}};marks=${{marks}}`);
     let labels: Vec<&str> = ticks.iter().map(|(s, _)| s.as_str()).collect();
     assert_eq!(labels, ["1", "2", "4"], "{result}");
     let (g1, g2) = (ticks[1].1 - ticks[0].1, ticks[2].1 - ticks[1].1);
-    assert!(g1 > 50.0 && (g1 - g2).abs() < 2.0, "log₂ spacing expected: {result}");
+    assert!(
+        g1 > 50.0 && (g1 - g2).abs() < 2.0,
+        "log₂ spacing expected: {result}"
+    );
     assert!(marks.contains("SLO: P95 ≤ 300 ms"), "{result}");
     let capacity = match r.capacity.capacity {
         Some(Load::Concurrency(c)) => format!("SLA capacity C={c}"),

@@ -39,7 +39,10 @@ async fn bench_json(base_url: String, requests: u64) -> String {
 /// `llm-probe compare BEFORE AFTER ARGS…`: exit code and stdout.
 fn compare(before: &str, after: &str, args: &[&str]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let (pb, pa) = (dir.path().join("before.json"), dir.path().join("after.json"));
+    let (pb, pa) = (
+        dir.path().join("before.json"),
+        dir.path().join("after.json"),
+    );
     std::fs::write(&pb, before).unwrap();
     std::fs::write(&pa, after).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm-probe"))
@@ -51,7 +54,9 @@ fn compare(before: &str, after: &str, args: &[&str]) -> (Option<i32>, String) {
     // Only warnings (the simulator names the same model before and after) on stderr.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.lines().all(|l| l.starts_with("llm-probe compare: warning: ")),
+        stderr
+            .lines()
+            .all(|l| l.starts_with("llm-probe compare: warning: ")),
         "{stderr}"
     );
     (out.status.code(), String::from_utf8(out.stdout).unwrap())
@@ -80,9 +85,15 @@ async fn a_wider_tail_with_the_same_median_is_a_p95_regression_and_a_capacity_dr
         .collect::<Vec<_>>()
         .join(" ");
     assert!(summary.starts_with("REGRESSION: TTFT P95 +"), "{text}");
-    assert!(summary.contains("(C=1)") && summary.contains("(C=2)"), "{text}");
+    assert!(
+        summary.contains("(C=1)") && summary.contains("(C=2)"),
+        "{text}"
+    );
     assert!(summary.contains("SLA capacity 2 → none"), "{text}");
-    assert!(text.contains("AFTER breaks the SLA at concurrency 1: TTFT P95 > 300 ms"), "{text}");
+    assert!(
+        text.contains("AFTER breaks the SLA at concurrency 1: TTFT P95 > 300 ms"),
+        "{text}"
+    );
     let ttft_rows: Vec<&str> = text.lines().filter(|l| l.starts_with("TTFT ")).collect();
     assert_eq!(ttft_rows.len(), 2, "{text}");
     for row in &ttft_rows {
@@ -90,7 +101,11 @@ async fn a_wider_tail_with_the_same_median_is_a_p95_regression_and_a_capacity_dr
     }
     for line in text.lines() {
         if !line.starts_with("BEFORE ") && !line.starts_with("AFTER ") {
-            assert!(line.chars().count() <= 120, "{} columns: {line}", line.chars().count());
+            assert!(
+                line.chars().count() <= 120,
+                "{} columns: {line}",
+                line.chars().count()
+            );
         }
     }
     // The first output token is the first token here: no row of its own.
@@ -123,11 +138,17 @@ async fn ten_requests_per_level_are_inconclusive_and_fail_a_strict_gate() {
     // told at ±10 % from 10 requests.
     let one = common::simulator(jittered(0.4, 7)).await;
     let two = common::simulator(jittered(0.4, 7)).await;
-    let (b, a) = tokio::join!(bench_json(one.base_url(), 10), bench_json(two.base_url(), 10));
+    let (b, a) = tokio::join!(
+        bench_json(one.base_url(), 10),
+        bench_json(two.base_url(), 10)
+    );
     let (code, text) = compare(&b, &a, &[]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.starts_with("INCONCLUSIVE: "), "{text}");
-    assert!(text.contains("--fail-on inconclusive (exit status 3)"), "{text}");
+    assert!(
+        text.contains("--fail-on inconclusive (exit status 3)"),
+        "{text}"
+    );
     let (code, text) = compare(&b, &a, &["--fail-on", "inconclusive"]);
     assert_eq!(code, Some(3), "{text}");
     assert!(text.ends_with("exit status 3\n"), "{text}");

@@ -68,6 +68,9 @@ struct Chart<'a> {
     note: Option<String>,
 }
 
+/// A percentile and its 95 % interval `[low, high]` (`None`: an end the sample cannot bound).
+type Estimate = (Option<f64>, [Option<f64>; 2]);
+
 /// `x` as a tick label: integers without `.0`, others with up to 3 significant digits.
 pub fn tick_label(x: f64) -> String {
     if (x - x.round()).abs() < 1e-9 * x.abs().max(1.0) || x.abs() >= 100.0 {
@@ -123,7 +126,7 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
                      color,
                      marker,
                      offset: f64,
-                     pick: &dyn Fn(&LevelStats) -> (Option<f64>, [Option<f64>; 2]),
+                     pick: &dyn Fn(&LevelStats) -> Estimate,
                      scale: f64| {
         let mut points = Vec::new();
         let mut whiskers = Vec::new();
@@ -169,9 +172,30 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
         y_desc: "TTFT (ms, log scale)",
         x_ticks: Some(levels.clone()),
         series: vec![
-            per_level("TTFT P50", BLUE, Marker::Circle, 0.97, &|s| (s.ttft.p50, s.ttft.p50_ci), 1e3),
-            per_level("TTFT P95", VERMILLION, Marker::Square, 1.0, &|s| (s.ttft.p95, s.ttft.p95_ci), 1e3),
-            per_level("TTFT P99", PURPLE, Marker::Triangle, 1.03, &|s| (s.ttft.p99, s.ttft.p99_ci), 1e3),
+            per_level(
+                "TTFT P50",
+                BLUE,
+                Marker::Circle,
+                0.97,
+                &|s| (s.ttft.p50, s.ttft.p50_ci),
+                1e3,
+            ),
+            per_level(
+                "TTFT P95",
+                VERMILLION,
+                Marker::Square,
+                1.0,
+                &|s| (s.ttft.p95, s.ttft.p95_ci),
+                1e3,
+            ),
+            per_level(
+                "TTFT P99",
+                PURPLE,
+                Marker::Triangle,
+                1.03,
+                &|s| (s.ttft.p99, s.ttft.p99_ci),
+                1e3,
+            ),
         ],
         guides: [
             Some(Guide {
@@ -201,7 +225,12 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
                 BLUE,
                 Marker::Circle,
                 0.98,
-                &|s| (s.output_tokens_per_second.p50, s.output_tokens_per_second.p50_ci),
+                &|s| {
+                    (
+                        s.output_tokens_per_second.p50,
+                        s.output_tokens_per_second.p50_ci,
+                    )
+                },
                 1.0,
             ),
             per_level(
@@ -209,7 +238,12 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
                 VERMILLION,
                 Marker::Square,
                 1.02,
-                &|s| (s.output_tokens_per_second.p5, s.output_tokens_per_second.p5_ci),
+                &|s| {
+                    (
+                        s.output_tokens_per_second.p5,
+                        s.output_tokens_per_second.p5_ci,
+                    )
+                },
                 1.0,
             ),
         ],
@@ -286,7 +320,11 @@ fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     if !lo.is_finite() {
         return (1.0, 10.0);
     }
-    let pad = if hi / lo < 1.5 { 10f64.powf(0.5) } else { 10f64.powf(0.12) };
+    let pad = if hi / lo < 1.5 {
+        10f64.powf(0.5)
+    } else {
+        10f64.powf(0.12)
+    };
     (lo / pad, hi * pad)
 }
 
@@ -323,10 +361,7 @@ fn draw(c: &Chart) -> Result<String, String> {
         });
         let guide_y = c.guides.iter().filter(|g| !g.vertical).map(|g| g.value);
         let (y0, y1) = log_range(ys.chain(guide_y));
-        let x_ticks = c
-            .x_ticks
-            .clone()
-            .unwrap_or_else(|| nice_log_ticks(x0, x1));
+        let x_ticks = c.x_ticks.clone().unwrap_or_else(|| nice_log_ticks(x0, x1));
         let mut chart = ChartBuilder::on(&plot_area)
             .margin(12)
             .x_label_area_size(48)
@@ -346,17 +381,9 @@ fn draw(c: &Chart) -> Result<String, String> {
         for g in &c.guides {
             let style = ShapeStyle::from(&g.color).stroke_width(2);
             let (line, anchor, offset) = if g.vertical {
-                (
-                    vec![(g.value, y0), (g.value, y1)],
-                    (g.value, y1),
-                    (4, 4),
-                )
+                (vec![(g.value, y0), (g.value, y1)], (g.value, y1), (4, 4))
             } else {
-                (
-                    vec![(x0, g.value), (x1, g.value)],
-                    (x0, g.value),
-                    (6, -18),
-                )
+                (vec![(x0, g.value), (x1, g.value)], (x0, g.value), (6, -18))
             };
             chart
                 .draw_series(DashedLineSeries::new(line, 8, 6, style))
@@ -373,7 +400,11 @@ fn draw(c: &Chart) -> Result<String, String> {
         }
         if let Some(note) = &c.note {
             let text = EmptyElement::at((x0, y1))
-                + Text::new(note.clone(), (8, 6), ("sans-serif", 14).into_font().color(&GREEN));
+                + Text::new(
+                    note.clone(),
+                    (8, 6),
+                    ("sans-serif", 14).into_font().color(&GREEN),
+                );
             chart
                 .draw_series(std::iter::once(text))
                 .map_err(|e| err(&e))?;
@@ -387,7 +418,10 @@ fn draw(c: &Chart) -> Result<String, String> {
             }
             for &(x, lo, hi) in &s.whiskers {
                 chart
-                    .draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, hi)], style)))
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(x, lo), (x, hi)],
+                        style,
+                    )))
                     .map_err(|e| err(&e))?;
                 let caps = [lo, hi].map(|y| {
                     EmptyElement::at((x, y)) + PathElement::new(vec![(-5, 0), (5, 0)], style)
@@ -433,14 +467,20 @@ fn legend<DB: DrawingBackend>(
         area.draw(&PathElement::new(vec![(8, y), (40, y)], style))?;
         match s.marker {
             Marker::Circle => area.draw(&Circle::new((24, y), 5, style.filled()))?,
-            Marker::Square => area.draw(&Rectangle::new([(19, y - 5), (29, y + 5)], style.filled()))?,
+            Marker::Square => {
+                area.draw(&Rectangle::new([(19, y - 5), (29, y + 5)], style.filled()))?
+            }
             Marker::Triangle => area.draw(&TriangleMarker::new((24, y), 6, style.filled()))?,
         }
         area.draw(&Text::new(s.label.clone(), (48, y - 8), ("sans-serif", 14)))?;
         y += 24;
     }
     if c.series.iter().any(|s| !s.whiskers.is_empty()) {
-        area.draw(&Text::new("whiskers: 95 % CI".to_string(), (8, y - 8), ("sans-serif", 13)))?;
+        area.draw(&Text::new(
+            "whiskers: 95 % CI".to_string(),
+            (8, y - 8),
+            ("sans-serif", 13),
+        ))?;
         y += 24;
     }
     for g in &c.guides {
@@ -464,6 +504,9 @@ mod tests {
         assert_eq!(tick_label(0.5), "0.5");
         assert_eq!(tick_label(2.5), "2.5");
         assert_eq!(tick_label(1234.4), "1234");
-        assert_eq!(nice_log_ticks(15.0, 600.0), vec![20.0, 50.0, 100.0, 200.0, 500.0]);
+        assert_eq!(
+            nice_log_ticks(15.0, 600.0),
+            vec![20.0, 50.0, 100.0, 200.0, 500.0]
+        );
     }
 }

@@ -300,7 +300,12 @@ fn short_quantile(metric: Metric, q: Option<BinnedQuantile>) -> String {
     match q {
         None => "–".into(),
         Some(q) if q.upper.is_infinite() => format!("> {}", round(q.lower)),
-        Some(q) => format!("{} in {}–{}", round(q.value), round(q.lower), round(q.upper)),
+        Some(q) => format!(
+            "{} in {}–{}",
+            round(q.value),
+            round(q.lower),
+            round(q.upper)
+        ),
     }
 }
 
@@ -310,7 +315,11 @@ fn short_change_cell(r: &BucketRow, i: usize) -> String {
         (Some(b), Some(a), ci) if b.value != 0.0 => {
             let p = |x: f64| {
                 let v = x * 100.0;
-                let t = if v.abs() >= 10.0 { format!("{v:+.0}") } else { format!("{v:+.1}") };
+                let t = if v.abs() >= 10.0 {
+                    format!("{v:+.0}")
+                } else {
+                    format!("{v:+.1}")
+                };
                 t.replace('-', "−")
             };
             match ci {
@@ -343,37 +352,10 @@ const TEXT_HEADER: [&str; 6] = [
     "verdict",
 ];
 
-fn text_rows(s: &ScenarioComparison) -> Vec<Vec<String>> {
-    let mut rows = vec![TEXT_HEADER.map(String::from).to_vec()];
-    for r in &s.rows {
-        let label = if r.coarsened {
-            format!("{}*", r.metric.short_label())
-        } else {
-            r.metric.short_label().into()
-        };
-        let p50 = |q: Option<BinnedQuantile>| match q {
-            None => "–".to_string(),
-            Some(q) if q.upper.is_infinite() => format!("> {}", number(r.metric, q.lower)),
-            Some(q) => short_quantile(r.metric, Some(q))
-                .split(" in ")
-                .next()
-                .unwrap_or_default()
-                .to_string(),
-        };
-        rows.push(vec![
-            label,
-            format!("{} → {} {}", p50(r.before[0]), p50(r.after[0]), unit(r.metric)),
-            short_change_cell(r, 0),
-            format!(
-                "{} → {} {}",
-                short_quantile(r.metric, r.before[1]),
-                short_quantile(r.metric, r.after[1]),
-                unit(r.metric)
-            ),
-            short_change_cell(r, 1),
-            verdict_cell(r.verdict),
-        ]);
-    }
+/// The shares of probes beyond each SLO, one line each: `TTFT > 300 ms: 0/12 → 12/12 probes
+/// (0 % → 100 %), p 1e-6, regression`.
+fn slo_lines(s: &ScenarioComparison) -> String {
+    let mut out = String::new();
     for slo in &s.slo {
         let share = |x: &super::stats::binned::Share| {
             if x.total == 0 {
@@ -394,21 +376,68 @@ fn text_rows(s: &ScenarioComparison) -> Vec<Vec<String>> {
         };
         let (verdict, p) = match &slo.test {
             Some((v, t)) => (verdict_cell(Some(*v)), format!("p {}", p_value(t.p_value))),
-            None => (verdict_cell(None), "–".into()),
+            None => (verdict_cell(None), "p –".into()),
         };
         let title = match slo.metric {
             Metric::OutputTokensPerSecond => {
                 format!("tok/s ≤ {}", number(slo.metric, slo.before.bound))
             }
-            m => format!("{} > {} {}", m.short_label(), number(m, slo.before.bound), unit(m)),
+            m => format!(
+                "{} > {} {}",
+                m.short_label(),
+                number(m, slo.before.bound),
+                unit(m)
+            ),
+        };
+        out += &super::report::wrap(
+            &format!(
+                "SLO share {title}: {} → {} probes ({} → {}), {p}, {verdict}",
+                share(&slo.before),
+                share(&slo.after),
+                pct(&slo.before),
+                pct(&slo.after)
+            ),
+            120,
+            "  ",
+        );
+    }
+    out
+}
+
+fn text_rows(s: &ScenarioComparison) -> Vec<Vec<String>> {
+    let mut rows = vec![TEXT_HEADER.map(String::from).to_vec()];
+    for r in &s.rows {
+        let label = if r.coarsened {
+            format!("{}*", r.metric.short_label())
+        } else {
+            r.metric.short_label().into()
+        };
+        let p50 = |q: Option<BinnedQuantile>| match q {
+            None => "–".to_string(),
+            Some(q) if q.upper.is_infinite() => format!("> {}", number(r.metric, q.lower)),
+            Some(q) => short_quantile(r.metric, Some(q))
+                .split(" in ")
+                .next()
+                .unwrap_or_default()
+                .to_string(),
         };
         rows.push(vec![
-            title,
-            format!("{} → {}", share(&slo.before), share(&slo.after)),
-            format!("{} → {}", pct(&slo.before), pct(&slo.after)),
-            p,
-            String::new(),
-            verdict,
+            label,
+            format!(
+                "{} → {} {}",
+                p50(r.before[0]),
+                p50(r.after[0]),
+                unit(r.metric)
+            ),
+            short_change_cell(r, 0),
+            format!(
+                "{} → {} {}",
+                short_quantile(r.metric, r.before[1]),
+                short_quantile(r.metric, r.after[1]),
+                unit(r.metric)
+            ),
+            short_change_cell(r, 1),
+            verdict_cell(r.verdict),
         ]);
     }
     let f = &s.failures;
@@ -418,7 +447,10 @@ fn text_rows(s: &ScenarioComparison) -> Vec<Vec<String>> {
     };
     rows.push(vec![
         "failed".into(),
-        format!("{}/{} → {}/{}", f.before.1, f.before.0, f.after.1, f.after.0),
+        format!(
+            "{}/{} → {}/{}",
+            f.before.1, f.before.0, f.after.1, f.after.0
+        ),
         String::new(),
         p,
         String::new(),
@@ -451,7 +483,10 @@ pub fn summary(c: &WindowComparison) -> String {
                 }
                 Some(Verdict::Improvement) => {
                     improved = true;
-                    changed.push(format!("{prefix}better: {} median{change}", r.metric.short_label()))
+                    changed.push(format!(
+                        "{prefix}better: {} median{change}",
+                        r.metric.short_label()
+                    ))
                 }
                 Some(Verdict::Inconclusive { .. }) => {
                     inconclusive = true;
@@ -468,19 +503,27 @@ pub fn summary(c: &WindowComparison) -> String {
                 Metric::OutputTokensPerSecond => {
                     format!("tok/s ≤ {}", number(slo.metric, slo.before.bound))
                 }
-                m => format!("{} > {} {}", m.short_label(), number(m, slo.before.bound), unit(m)),
+                m => format!(
+                    "{} > {} {}",
+                    m.short_label(),
+                    number(m, slo.before.bound),
+                    unit(m)
+                ),
             };
-            match slo.test.as_ref().map(|t| t.0) {
-                Some(v @ (Verdict::Regression | Verdict::Improvement)) => {
-                    improved |= v == Verdict::Improvement;
-                    changed.push(format!(
-                        "{prefix}{}{what} {} % → {} %",
-                        if v == Verdict::Improvement { "better: " } else { "" },
-                        pct(&slo.before),
-                        pct(&slo.after)
-                    ))
-                }
-                _ => {}
+            if let Some(v @ (Verdict::Regression | Verdict::Improvement)) =
+                slo.test.as_ref().map(|t| t.0)
+            {
+                improved |= v == Verdict::Improvement;
+                changed.push(format!(
+                    "{prefix}{}{what} {} % → {} %",
+                    if v == Verdict::Improvement {
+                        "better: "
+                    } else {
+                        ""
+                    },
+                    pct(&slo.before),
+                    pct(&slo.after)
+                ))
             }
         }
         match s.failures.test.as_ref().map(|t| t.0) {
@@ -521,7 +564,7 @@ fn text_legend(c: &WindowComparison) -> String {
         format!(
             "verdict (on the median, with the binned Mann–Whitney U test): regression / improvement beyond ±{t} %; ~: \
              no change beyond ±{t} %; inconclusive: the interval still reaches beyond ±{t} %, ≈ N more probes per window \
-             settle it. \"TTFT > 300 ms\": the share of probes beyond the SLO's bucket bound (the windows' tail test), \
+             settle it. SLO share: the probes beyond the SLO's bucket bound (the windows' tail test), \
              two-proportion z-test, as failed. *: compared on the bucket bounds both windows share. –: no value. ITL is \
              not compared (its histogram counts token gaps, not probes)."
         ),
@@ -545,6 +588,7 @@ pub fn to_text(c: &WindowComparison) -> String {
             terminal_safe(&format!("{:?}", s.scenario))
         );
         out += &aligned(&text_rows(s));
+        out += &slo_lines(s);
         if let Some(line) = resolution_line(s) {
             out += &super::report::wrap(&line, 120, "  ");
         }

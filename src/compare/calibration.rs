@@ -121,12 +121,8 @@ pub(crate) fn simulate(case: Case, n: usize, reps: u32, seed: u64) -> Vec<Tally>
         let after = lognormal(&mut rng, n, 0.2 * case.median_factor, case.sigma_after);
         let row = judge_row(Metric::Ttft, before.clone(), after.clone(), &options);
         let median = row.median_verdict.expect("samples are not empty");
-        let specs = [tail::Estimator::Interpolated, tail::Estimator::HarrellDavis].map(
-            |estimator| tail::Spec {
-                q: 0.95,
-                estimator,
-            },
-        );
+        let specs = [tail::Estimator::Interpolated, tail::Estimator::HarrellDavis]
+            .map(|estimator| tail::Spec { q: 0.95, estimator });
         let changes =
             tail::bootstrap_changes(&before, &after, &specs, options.resamples, options.seed);
         let mut verdicts: Vec<(Verdict, Option<bool>)> = vec![(median, None)];
@@ -135,7 +131,10 @@ pub(crate) fn simulate(case: Case, n: usize, reps: u32, seed: u64) -> Vec<Tally>
                 let t = c.interval(confidence);
                 let v = verdict::judge_tail(&t, n, Direction::HigherIsWorse, rule);
                 let covered = t.low <= truth && truth <= t.high;
-                verdicts.push((verdict::combine(&[("P50", median), ("P95", v)]).0, Some(covered)));
+                verdicts.push((
+                    verdict::combine(&[("P50", median), ("P95", v)]).0,
+                    Some(covered),
+                ));
             }
         }
         // The shipped candidate must be what judge_row decided.

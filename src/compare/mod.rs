@@ -303,10 +303,7 @@ pub fn compare_capacity(before: &Run, after: &Run) -> Option<CapacityChange> {
             .iter()
             .map(|c| describe_criterion(c, a))
             .collect(),
-        after_straddles: a
-            .straddles
-            .iter()
-            .any(|(k, _)| Some(*k) == a.broken_at),
+        after_straddles: a.straddles.iter().any(|(k, _)| Some(*k) == a.broken_at),
         verdict,
     })
 }
@@ -591,8 +588,7 @@ pub fn judge_row(metric: Metric, mut b: Vec<f64>, mut a: Vec<f64>, options: &Opt
             specs.len() - 1
         }
     };
-    let changes =
-        stats::tail::bootstrap_changes(&b, &a, &specs, options.resamples, options.seed);
+    let changes = stats::tail::bootstrap_changes(&b, &a, &specs, options.resamples, options.seed);
     b.sort_by(f64::total_cmp);
     a.sort_by(f64::total_cmp);
     let pct = |s: &[f64]| QUANTILES.map(|q| stats::percentile(s, q));
@@ -606,9 +602,9 @@ pub fn judge_row(metric: Metric, mut b: Vec<f64>, mut a: Vec<f64>, options: &Opt
     let tail = changes[tail_index]
         .as_ref()
         .map(|c| c.interval(verdict::tail_confidence(alpha)));
-    let tail_verdict = tail.as_ref().map(|t| {
-        verdict::judge_tail(t, b.len().max(a.len()), metric.direction(), options.rule)
-    });
+    let tail_verdict = tail
+        .as_ref()
+        .map(|t| verdict::judge_tail(t, b.len().max(a.len()), metric.direction(), options.rule));
     let mut parts = Vec::new();
     if let Some(v) = median_verdict {
         parts.push(("P50", v));

@@ -56,7 +56,13 @@ pub(crate) fn number(x: f64) -> String {
     if (x - x.round()).abs() < 1e-9 || x.abs() >= 100.0 {
         return format!("{:.0}", x.round());
     }
-    let digits = if x.abs() >= 10.0 { 1 } else if x.abs() >= 1.0 { 2 } else { 3 };
+    let digits = if x.abs() >= 10.0 {
+        1
+    } else if x.abs() >= 1.0 {
+        2
+    } else {
+        3
+    };
     let t = format!("{x:.digits$}");
     t.trim_end_matches('0').trim_end_matches('.').to_string()
 }
@@ -77,7 +83,11 @@ fn short(metric: Metric, v: f64) -> String {
 /// A relative change in percent, signed, short: `+0.6`, `+84`, `−12`.
 fn short_pct(x: f64) -> String {
     if x.is_infinite() {
-        return if x > 0.0 { "+∞".into() } else { "−∞".into() };
+        return if x > 0.0 {
+            "+∞".into()
+        } else {
+            "−∞".into()
+        };
     }
     let p = x * 100.0;
     let t = if p.abs() >= 10.0 {
@@ -156,7 +166,11 @@ fn text_cells(r: &Row) -> Vec<String> {
         Some(t) => (
             format!(
                 "{}{} → {}",
-                if r.metric.tail_quantile() == 0.95 { "" } else { "P5 " },
+                if r.metric.tail_quantile() == 0.95 {
+                    ""
+                } else {
+                    "P5 "
+                },
                 short(r.metric, t.before),
                 short(r.metric, t.after)
             ),
@@ -274,13 +288,21 @@ pub fn summary(c: &Comparison) -> String {
         let rows: Vec<(LevelKey, &Row)> = c
             .levels
             .iter()
-            .flat_map(|l| l.rows.iter().filter(|r| r.metric == metric).map(move |r| (l.key, r)))
+            .flat_map(|l| {
+                l.rows
+                    .iter()
+                    .filter(|r| r.metric == metric)
+                    .map(move |r| (l.key, r))
+            })
             .collect();
         if rows.is_empty() {
             continue;
         }
         let mut parts: Vec<String> = Vec::new();
-        for (word, kind) in [("", Verdict::Regression), ("better: ", Verdict::Improvement)] {
+        for (word, kind) in [
+            ("", Verdict::Regression),
+            ("better: ", Verdict::Improvement),
+        ] {
             for part in ["P50", metric.tail_label()] {
                 let hits: Vec<String> = rows
                     .iter()
@@ -309,7 +331,10 @@ pub fn summary(c: &Comparison) -> String {
         };
         let inconclusive = |v: Option<Verdict>| matches!(v, Some(Verdict::Inconclusive { .. }));
         let median_moved = rows.iter().any(|(_, r)| {
-            matches!(r.median_verdict, Some(Verdict::Regression | Verdict::Improvement))
+            matches!(
+                r.median_verdict,
+                Some(Verdict::Regression | Verdict::Improvement)
+            )
         });
         let tail_regressed = rows
             .iter()
@@ -340,7 +365,11 @@ pub fn summary(c: &Comparison) -> String {
         .filter_map(|l| match &l.failures.test {
             Some((v @ (Verdict::Regression | Verdict::Improvement), t)) => Some(format!(
                 "{}failed {} % → {} % ({})",
-                if *v == Verdict::Improvement { "better: " } else { "" },
+                if *v == Verdict::Improvement {
+                    "better: "
+                } else {
+                    ""
+                },
                 number(t.before * 100.0),
                 number(t.after * 100.0),
                 level_short(l.key)
@@ -401,7 +430,10 @@ fn banner(c: &Comparison) -> String {
         )
     });
     let exit = if c.options.fail_on_inconclusive {
-        format!("--fail-on inconclusive: exit status {}", super::EXIT_INCONCLUSIVE)
+        format!(
+            "--fail-on inconclusive: exit status {}",
+            super::EXIT_INCONCLUSIVE
+        )
     } else {
         format!(
             "a CI gate that must not pass on this passes --fail-on inconclusive (exit status {})",
@@ -633,7 +665,10 @@ pub fn to_text(c: &Comparison, before: &Run, after: &Run) -> String {
     if let Some(s) = &c.selection {
         out += &selection_text(s, before, after);
     }
-    out += &format!("\nexit status {}\n", c.exit_status(c.options.fail_on_inconclusive));
+    out += &format!(
+        "\nexit status {}\n",
+        c.exit_status(c.options.fail_on_inconclusive)
+    );
     out
 }
 
@@ -685,16 +720,24 @@ fn markdown_cells(r: &Row) -> Vec<String> {
         format!("{}/{}", r.n_before, r.n_after),
         pair(0),
         d50,
-        r.evidence.as_ref().map_or("–".into(), |e| p_value(e.p_value)),
+        r.evidence
+            .as_ref()
+            .map_or("–".into(), |e| p_value(e.p_value)),
         tail.map_or("–".into(), |t| {
             format!(
                 "{}{} → {} {u}",
-                if r.metric.tail_quantile() == 0.95 { "" } else { "P5 " },
+                if r.metric.tail_quantile() == 0.95 {
+                    ""
+                } else {
+                    "P5 "
+                },
                 short(r.metric, t.before),
                 short(r.metric, t.after)
             )
         }),
-        tail.map_or("–".into(), |t| short_change(t.change, Some(t.low), Some(t.high))),
+        tail.map_or("–".into(), |t| {
+            short_change(t.change, Some(t.low), Some(t.high))
+        }),
         v(r.tail_verdict),
         pair(2),
         ci_change(2),
@@ -724,7 +767,10 @@ pub fn to_markdown(c: &Comparison, before: &Run, after: &Run) -> String {
     out += &format!("**{}**\n\n", crate::sanitize::markdown_text(&summary(c)));
     for block in [banner(c), capacity_text(c)] {
         if !block.is_empty() {
-            out += &format!("{}\n", crate::sanitize::markdown_text(&block.replace("\n  ", " ")));
+            out += &format!(
+                "{}\n",
+                crate::sanitize::markdown_text(&block.replace("\n  ", " "))
+            );
         }
     }
     // The preamble holds names and identities from the files: shown, never rendered.

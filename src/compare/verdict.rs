@@ -246,7 +246,12 @@ pub fn tail_confidence(alpha: f64) -> f64 {
 /// tail guards against regressions, so it is `inconclusive` only while its interval still
 /// reaches beyond the threshold on the worse side (else `~`), with the requests it needs by the
 /// `1/√n` model of the module docs. `n` is the larger run's sample size.
-pub fn judge_tail(t: &stats::tail::TailChange, n: usize, direction: Direction, rule: Rule) -> Verdict {
+pub fn judge_tail(
+    t: &stats::tail::TailChange,
+    n: usize,
+    direction: Direction,
+    rule: Rule,
+) -> Verdict {
     let sign = match direction {
         Direction::HigherIsWorse => 1.0,
         Direction::HigherIsBetter => -1.0,
@@ -297,7 +302,11 @@ pub fn judge_tail(t: &stats::tail::TailChange, n: usize, direction: Direction, r
 /// names of the parts that gave it (empty for `~`).
 pub fn combine(parts: &[(&'static str, Verdict)]) -> (Verdict, Vec<&'static str>) {
     let named = |pred: &dyn Fn(&Verdict) -> bool| -> Vec<&'static str> {
-        parts.iter().filter(|(_, v)| pred(v)).map(|(n, _)| *n).collect()
+        parts
+            .iter()
+            .filter(|(_, v)| pred(v))
+            .map(|(n, _)| *n)
+            .collect()
     };
     let regressed = named(&|v| *v == Verdict::Regression);
     if !regressed.is_empty() {

@@ -38,9 +38,8 @@ pub fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
     if x >= 1.0 {
         return 1.0;
     }
-    let ln_front = libm::lgamma(a + b) - libm::lgamma(a) - libm::lgamma(b)
-        + a * x.ln()
-        + b * (1.0 - x).ln();
+    let ln_front =
+        libm::lgamma(a + b) - libm::lgamma(a) - libm::lgamma(b) + a * x.ln() + b * (1.0 - x).ln();
     let front = ln_front.exp();
     if x < (a + 1.0) / (a + b + 2.0) {
         front * beta_fraction(a, b, x) / a

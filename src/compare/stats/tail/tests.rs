@@ -15,7 +15,11 @@ fn incomplete_beta_known_answers() {
     // I_0.5(2, 3) = 11/16.
     close(inc_beta(2.0, 3.0, 0.5), 11.0 / 16.0, 1e-13);
     // Symmetry I_x(a, b) = 1 − I_{1−x}(b, a), on both branches of the fraction.
-    for (a, b, x) in [(190.95, 10.05, 0.93), (190.95, 10.05, 0.97), (2.5, 7.5, 0.2)] {
+    for (a, b, x) in [
+        (190.95, 10.05, 0.93),
+        (190.95, 10.05, 0.97),
+        (2.5, 7.5, 0.2),
+    ] {
         close(inc_beta(a, b, x), 1.0 - inc_beta(b, a, 1.0 - x), 1e-12);
     }
 }
@@ -41,7 +45,10 @@ fn bootstrap_tail_change_is_seeded_and_finds_a_scaled_tail() {
     let after: Vec<f64> = before.iter().map(|x| x * 1.5).collect();
     let est = [Estimator::HarrellDavis, Estimator::Interpolated];
     let r = bootstrap_tail_change(&before, &after, 0.95, &est, 500, 7, 0.95);
-    assert_eq!(r, bootstrap_tail_change(&before, &after, 0.95, &est, 500, 7, 0.95));
+    assert_eq!(
+        r,
+        bootstrap_tail_change(&before, &after, 0.95, &est, 500, 7, 0.95)
+    );
     for t in r {
         let t = t.unwrap();
         close(t.change, 0.5, 1e-9);
