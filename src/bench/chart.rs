@@ -87,20 +87,29 @@ pub fn tick_label(x: f64) -> String {
     t.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// Ticks at 1, 2, 5 × 10ᵏ within `[lo, hi]` (positive).
+/// Ticks at 1, 2, 5 × 10ᵏ within `[lo, hi]` (positive); at every 1…9 × 10ᵏ when that gives
+/// fewer than three (a range within one decade).
 fn nice_log_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let mut out = Vec::new();
-    let mut decade = 10f64.powf(lo.log10().floor());
-    while decade <= hi {
-        for m in [1.0, 2.0, 5.0] {
-            let v = decade * m;
-            if v >= lo && v <= hi {
-                out.push(v);
+    let ticks = |mantissas: &[f64]| {
+        let mut out = Vec::new();
+        let mut decade = 10f64.powf(lo.log10().floor());
+        while decade <= hi {
+            for m in mantissas {
+                let v = decade * m;
+                if v >= lo && v <= hi {
+                    out.push(v);
+                }
             }
+            decade *= 10.0;
         }
-        decade *= 10.0;
+        out
+    };
+    let coarse = ticks(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 3 {
+        coarse
+    } else {
+        ticks(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
     }
-    out
 }
 
 /// The level's short name on charts: `C=4` or `2/s`.
