@@ -136,6 +136,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             resamples,
             seed,
             lengths,
+            fail_on,
         } => {
             let options = crate::compare::Options {
                 rule: crate::compare::verdict::Rule { alpha, threshold },
@@ -143,6 +144,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 resamples: resamples as usize,
                 seed,
                 lengths,
+                fail_on_inconclusive: fail_on == crate::compare::FailOn::Inconclusive,
             };
             return match (before, after) {
                 (Some(before), Some(after)) => {

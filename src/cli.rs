@@ -132,7 +132,8 @@ pub enum Command {
     /// `probe-once --output json` collections) per level and metric with a U test, a
     /// Hodges–Lehmann interval and a verdict — or, with --prometheus.url, two time windows of
     /// the daemon's histograms (e.g. around the last endpoint change); exit 1 on any
-    /// regression, 2 if the runs cannot be read or compared.
+    /// regression (median, P95 tail, failure ratio or SLA capacity), 2 if the runs cannot be
+    /// read or compared, 3 with --fail-on inconclusive when a row is inconclusive.
     Compare {
         /// The run before the change (not with --prometheus.url).
         #[arg(
@@ -171,6 +172,9 @@ pub enum Command {
         /// Output lengths (tokens) for the expected E2E when the runs are different endpoints.
         #[arg(long, value_delimiter = ',', default_values_t = crate::compare::selection::TYPICAL_LENGTHS)]
         lengths: Vec<u32>,
+        /// `inconclusive`: also exit 3 when nothing regressed but a row is inconclusive.
+        #[arg(long = "fail-on", value_enum, default_value = "regression")]
+        fail_on: crate::compare::FailOn,
     },
     /// Pinned baselines: `baseline save` writes the accepted latency of one (target, scenario)
     /// for the probes file's `baseline_file:` (exported as `llm_probe_baseline_*` gauges).

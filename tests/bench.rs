@@ -170,7 +170,8 @@ async fn json_schema_names_and_charts() {
         );
     }
     let ttft = std::fs::read_to_string(dir.path().join("ttft.svg")).unwrap();
-    assert!(ttft.contains("SLO P95"), "the SLO line has no legend");
+    // Labelled on the line and in the legend.
+    assert_eq!(ttft.matches("SLO: P95 ≤ 300 ms").count(), 2, "the SLO line's labels");
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
@@ -294,8 +295,44 @@ async fn a_server_that_fails_every_request_reports_the_reasons() {
     assert!(out_dir.join("ttft.svg").is_file());
 }
 
-/// One chart, rendered by a real browser (headless Chromium): the image decodes at its size
-/// and draws lines in colour, not a blank page.
+/// Runs headless Chromium on `page` and returns the `data-result` attribute its script set.
+fn chromium_result(
+    chromium: std::path::PathBuf,
+    dir: &std::path::Path,
+    page: &std::path::Path,
+) -> String {
+    let profile = dir.join("profile");
+    let url = format!("file://{}", page.display());
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--allow-file-access-from-files",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=5000", "--dump-dom", &url])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    dom.split("data-result=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| {
+            panic!(
+                "no result in the DOM: {dom}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .replace("&amp;", "&")
+}
+
+/// The charts, rendered by a real browser (headless Chromium): the image decodes at its size
+/// and draws lines in colour, not a blank page (issue 10); the load axis is logarithmic with a
+/// tick at each level (1, 2, 4 evenly spaced), its labels are integers without ".0", and the SLA
+/// capacity and the SLO line are marked and labelled (issue 26).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chart_renders_in_headless_chromium() {
     let chromium = common::require_tool("chromium", "apt-get install -y chromium");
@@ -307,7 +344,11 @@ async fn a_chart_renders_in_headless_chromium() {
         ..quick(20)
     })
     .await;
-    let levels = vec![Load::Concurrency(1), Load::Concurrency(2)];
+    let levels = vec![
+        Load::Concurrency(1),
+        Load::Concurrency(2),
+        Load::Concurrency(4),
+    ];
     let r = bench(&sim.base_url(), plan(levels, 4, 0)).await;
     let dir = tempfile::tempdir().unwrap();
     llm_probe::bench::command::write_all(&r, dir.path()).unwrap();
@@ -330,36 +371,13 @@ function done() {
 }
 if (i.complete) done(); else { i.onload = done; i.onerror = () => document.body.setAttribute('data-result', 'error'); }
 </script></body></html>"#).unwrap();
-    let profile = dir.path().join("profile");
-    let url = format!("file://{}", page.display());
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("timeout")
-            .arg("120")
-            .arg(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--allow-file-access-from-files",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args(["--virtual-time-budget=5000", "--dump-dom", &url])
-            .output()
+    let dir_path = dir.path().to_path_buf();
+    let result = {
+        let (c, d, p) = (chromium.clone(), dir_path.clone(), page.clone());
+        tokio::task::spawn_blocking(move || chromium_result(c, &d, &p))
+            .await
             .unwrap()
-    })
-    .await
-    .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let result = dom
-        .split("data-result=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .unwrap_or_else(|| {
-            panic!(
-                "no result in the DOM: {dom}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    };
     let field = |name: &str| -> u64 {
         result
             .split(' ')
@@ -370,6 +388,51 @@ if (i.complete) done(); else { i.onload = done; i.onerror = () => document.body.
     assert!(result.starts_with("900x520 "), "{result}");
     assert!(field("ink=") > 2_000, "{result}");
     assert!(field("colour=") > 300, "{result}");
+
+    // The same chart inline, so the browser lays out its texts: where are the tick labels?
+    let svg = std::fs::read_to_string(dir.path().join("ttft.svg")).unwrap();
+    let page = dir.path().join("ticks.html");
+    std::fs::write(
+        &page,
+        format!(
+            r#"<html><body>{svg}<script>
+const texts = [...document.querySelectorAll('svg text')].map(t => {{
+  const b = t.getBBox(); return {{s: t.textContent.trim(), x: b.x + b.width / 2, y: b.y}};
+}});
+const bottom = Math.max(...texts.filter(t => /^[0-9]+$/.test(t.s)).map(t => t.y));
+const ticks = texts.filter(t => /^[0-9.]+$/.test(t.s) && Math.abs(t.y - bottom) < 2);
+const out = ticks.map(t => `${{t.s}}@${{t.x.toFixed(1)}}`).join(',');
+const marks = texts.filter(t => t.s.startsWith('SLA capacity') || t.s.startsWith('SLO')).map(t => t.s).join('|');
+document.body.setAttribute('data-result', `ticks=${{out}};marks=${{marks}}`);
+</script></body></html>"#
+        ),
+    )
+    .unwrap();
+    let result = tokio::task::spawn_blocking(move || chromium_result(chromium, &dir_path, &page))
+        .await
+        .unwrap();
+    let (ticks, marks) = result.split_once(";marks=").unwrap();
+    let ticks: Vec<(String, f64)> = ticks
+        .trim_start_matches("ticks=")
+        .split(',')
+        .map(|t| {
+            let (s, x) = t.split_once('@').unwrap();
+            (s.to_string(), x.parse().unwrap())
+        })
+        .collect();
+    let labels: Vec<&str> = ticks.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(labels, ["1", "2", "4"], "{result}");
+    let (g1, g2) = (ticks[1].1 - ticks[0].1, ticks[2].1 - ticks[1].1);
+    assert!(
+        g1 > 50.0 && (g1 - g2).abs() < 2.0,
+        "log₂ spacing expected: {result}"
+    );
+    assert!(marks.contains("SLO: P95 ≤ 300 ms"), "{result}");
+    let capacity = match r.capacity.capacity {
+        Some(Load::Concurrency(c)) => format!("SLA capacity C={c}"),
+        _ => "SLA capacity: none".to_string(),
+    };
+    assert!(marks.contains(&capacity), "{capacity} expected: {result}");
 }
 
 /// Ctrl-C in the middle of a sweep: the run ends cleanly and writes what was measured.

@@ -69,6 +69,15 @@ fn ttft_plus_20_percent_is_a_regression_whose_intervals_contain_the_truth() {
             "bootstrap P50 interval misses +20 %: {ttft}"
         );
         assert_eq!(ttft["change_ci_method"], "bootstrap");
+        // The P95 moved too: the row says which parts regressed.
+        assert_eq!(ttft["verdict_by"][0], "P50", "{ttft:#}");
+        assert!(contains(
+            &Value::from(vec![
+                ttft["tail"]["relative_low"].clone(),
+                ttft["tail"]["relative_high"].clone()
+            ]),
+            0.20
+        ));
         // Order-statistic intervals of each run's percentiles: around the point estimate.
         let p95 = ttft["after"]["p95"].as_f64().unwrap();
         let ci = &ttft["after"]["p95_ci"];
@@ -90,9 +99,17 @@ fn the_same_configuration_twice_is_no_change_with_an_identity_warning() {
     assert_eq!(doc["regression"], false);
     for level in doc["levels"].as_array().unwrap() {
         for metric in ["ttft_seconds", "tpot_seconds", "e2e_seconds"] {
-            assert_eq!(level[metric]["verdict"], "no_change", "{metric}: {level:#}");
+            let m = &level[metric];
+            assert_eq!(m["median_verdict"], "no_change", "{metric}: {level:#}");
+            // 200 requests cannot rule out a +10 % P95 everywhere: inconclusive is allowed,
+            // a regression is not.
+            assert!(
+                ["no_change", "inconclusive"].contains(&m["verdict"].as_str().unwrap()),
+                "{metric}: {level:#}"
+            );
         }
     }
+    assert_eq!(doc["exit_status"], 0);
     assert!(stderr.contains("did not change"), "{stderr}");
     assert!(doc["warnings"][0].as_str().unwrap().contains("identity"));
 }
@@ -125,13 +142,23 @@ fn text_and_markdown_outputs_carry_the_verdicts() {
     assert!(text.contains("concurrency 4"), "{text}");
     assert!(
         text.lines()
-            .any(|l| l.starts_with("TTFT ") && l.ends_with("regression")),
+            .any(|l| l.starts_with("TTFT ") && l.ends_with("regression (P50, P95)")),
         "{text}"
     );
     assert!(
-        text.contains("RESULT: regression (exit status 1)"),
+        text.starts_with("REGRESSION: TTFT median +22 % (C=1), +22 % (C=4), P95 +"),
         "{text}"
     );
+    assert!(text.ends_with("\nexit status 1\n"), "{text}");
+    for line in text.lines() {
+        if !line.starts_with("BEFORE ") && !line.starts_with("AFTER ") {
+            assert!(line.chars().count() <= 120, "{line}");
+        }
+    }
+    // Every symbol is explained under the tables, once.
+    for symbol in ["Δ P50:", "Δ P95:", "–: no value", "≈ N more"] {
+        assert_eq!(text.matches(symbol).count(), 1, "{symbol}: {text}");
+    }
 
     let md = compare(&[
         b.to_str().unwrap(),
@@ -143,7 +170,7 @@ fn text_and_markdown_outputs_carry_the_verdicts() {
     assert!(md.contains("#### concurrency 1"), "{md}");
     assert!(
         md.lines()
-            .any(|l| l.starts_with("| TTFT |") && l.ends_with("| regression |")),
+            .any(|l| l.starts_with("| TTFT |") && l.ends_with("| regression (P50, P95) |")),
         "{md}"
     );
     assert!(md.contains("|---|"), "{md}");

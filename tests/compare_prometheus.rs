@@ -316,6 +316,23 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
         table.contains("RESULT: regression (exit status 1)"),
         "{table}"
     );
+    // Issue 26: the answer first, lines within 120 columns, the SLO share in the summary.
+    assert!(table.starts_with("REGRESSION: TTFT median +"), "{table}");
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .contains("TTFT > 300 ms 0 % → 100 %"),
+        "{table}"
+    );
+    for line in table.lines() {
+        assert!(
+            line.chars().count() <= 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
     let md_args: Vec<&str> = args
         .iter()
         .copied()

@@ -277,7 +277,7 @@ fn method_line(c: &WindowComparison) -> String {
     )
 }
 
-fn summary(c: &WindowComparison) -> &'static str {
+fn summary_result(c: &WindowComparison) -> &'static str {
     if c.has_regression() {
         "RESULT: regression (exit status 1)"
     } else {
@@ -285,28 +285,324 @@ fn summary(c: &WindowComparison) -> &'static str {
     }
 }
 
-/// The terminal report.
+/// A binned percentile in few characters: `248 in 200–250` (ms for seconds, else tokens/s),
+/// `> 60000` in the +Inf bucket, `–` without one.
+fn short_quantile(metric: Metric, q: Option<BinnedQuantile>) -> String {
+    let scale = |x: f64| if metric.is_seconds() { x * 1e3 } else { x };
+    let round = |x: f64| {
+        let v = scale(x);
+        if v.abs() >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            super::report::number(v)
+        }
+    };
+    match q {
+        None => "–".into(),
+        Some(q) if q.upper.is_infinite() => format!("> {}", round(q.lower)),
+        Some(q) => format!(
+            "{} in {}–{}",
+            round(q.value),
+            round(q.lower),
+            round(q.upper)
+        ),
+    }
+}
+
+/// The relative change of percentile `i` with its interval: `+56 [+40, +71]`.
+fn short_change_cell(r: &BucketRow, i: usize) -> String {
+    match (r.before[i], r.after[i], r.change_ci[i]) {
+        (Some(b), Some(a), ci) if b.value != 0.0 => {
+            let p = |x: f64| {
+                let v = x * 100.0;
+                let t = if v.abs() >= 10.0 {
+                    format!("{v:+.0}")
+                } else {
+                    format!("{v:+.1}")
+                };
+                t.replace('-', "−")
+            };
+            match ci {
+                Some((l, h)) => format!("{} [{}, {}]", p(a.value / b.value - 1.0), p(l), p(h)),
+                None => format!("{} [–, –]", p(a.value / b.value - 1.0)),
+            }
+        }
+        _ => "–".into(),
+    }
+}
+
+fn verdict_cell(v: Option<super::verdict::Verdict>) -> String {
+    use super::verdict::Verdict;
+    match v {
+        None => "n/a (no probes on one side)".into(),
+        Some(Verdict::NoChange) => "~".into(),
+        Some(Verdict::Inconclusive { more_requests }) => {
+            format!("inconclusive: ≈ {more_requests} more")
+        }
+        Some(v) => v.name().into(),
+    }
+}
+
+const TEXT_HEADER: [&str; 6] = [
+    "metric",
+    "P50 before → after",
+    "Δ P50 % [CI]",
+    "P95 (bucket) before → after",
+    "Δ P95 % [CI]",
+    "verdict",
+];
+
+/// The shares of probes beyond each SLO, one line each: `TTFT > 300 ms: 0/12 → 12/12 probes
+/// (0 % → 100 %), p 1e-6, regression`.
+fn slo_lines(s: &ScenarioComparison) -> String {
+    let mut out = String::new();
+    for slo in &s.slo {
+        let share = |x: &super::stats::binned::Share| {
+            if x.total == 0 {
+                "–".into()
+            } else {
+                format!("{}/{}", x.beyond, x.total)
+            }
+        };
+        let pct = |x: &super::stats::binned::Share| {
+            if x.total == 0 {
+                "–".into()
+            } else {
+                format!(
+                    "{} %",
+                    super::report::number(x.beyond as f64 / x.total as f64 * 100.0)
+                )
+            }
+        };
+        let (verdict, p) = match &slo.test {
+            Some((v, t)) => (verdict_cell(Some(*v)), format!("p {}", p_value(t.p_value))),
+            None => (verdict_cell(None), "p –".into()),
+        };
+        let title = match slo.metric {
+            Metric::OutputTokensPerSecond => {
+                format!("tok/s ≤ {}", number(slo.metric, slo.before.bound))
+            }
+            m => format!(
+                "{} > {} {}",
+                m.short_label(),
+                number(m, slo.before.bound),
+                unit(m)
+            ),
+        };
+        out += &super::report::wrap(
+            &format!(
+                "SLO share {title}: {} → {} probes ({} → {}), {p}, {verdict}",
+                share(&slo.before),
+                share(&slo.after),
+                pct(&slo.before),
+                pct(&slo.after)
+            ),
+            120,
+            "  ",
+        );
+    }
+    out
+}
+
+fn text_rows(s: &ScenarioComparison) -> Vec<Vec<String>> {
+    let mut rows = vec![TEXT_HEADER.map(String::from).to_vec()];
+    for r in &s.rows {
+        let label = if r.coarsened {
+            format!("{}*", r.metric.short_label())
+        } else {
+            r.metric.short_label().into()
+        };
+        let p50 = |q: Option<BinnedQuantile>| match q {
+            None => "–".to_string(),
+            Some(q) if q.upper.is_infinite() => format!("> {}", number(r.metric, q.lower)),
+            Some(q) => short_quantile(r.metric, Some(q))
+                .split(" in ")
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        rows.push(vec![
+            label,
+            format!(
+                "{} → {} {}",
+                p50(r.before[0]),
+                p50(r.after[0]),
+                unit(r.metric)
+            ),
+            short_change_cell(r, 0),
+            format!(
+                "{} → {} {}",
+                short_quantile(r.metric, r.before[1]),
+                short_quantile(r.metric, r.after[1]),
+                unit(r.metric)
+            ),
+            short_change_cell(r, 1),
+            verdict_cell(r.verdict),
+        ]);
+    }
+    let f = &s.failures;
+    let (verdict, p) = match &f.test {
+        Some((v, t)) => (verdict_cell(Some(*v)), format!("p {}", p_value(t.p_value))),
+        None => ("n/a (nothing sent)".into(), "–".into()),
+    };
+    rows.push(vec![
+        "failed".into(),
+        format!(
+            "{}/{} → {}/{}",
+            f.before.1, f.before.0, f.after.1, f.after.0
+        ),
+        String::new(),
+        p,
+        String::new(),
+        verdict,
+    ]);
+    rows
+}
+
+/// The one-line verdict first, e.g. `REGRESSION: TTFT median +56 %, TTFT > 300 ms 0 % → 100 %;
+/// TPOT, E2E, tok/s, failures unchanged` (scenarios named when there are several).
+pub fn summary(c: &WindowComparison) -> String {
+    use super::verdict::Verdict;
+    let several = c.scenarios.len() > 1;
+    let mut changed = Vec::new();
+    let mut unchanged = Vec::new();
+    let (mut improved, mut inconclusive) = (false, false);
+    for s in &c.scenarios {
+        let prefix = if several {
+            format!("{}: ", terminal_safe(&s.scenario))
+        } else {
+            String::new()
+        };
+        for r in &s.rows {
+            let change = r.evidence.as_ref().map_or(String::new(), |e| {
+                format!(" {} %", super::report::short_pct_text(e.change))
+            });
+            match r.verdict {
+                Some(Verdict::Regression) => {
+                    changed.push(format!("{prefix}{} median{change}", r.metric.short_label()))
+                }
+                Some(Verdict::Improvement) => {
+                    improved = true;
+                    changed.push(format!(
+                        "{prefix}better: {} median{change}",
+                        r.metric.short_label()
+                    ))
+                }
+                Some(Verdict::Inconclusive { .. }) => {
+                    inconclusive = true;
+                    changed.push(format!("{prefix}{} inconclusive", r.metric.short_label()))
+                }
+                _ => unchanged.push(format!("{prefix}{}", r.metric.short_label())),
+            }
+        }
+        for slo in &s.slo {
+            let pct = |x: &super::stats::binned::Share| {
+                super::report::number(x.beyond as f64 / x.total.max(1) as f64 * 100.0)
+            };
+            let what = match slo.metric {
+                Metric::OutputTokensPerSecond => {
+                    format!("tok/s ≤ {}", number(slo.metric, slo.before.bound))
+                }
+                m => format!(
+                    "{} > {} {}",
+                    m.short_label(),
+                    number(m, slo.before.bound),
+                    unit(m)
+                ),
+            };
+            if let Some(v @ (Verdict::Regression | Verdict::Improvement)) =
+                slo.test.as_ref().map(|t| t.0)
+            {
+                improved |= v == Verdict::Improvement;
+                changed.push(format!(
+                    "{prefix}{}{what} {} % → {} %",
+                    if v == Verdict::Improvement {
+                        "better: "
+                    } else {
+                        ""
+                    },
+                    pct(&slo.before),
+                    pct(&slo.after)
+                ))
+            }
+        }
+        match s.failures.test.as_ref().map(|t| t.0) {
+            Some(Verdict::Regression) => changed.push(format!("{prefix}failures up")),
+            Some(Verdict::Improvement) => {
+                improved = true;
+                changed.push(format!("{prefix}better: failures down"))
+            }
+            _ => unchanged.push(format!("{prefix}failures")),
+        }
+    }
+    if !unchanged.is_empty() {
+        changed.push(format!("{} unchanged", unchanged.join(", ")));
+    }
+    let head = if c.has_regression() {
+        "REGRESSION"
+    } else if inconclusive {
+        "INCONCLUSIVE"
+    } else if improved {
+        "IMPROVEMENT"
+    } else {
+        "NO CHANGE"
+    };
+    format!("{head}: {}", changed.join("; "))
+}
+
+/// Every symbol of the text table, explained once.
+fn text_legend(c: &WindowComparison) -> String {
+    let confidence = super::report::number((1.0 - c.options.rule.alpha) * 100.0);
+    let t = super::report::number(c.options.rule.threshold * 100.0);
+    [
+        format!(
+            "P50, P95: interpolated within the histogram bucket as histogram_quantile does; \"248 in 200–250\" is \
+             somewhere between the bucket bounds 200 and 250, interpolated ≈ 248. Δ: the relative change, [{confidence} % \
+             multinomial bootstrap interval over the bucket counts, {} resamples, seed {}].",
+            c.options.resamples, c.options.seed
+        ),
+        format!(
+            "verdict (on the median, with the binned Mann–Whitney U test): regression / improvement beyond ±{t} %; ~: \
+             no change beyond ±{t} %; inconclusive: the interval still reaches beyond ±{t} %, ≈ N more probes per window \
+             settle it. SLO share: the probes beyond the SLO's bucket bound (the windows' tail test), \
+             two-proportion z-test, as failed. *: compared on the bucket bounds both windows share. –: no value. ITL is \
+             not compared (its histogram counts token gaps, not probes)."
+        ),
+    ]
+    .iter()
+    .map(|l| super::report::wrap(l, 120, "  "))
+    .collect()
+}
+
+/// The terminal report: the summary first, then the windows, a table per scenario within 120
+/// columns (the wide one is `--output markdown`), and the legend.
 pub fn to_text(c: &WindowComparison) -> String {
-    let mut out = preamble(c).join("\n");
-    out += &format!("\n{}\n", method_line(c));
+    let mut out = super::report::wrap(&summary(c), 120, "  ");
+    out.push('\n');
+    for line in preamble(c) {
+        out += &super::report::wrap(&line, 120, "    ");
+    }
     for s in &c.scenarios {
         out += &format!(
             "\nscenario {}\n",
             terminal_safe(&format!("{:?}", s.scenario))
         );
-        out += &aligned(&table_rows(s));
+        out += &aligned(&text_rows(s));
+        out += &slo_lines(s);
         if let Some(line) = resolution_line(s) {
-            out += &line;
-            out.push('\n');
+            out += &super::report::wrap(&line, 120, "  ");
         }
     }
-    out += &format!("\n{}\n", summary(c));
+    out.push('\n');
+    out += &text_legend(c);
+    out += &format!("\n{}\n", summary_result(c));
     out
 }
 
 /// Markdown for a PR comment or an incident note: the same tables as [`to_text`].
 pub fn to_markdown(c: &WindowComparison) -> String {
     let mut out = String::from("### llm-probe compare (Prometheus)\n\n");
+    out += &format!("**{}**\n\n", markdown_text(&summary(c)));
     // The preamble holds label values from Prometheus: shown, never rendered.
     for line in preamble(c) {
         out += &format!("- {}\n", markdown_text(line.trim_start()));
@@ -319,7 +615,7 @@ pub fn to_markdown(c: &WindowComparison) -> String {
             out += &format!("\n{line}\n");
         }
     }
-    out += &format!("\n**{}**\n", summary(c));
+    out += &format!("\n**{}**\n", summary_result(c));
     out
 }
 
@@ -450,6 +746,7 @@ pub fn to_json(c: &WindowComparison) -> Value {
         "warnings": c.warnings,
         "not_compared": c.not_compared,
         "scenarios": scenarios,
+        "summary": summary(c),
         "regression": c.has_regression(),
     })
 }

@@ -156,6 +156,29 @@ pub struct Run {
     pub identity: Identity,
     /// Its levels (one for probe-once).
     pub levels: Vec<Level>,
+    /// The SLA the run was judged on and the capacity it found (bench runs that state them).
+    pub sla: Option<Sla>,
+}
+
+/// A bench run's SLA (`metadata.slo`) and SLA capacity (`sla_capacity`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sla {
+    /// `slo.ttft_p95_seconds`.
+    pub ttft_p95: Option<f64>,
+    /// `slo.output_tokens_per_second_min`.
+    pub output_tokens_per_second_min: Option<f64>,
+    /// `slo.max_failure_ratio`.
+    pub max_failure_ratio: Option<f64>,
+    /// The highest level meeting the SLA below the first breaking one; `None`: the first level
+    /// already broke it.
+    pub capacity: Option<LevelKey>,
+    /// The first level that broke the SLA; `None`: every level met it.
+    pub broken_at: Option<LevelKey>,
+    /// The criteria that broke there (`ttft_p95`, `output_tokens_per_second_p5`,
+    /// `failure_ratio`).
+    pub broken_by: Vec<String>,
+    /// Levels whose interval crosses a threshold (the knee is not established there).
+    pub straddles: Vec<(LevelKey, Vec<String>)>,
 }
 
 /// A run file that cannot be compared: names the file, what is wrong and what to do.
@@ -213,6 +236,51 @@ struct BenchFile {
     levels: Vec<BenchLevel>,
     #[serde(default)]
     requests: Vec<Value>,
+    #[serde(default)]
+    sla_capacity: Option<BenchCapacity>,
+}
+
+#[derive(Deserialize)]
+struct BenchSlo {
+    ttft_p95_seconds: Option<f64>,
+    output_tokens_per_second_min: Option<f64>,
+    max_failure_ratio: Option<f64>,
+}
+
+/// A level named by `concurrency` or `rate` (the other `null`).
+#[derive(Deserialize)]
+struct BenchLevelKey {
+    concurrency: Option<u64>,
+    rate: Option<f64>,
+}
+
+impl BenchLevelKey {
+    fn key(&self) -> Option<LevelKey> {
+        match (self.concurrency, self.rate) {
+            (Some(c), _) => Some(LevelKey::Concurrency(c)),
+            (None, Some(r)) => Some(LevelKey::Rate(r)),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct BenchStraddle {
+    #[serde(flatten)]
+    level: BenchLevelKey,
+    #[serde(default)]
+    criteria: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct BenchCapacity {
+    #[serde(flatten)]
+    capacity: BenchLevelKey,
+    broken_at: Option<BenchLevelKey>,
+    #[serde(default)]
+    broken_by: Vec<String>,
+    #[serde(default)]
+    straddles: Vec<BenchStraddle>,
 }
 
 #[derive(Deserialize)]
@@ -223,6 +291,8 @@ struct BenchMeta {
     prompt_tokens: Option<Value>,
     max_tokens: Option<Value>,
     endpoint: Option<Identity>,
+    #[serde(default)]
+    slo: Option<BenchSlo>,
 }
 
 #[derive(Deserialize)]
@@ -420,7 +490,22 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
             ));
         }
     }
+    let sla = file.sla_capacity.map(|c| {
+        let slo = meta.slo.as_ref();
+        Sla {
+            ttft_p95: slo.and_then(|s| s.ttft_p95_seconds),
+            output_tokens_per_second_min: slo.and_then(|s| s.output_tokens_per_second_min),
+            max_failure_ratio: slo.and_then(|s| s.max_failure_ratio),
+            capacity: c.capacity.key(),
+            broken_at: c.broken_at.as_ref().and_then(BenchLevelKey::key),
+            broken_by: c.broken_by,
+            straddles: (c.straddles.into_iter())
+                .filter_map(|s| Some((s.level.key()?, s.criteria)))
+                .collect(),
+        }
+    });
     Ok(Run {
+        sla,
         path: path.to_path_buf(),
         kind: RunKind::Bench,
         target: meta.target,
@@ -488,6 +573,7 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
             .find_map(|l| l.prompt_tokens.clone().filter(|v| !v.is_null())),
         max_tokens: None,
         identity,
+        sla: None,
         levels: vec![Level {
             key: LevelKey::Single,
             counts: None,

@@ -23,6 +23,9 @@ pub mod report;
 pub mod selection;
 pub mod stats;
 pub mod verdict;
+
+#[cfg(test)]
+mod calibration;
 pub mod window;
 
 use input::{Level, LevelKey, Run};
@@ -85,11 +88,39 @@ impl Metric {
         }
     }
 
+    /// The label in the text table and summary: `TTFT`, `TTFOT` (time to first output
+    /// token), `TPOT`, `ITL`, `E2E`, `tok/s`.
+    pub fn short_label(self) -> &'static str {
+        match self {
+            Metric::TimeToFirstOutputToken => "TTFOT",
+            Metric::OutputTokensPerSecond => "tok/s",
+            m => m.label(),
+        }
+    }
+
     /// Which way is worse.
     pub fn direction(self) -> Direction {
         match self {
             Metric::OutputTokensPerSecond => Direction::HigherIsBetter,
             _ => Direction::HigherIsWorse,
+        }
+    }
+
+    /// The quantile an SLO states for this metric, judged as the row's tail: the P95 of a
+    /// latency, the P5 of output tokens/s (bench's SLA criteria, `slo.ttft_p95` and
+    /// `slo.output_tokens_per_second_min` on the P5).
+    pub fn tail_quantile(self) -> f64 {
+        match self.direction() {
+            Direction::HigherIsWorse => 0.95,
+            Direction::HigherIsBetter => 0.05,
+        }
+    }
+
+    /// `P95` or `P5`: the name of [`Metric::tail_quantile`].
+    pub fn tail_label(self) -> &'static str {
+        match self.direction() {
+            Direction::HigherIsWorse => "P95",
+            Direction::HigherIsBetter => "P5",
         }
     }
 
@@ -115,6 +146,9 @@ pub struct Options {
     pub seed: u64,
     /// Output lengths (tokens) for the expected E2E between two endpoints.
     pub lengths: Vec<u32>,
+    /// `--fail-on inconclusive`: exit [`EXIT_INCONCLUSIVE`] when nothing regressed but a row
+    /// is inconclusive.
+    pub fail_on_inconclusive: bool,
 }
 
 impl Default for Options {
@@ -125,6 +159,7 @@ impl Default for Options {
             resamples: 2000,
             seed: 17,
             lengths: selection::TYPICAL_LENGTHS.to_vec(),
+            fail_on_inconclusive: false,
         }
     }
 }
@@ -147,12 +182,25 @@ pub struct Row {
     pub before_ci: [Option<(f64, f64)>; 3],
     /// As `before_ci`, for AFTER.
     pub after_ci: [Option<(f64, f64)>; 3],
-    /// Bootstrap interval (confidence `1 − alpha`) of each percentile's relative change.
+    /// Bootstrap interval (confidence `1 − alpha`) of each percentile's relative change
+    /// ([`stats::tail::bootstrap_changes`], linear interpolation); `None` where a side has too few
+    /// requests for the percentile's order-statistic interval (a P99 needs about 370).
     pub change_ci: [Option<(f64, f64)>; 3],
     /// U test and Hodges–Lehmann evidence (`None`: a side has no values).
     pub evidence: Option<Evidence>,
-    /// The verdict (`None` when there is no evidence).
+    /// The median's verdict from `evidence` (`None` without evidence).
+    pub median_verdict: Option<Verdict>,
+    /// The change of the SLO quantile ([`Metric::tail_quantile`], linear interpolation as
+    /// bench's percentiles) with its bootstrap interval at [`verdict::tail_confidence`]; `None`
+    /// when a side has no values.
+    pub tail: Option<stats::tail::TailChange>,
+    /// The tail's verdict ([`verdict::judge_tail`]).
+    pub tail_verdict: Option<Verdict>,
+    /// The row's verdict: [`verdict::combine`] of the median's and the tail's (`None` when
+    /// neither could be judged).
     pub verdict: Option<Verdict>,
+    /// Which parts gave `verdict`: `"P50"` (the median), `"P95"`/`"P5"` (the tail).
+    pub verdict_by: Vec<&'static str>,
 }
 
 /// The failure-ratio row of a level.
@@ -177,6 +225,89 @@ pub struct LevelComparison {
     pub failures: FailureRow,
 }
 
+/// The SLA capacity of both runs, side by side (bench runs that state it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityChange {
+    /// BEFORE's capacity (`None`: its first level already broke the SLA).
+    pub before: Option<LevelKey>,
+    /// AFTER's capacity.
+    pub after: Option<LevelKey>,
+    /// Where AFTER broke the SLA (`None`: every level met it).
+    pub after_broken_at: Option<LevelKey>,
+    /// What broke there, described with the objective (e.g. `TTFT P95 > 300 ms`).
+    pub after_broken_by: Vec<String>,
+    /// Whether AFTER's interval at the breaking level crosses the objective (the knee is not
+    /// established there; the drop may be noise).
+    pub after_straddles: bool,
+    /// `regression` when the capacity dropped (4 → 2, 4 → none), `improvement` when it rose,
+    /// `~` otherwise.
+    pub verdict: Verdict,
+}
+
+/// A level's load for ordering capacities: `None` (no level met the SLA) below every level.
+fn capacity_rank(k: Option<LevelKey>) -> Option<f64> {
+    match k {
+        None => Some(f64::NEG_INFINITY),
+        Some(LevelKey::Concurrency(c)) => Some(c as f64),
+        Some(LevelKey::Rate(r)) => Some(r),
+        Some(LevelKey::Single) => None,
+    }
+}
+
+/// A bench criterion name (`ttft_p95`, …) with the objective from `sla`.
+fn describe_criterion(name: &str, sla: &input::Sla) -> String {
+    match name {
+        "ttft_p95" => match sla.ttft_p95 {
+            Some(s) => format!("TTFT P95 > {} ms", report::number(s * 1e3)),
+            None => "TTFT P95 above its objective".into(),
+        },
+        "output_tokens_per_second_p5" => match sla.output_tokens_per_second_min {
+            Some(m) => format!("tokens/s P5 < {}", report::number(m)),
+            None => "tokens/s P5 below its floor".into(),
+        },
+        "failure_ratio" => match sla.max_failure_ratio {
+            Some(m) => format!("failure ratio > {}", report::number(m * 100.0) + " %"),
+            None => "failure ratio above its maximum".into(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The capacities side by side; `None` when a run states none, or the runs' levels are of
+/// different kinds (concurrency against rate).
+pub fn compare_capacity(before: &Run, after: &Run) -> Option<CapacityChange> {
+    let (b, a) = (before.sla.as_ref()?, after.sla.as_ref()?);
+    let kind = |k: Option<LevelKey>| match k {
+        Some(LevelKey::Rate(_)) => 1,
+        _ => 0,
+    };
+    let kb = b.capacity.or(b.broken_at);
+    let ka = a.capacity.or(a.broken_at);
+    if kind(kb) != kind(ka) {
+        return None;
+    }
+    let (rb, ra) = (capacity_rank(b.capacity)?, capacity_rank(a.capacity)?);
+    let verdict = if ra < rb {
+        Verdict::Regression
+    } else if ra > rb {
+        Verdict::Improvement
+    } else {
+        Verdict::NoChange
+    };
+    Some(CapacityChange {
+        before: b.capacity,
+        after: a.capacity,
+        after_broken_at: a.broken_at,
+        after_broken_by: a
+            .broken_by
+            .iter()
+            .map(|c| describe_criterion(c, a))
+            .collect(),
+        after_straddles: a.straddles.iter().any(|(k, _)| Some(*k) == a.broken_at),
+        verdict,
+    })
+}
+
 /// The whole comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparison {
@@ -190,17 +321,47 @@ pub struct Comparison {
     pub warnings: Vec<String>,
     /// When the runs are different targets or models: expected E2E and crossover.
     pub selection: Option<selection::Selection>,
+    /// The SLA capacities side by side (bench runs stating them).
+    pub capacity: Option<CapacityChange>,
 }
 
+/// `compare`'s exit status when nothing regressed but a row is inconclusive and
+/// `--fail-on inconclusive` was given.
+pub const EXIT_INCONCLUSIVE: u8 = 3;
+
 impl Comparison {
-    /// Whether any row is a regression (`compare` then exits 1).
+    /// Whether any row is a regression, or the SLA capacity dropped (`compare` then exits 1).
     pub fn has_regression(&self) -> bool {
         self.levels.iter().any(|l| {
             l.rows
                 .iter()
                 .any(|r| r.verdict == Some(Verdict::Regression))
                 || matches!(l.failures.test, Some((Verdict::Regression, _)))
-        })
+        }) || self
+            .capacity
+            .as_ref()
+            .is_some_and(|c| c.verdict == Verdict::Regression)
+    }
+
+    /// The inconclusive rows as `(level, metric)`.
+    pub fn inconclusive(&self) -> Vec<(LevelKey, &Row)> {
+        self.levels
+            .iter()
+            .flat_map(|l| l.rows.iter().map(move |r| (l.key, r)))
+            .filter(|(_, r)| matches!(r.verdict, Some(Verdict::Inconclusive { .. })))
+            .collect()
+    }
+
+    /// The exit status: 1 on a regression; [`EXIT_INCONCLUSIVE`] when `fail_on_inconclusive`
+    /// and a row is inconclusive; else 0.
+    pub fn exit_status(&self, fail_on_inconclusive: bool) -> u8 {
+        if self.has_regression() {
+            1
+        } else if fail_on_inconclusive && !self.inconclusive().is_empty() {
+            EXIT_INCONCLUSIVE
+        } else {
+            0
+        }
     }
 }
 
@@ -344,52 +505,46 @@ pub fn compare(before: &Run, after: &Run, options: &Options) -> Result<Compariso
     let selection = different_endpoint
         .then(|| selection::select(before, after, options))
         .flatten();
+    let capacity = compare_capacity(before, after);
+    if let (Some(b), Some(a)) = (&before.sla, &after.sla) {
+        if b.ttft_p95 != a.ttft_p95
+            || b.output_tokens_per_second_min != a.output_tokens_per_second_min
+            || b.max_failure_ratio != a.max_failure_ratio
+        {
+            warnings.push(
+                "the runs were judged against different SLOs: their SLA capacities are not \
+                 comparable"
+                    .into(),
+            );
+        }
+    }
     Ok(Comparison {
         options: options.clone(),
         levels,
         unmatched,
         warnings,
         selection,
+        capacity,
     })
 }
 
 fn compare_level(before: &Level, after: &Level, options: &Options) -> LevelComparison {
-    let alpha = options.rule.alpha;
     let rows = Metric::ALL
         .iter()
         .filter_map(|&metric| {
-            let (mut b, mut a) = (before.values(metric), after.values(metric));
+            let (b, a) = (before.values(metric), after.values(metric));
             if b.is_empty() && a.is_empty() {
                 return None;
             }
-            let evidence = verdict::evidence(&b, &a, alpha);
-            let verdict = evidence
-                .as_ref()
-                .map(|e| verdict::judge(e, metric.direction(), options.rule));
-            let cis = stats::bootstrap_relative_change(
-                &b,
-                &a,
-                &QUANTILES,
-                options.resamples,
-                options.seed,
-                1.0 - alpha,
-            );
-            b.sort_by(f64::total_cmp);
-            a.sort_by(f64::total_cmp);
-            let pct = |s: &[f64]| QUANTILES.map(|q| stats::percentile(s, q));
-            let ci = |s: &[f64]| QUANTILES.map(|q| stats::percentile_ci(s, q, 1.0 - alpha));
-            Some(Row {
-                metric,
-                n_before: b.len(),
-                n_after: a.len(),
-                before: pct(&b),
-                after: pct(&a),
-                before_ci: ci(&b),
-                after_ci: ci(&a),
-                change_ci: [cis[0], cis[1], cis[2]],
-                evidence,
-                verdict,
-            })
+            // A non-reasoning model's first output token is its first token: a row only
+            // where it differs from TTFT's.
+            if metric == Metric::TimeToFirstOutputToken
+                && b == before.values(Metric::Ttft)
+                && a == after.values(Metric::Ttft)
+            {
+                return None;
+            }
+            Some(judge_row(metric, b, a, options))
         })
         .collect();
     let (sb, fb) = before.sent_failed();
@@ -402,6 +557,82 @@ fn compare_level(before: &Level, after: &Level, options: &Options) -> LevelCompa
             after: (sa, fa),
             test: verdict::judge_failures(fb, sb, fa, sa, options.rule),
         },
+    }
+}
+
+/// One metric's row from its values in each run: percentiles with their order-statistic
+/// intervals, the median's evidence and verdict, the percentile changes with bootstrap
+/// intervals (one resampling), the tail verdict and the combined verdict.
+pub fn judge_row(metric: Metric, mut b: Vec<f64>, mut a: Vec<f64>, options: &Options) -> Row {
+    use stats::tail::{Estimator, Spec};
+    let alpha = options.rule.alpha;
+    let evidence = verdict::evidence(&b, &a, alpha);
+    let median_verdict = evidence
+        .as_ref()
+        .map(|e| verdict::judge(e, metric.direction(), options.rule));
+    let mut specs: Vec<Spec> = QUANTILES
+        .iter()
+        .map(|&q| Spec {
+            q,
+            estimator: Estimator::Interpolated,
+        })
+        .collect();
+    let tail_q = metric.tail_quantile();
+    let tail_index = match QUANTILES.iter().position(|&q| q == tail_q) {
+        Some(i) => i,
+        None => {
+            specs.push(Spec {
+                q: tail_q,
+                estimator: Estimator::Interpolated,
+            });
+            specs.len() - 1
+        }
+    };
+    let changes = stats::tail::bootstrap_changes(&b, &a, &specs, options.resamples, options.seed);
+    b.sort_by(f64::total_cmp);
+    a.sort_by(f64::total_cmp);
+    let pct = |s: &[f64]| QUANTILES.map(|q| stats::percentile(s, q));
+    let ci = |s: &[f64]| QUANTILES.map(|q| stats::percentile_ci(s, q, 1.0 - alpha));
+    let (before_ci, after_ci) = (ci(&b), ci(&a));
+    let change_ci = [0, 1, 2].map(|i| {
+        let supported = before_ci[i].is_some() && after_ci[i].is_some();
+        let t = changes[i].as_ref()?.interval(1.0 - alpha);
+        supported.then_some((t.low, t.high))
+    });
+    let tail = changes[tail_index]
+        .as_ref()
+        .map(|c| c.interval(verdict::tail_confidence(alpha)));
+    let tail_verdict = tail
+        .as_ref()
+        .map(|t| verdict::judge_tail(t, b.len().max(a.len()), metric.direction(), options.rule));
+    let mut parts = Vec::new();
+    if let Some(v) = median_verdict {
+        parts.push(("P50", v));
+    }
+    if let Some(v) = tail_verdict {
+        parts.push((metric.tail_label(), v));
+    }
+    let (verdict, verdict_by) = if parts.is_empty() {
+        (None, Vec::new())
+    } else {
+        let (v, by) = verdict::combine(&parts);
+        (Some(v), by)
+    };
+    Row {
+        metric,
+        n_before: b.len(),
+        n_after: a.len(),
+        before: pct(&b),
+        after: pct(&a),
+        before_ci,
+        after_ci,
+        change_ci,
+        evidence,
+        median_verdict,
+        tail,
+        tail_verdict,
+        verdict,
+        verdict_by,
     }
 }
 
@@ -446,9 +677,21 @@ pub enum Output {
     Json,
 }
 
+/// What makes `compare` exit non-zero besides an unreadable or incomparable run (`--fail-on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// Exit 1 on a regression (a row, a failure ratio or an SLA capacity drop).
+    Regression,
+    /// Also exit 3 when nothing regressed but a row is inconclusive (too few requests to
+    /// tell): for CI gates that must not pass on too little evidence.
+    Inconclusive,
+}
+
 /// `llm-probe compare`: read both runs, compare, print in `output`'s format to stdout (warnings
 /// also to stderr in the JSON format, whose stdout is the document alone). Exit status: 0 without
-/// a regression, 1 with any, 2 when a run cannot be read or the runs are not comparable.
+/// a regression, 1 with any (a row, a failure ratio or the SLA capacity), 2 when a run cannot be
+/// read or the runs are not comparable, [`EXIT_INCONCLUSIVE`] (3) with `--fail-on inconclusive`
+/// when nothing regressed but a row is inconclusive.
 pub fn run(
     before: &std::path::Path,
     after: &std::path::Path,
@@ -491,11 +734,7 @@ pub fn run(
             stdout_text(crate::report::json_text(&report::to_json(&c, &b, &a), true))
         }
     }
-    if c.has_regression() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    ExitCode::from(c.exit_status(options.fail_on_inconclusive))
 }
 
 #[cfg(test)]

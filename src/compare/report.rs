@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::input::{LevelKey, Run};
 use super::selection::{workload, Estimate, Selection};
+use super::verdict::Verdict;
 use super::{Comparison, FailureRow, Metric, Row, QUANTILES};
 use crate::sanitize::terminal_safe;
 
@@ -30,14 +31,6 @@ pub(super) fn interval(low: Option<f64>, high: Option<f64>) -> String {
     }
 }
 
-fn value(metric: Metric, v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if metric.is_seconds() => format!("{:.1}", v * 1e3),
-        Some(v) => format!("{v:.1}"),
-    }
-}
-
 fn unit(metric: Metric) -> &'static str {
     if metric.is_seconds() {
         "ms"
@@ -54,53 +47,442 @@ pub(super) fn p_value(p: f64) -> String {
     }
 }
 
-const HEADER: [&str; 9] = [
+/// `x` without trailing zeros: integers as `300`, others with up to 3 significant digits
+/// (`0.25`, `12.5`), thousands as `1234`.
+pub(crate) fn number(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    if (x - x.round()).abs() < 1e-9 || x.abs() >= 100.0 {
+        return format!("{:.0}", x.round());
+    }
+    let digits = if x.abs() >= 10.0 {
+        1
+    } else if x.abs() >= 1.0 {
+        2
+    } else {
+        3
+    };
+    let t = format!("{x:.digits$}");
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A value in the table's unit (ms for seconds), 3 significant digits at most (1 decimal below
+/// 100, none above).
+fn short(metric: Metric, v: f64) -> String {
+    let v = if metric.is_seconds() { v * 1e3 } else { v };
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A relative change in percent, signed, short: `+0.6`, `+84`, `−12`.
+fn short_pct(x: f64) -> String {
+    if x.is_infinite() {
+        return if x > 0.0 {
+            "+∞".into()
+        } else {
+            "−∞".into()
+        };
+    }
+    let p = x * 100.0;
+    let t = if p.abs() >= 10.0 {
+        format!("{p:+.0}")
+    } else {
+        format!("{p:+.1}")
+    };
+    t.replace('-', "−")
+}
+
+/// [`short_pct`] for other reports.
+pub(crate) fn short_pct_text(x: f64) -> String {
+    short_pct(x)
+}
+
+/// `+84 [+41, +128]`; an open end is `–`.
+fn short_change(change: f64, low: Option<f64>, high: Option<f64>) -> String {
+    let end = |e: Option<f64>| e.map_or("–".to_string(), short_pct);
+    format!("{} [{}, {}]", short_pct(change), end(low), end(high))
+}
+
+/// The level as the summary names it: `C=4`, `2/s`, or `all`.
+pub(crate) fn level_short(key: LevelKey) -> String {
+    match key {
+        LevelKey::Concurrency(c) => format!("C={c}"),
+        LevelKey::Rate(r) => format!("{}/s", number(r)),
+        LevelKey::Single => "all".into(),
+    }
+}
+
+/// A capacity: `4`, `2/s` or `none`.
+fn capacity_short(k: Option<LevelKey>) -> String {
+    match k {
+        None => "none".into(),
+        Some(LevelKey::Concurrency(c)) => c.to_string(),
+        Some(k) => level_short(k),
+    }
+}
+
+/// The verdict cell: `regression (P95)`, `improvement (P50)`, `~`, `inconclusive (P95): ≈ 190 more`.
+fn verdict_cell(r: &Row) -> String {
+    let by = r.verdict_by.join(", ");
+    match r.verdict {
+        None => "n/a (no values on one side)".into(),
+        Some(Verdict::NoChange) => "~".into(),
+        Some(Verdict::Regression) => format!("regression ({by})"),
+        Some(Verdict::Improvement) => format!("improvement ({by})"),
+        Some(Verdict::Inconclusive { more_requests }) => {
+            format!("inconclusive ({by}): ≈ {more_requests} more")
+        }
+    }
+}
+
+const TEXT_HEADER: [&str; 6] = [
     "metric",
-    "n",
     "P50 before → after",
+    "Δ P50 % [CI]",
     "P95 before → after",
-    "P99 before → after",
-    "P95 change [CI]",
-    "shift [CI]",
-    "p",
+    "Δ P95 % [CI]",
     "verdict",
 ];
 
-fn row_cells(r: &Row) -> Vec<String> {
-    let pair = |i: usize| {
-        format!(
-            "{} → {} {}",
-            value(r.metric, r.before[i]),
-            value(r.metric, r.after[i]),
-            unit(r.metric)
-        )
+/// The text table's cells of one row (≤ 120 columns together): P50 (sample median) and the
+/// tail quantile (P5 for tokens/s) before → after, their changes, the verdict.
+fn text_cells(r: &Row) -> Vec<String> {
+    let unit = unit(r.metric);
+    let p50 = match (r.before[0], r.after[0]) {
+        (Some(b), Some(a)) => format!("{} → {} {unit}", short(r.metric, b), short(r.metric, a)),
+        _ => "–".into(),
     };
-    let p95_change = match (r.before[1], r.after[1]) {
-        (Some(b), Some(a)) if b != 0.0 => format!(
-            "{} {}",
-            pct(a / b - 1.0),
-            r.change_ci[1].map_or("[-]".into(), |(l, h)| interval(Some(l), Some(h)))
+    let d50 = r
+        .evidence
+        .as_ref()
+        .map_or("–".into(), |e| short_change(e.change, e.low, e.high));
+    let (tail, dtail) = match &r.tail {
+        Some(t) => (
+            format!(
+                "{}{} → {}",
+                if r.metric.tail_quantile() == 0.95 {
+                    ""
+                } else {
+                    "P5 "
+                },
+                short(r.metric, t.before),
+                short(r.metric, t.after)
+            ),
+            short_change(t.change, Some(t.low), Some(t.high)),
         ),
-        _ => "-".into(),
+        None => ("–".into(), "–".into()),
     };
-    let (shift, p) = r.evidence.as_ref().map_or(("-".into(), "-".into()), |e| {
-        (
-            format!("{} {}", pct(e.change), interval(e.low, e.high)),
-            p_value(e.p_value),
+    vec![
+        r.metric.short_label().into(),
+        p50,
+        d50,
+        tail,
+        dtail,
+        verdict_cell(r),
+    ]
+}
+
+fn text_failure_cells(f: &FailureRow) -> Vec<String> {
+    let ratio = |(sent, failed): (u64, u64)| {
+        if sent == 0 {
+            "–".into()
+        } else {
+            format!("{}/{}", failed, sent)
+        }
+    };
+    let share = |(sent, failed): (u64, u64)| {
+        if sent == 0 {
+            "–".into()
+        } else {
+            format!("{} %", number(failed as f64 / sent as f64 * 100.0))
+        }
+    };
+    let (verdict, p) = match &f.test {
+        Some((v, t)) => (
+            match v {
+                Verdict::NoChange => "~".to_string(),
+                v => v.name().to_string(),
+            },
+            format!("p {}", p_value(t.p_value)),
+        ),
+        None => ("n/a (nothing sent)".into(), "–".into()),
+    };
+    vec![
+        "failed".into(),
+        format!("{} → {}", ratio(f.before), ratio(f.after)),
+        format!("{} → {}", share(f.before), share(f.after)),
+        p,
+        String::new(),
+        verdict,
+    ]
+}
+
+fn text_table(level: &super::LevelComparison) -> Vec<Vec<String>> {
+    let mut rows = vec![TEXT_HEADER.map(String::from).to_vec()];
+    rows.extend(level.rows.iter().map(text_cells));
+    rows.push(text_failure_cells(&level.failures));
+    rows
+}
+
+/// Every symbol of the text table, explained once (wrapped to 120 columns).
+fn legend(c: &Comparison) -> String {
+    let confidence = number((1.0 - c.options.rule.alpha) * 100.0);
+    let tail_confidence = number(super::verdict::tail_confidence(c.options.rule.alpha) * 100.0);
+    let t = number(c.options.rule.threshold * 100.0);
+    let items = [
+        format!(
+            "P50: the sample median (tokens/s: output tokens per second of each request; other rows in ms). Δ P50: the \
+             Hodges–Lehmann shift relative to BEFORE's median, [its {confidence} % distribution-free interval]; p of the \
+             Mann–Whitney U test."
+        ),
+        format!(
+            "P95: the 95th percentile, interpolated as bench's (tokens/s: P5, the slow tail). Δ P95: its relative \
+             change, [{tail_confidence} % bootstrap interval over requests, {} resamples, seed {}].",
+            c.options.resamples, c.options.seed
+        ),
+        "–: no value: an interval end the sample cannot bound (too few requests), or no requests on one side.".into(),
+        format!(
+            "verdict: regression / improvement: a change beyond ±{t} % whose interval excludes 0, in the part named \
+             (P50 = median, P95/P5 = tail); ~: no change beyond ±{t} %; inconclusive: the interval still reaches \
+             beyond ±{t} %; ≈ N more: requests to add to each run to settle it. failed: failed/sent, two-proportion z-test."
+        ),
+    ];
+    items.iter().map(|i| wrap(i, 120, "  ")).collect()
+}
+
+/// `text` wrapped at spaces to `width` columns, continuation lines indented by `indent`.
+pub(crate) fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out += line.trim_end();
+            out.push('\n');
+            line = indent.to_string();
+        } else if len > 0 && line != indent {
+            line.push(' ');
+        }
+        line += word;
+    }
+    if !line.trim().is_empty() {
+        out += line.trim_end();
+        out.push('\n');
+    }
+    out
+}
+
+/// The one-line verdict a person reads first, e.g. `REGRESSION: TTFT P95 +84 % (C=1), +61 %
+/// (C=2), median unchanged; TPOT, tokens/s, failures unchanged; SLA capacity 4 → none`.
+pub fn summary(c: &Comparison) -> String {
+    let mut changed: Vec<String> = Vec::new();
+    let mut unchanged: Vec<&str> = Vec::new();
+    let mut any_improvement = false;
+    for metric in Metric::ALL {
+        let rows: Vec<(LevelKey, &Row)> = c
+            .levels
+            .iter()
+            .flat_map(|l| {
+                l.rows
+                    .iter()
+                    .filter(|r| r.metric == metric)
+                    .map(move |r| (l.key, r))
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut parts: Vec<String> = Vec::new();
+        for (word, kind) in [
+            ("", Verdict::Regression),
+            ("better: ", Verdict::Improvement),
+        ] {
+            for part in ["P50", metric.tail_label()] {
+                let hits: Vec<String> = rows
+                    .iter()
+                    .filter(|(_, r)| r.verdict == Some(kind) && r.verdict_by.contains(&part))
+                    .filter_map(|(k, r)| {
+                        let change = if part == "P50" {
+                            r.evidence.as_ref()?.change
+                        } else {
+                            r.tail.as_ref()?.change
+                        };
+                        Some(format!("{} % ({})", short_pct(change), level_short(*k)))
+                    })
+                    .collect();
+                if !hits.is_empty() {
+                    any_improvement |= kind == Verdict::Improvement;
+                    let name = if part == "P50" { "median" } else { part };
+                    parts.push(format!("{word}{name} {}", hits.join(", ")));
+                }
+            }
+        }
+        let levels_where = |pred: &dyn Fn(&Row) -> bool| -> Vec<String> {
+            rows.iter()
+                .filter(|(_, r)| pred(r))
+                .map(|(k, _)| level_short(*k))
+                .collect()
+        };
+        let inconclusive = |v: Option<Verdict>| matches!(v, Some(Verdict::Inconclusive { .. }));
+        let median_moved = rows.iter().any(|(_, r)| {
+            matches!(
+                r.median_verdict,
+                Some(Verdict::Regression | Verdict::Improvement)
+            )
+        });
+        let tail_regressed = rows
+            .iter()
+            .any(|(_, r)| r.tail_verdict == Some(Verdict::Regression));
+        let median_open = levels_where(&|r| inconclusive(r.median_verdict));
+        if !median_open.is_empty() {
+            parts.push(format!("median inconclusive ({})", median_open.join(", ")));
+        } else if tail_regressed && !median_moved {
+            parts.push("median unchanged".into());
+        }
+        let tail_open = levels_where(&|r| inconclusive(r.tail_verdict));
+        if !tail_open.is_empty() {
+            parts.push(format!(
+                "{} inconclusive ({})",
+                metric.tail_label(),
+                tail_open.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            unchanged.push(metric.short_label());
+        } else {
+            changed.push(format!("{} {}", metric.short_label(), parts.join(", ")));
+        }
+    }
+    let failures: Vec<String> = c
+        .levels
+        .iter()
+        .filter_map(|l| match &l.failures.test {
+            Some((v @ (Verdict::Regression | Verdict::Improvement), t)) => Some(format!(
+                "{}failed {} % → {} % ({})",
+                if *v == Verdict::Improvement {
+                    "better: "
+                } else {
+                    ""
+                },
+                number(t.before * 100.0),
+                number(t.after * 100.0),
+                level_short(l.key)
+            )),
+            _ => None,
+        })
+        .collect();
+    if failures.is_empty() {
+        unchanged.push("failures");
+    } else {
+        changed.push(failures.join(", "));
+    }
+    let mut clauses = changed;
+    if !unchanged.is_empty() {
+        clauses.push(format!("{} unchanged", unchanged.join(", ")));
+    }
+    if let Some(cap) = &c.capacity {
+        clauses.push(format!(
+            "SLA capacity {} → {}",
+            capacity_short(cap.before),
+            capacity_short(cap.after)
+        ));
+    }
+    let head = if c.has_regression() {
+        "REGRESSION"
+    } else if !c.inconclusive().is_empty() {
+        "INCONCLUSIVE"
+    } else if any_improvement
+        || c.capacity
+            .as_ref()
+            .is_some_and(|k| k.verdict == Verdict::Improvement)
+    {
+        "IMPROVEMENT"
+    } else {
+        "NO CHANGE"
+    };
+    format!("{head}: {}", clauses.join("; "))
+}
+
+/// The inconclusive banner (empty when no row is inconclusive).
+fn banner(c: &Comparison) -> String {
+    let rows = c.inconclusive();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let most = rows
+        .iter()
+        .filter_map(|(k, r)| match r.verdict {
+            Some(Verdict::Inconclusive { more_requests }) => Some((more_requests, *k, r)),
+            _ => None,
+        })
+        .max_by_key(|(m, _, _)| *m);
+    let example = most.map_or(String::new(), |(m, k, r)| {
+        format!(
+            " (the most: {} at {} needs ≈ {m} more requests per run)",
+            r.metric.short_label(),
+            level_short(k)
         )
     });
-    vec![
-        r.metric.label().into(),
-        format!("{}/{}", r.n_before, r.n_after),
-        pair(0),
-        pair(1),
-        pair(2),
-        p95_change,
-        shift,
-        p,
-        r.verdict
-            .map_or("n/a (no values on one side)".into(), |v| v.label()),
-    ]
+    let exit = if c.options.fail_on_inconclusive {
+        format!(
+            "--fail-on inconclusive: exit status {}",
+            super::EXIT_INCONCLUSIVE
+        )
+    } else {
+        format!(
+            "a CI gate that must not pass on this passes --fail-on inconclusive (exit status {})",
+            super::EXIT_INCONCLUSIVE
+        )
+    };
+    wrap(
+        &format!(
+            "INCONCLUSIVE: {} row{} had too few requests to tell{example}; {exit}.",
+            rows.len(),
+            if rows.len() == 1 { "" } else { "s" }
+        ),
+        120,
+        "  ",
+    )
+}
+
+/// The SLA capacity line (empty without capacities).
+fn capacity_text(c: &Comparison) -> String {
+    let Some(cap) = &c.capacity else {
+        return String::new();
+    };
+    let mut line = format!(
+        "SLA capacity: {} → {}",
+        capacity_short(cap.before),
+        capacity_short(cap.after)
+    );
+    match cap.verdict {
+        Verdict::Regression => line += " (regression)",
+        Verdict::Improvement => line += " (improvement)",
+        _ => {}
+    }
+    if let Some(k) = cap.after_broken_at {
+        line += &format!(
+            "; AFTER breaks the SLA at {}: {}",
+            k,
+            if cap.after_broken_by.is_empty() {
+                "?".to_string()
+            } else {
+                cap.after_broken_by.join(", ")
+            }
+        );
+        if cap.after_straddles {
+            line += " (its interval there crosses the objective: the knee is not established)";
+        }
+    } else {
+        line += "; AFTER meets the SLA at every level";
+    }
+    wrap(&format!("{line}."), 120, "  ")
 }
 
 pub(super) fn failure_cells(f: &FailureRow) -> Vec<String> {
@@ -143,21 +525,6 @@ fn run_title(run: &Run) -> String {
     .into_owned()
 }
 
-fn method_line(c: &Comparison) -> String {
-    let confidence = (1.0 - c.options.rule.alpha) * 100.0;
-    format!(
-        "P95 change: relative change of the P95 with its {confidence:.0} % bootstrap interval \
-         (over requests, {} resamples, seed {}). Shift: Hodges–Lehmann shift relative to BEFORE's \
-         median with its {confidence:.0} % distribution-free interval. p: two-sided Mann–Whitney \
-         U test, tie-corrected (failure ratio: two-proportion z-test). Verdict: α = {}, \
-         threshold {:.0} %.",
-        c.options.resamples,
-        c.options.seed,
-        c.options.rule.alpha,
-        c.options.rule.threshold * 100.0,
-    )
-}
-
 pub(super) fn aligned(rows: &[Vec<String>]) -> String {
     let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
@@ -186,13 +553,6 @@ pub(super) fn markdown_table(rows: &[Vec<String>]) -> String {
         }
     }
     out
-}
-
-fn table_rows(level: &super::LevelComparison) -> Vec<Vec<String>> {
-    let mut rows = vec![HEADER.map(String::from).to_vec()];
-    rows.extend(level.rows.iter().map(row_cells));
-    rows.push(failure_cells(&level.failures));
-    rows
 }
 
 fn estimate_text(e: &Estimate, scale: f64, digits: usize) -> String {
@@ -270,7 +630,7 @@ fn preamble(c: &Comparison, before: &Run, after: &Run) -> String {
         run_title(after)
     );
     for w in &c.warnings {
-        out += &format!("warning: {}\n", terminal_safe(w));
+        out += &wrap(&format!("warning: {}", terminal_safe(w)), 120, "  ");
     }
     for u in &c.unmatched {
         out += &format!("not compared: {}\n", terminal_safe(u));
@@ -278,46 +638,166 @@ fn preamble(c: &Comparison, before: &Run, after: &Run) -> String {
     out
 }
 
-/// The terminal table: a header naming both runs and the rule, then one table per level.
+/// `(sent BEFORE, sent AFTER)` of a level, for its title.
+fn level_heading(level: &super::LevelComparison) -> String {
+    format!(
+        "{} (requests sent {} → {})",
+        level_title(level.key),
+        level.failures.before.0,
+        level.failures.after.0
+    )
+}
+
+/// The terminal text, lines within 120 columns (but for file names): the summary first, the
+/// inconclusive banner, the SLA capacity, the runs, one table per level, the legend.
 pub fn to_text(c: &Comparison, before: &Run, after: &Run) -> String {
-    let mut out = preamble(c, before, after);
-    out += &method_line(c);
+    let mut out = wrap(&summary(c), 120, "  ");
+    out += &banner(c);
+    out += &capacity_text(c);
     out.push('\n');
+    out += &preamble(c, before, after);
     for level in &c.levels {
-        out += &format!("\n{}\n", level_title(level.key));
-        out += &aligned(&table_rows(level));
+        out += &format!("\n{}\n", level_heading(level));
+        out += &aligned(&text_table(level));
     }
+    out.push('\n');
+    out += &legend(c);
     if let Some(s) = &c.selection {
         out += &selection_text(s, before, after);
     }
-    out += &summary_line(c);
+    out += &format!(
+        "\nexit status {}\n",
+        c.exit_status(c.options.fail_on_inconclusive)
+    );
     out
 }
 
-fn summary_line(c: &Comparison) -> String {
-    if c.has_regression() {
-        "\nRESULT: regression (exit status 1)\n".into()
-    } else {
-        "\nRESULT: no regression\n".into()
-    }
+const MARKDOWN_HEADER: [&str; 12] = [
+    "metric",
+    "n",
+    "P50 before → after [CI]",
+    "Δ P50 % [CI]",
+    "p",
+    "P95 before → after",
+    "Δ P95 % [CI]",
+    "P95 verdict",
+    "P99 before → after",
+    "Δ P99 % [CI]",
+    "P50 verdict",
+    "verdict",
+];
+
+fn markdown_cells(r: &Row) -> Vec<String> {
+    let u = unit(r.metric);
+    let with_ci = |v: Option<f64>, ci: Option<(f64, f64)>| match (v, ci) {
+        (Some(v), Some((l, h))) => format!(
+            "{} [{}, {}]",
+            short(r.metric, v),
+            short(r.metric, l),
+            short(r.metric, h)
+        ),
+        (Some(v), None) => format!("{} [–]", short(r.metric, v)),
+        _ => "–".into(),
+    };
+    let pair = |i: usize| {
+        format!(
+            "{} → {} {u}",
+            with_ci(r.before[i], r.before_ci[i]),
+            with_ci(r.after[i], r.after_ci[i])
+        )
+    };
+    let ci_change = |i: usize| match (r.before[i], r.after[i], r.change_ci[i]) {
+        (Some(b), Some(a), Some((l, h))) if b != 0.0 => short_change(a / b - 1.0, Some(l), Some(h)),
+        _ => "– (too few requests)".into(),
+    };
+    let tail = r.tail.as_ref();
+    let v = |v: Option<Verdict>| v.map_or("–".into(), |v| v.label());
+    let mut cells = text_cells(r);
+    let d50 = std::mem::take(&mut cells[2]);
+    let verdict = std::mem::take(&mut cells[5]);
+    vec![
+        r.metric.label().into(),
+        format!("{}/{}", r.n_before, r.n_after),
+        pair(0),
+        d50,
+        r.evidence
+            .as_ref()
+            .map_or("–".into(), |e| p_value(e.p_value)),
+        tail.map_or("–".into(), |t| {
+            format!(
+                "{}{} → {} {u}",
+                if r.metric.tail_quantile() == 0.95 {
+                    ""
+                } else {
+                    "P5 "
+                },
+                short(r.metric, t.before),
+                short(r.metric, t.after)
+            )
+        }),
+        tail.map_or("–".into(), |t| {
+            short_change(t.change, Some(t.low), Some(t.high))
+        }),
+        v(r.tail_verdict),
+        pair(2),
+        ci_change(2),
+        v(r.median_verdict),
+        verdict,
+    ]
 }
 
-/// Markdown for a PR comment: the same tables as [`to_text`].
+fn markdown_rows(level: &super::LevelComparison) -> Vec<Vec<String>> {
+    let mut rows = vec![MARKDOWN_HEADER.map(String::from).to_vec()];
+    rows.extend(level.rows.iter().map(markdown_cells));
+    let f = text_failure_cells(&level.failures);
+    let mut cells = vec![String::new(); MARKDOWN_HEADER.len()];
+    cells[0] = "failed".into();
+    cells[1] = f[1].clone();
+    cells[2] = f[2].clone();
+    cells[4] = f[3].clone();
+    cells[11] = f[5].clone();
+    rows.push(cells);
+    rows
+}
+
+/// Markdown for a PR comment: the summary, the banner, the capacity, then wide tables (n, the
+/// percentiles' order-statistic intervals, P99 where the sample supports it, each part's verdict).
 pub fn to_markdown(c: &Comparison, before: &Run, after: &Run) -> String {
     let mut out = String::from("### llm-probe compare\n\n");
+    out += &format!("**{}**\n\n", crate::sanitize::markdown_text(&summary(c)));
+    for block in [banner(c), capacity_text(c)] {
+        if !block.is_empty() {
+            out += &format!(
+                "{}\n",
+                crate::sanitize::markdown_text(&block.replace("\n  ", " "))
+            );
+        }
+    }
     // The preamble holds names and identities from the files: shown, never rendered.
     for line in preamble(c, before, after).lines() {
         out += &format!("- {}\n", crate::sanitize::markdown_text(line));
     }
-    out += &format!("\n{}\n", method_line(c));
     for level in &c.levels {
-        out += &format!("\n#### {}\n\n", level_title(level.key));
-        out += &markdown_table(&table_rows(level));
+        out += &format!("\n#### {}\n\n", level_heading(level));
+        out += &markdown_table(&markdown_rows(level));
     }
+    out += "\n";
+    for item in legend(c).split("\n").filter(|l| !l.is_empty()) {
+        if let Some(rest) = item.strip_prefix("  ") {
+            out = out.trim_end_matches('\n').to_string() + " " + rest + "\n";
+        } else {
+            out += &format!("- {item}\n");
+        }
+    }
+    out += "- P99 and the [CI] of P50 and P99: order-statistic intervals; Δ P99 only where both runs have enough \
+            requests for a P99 interval (about 370).\n";
     if let Some(s) = &c.selection {
         out += &code_block(selection_text(s, before, after).trim_start());
     }
-    out += &format!("\n**{}**\n", summary_line(c).trim());
+    out += &format!(
+        "\n**exit status {}**\n",
+        c.exit_status(c.options.fail_on_inconclusive)
+    );
     out
 }
 
@@ -369,7 +849,24 @@ fn row_json(r: &Row) -> Value {
             "relative_high": e.high,
             "before_median": e.before_median,
         })),
+        "median_verdict": r.median_verdict.map(|v| v.name()),
+        "tail": r.tail.as_ref().map(|t| json!({
+            "quantile": t.q,
+            "estimator": "linear interpolation",
+            "before": t.before,
+            "after": t.after,
+            "relative": t.change,
+            "relative_low": t.low,
+            "relative_high": t.high,
+            "confidence": t.confidence,
+            "verdict": r.tail_verdict.map(|v| v.name()),
+            "more_requests": match r.tail_verdict {
+                Some(Verdict::Inconclusive { more_requests }) => Some(more_requests),
+                _ => None,
+            },
+        })),
         "verdict": r.verdict.map(|v| v.name()),
+        "verdict_by": r.verdict_by,
         "verdict_label": r.verdict.map(|v| v.label()),
         "more_requests": match r.verdict {
             Some(super::verdict::Verdict::Inconclusive { more_requests }) => Some(more_requests),
@@ -447,11 +944,31 @@ pub fn to_json(c: &Comparison, before: &Run, after: &Run) -> Value {
             "bootstrap_resamples": c.options.resamples,
             "seed": c.options.seed,
             "quantiles": QUANTILES,
+            "tail": "p95 (p5 of tokens/s), percentile bootstrap at 1 - alpha/2",
+            "fail_on_inconclusive": c.options.fail_on_inconclusive,
         },
         "warnings": c.warnings,
         "unmatched_levels": c.unmatched,
         "levels": levels,
         "selection": selection,
+        "sla_capacity": c.capacity.as_ref().map(|k| {
+            let key = |k: Option<LevelKey>| match k {
+                Some(LevelKey::Concurrency(n)) => json!({"concurrency": n, "rate": null}),
+                Some(LevelKey::Rate(r)) => json!({"concurrency": null, "rate": r}),
+                _ => Value::Null,
+            };
+            json!({
+                "before": key(k.before),
+                "after": key(k.after),
+                "after_broken_at": key(k.after_broken_at),
+                "after_broken_by": k.after_broken_by,
+                "after_straddles": k.after_straddles,
+                "verdict": k.verdict.name(),
+            })
+        }),
+        "summary": summary(c),
         "regression": c.has_regression(),
+        "inconclusive": !c.inconclusive().is_empty(),
+        "exit_status": c.exit_status(c.options.fail_on_inconclusive),
     })
 }

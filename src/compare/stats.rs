@@ -19,6 +19,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 pub mod binned;
+pub mod tail;
 
 /// The result of [`mann_whitney_u`].
 #[derive(Debug, Clone, Copy, PartialEq)]

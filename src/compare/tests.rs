@@ -207,3 +207,118 @@ fn level_counts_that_contradict_the_records_are_refused() {
         assert!(e.contains(needle), "{levels} {requests}: {e}");
     }
 }
+
+/// A bench run with `sla_capacity` (capacity `capacity`, broken at `broken` by TTFT P95,
+/// straddling there when `straddles`) and one level of TTFTs `ttfts` at concurrency 1 (the
+/// first output token equal to TTFT, or 10 ms later when `reasoning`).
+fn sla_run(capacity: Option<u64>, broken: Option<u64>, straddles: bool, reasoning: bool) -> Run {
+    let requests: Vec<String> = spread(60, 1.0)
+        .iter()
+        .map(|t| {
+            let first_output = if reasoning { t + 0.01 } else { *t };
+            format!(
+                r#"{{"level":0,"ok":true,"ttft_seconds":{t},
+                   "time_to_first_output_token_seconds":{first_output}}}"#
+            )
+        })
+        .collect();
+    let key = |c: Option<u64>| match c {
+        Some(c) => format!(r#"{{"concurrency":{c},"rate":null}}"#),
+        None => "null".into(),
+    };
+    let straddle = match (straddles, broken) {
+        (true, Some(b)) => {
+            format!(r#"[{{"concurrency":{b},"rate":null,"criteria":["ttft_p95"]}}]"#)
+        }
+        _ => "[]".into(),
+    };
+    parse_run(
+        std::path::Path::new("x.json"),
+        &format!(
+            r#"{{"schema":"llm-probe.bench/v1","metadata":{{"target":"t","model":"m",
+               "scenario":"s","max_tokens":64,"slo":{{"ttft_p95_seconds":0.3,
+               "output_tokens_per_second_min":30,"max_failure_ratio":0.01}}}},
+               "levels":[{{"concurrency":1}}],"requests":[{}],
+               "sla_capacity":{{"concurrency":{},"rate":null,"broken_at":{},
+               "broken_by":["ttft_p95"],"straddles":{straddle}}}}}"#,
+            requests.join(","),
+            capacity.map_or("null".into(), |c| c.to_string()),
+            key(broken),
+        ),
+    )
+    .unwrap()
+}
+
+#[test]
+fn an_sla_capacity_drop_is_a_regression_on_its_own() {
+    let before = sla_run(Some(4), Some(8), false, false);
+    let after = sla_run(None, Some(1), false, false);
+    let c = compare(&before, &after, &Options::default()).unwrap();
+    let cap = c.capacity.as_ref().unwrap();
+    assert_eq!(
+        (cap.before, cap.after),
+        (Some(LevelKey::Concurrency(4)), None)
+    );
+    assert_eq!(cap.verdict, Verdict::Regression);
+    assert_eq!(cap.after_broken_by, vec!["TTFT P95 > 300 ms".to_string()]);
+    assert!(!cap.after_straddles);
+    // The samples are the same: only the capacity regressed, and that is enough.
+    assert!(c.levels[0]
+        .rows
+        .iter()
+        .all(|r| r.verdict != Some(Verdict::Regression)));
+    assert!(c.has_regression());
+    assert_eq!(c.exit_status(false), 1);
+    let text = report::to_text(&c, &before, &after);
+    assert!(text.starts_with("REGRESSION: "), "{text}");
+    assert!(text.contains("SLA capacity 4 → none"), "{text}");
+    assert!(
+        text.contains("AFTER breaks the SLA at concurrency 1: TTFT P95 > 300 ms."),
+        "{text}"
+    );
+    // A rise is an improvement; the same capacity is `~`; a drop where AFTER's interval
+    // crosses the objective says so.
+    let c = compare(&after, &before, &Options::default()).unwrap();
+    assert_eq!(c.capacity.unwrap().verdict, Verdict::Improvement);
+    let c = compare(&before, &before, &Options::default()).unwrap();
+    assert_eq!(c.capacity.unwrap().verdict, Verdict::NoChange);
+    let shaky = sla_run(Some(2), Some(4), true, false);
+    let c = compare(&before, &shaky, &Options::default()).unwrap();
+    let cap = c.capacity.as_ref().unwrap();
+    assert!(cap.after_straddles && cap.verdict == Verdict::Regression);
+    assert!(report::to_text(&c, &before, &shaky).contains("the knee is not established"));
+}
+
+#[test]
+fn the_first_output_token_row_only_where_it_differs_from_ttft() {
+    let plain = sla_run(Some(4), None, false, false);
+    let c = compare(&plain, &plain, &Options::default()).unwrap();
+    assert!(c.levels[0]
+        .rows
+        .iter()
+        .all(|r| r.metric != Metric::TimeToFirstOutputToken));
+    let reasoning = sla_run(Some(4), None, false, true);
+    let c = compare(&reasoning, &reasoning, &Options::default()).unwrap();
+    assert!(c.levels[0]
+        .rows
+        .iter()
+        .any(|r| r.metric == Metric::TimeToFirstOutputToken));
+}
+
+#[test]
+fn inconclusive_rows_exit_3_only_when_asked() {
+    // 6 requests per side: intervals far wider than ±10 %.
+    let b = run("s", &spread(6, 1.0), "a");
+    let a = run("s", &spread(6, 1.02), "b");
+    let c = compare(&b, &a, &Options::default()).unwrap();
+    assert!(!c.inconclusive().is_empty());
+    assert!(!c.has_regression());
+    assert_eq!(c.exit_status(false), 0);
+    assert_eq!(c.exit_status(true), EXIT_INCONCLUSIVE);
+    let text = report::to_text(&c, &b, &a);
+    assert!(text.starts_with("INCONCLUSIVE: "), "{text}");
+    assert!(text.contains("\nINCONCLUSIVE: "), "the banner: {text}");
+    let json = report::to_json(&c, &b, &a);
+    assert_eq!(json["inconclusive"], true);
+    assert_eq!(json["exit_status"], 0);
+}

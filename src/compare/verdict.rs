@@ -176,7 +176,6 @@ pub fn judge(e: &Evidence, direction: Direction, rule: Rule) -> Verdict {
 /// docs give the model). With an unbounded interval: how many more the smaller run needs for
 /// the interval at `1 − alpha` to exist at all.
 pub fn more_requests(e: &Evidence, rule: Rule) -> u64 {
-    let n = e.n_before.max(e.n_after) as f64;
     let (Some(lo), Some(hi)) = (e.low, e.high) else {
         let smaller = e.n_before.min(e.n_after).max(1);
         let mut k = smaller;
@@ -186,7 +185,14 @@ pub fn more_requests(e: &Evidence, rule: Rule) -> u64 {
         }
         return round_up_2_significant(((k - smaller) as f64).max(1.0));
     };
-    let (c, t) = (e.change, rule.threshold);
+    more_requests_for(e.change, lo, hi, e.n_before.max(e.n_after), rule)
+}
+
+/// Requests to add to each run (the larger has `n`) before the relative change `c` with
+/// interval `[lo, hi]` is likely to be settled under `rule` (the `1/√n` model of the module docs).
+pub fn more_requests_for(c: f64, lo: f64, hi: f64, n: usize, rule: Rule) -> u64 {
+    let n = n as f64;
+    let t = rule.threshold;
     // The factor f by which the sample must grow so the interval, narrowed by √f around c,
     // settles the row: excludes 0 when c is beyond the threshold, else excludes ±threshold.
     let mut factor: f64 = 1.0;
@@ -224,6 +230,107 @@ fn round_up_2_significant(x: f64) -> u64 {
     }
     let scale = 10f64.powi(x.log10().floor() as i32 - 1);
     ((x / scale).ceil() * scale) as u64
+}
+
+/// The confidence of the tail intervals the verdict rests on: `1 − α/2`. The overall verdict
+/// of a row is a regression when the median **or** the tail quantile regressed, two chances to
+/// be wrong, so each gets half of `α` (Bonferroni); the simulation of BENCHMARKS.md §6b chose
+/// this (at `1 − α` an A/A pair was called a regression 0.9–2 % of the time).
+pub fn tail_confidence(alpha: f64) -> f64 {
+    1.0 - alpha / 2.0
+}
+
+/// The tail verdict of a row: the change of its SLO quantile (P95 of a latency, P5 of tokens/s)
+/// with a bootstrap interval ([`stats::tail`]), judged as the median is: the interval excludes
+/// 0 (significant) and the change, made "worse"-signed by `direction`, is beyond the threshold →
+/// `regression` / `improvement`; significant within the threshold → `~`. Not significant: the
+/// tail guards against regressions, so it is `inconclusive` only while its interval still
+/// reaches beyond the threshold on the worse side (else `~`), with the requests it needs by the
+/// `1/√n` model of the module docs. `n` is the larger run's sample size.
+pub fn judge_tail(
+    t: &stats::tail::TailChange,
+    n: usize,
+    direction: Direction,
+    rule: Rule,
+) -> Verdict {
+    let sign = match direction {
+        Direction::HigherIsWorse => 1.0,
+        Direction::HigherIsBetter => -1.0,
+    };
+    let worse = sign * t.change;
+    // The interval, signed so that up is worse.
+    let (worse_low, worse_high) = if sign > 0.0 {
+        (t.low, t.high)
+    } else {
+        (-t.high, -t.low)
+    };
+    if !(t.low.is_finite() && t.high.is_finite()) {
+        return Verdict::Inconclusive {
+            more_requests: round_up_2_significant(n.max(1) as f64),
+        };
+    }
+    if t.low > 0.0 || t.high < 0.0 {
+        return if worse > rule.threshold {
+            Verdict::Regression
+        } else if worse < -rule.threshold {
+            Verdict::Improvement
+        } else {
+            Verdict::NoChange
+        };
+    }
+    // The tail guards against regressions: it is inconclusive only while a regression beyond
+    // the threshold is still inside its interval.
+    if worse_high <= rule.threshold {
+        return Verdict::NoChange;
+    }
+    let (c, th) = (worse, rule.threshold);
+    let factor = if c >= th {
+        // Beyond the threshold but not significant: the interval must come off 0.
+        ((c - worse_low) / c).powi(2)
+    } else {
+        // The upper end must come inside the threshold.
+        ((worse_high - c) / (th - c)).powi(2)
+    };
+    let factor = if factor.is_finite() { factor } else { 100.0 };
+    Verdict::Inconclusive {
+        more_requests: round_up_2_significant(((factor - 1.0) * n as f64).max(1.0)),
+    }
+}
+
+/// A row's verdict from its parts (`("P50", median verdict)`, `("P95", tail verdict)`): a
+/// regression when any part regressed; else inconclusive when any part is (needing the most
+/// requests any part needs); else an improvement when any part improved; else `~`. With the
+/// names of the parts that gave it (empty for `~`).
+pub fn combine(parts: &[(&'static str, Verdict)]) -> (Verdict, Vec<&'static str>) {
+    let named = |pred: &dyn Fn(&Verdict) -> bool| -> Vec<&'static str> {
+        parts
+            .iter()
+            .filter(|(_, v)| pred(v))
+            .map(|(n, _)| *n)
+            .collect()
+    };
+    let regressed = named(&|v| *v == Verdict::Regression);
+    if !regressed.is_empty() {
+        return (Verdict::Regression, regressed);
+    }
+    let more = parts
+        .iter()
+        .filter_map(|(_, v)| match v {
+            Verdict::Inconclusive { more_requests } => Some(*more_requests),
+            _ => None,
+        })
+        .max();
+    if let Some(more_requests) = more {
+        return (
+            Verdict::Inconclusive { more_requests },
+            named(&|v| matches!(v, Verdict::Inconclusive { .. })),
+        );
+    }
+    let improved = named(&|v| *v == Verdict::Improvement);
+    if !improved.is_empty() {
+        return (Verdict::Improvement, improved);
+    }
+    (Verdict::NoChange, Vec::new())
 }
 
 /// The verdict for failure ratios (`failed`/`sent` per run) by the two-proportion z-test (the

@@ -216,3 +216,92 @@ fn a_tiny_alpha_is_refused_and_more_requests_always_ends() {
         .expect("more_requests ends");
     assert!(n >= 1, "{n}");
 }
+
+fn tail(change: f64, low: f64, high: f64) -> stats::tail::TailChange {
+    stats::tail::TailChange {
+        q: 0.95,
+        before: 1.0,
+        after: 1.0 + change,
+        change,
+        low,
+        high,
+        confidence: 0.975,
+    }
+}
+
+#[test]
+fn the_tail_is_judged_by_its_interval_and_guards_the_worse_side() {
+    let rule = Rule::default();
+    let up = Direction::HigherIsWorse;
+    // +84 % [+13, +228]: significant, beyond the threshold.
+    assert_eq!(
+        judge_tail(&tail(0.84, 0.13, 2.28), 200, up, rule),
+        Verdict::Regression
+    );
+    // The same change of tokens/s (higher is better) is an improvement.
+    assert_eq!(
+        judge_tail(
+            &tail(0.84, 0.13, 2.28),
+            200,
+            Direction::HigherIsBetter,
+            rule
+        ),
+        Verdict::Improvement
+    );
+    // Significant but within the threshold: ~.
+    assert_eq!(
+        judge_tail(&tail(0.05, 0.01, 0.09), 200, up, rule),
+        Verdict::NoChange
+    );
+    // Not significant, a regression beyond +10 % still possible: inconclusive. The upper end
+    // +20 % must come to +10 % around +0 %: the interval must shrink by 2, 4× the requests.
+    assert_eq!(
+        judge_tail(&tail(0.0, -0.2, 0.2), 200, up, rule),
+        Verdict::Inconclusive { more_requests: 600 }
+    );
+    // Only an improvement beyond the threshold is still possible: ~ (the tail guards the worse side).
+    assert_eq!(
+        judge_tail(&tail(-0.08, -0.2, 0.05), 200, up, rule),
+        Verdict::NoChange
+    );
+    // Beyond the threshold, not significant: the lower end must come off 0,
+    // ((0.2 + 0.2) / 0.2)² = 4 → 600 more.
+    assert_eq!(
+        judge_tail(&tail(0.2, -0.2, 0.6), 200, up, rule),
+        Verdict::Inconclusive { more_requests: 600 }
+    );
+}
+
+#[test]
+fn a_row_regresses_when_the_median_or_the_tail_does_and_says_which() {
+    use Verdict::*;
+    let i = |n| Inconclusive { more_requests: n };
+    assert_eq!(
+        combine(&[("P50", NoChange), ("P95", Regression)]),
+        (Regression, vec!["P95"])
+    );
+    assert_eq!(
+        combine(&[("P50", Regression), ("P95", Regression)]),
+        (Regression, vec!["P50", "P95"])
+    );
+    assert_eq!(
+        combine(&[("P50", Regression), ("P95", i(40))]),
+        (Regression, vec!["P50"])
+    );
+    assert_eq!(
+        combine(&[("P50", i(10)), ("P95", i(40))]),
+        (i(40), vec!["P50", "P95"])
+    );
+    assert_eq!(
+        combine(&[("P50", Improvement), ("P95", i(40))]),
+        (i(40), vec!["P95"])
+    );
+    assert_eq!(
+        combine(&[("P50", Improvement), ("P5", NoChange)]),
+        (Improvement, vec!["P50"])
+    );
+    assert_eq!(
+        combine(&[("P50", NoChange), ("P95", NoChange)]),
+        (NoChange, vec![])
+    );
+}
