@@ -1,12 +1,17 @@
 #!/usr/bin/env node
-// Generates the Grafana dashboards in grafana/*.json (the files Grafana loads; committed).
-// Edit this file, then run `node dashboards/build.mjs`; `node dashboards/build.mjs --check`
-// fails when a committed JSON differs from what this script generates (run by tests/dash_schema.rs).
+// Generates the Grafana dashboards in grafana/*.json and the Prometheus rule files in
+// prometheus/*.rules.yml (rules.mjs; all committed). Edit this file (or rules.mjs,
+// rules/*.yml), then run `node dashboards/build.mjs`; `node dashboards/build.mjs --check` fails
+// when a committed file differs from what this script generates (run by tests/dash_schema.rs).
+// Options: --runbook-base URL (default: docs/alerting.md on GitHub; each alert links
+// URL#alertname), --dashboard-base URL (Grafana root, default http://localhost:3000),
+// --out DIR (write only the rule files, into DIR: how to ship rules with your own URLs).
 // Plain Node, no dependencies.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nativeDashboard, nativeRules } from './native.mjs';
+import { rulesFiles } from './rules.mjs';
 
 const DS = { type: 'prometheus', uid: '${datasource}' };
 // `location` is a target label from the scrape config (several probe locations under one
@@ -308,13 +313,27 @@ const out = {
   'llm-probe-target.json': detail(),
   'llm-probe-regression.json': regression(),
 };
+// The rule files (rules.mjs): the alerts' runbook_url / dashboard_url bases are options.
+const arg = (name) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : undefined;
+};
+const rules = rulesFiles(here, { runbookBase: arg('--runbook-base'), dashboardBase: arg('--dashboard-base') });
+for (const [name, text] of Object.entries(rules)) out[`../prometheus/${name}`] = text;
 // Native-histogram variants (native.mjs): the dashboards that read classic buckets, and the
-// rule files, rewritten; the regression dashboard reads recorded series only.
+// recording rules, rewritten; the regression dashboard reads recorded series only, the alerts
+// read recorded series only.
 out['llm-probe-fleet-native.json'] = nativeDashboard(out['llm-probe-fleet.json']);
 out['llm-probe-target-native.json'] = nativeDashboard(out['llm-probe-target.json']);
-for (const name of ['llm-probe-recording', 'llm-probe-slo-burn']) {
-  const classic = readFileSync(join(here, 'prometheus', `${name}.rules.yml`), 'utf8');
-  out[`../prometheus/${name}-native.rules.yml`] = nativeRules(classic, `${name}.rules.yml`);
+out['../prometheus/llm-probe-recording-native.rules.yml'] =
+  nativeRules(rules['llm-probe-recording.rules.yml'], 'llm-probe-recording.rules.yml');
+// --out DIR: write only the rule files there (e.g. with your own --runbook-base), not the repo's.
+const outDir = arg('--out');
+if (outDir) {
+  for (const [name, text] of Object.entries(out)) {
+    if (name.startsWith('../prometheus/')) writeFileSync(join(outDir, name.slice('../prometheus/'.length)), text);
+  }
+  process.exit(0);
 }
 const check = process.argv.includes('--check');
 let stale = [];
