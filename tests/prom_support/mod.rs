@@ -184,9 +184,10 @@ pub async fn alert_states(p: &Prometheus, name: &str, target: &str) -> Vec<Strin
         .collect()
 }
 
-/// Waits until alert `name` fires for `target` (at most 60 s; panics with the states seen).
+/// Waits until alert `name` fires for `target` (at most 180 s: the scaled windows, guards and
+/// `for:` of the slower alerts take a minute or two; panics with the states seen).
 pub async fn wait_until_firing(p: &Prometheus, name: &str, target: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let mut seen = Vec::new();
     loop {
         let states = alert_states(p, name, target).await;
@@ -200,7 +201,7 @@ pub async fn wait_until_firing(p: &Prometheus, name: &str, target: &str) {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{name} did not fire for {target} within 60 s (states seen: {seen:?})"
+            "{name} did not fire for {target} within 180 s (states seen: {seen:?})"
         );
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
