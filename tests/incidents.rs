@@ -277,6 +277,12 @@ fn probes_yaml(targets: &[T]) -> String {
     y
 }
 
+/// A loopback address whose port was free a moment ago (a daemon restarted on it keeps its
+/// scrape target).
+fn free_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], common::free_port()))
+}
+
 async fn daemon_at(file: &Path, yaml: &str, addr: SocketAddr) -> Daemon {
     std::fs::write(file, yaml).unwrap();
     let cfg = llm_probe::config::load(file).expect("probes file loads");
@@ -471,18 +477,13 @@ async fn incidents_page_once_and_fast_and_the_quiet_stay_quiet() {
         extra: "",
     }];
     let c_targets = [t("restart", "")];
-    let free = |_: ()| -> SocketAddr {
-        format!("127.0.0.1:{}", common::free_port())
-            .parse()
-            .unwrap()
-    };
     let files: Vec<PathBuf> = ["eu.yaml", "us.yaml", "c.yaml"]
         .iter()
         .map(|f| d.join(f))
         .collect();
-    let eu = daemon_at(&files[0], &probes_yaml(&eu_targets), free(())).await;
-    let us = daemon_at(&files[1], &probes_yaml(&us_targets), free(())).await;
-    let c_addr = free(());
+    let eu = daemon_at(&files[0], &probes_yaml(&eu_targets), free_addr()).await;
+    let us = daemon_at(&files[1], &probes_yaml(&us_targets), free_addr()).await;
+    let c_addr = free_addr();
     let c_yaml = probes_yaml(&c_targets);
     let mut c = Some(daemon_at(&files[2], &c_yaml, c_addr).await);
     let (_prom, prom_url) = start_prometheus(
