@@ -71,7 +71,7 @@ pub fn scale_rules(text: &str, k: u64, file: &str) -> (String, usize) {
         }
         // Range selectors and offsets inside an expression.
         let mut rest = line;
-        while let Some(i) = rest.find(|c| c == '[' || c == 'o') {
+        while let Some(i) = rest.find(['[', 'o']) {
             let (head, tail) = rest.split_at(i);
             out += head;
             if let Some(inner) = tail.strip_prefix('[') {
