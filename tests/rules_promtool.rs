@@ -228,3 +228,51 @@ fn no_rule_hard_codes_an_slo_threshold() {
         }
     }
 }
+
+/// The runbook and dashboard bases are options of the generator (`node dashboards/build.mjs
+/// --runbook-base … --dashboard-base … --out DIR`): every alert links to the given bases, and the
+/// repository's files are left alone.
+#[test]
+fn the_link_bases_are_settable_where_the_rules_are_generated() {
+    require_tool("node");
+    let dir = tempfile::tempdir().unwrap();
+    let before =
+        std::fs::read_to_string(root().join("dashboards/prometheus/llm-probe-alerts.rules.yml"))
+            .unwrap();
+    let out = run(Command::new("node")
+        .arg(root().join("dashboards/build.mjs"))
+        .args(["--runbook-base", "https://wiki.example.com/llm"])
+        .args(["--dashboard-base", "https://grafana.example.com"])
+        .arg("--out")
+        .arg(dir.path()));
+    assert!(out.status.success(), "{}", text(&out));
+    let y = read_yaml(&dir.path().join("llm-probe-alerts.rules.yml"));
+    let mut n = 0;
+    for r in rules_of(&y) {
+        let Some(name) = r["alert"].as_str() else {
+            continue;
+        };
+        n += 1;
+        let a = &r["annotations"];
+        assert_eq!(
+            a["runbook_url"].as_str(),
+            Some(format!("https://wiki.example.com/llm#{}", name.to_lowercase()).as_str())
+        );
+        assert!(
+            a["dashboard_url"]
+                .as_str()
+                .unwrap()
+                .starts_with("https://grafana.example.com/d/llm-probe-"),
+            "{name}: {:?}",
+            a["dashboard_url"]
+        );
+    }
+    assert!(n >= 15, "{n} alerts");
+    let after =
+        std::fs::read_to_string(root().join("dashboards/prometheus/llm-probe-alerts.rules.yml"))
+            .unwrap();
+    assert_eq!(
+        before, after,
+        "--out must not rewrite the repository's files"
+    );
+}
