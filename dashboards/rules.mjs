@@ -6,6 +6,9 @@
 // the bases given to `rulesFiles` (build.mjs: --runbook-base, --dashboard-base).
 //
 // Design (docs/alerting.md, "How the alerts are built"):
+//  - One notification per incident: the SLO alerts keep firing for a while after their condition
+//    last held (keep_firing_for), so a breach hovering at a threshold, or a guard that misses a
+//    probe, does not resolve and page again.
 //  - No SLO value appears in a rule: the SLO alerts compare quantiles with the target's own
 //    objective (llm_probe_slo_* gauges). That is exact: the exporter adds every configured SLO
 //    value as a bucket boundary, so "quantile q > SLO" <=> "share of probes within the SLO < q".
@@ -275,6 +278,7 @@ function mainAlerts() {
       comment: 'The page of the TTFT SLO (fast burn), from at least min(2, locations judged) locations.',
       expr: `max by (target, model, scenario) (target_model_scenario:llm_probe_ttft_slo:fast_burn)\nand on (target, model, scenario)\n(\n${indent(QUORUM, 2)}\n)`,
       forD: '2m',
+      keep: '5m',
       severity: 'critical',
       summary: 'TTFT of {{ $labels.target }}/{{ $labels.scenario }} burns its SLO budget fast: over 30 % of probes slower than the SLO or failed',
       description: `More than 30 % of the probes of target {{ $labels.target }} (model {{ $labels.model }}, scenario
@@ -291,6 +295,7 @@ and GPU utilisation, and whether prefill of long prompts got slower.`,
       comment: 'The same fast burn seen from fewer locations than the quorum: one alert per breaching location.',
       expr: `target_model_scenario:llm_probe_ttft_slo:fast_burn\nunless on (target, model, scenario)\n(\n${indent(QUORUM, 2)}\n)`,
       forD: '2m',
+      keep: '5m',
       severity: 'warning',
       summary: 'TTFT of {{ $labels.target }}/{{ $labels.scenario }} burns its SLO budget from location {{ $labels.location }} only',
       description: `Probes of target {{ $labels.target }} (model {{ $labels.model }}, scenario {{ $labels.scenario }})
@@ -305,6 +310,7 @@ llm_probe_ttft_overhead_seconds.`,
       comment: 'The ticket of the TTFT SLO (slow burn): more than 5 % bad over both ticket windows.',
       expr: slowBurn(),
       forD: '15m',
+      keep: '15m',
       severity: 'warning',
       summary: 'P95 TTFT of {{ $labels.target }}/{{ $labels.scenario }} is above its SLO over hours (failed probes counted)',
       description: `More than 5 % of the probes of target {{ $labels.target }} (model {{ $labels.model }}, scenario
@@ -318,6 +324,7 @@ llm_probe_ttft_overhead_seconds.`,
       comment: "More than 5 % of the successful probes decode at or below the target's tokens/s floor\n(P5 <= floor, exact: the floor is a bucket boundary), over the long page window, with the guard.",
       expr: tpsFloor(),
       forD: '10m',
+      keep: '10m',
       severity: 'warning',
       summary: '{{ $labels.target }}/{{ $labels.scenario }} decodes below its tokens/s floor (P5 {{ $value | printf "%.1f" }} tokens/s)',
       description: `More than 5 % of the probes of target {{ $labels.target }} (model {{ $labels.model }},
@@ -332,6 +339,7 @@ inter-token latency on "Target detail" and the backend identity on "Regression".
       comment: 'More than 10 % of probes failed over the long page window (a failing minority that the TTFT\npage, at 30 %, does not reach), with the guard.',
       expr: failureRatio(),
       forD: '10m',
+      keep: '10m',
       severity: 'warning',
       summary: '{{ $value | humanizePercentage }} of probes of {{ $labels.target }}/{{ $labels.scenario }} fail',
       description: `{{ $value | humanizePercentage }} of the probes of target {{ $labels.target }} (model
