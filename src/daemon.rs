@@ -387,6 +387,7 @@ impl Supervisor {
                 stop: self.shutdown.child_token(),
             };
             self.metrics.register_probe(&run.labels(), &t.slo);
+            self.metrics.set_interval(&run.labels(), t.interval);
             self.spawn(probers[&t.name].clone(), &run);
             self.running.insert(key, run);
             started += 1;

@@ -270,6 +270,7 @@ pub struct Metrics {
     last_success: Family<ProbeLabels, Gauge>,
     last_timestamp: Family<ProbeLabels, F64Gauge>,
     retry_after: Family<ProbeLabels, F64Gauge>,
+    interval: Family<ProbeLabels, F64Gauge>,
     slo_ttft: Family<TargetLabels, F64Gauge>,
     slo_tokens_per_second: Family<TargetLabels, F64Gauge>,
     endpoint_info: Family<EndpointLabels, Gauge>,
@@ -333,6 +334,7 @@ impl Metrics {
             last_success: Family::default(),
             last_timestamp: Family::default(),
             retry_after: Family::default(),
+            interval: Family::default(),
             slo_ttft: Family::default(),
             slo_tokens_per_second: Family::default(),
             endpoint_info: Family::default(),
@@ -461,6 +463,12 @@ impl Metrics {
             m.retry_after.clone(),
         );
         r.register_with_unit(
+            "probe_interval",
+            "Configured time between the starts of two probes of the pair; the alert rules derive their probe-count guards and detection windows from it",
+            Unit::Seconds,
+            m.interval.clone(),
+        );
+        r.register_with_unit(
             "slo_time_to_first_token",
             "Configured P95 TTFT objective of the target",
             Unit::Seconds,
@@ -579,6 +587,16 @@ impl Metrics {
             .set(slo.output_tokens_per_second_min);
     }
 
+    /// Exports the configured probe interval of one (target, model, scenario) as
+    /// `llm_probe_probe_interval_seconds` (seconds between the starts of two probes): the alert
+    /// rules scale their probe-count guards and windows with it, so a pair probed every 5 min
+    /// gets latency alerts as well as one probed every 15 s.
+    pub fn set_interval(&self, labels: &ProbeLabels, interval: std::time::Duration) {
+        self.interval
+            .get_or_create(labels)
+            .set(interval.as_secs_f64());
+    }
+
     /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
     pub fn forget(&self, labels: &ProbeLabels) {
         for h in [
@@ -605,6 +623,7 @@ impl Metrics {
         self.last_success.remove(labels);
         self.last_timestamp.remove(labels);
         self.retry_after.remove(labels);
+        self.interval.remove(labels);
         for reason in FailureReason::ALL {
             self.failures.remove(&failure_labels(labels, reason));
         }

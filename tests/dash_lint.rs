@@ -141,6 +141,9 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
         for name in names_in(&expr) {
             let ok = if name.contains(':') {
                 recorded.contains(&name)
+            } else if name == "ALERTS" {
+                // Prometheus' own series of its alerts (the fleet dashboard's alert list).
+                true
             } else {
                 used.insert(name.clone());
                 exported.contains(&name)
@@ -225,6 +228,82 @@ const STABLE_UIDS: [(&str, &str); 5] = [
     ("llm-probe-target.json", "llm-probe-target"),
 ];
 
+/// The range windows of the shipped rules (`10m`, `1h`, …): a dashboard may use them as fixed
+/// windows, to show what the alerts judge.
+fn alert_windows() -> BTreeSet<String> {
+    all_exprs()
+        .iter()
+        .filter(|(place, _)| place.contains(".rules.yml"))
+        .flat_map(|(_, e)| ranges(e))
+        .collect()
+}
+
+/// Issue 23: the fleet dashboards agree with the alerts. Every percentile is per scenario (a
+/// `histogram_quantile` aggregates `by (…, scenario, …)`: P95s of different scenarios are never
+/// mixed) over a fixed alert window or a recorded series (never `$__rate_interval`, whose few
+/// probes swing far wider than what the alerts judge), and the fleet state view exists.
+#[test]
+fn fleet_percentiles_are_per_scenario_over_alert_windows() {
+    let windows = alert_windows();
+    assert!(windows.contains("10m"), "{windows:?}");
+    let mut checked = 0;
+    for f in dashboard_files() {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("llm-probe-fleet") {
+            continue;
+        }
+        let d = read_json(&f);
+        let titles: Vec<String> = all_panels(&d)
+            .iter()
+            .map(|p| p["title"].as_str().unwrap_or("").to_string())
+            .collect();
+        for must in [
+            "TTFT P95 as a share of the SLO",
+            "Firing llm-probe alerts",
+            "Oldest last-probe age",
+        ] {
+            assert!(
+                titles.iter().any(|t| t == must),
+                "{name}: no {must:?} panel"
+            );
+        }
+        for panel in all_panels(&d) {
+            let title = panel["title"].as_str().unwrap_or("");
+            for t in panel["targets"].as_array().into_iter().flatten() {
+                let expr = t["expr"].as_str().unwrap_or("");
+                let is_percentile = expr.contains("histogram_quantile")
+                    || expr.contains(":p95_")
+                    || expr.contains(":p05_")
+                    || expr.contains(":p50_");
+                if !is_percentile {
+                    continue;
+                }
+                checked += 1;
+                assert!(
+                    !expr.contains("$__rate_interval"),
+                    "{name}: panel {title:?} computes a percentile over $__rate_interval: {expr}"
+                );
+                for (i, _) in expr.match_indices("histogram_quantile(") {
+                    let rest = &expr[i..];
+                    let by = rest
+                        .find("by (")
+                        .map(|j| &rest[j + 4..j + 4 + rest[j + 4..].find(')').unwrap()]);
+                    assert!(
+                        by.is_some_and(|b| b.split(',').any(|l| l.trim() == "scenario")),
+                        "{name}: panel {title:?} mixes scenarios in a percentile: {expr}"
+                    );
+                }
+                // A recorded percentile series is per scenario; it must not be aggregated away.
+                assert!(
+                    !(expr.contains(":p95_") && (expr.contains("max(") || expr.contains("avg("))),
+                    "{name}: panel {title:?} aggregates recorded percentiles across scenarios: {expr}"
+                );
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} percentile queries checked");
+}
+
 /// Range selectors (`[…]`) of an expression, outside string literals.
 fn ranges(expr: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -260,6 +339,7 @@ fn dashboards_pass_the_structural_lint() {
         "dashboard files changed: update STABLE_UIDS deliberately"
     );
     let ds = serde_json::json!({"type": "prometheus", "uid": "${datasource}"});
+    let windows = alert_windows();
     let mut problems = Vec::new();
     for (f, (_, uid)) in files.iter().zip(STABLE_UIDS) {
         let d = read_json(f);
@@ -343,9 +423,11 @@ fn dashboards_pass_the_structural_lint() {
                 let expr = t["expr"].as_str().unwrap_or("");
                 let instant = t["instant"] == true;
                 for r in ranges(expr) {
-                    let ok = r == "$__rate_interval" || (instant && r == "$__range");
+                    let ok = r == "$__rate_interval"
+                        || (instant && r == "$__range")
+                        || windows.contains(&r);
                     if !ok {
-                        p(format!("panel {title:?}: range [{r}] in {expr:?}; use [$__rate_interval] ([$__range] in instant queries)"));
+                        p(format!("panel {title:?}: range [{r}] in {expr:?}; use [$__rate_interval] ([$__range] in instant queries), or a window of the alert rules ({windows:?})"));
                     }
                 }
                 // Every selector of a probe metric honours the target variable.

@@ -191,12 +191,12 @@ async fn every_dashboard_query_returns_data() {
         .as_array()
         .unwrap()
     {
+        // A group evaluated every 5 minutes or less often (the slow-burn windows over an hour)
+        // may not have had its first evaluation yet in this short run: `unknown` then, never `err`.
+        let slow_group = g["interval"].as_f64().is_some_and(|i| i >= 300.0);
         for r in g["rules"].as_array().unwrap() {
-            assert_eq!(
-                r["health"], "ok",
-                "rule {} in {}: {r}",
-                r["name"], g["file"]
-            );
+            let ok = r["health"] == "ok" || (slow_group && r["health"] == "unknown");
+            assert!(ok, "rule {} in {}: {r}", r["name"], g["file"]);
         }
     }
 

@@ -81,16 +81,15 @@ async fn one_slow_location_warns_and_two_page() {
     )
     .await;
 
-    // Until both locations count as reporting (the alerts' minimum-count guard, 3 probes in the
-    // test rules): before that, the only location with enough probes is "every location", and
-    // the quorum rule rightly judges on it alone (a single-location setup pages as before).
+    // Until both locations count as judged (the alerts' probe-count guard): before that, the only
+    // location with enough probes is "every location", and the quorum rule rightly judges on it
+    // alone (a single-location setup pages as before).
     let deadline = Instant::now() + Duration::from_secs(60);
-    let reporting =
-        "count(target_model_scenario:llm_probe_time_to_first_token_seconds_count:increase10m >= 3)";
+    let reporting = "count(target_model_scenario:llm_probe_ttft_slo:judged)";
     while prom_support::scalar(&prom, reporting).await != Some(2.0) {
         assert!(
             Instant::now() < deadline,
-            "both locations never reported 3 probes"
+            "both locations were never judged"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

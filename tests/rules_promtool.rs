@@ -25,15 +25,18 @@ fn every_rule_file_passes_promtool_check_rules() {
     }
 }
 
-/// The rules with every `description` annotation removed: the unit tests compare annotations
-/// exactly, and spelling whole runbook paragraphs into each fixture would bury what is tested.
-/// Summaries (which render `$labels` and `$value`) stay and are compared.
+/// The rules with every `description`, `runbook_url` and `dashboard_url` annotation removed: the
+/// unit tests compare annotations exactly, and spelling whole runbook paragraphs and links into
+/// each fixture would bury what is tested (the links are checked below). Summaries (which render
+/// `$labels` and `$value`) stay and are compared.
 fn without_descriptions(file: &Yaml) -> Yaml {
     let mut f = file.clone();
     for g in f["groups"].as_sequence_mut().unwrap() {
         for r in g["rules"].as_sequence_mut().unwrap() {
             if let Some(a) = r.get_mut("annotations").and_then(Yaml::as_mapping_mut) {
-                a.remove("description");
+                for k in ["description", "runbook_url", "dashboard_url"] {
+                    a.remove(k);
+                }
             }
         }
     }
@@ -57,19 +60,26 @@ fn promtool_unit_tests_pass() {
         )
         .unwrap();
     }
-    let mut failures = Vec::new();
-    for fx in fixtures() {
-        let dst = dir.path().join(fx.file_name().unwrap());
-        std::fs::copy(&fx, &dst).unwrap();
-        let out = run(Command::new("promtool")
-            .arg("test")
-            .arg("rules")
-            .arg(&dst)
-            .current_dir(dir.path()));
-        if !out.status.success() {
-            failures.push(format!("{}:\n{}", fx.display(), text(&out)));
-        }
-    }
+    // The fixtures run side by side (the week-long regression cases take the longest).
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = fixtures()
+            .into_iter()
+            .map(|fx| {
+                let dst = dir.path().join(fx.file_name().unwrap());
+                std::fs::copy(&fx, &dst).unwrap();
+                let cwd = dir.path().to_path_buf();
+                scope.spawn(move || {
+                    let out = run(Command::new("promtool")
+                        .arg("test")
+                        .arg("rules")
+                        .arg(&dst)
+                        .current_dir(&cwd));
+                    (!out.status.success()).then(|| format!("{}:\n{}", fx.display(), text(&out)))
+                })
+            })
+            .collect();
+        runs.into_iter().filter_map(|r| r.join().unwrap()).collect()
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -117,16 +127,27 @@ fn every_alert_has_a_firing_and_a_silent_unit_test() {
     assert!(missing.is_empty(), "{missing:#?}");
 }
 
+/// The `### Name` headings of docs/alerting.md, as the anchors GitHub makes of them (lower case).
+fn runbook_anchors() -> BTreeSet<String> {
+    let doc = std::fs::read_to_string(root().join("docs/alerting.md")).unwrap();
+    doc.lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .map(|h| h.trim().trim_matches('`').to_lowercase())
+        .collect()
+}
+
 #[test]
 fn every_alert_says_what_happened_and_what_to_do() {
-    let readme = std::fs::read_to_string(root().join("dashboards/README.md")).unwrap();
+    let anchors = runbook_anchors();
+    let doc = std::fs::read_to_string(root().join("docs/alerting.md")).unwrap();
     for f in rule_files() {
         for r in rules_of(&read_yaml(&f)) {
             let Some(name) = r["alert"].as_str() else {
                 continue;
             };
-            let summary = r["annotations"]["summary"].as_str().unwrap_or("");
-            let description = r["annotations"]["description"].as_str().unwrap_or("");
+            let a = &r["annotations"];
+            let summary = a["summary"].as_str().unwrap_or("");
+            let description = a["description"].as_str().unwrap_or("");
             assert!(!summary.is_empty(), "{name}: no summary");
             assert!(
                 description.len() > 120,
@@ -137,10 +158,121 @@ fn every_alert_says_what_happened_and_what_to_do() {
                 ["critical", "warning", "info"].contains(&sev),
                 "{name}: severity {sev:?}"
             );
+            // The runbook link points at this alert's heading, which exists.
+            let runbook = a["runbook_url"].as_str().unwrap_or("");
+            let anchor = name.to_lowercase();
             assert!(
-                readme.contains(&format!("`{name}`")),
-                "{name} has no runbook entry in dashboards/README.md"
+                runbook.ends_with(&format!("docs/alerting.md#{anchor}")),
+                "{name}: runbook_url {runbook:?}"
+            );
+            assert!(
+                anchors.contains(&anchor),
+                "{name}: no `### {name}` heading in docs/alerting.md"
+            );
+            // The alert table row (acceptance 5).
+            assert!(
+                doc.lines().any(|l| l.starts_with(&format!("| [`{name}`]"))),
+                "{name}: no row in the alert table of docs/alerting.md"
+            );
+            let dashboard = a["dashboard_url"].as_str().unwrap_or("");
+            assert!(
+                dashboard.contains("/d/llm-probe-"),
+                "{name}: dashboard_url {dashboard:?}"
             );
         }
     }
+}
+
+/// Acceptance 2 of issue 23: no SLO threshold is written into a rule file. The SLO alerts compare
+/// with the exported llm_probe_slo_* gauges; a number such as 0.3 or 30 (the default TTFT SLO and
+/// tokens/s floor) or any `le` bucket matcher with a number would be a hard-coded threshold.
+#[test]
+fn no_rule_hard_codes_an_slo_threshold() {
+    for f in rule_files() {
+        let y = read_yaml(&f);
+        for r in rules_of(&y) {
+            let expr = r["expr"].as_str().unwrap_or("");
+            let name = r["alert"].as_str().or(r["record"].as_str()).unwrap_or("");
+            // A bucket matcher `le="<number>"` / `le=~"…"` (`le!="+Inf"` is allowed: it names no bound).
+            for (i, _) in expr.match_indices("le=") {
+                let label_start =
+                    i == 0 || !expr[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+                let value = expr[i + 3..]
+                    .trim_start_matches('~')
+                    .trim_start_matches('"');
+                assert!(
+                    !label_start || !value.starts_with(|c: char| c.is_ascii_digit() || c == '.'),
+                    "{}: {name} matches a bucket by its bound: {expr}",
+                    f.display()
+                );
+            }
+            // Every number literal that is not part of a duration or a metric name.
+            let mut tokens = Vec::new();
+            let mut cur = String::new();
+            for c in expr.chars().chain([' ']) {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == ':' {
+                    cur.push(c);
+                } else if !cur.is_empty() {
+                    tokens.push(std::mem::take(&mut cur));
+                }
+            }
+            for t in tokens {
+                if let Ok(v) = t.parse::<f64>() {
+                    assert!(
+                        v != 0.3 && v != 30.0,
+                        "{}: {name} hard-codes {t}: {expr}",
+                        f.display()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The runbook and dashboard bases are options of the generator (`node dashboards/build.mjs
+/// --runbook-base … --dashboard-base … --out DIR`): every alert links to the given bases, and the
+/// repository's files are left alone.
+#[test]
+fn the_link_bases_are_settable_where_the_rules_are_generated() {
+    require_tool("node");
+    let dir = tempfile::tempdir().unwrap();
+    let before =
+        std::fs::read_to_string(root().join("dashboards/prometheus/llm-probe-alerts.rules.yml"))
+            .unwrap();
+    let out = run(Command::new("node")
+        .arg(root().join("dashboards/build.mjs"))
+        .args(["--runbook-base", "https://wiki.example.com/llm"])
+        .args(["--dashboard-base", "https://grafana.example.com"])
+        .arg("--out")
+        .arg(dir.path()));
+    assert!(out.status.success(), "{}", text(&out));
+    let y = read_yaml(&dir.path().join("llm-probe-alerts.rules.yml"));
+    let mut n = 0;
+    for r in rules_of(&y) {
+        let Some(name) = r["alert"].as_str() else {
+            continue;
+        };
+        n += 1;
+        let a = &r["annotations"];
+        assert_eq!(
+            a["runbook_url"].as_str(),
+            Some(format!("https://wiki.example.com/llm#{}", name.to_lowercase()).as_str())
+        );
+        assert!(
+            a["dashboard_url"]
+                .as_str()
+                .unwrap()
+                .starts_with("https://grafana.example.com/d/llm-probe-"),
+            "{name}: {:?}",
+            a["dashboard_url"]
+        );
+    }
+    assert!(n >= 15, "{n} alerts");
+    let after =
+        std::fs::read_to_string(root().join("dashboards/prometheus/llm-probe-alerts.rules.yml"))
+            .unwrap();
+    assert_eq!(
+        before, after,
+        "--out must not rewrite the repository's files"
+    );
 }

@@ -1,10 +1,13 @@
 //! A real Prometheus 2.x on loopback for the end-to-end tests: loads a test variant of the
 //! shipped rules and scrapes the given exporters; killed and reaped when dropped.
 //!
-//! The rules it loads are made by text substitution of the shipped files (production windows
-//! would take 10+ minutes): `[10m]` → `[15s]`, the minimum-count guard `>= 20` → `>= 3`, and
-//! every `for:` → `for: 2s`. Each substitution must match, so the tests fail if the shipped rules
-//! drift away from what is rewritten.
+//! The rules it loads are the shipped files with every duration divided by [`TIME_SCALE`] (the
+//! production rules assume a 15 s scrape and evaluation interval; the tests scrape and evaluate
+//! every second): windows `[10m]` → `[40s]`, `offset`, `for:`, `keep_firing_for:` and group
+//! `interval:` alike, and the configured probe interval multiplied by it where the rules read it
+//! (`llm_probe_probe_interval_seconds`), so a daemon probing every second is judged as a 15 s
+//! target in a world running 15 times faster. Nothing else changes: thresholds, guards and
+//! interval classes are the shipped ones. [`scale_rules`] is checked by tests/incidents.rs.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -15,37 +18,121 @@ use crate::dash_support::{require_tool, root};
 
 pub use crate::common::prometheus::{Prometheus, Scrape};
 
-fn replace_all(text: &str, from: &str, to: &str, file: &str) -> String {
-    assert!(
-        text.contains(from),
-        "{file}: expected {from:?} in the shipped rules"
-    );
-    text.replace(from, to)
+/// How much faster than production the tests' Prometheus runs (1 s vs 15 s scrape/evaluation).
+pub const TIME_SCALE: u64 = 15;
+
+/// A Prometheus duration (`45s`, `10m`, `1d`, `250ms`) in milliseconds.
+fn duration_ms(d: &str) -> Option<u64> {
+    let split = d.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = d.split_at(split);
+    let n: u64 = n.parse().ok()?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 604_800_000,
+        _ => return None,
+    };
+    Some(n * ms)
 }
 
-/// Writes the test variant of the recording and alert rules into `dir`; returns their names.
+/// `d` divided by `k`, as a Prometheus duration in milliseconds (at least 1 ms).
+fn scaled(d: &str, k: u64, file: &str) -> String {
+    let ms = duration_ms(d).unwrap_or_else(|| panic!("{file}: cannot scale duration {d:?}"));
+    format!("{}ms", (ms / k).max(1))
+}
+
+/// The rules text `text` (of `file`) running `k` times faster: every duration in a range
+/// selector (`[10m]`), after `offset`, and in `for:`, `keep_firing_for:` and a group's
+/// `interval:` divided by `k`; the configured probe interval multiplied by `k` where the
+/// rules read it (`(llm_probe_probe_interval_seconds)`, which must appear at most once).
+/// Returns the text and how many durations were rewritten.
+pub fn scale_rules(text: &str, k: u64, file: &str) -> (String, usize) {
+    let mut n = 0;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let key = ["for: ", "keep_firing_for: ", "interval: "]
+            .into_iter()
+            .find(|k| trimmed.starts_with(k));
+        if let Some(key) = key.filter(|_| !trimmed.starts_with('#')) {
+            let d = trimmed[key.len()..].trim();
+            out += &format!("{indent}{key}{}\n", scaled(d, k, file));
+            n += 1;
+            continue;
+        }
+        if trimmed.starts_with('#') {
+            out += line;
+            out.push('\n');
+            continue;
+        }
+        // Range selectors and offsets inside an expression.
+        let mut rest = line;
+        while let Some(i) = rest.find(['[', 'o']) {
+            let (head, tail) = rest.split_at(i);
+            out += head;
+            if let Some(inner) = tail.strip_prefix('[') {
+                let end = inner
+                    .find(']')
+                    .unwrap_or_else(|| panic!("{file}: unclosed [ in {line}"));
+                let d = &inner[..end];
+                if duration_ms(d).is_some() {
+                    out += &format!("[{}]", scaled(d, k, file));
+                    n += 1;
+                } else {
+                    out += &format!("[{d}]");
+                }
+                rest = &inner[end + 1..];
+            } else if let Some(after) = tail.strip_prefix("offset ") {
+                let end = after
+                    .find(|c: char| !c.is_ascii_alphanumeric())
+                    .unwrap_or(after.len());
+                if duration_ms(&after[..end]).is_some() {
+                    out += &format!("offset {}", scaled(&after[..end], k, file));
+                    n += 1;
+                } else {
+                    out += &format!("offset {}", &after[..end]);
+                }
+                rest = &after[end..];
+            } else {
+                out.push('o');
+                rest = &tail[1..];
+            }
+        }
+        out += rest;
+        out.push('\n');
+    }
+    let interval = "(llm_probe_probe_interval_seconds)";
+    assert!(
+        out.matches(interval).count() <= 1,
+        "{file}: the probe interval is read more than once"
+    );
+    let out = out.replace(
+        interval,
+        &format!("(llm_probe_probe_interval_seconds * {k})"),
+    );
+    (out, n)
+}
+
+/// Writes the test variant (every duration divided by [`TIME_SCALE`]) of the recording and
+/// alert rules into `dir`; returns their names.
 pub fn write_test_rules(dir: &Path) -> Vec<String> {
     let prom = root().join("dashboards/prometheus");
-    let rec = std::fs::read_to_string(prom.join("llm-probe-recording.rules.yml")).unwrap();
-    let rec = replace_all(&rec, "[10m]", "[15s]", "recording");
-    let alerts = std::fs::read_to_string(prom.join("llm-probe-alerts.rules.yml")).unwrap();
-    let alerts = replace_all(&alerts, ">= 20)", ">= 3)", "alerts");
-    let mut fors = 0;
-    let alerts: String = alerts
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("for: ") {
-                fors += 1;
-                format!("{}for: 2s\n", &l[..l.len() - l.trim_start().len()])
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    assert!(fors >= 5, "only {fors} `for:` lines rewritten");
-    std::fs::write(dir.join("recording.yml"), rec).unwrap();
-    std::fs::write(dir.join("alerts.yml"), alerts).unwrap();
-    vec!["recording.yml".into(), "alerts.yml".into()]
+    let mut names = Vec::new();
+    for (file, name) in [
+        ("llm-probe-recording.rules.yml", "recording.yml"),
+        ("llm-probe-alerts.rules.yml", "alerts.yml"),
+    ] {
+        let text = std::fs::read_to_string(prom.join(file)).unwrap();
+        let (text, n) = scale_rules(&text, TIME_SCALE, file);
+        assert!(n >= 20, "{file}: only {n} durations rewritten");
+        std::fs::write(dir.join(name), text).unwrap();
+        names.push(name.to_string());
+    }
+    names
 }
 
 /// Starts Prometheus (1 s scrape and evaluation interval) with the test rules, scraping
@@ -97,9 +184,10 @@ pub async fn alert_states(p: &Prometheus, name: &str, target: &str) -> Vec<Strin
         .collect()
 }
 
-/// Waits until alert `name` fires for `target` (at most 60 s; panics with the states seen).
+/// Waits until alert `name` fires for `target` (at most 180 s: the scaled windows, guards and
+/// `for:` of the slower alerts take a minute or two; panics with the states seen).
 pub async fn wait_until_firing(p: &Prometheus, name: &str, target: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let mut seen = Vec::new();
     loop {
         let states = alert_states(p, name, target).await;
@@ -113,7 +201,7 @@ pub async fn wait_until_firing(p: &Prometheus, name: &str, target: &str) {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{name} did not fire for {target} within 60 s (states seen: {seen:?})"
+            "{name} did not fire for {target} within 180 s (states seen: {seen:?})"
         );
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }

@@ -1,0 +1,449 @@
+// Generates the Prometheus rule files dashboards/prometheus/llm-probe-{recording,alerts}.rules.yml
+// (run by build.mjs). The windows, guards and interval classes are computed here, so that every
+// interval class gets the same shape of rule; the rules that need no generation live as YAML
+// fragments in dashboards/rules/ and are copied in. Every alert gets `runbook_url` (an anchor of
+// docs/alerting.md, one `### AlertName` heading per alert) and `dashboard_url` annotations, from
+// the bases given to `rulesFiles` (build.mjs: --runbook-base, --dashboard-base).
+//
+// Design (docs/alerting.md, "How the alerts are built"):
+//  - One notification per incident: the SLO alerts keep firing for a while after their condition
+//    last held (keep_firing_for), so a breach hovering at a threshold, or a guard that misses a
+//    probe, does not resolve and page again.
+//  - No SLO value appears in a rule: the SLO alerts compare quantiles with the target's own
+//    objective (llm_probe_slo_* gauges). That is exact: the exporter adds every configured SLO
+//    value as a bucket boundary, so "quantile q > SLO" <=> "share of probes within the SLO < q".
+//  - Failed probes are bad events: the TTFT SLI histogram takes the successful probes' buckets and
+//    puts every probe (llm_probe_probes_total) in +Inf, so a failure counts as infinitely slow;
+//    a pair without any bucket series (never succeeded since the exporter started) is judged by
+//    its failure ratio alone. "Bad share > b" <=> "quantile (1 - b) of that histogram > SLO".
+//  - Windows adapt to the configured interval (llm_probe_probe_interval_seconds): each interval
+//    class has its own windows, and the probe-count guard asks for 75 % of the probes the
+//    interval promises in the long window, so nothing fires on a cold start.
+// Plain Node, no dependencies.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const L = 'target, model, scenario, location';
+const INTERVAL = 'target_model_scenario:llm_probe_probe_interval_seconds:max';
+const SLO_TTFT = 'max by (target, model) (llm_probe_slo_time_to_first_token_seconds)';
+const SLO_TPS = 'max by (target, model) (llm_probe_slo_output_tokens_per_second)';
+
+/** Seconds of a Prometheus duration (`45s`, `10m`, `6h`, `1d`). */
+export function seconds(d) {
+  const m = /^(\d+)(s|m|h|d)$/.exec(d);
+  if (!m) throw new Error(`duration ${d}`);
+  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[m[2]];
+}
+
+/**
+ * Interval classes of the SLO alerts: pairs probed every `(min, max]` seconds use these
+ * windows. `page` = [long, short] of the fast burn (critical), `ticket` = [long, short] of the
+ * slow burn (warning); the long page window is also the tokens/s and failure-ratio window.
+ * The long page window holds at least 12 probes at the class's longest interval.
+ */
+export const SLO_CLASSES = [
+  { min: 0, max: 20, page: ['10m', '2m'], ticket: ['1h', '10m'] },
+  { min: 20, max: 120, page: ['30m', '5m'], ticket: ['3h', '30m'] },
+  { min: 120, max: 300, page: ['1h', '10m'], ticket: ['6h', '1h'] },
+  { min: 300, max: 1800, page: ['6h', '1h'], ticket: ['1d', '6h'] },
+];
+
+/**
+ * Interval classes of LlmProbeEndpointDown: [max interval (s), window]. The window is at least
+ * two intervals (three at 15 s and below), so that every probe in it failing means at least
+ * three failed probes in a row; detection is at most one interval (until the first failed probe
+ * ends) plus the window.
+ */
+export const DOWN_CLASSES = [
+  [15, '30s'], [25, '50s'], [60, '2m'], [150, '5m'], [300, '10m'], [900, '30m'], [1800, '1h'], [3600, '2h'],
+];
+
+/** LlmProbeNoRecentProbe: [max interval (s), window with no finished probe]. */
+export const STUCK_CLASSES = [[150, '10m'], [900, '1h'], [3600, '4h']];
+
+/** Fast burn: more than 30 % bad (burn rate 6 of the 5 % budget) = quantile 0.7 above the SLO. */
+export const PAGE_Q = 0.7;
+/** Slow burn: more than 5 % bad (burn rate 1: the SLO itself) = quantile 0.95 above the SLO. */
+export const TICKET_Q = 0.95;
+/** The guard: this share of the probes the interval promises must be in the long window. */
+const GUARD = 0.75;
+
+const uniq = (xs) => [...new Set(xs)];
+const pageWindows = uniq(SLO_CLASSES.flatMap((c) => c.page));
+const ticketWindows = uniq(SLO_CLASSES.flatMap((c) => c.ticket));
+const longWindows = uniq(SLO_CLASSES.flatMap((c) => [c.page[0], c.ticket[0]]));
+const pct = (q) => String(Math.round(q * 100)).padStart(2, '0');
+const sli = (q, w) => `target_model_scenario:llm_probe_ttft_slo_sli:p${pct(q)}_${w}`;
+const probes = (w) => `target_model_scenario:llm_probe_probes:increase${w}`;
+const tpsP05 = (w) => `target_model_scenario:llm_probe_output_tokens_per_second:p05_${w}`;
+const tpsCount = (w) => `target_model_scenario:llm_probe_output_tokens_per_second_count:increase${w}`;
+const failRatio = (w) => `target_model_scenario:llm_probe_probe_failures:ratio${w}`;
+const inClass = (c) => `(${INTERVAL} > ${c.min} <= ${c.max})`;
+/** At least 75 % of the probes the interval promises over `w`. */
+const guard = (count, w) => `(${count} >= on (${L}) (${GUARD * seconds(w)} / ${INTERVAL}))`;
+const indent = (text, n) => text.split('\n').map((l) => (l ? ' '.repeat(n) + l : l)).join('\n');
+
+function record(name, expr, comment) {
+  const c = comment ? comment.split('\n').map((l) => `      # ${l}\n`).join('') : '';
+  return `${c}      - record: ${name}\n        expr: |\n${indent(expr.trim(), 10)}\n`;
+}
+
+/** The TTFT SLI quantile `q` over `w`: failures count as infinitely slow. */
+function sliExpr(q, w) {
+  const fr = `sum by (${L}) (rate(llm_probe_probe_failures_total[${w}])) / sum by (${L}) (rate(llm_probe_probes_total[${w}]))`;
+  return `(
+  histogram_quantile(${q},
+    sum by (${L}, le) (rate(llm_probe_time_to_first_token_seconds_bucket{le!="+Inf"}[${w}]))
+    or
+    label_replace(sum by (${L}) (rate(llm_probe_probes_total[${w}])), "le", "+Inf", "", "")
+  ) >= 0
+  unless on (${L})
+  (${fr} > (1 - ${q}))
+)
+or on (${L})
+(${fr} > (1 - ${q})) * 0 + Inf`;
+}
+
+function sloRecordingGroups() {
+  const short = [];
+  const long = [];
+  const put = (w, text) => (seconds(w) > 3600 ? long : short).push(text);
+  short.push(record(INTERVAL, `max by (${L}) (llm_probe_probe_interval_seconds)`,
+    'The configured probe interval (seconds): picks the windows and sizes the guards below.'));
+  for (const w of longWindows) {
+    if (w === '10m') continue; // in llm-probe.recording.10m
+    put(w, record(probes(w), `sum by (${L}) (increase(llm_probe_probes_total[${w}]))`));
+  }
+  for (const w of uniq([...pageWindows].map((x) => x))) {
+    put(w, record(sli(PAGE_Q, w), sliExpr(PAGE_Q, w),
+      w === pageWindows[0] ? `TTFT SLI, failed probes counted as infinitely slow: its quantile ${PAGE_Q} is above the\nSLO exactly when more than ${Math.round((1 - PAGE_Q) * 100)} % of the probes were bad (slow or failed). +Inf when failures\nalone are that many (also for a pair that never succeeded: it has no bucket series).` : ''));
+  }
+  for (const w of ticketWindows) put(w, record(sli(TICKET_Q, w), sliExpr(TICKET_Q, w)));
+  for (const c of SLO_CLASSES) {
+    const w = c.page[0];
+    // The 10m and 1h counts are in the static groups (recording.yml).
+    if (!['10m', '1h'].includes(w)) {
+      put(w, record(tpsCount(w), `sum by (${L}) (increase(llm_probe_output_tokens_per_second_count[${w}]))`));
+    }
+    if (w !== '10m') {
+      put(w, record(tpsP05(w), `histogram_quantile(0.05,\n  sum by (${L}, le) (rate(llm_probe_output_tokens_per_second_bucket[${w}])))`));
+    }
+    put(w, record(failRatio(w), `sum by (${L}) (increase(llm_probe_probe_failures_total[${w}]))\n/\nsum by (${L}) (increase(llm_probe_probes_total[${w}]))`));
+  }
+  // ratio10m is already in the 10m group
+  const dedup = (xs) => xs.filter((x) => !x.includes(`record: ${failRatio('10m')}\n`));
+  return [
+    '  # SLO inputs for the alerts, per interval class (dashboards/rules.mjs).',
+    '  - name: llm-probe.recording.slo',
+    '    rules:',
+    ...dedup(short).map((s) => s.trimEnd()),
+    // Windows over an hour feed the slow-burn tickets only (for: 15m): every 5 minutes is
+    // enough, and a fifth of the cost.
+    '  - name: llm-probe.recording.slo-long',
+    '    interval: 5m',
+    '    rules:',
+    ...long.map((s) => s.trimEnd()),
+  ].join('\n') + '\n';
+}
+
+// ---- alerts -------------------------------------------------------------------------------------
+function alert({ name, expr, forD, keep, severity, summary, description, comment }) {
+  const c = comment ? comment.split('\n').map((l) => `      # ${l}\n`).join('') : '';
+  return `${c}      - alert: ${name}\n        expr: |\n${indent(expr.trim(), 10)}\n`
+    + (forD ? `        for: ${forD}\n` : '')
+    + (keep ? `        keep_firing_for: ${keep}\n` : '')
+    + `        labels:\n          severity: ${severity}\n        annotations:\n`
+    + `          summary: ${JSON.stringify(summary)}\n          description: |\n${indent(description.trim(), 12)}\n`;
+}
+
+const anyClass = (parts) => parts.map((p) => `(\n${indent(p.trim(), 2)}\n)`).join('\nor\n');
+
+function endpointDown() {
+  let min = 0;
+  const parts = DOWN_CLASSES.map(([max, w]) => {
+    const p = `max by (${L}) (max_over_time(llm_probe_last_probe_success[${w}])) == 0
+and on (${L})
+  max by (${L}) (changes(llm_probe_last_probe_timestamp_seconds[${seconds(w) * 2}s])) >= 2
+and on (${L})
+  (${INTERVAL} > ${min} <= ${max})`;
+    min = max;
+    return p;
+  });
+  return alert({
+    name: 'LlmProbeEndpointDown',
+    comment: 'Every probe of the pair failed over a window of at least two intervals (three at 15 s), with at\nleast three probes finished: pages within 2 min at a 15 s interval, 3 intervals + 1 min above.\nReads the last-probe gauges, not the histograms: works for a pair that never succeeded and\nacross exporter restarts (keep_firing_for bridges the restart\'s missing scrapes).',
+    expr: anyClass(parts),
+    keep: '2m',
+    severity: 'critical',
+    summary: 'Every probe of {{ $labels.target }}/{{ $labels.scenario }} fails',
+    description: `Every probe of target {{ $labels.target }} (model {{ $labels.model }}, scenario {{ $labels.scenario }})
+over at least the last two probe intervals failed (any reason: connection refused, HTTP errors,
+stalled streams, timeouts): the endpoint is down for its users too. This alert silences the
+target's latency and throughput alerts in Alertmanager. See the reason with
+sum by (reason) (increase(llm_probe_probe_failures_total{target="{{ $labels.target }}"}[15m]))
+("Failed probes by reason" on Target detail; llm-probe logs every failure at warn with reason and
+HTTP status), then the endpoint itself: process, load balancer, credentials, rate limits.`,
+  });
+}
+
+function classExpr(c, sliName, w) {
+  return `${sliName} > on (target, model) group_left () ${SLO_TTFT}`;
+}
+
+function fastBurnRecord() {
+  const parts = SLO_CLASSES.map((c) => {
+    const [lw, sw] = c.page;
+    return `${classExpr(c, sli(PAGE_Q, lw), lw)}
+and on (${L})
+  (${sli(PAGE_Q, sw)} > on (target, model) group_left () ${SLO_TTFT})
+and on (${L})
+  ${guard(probes(lw), lw)}
+and on (${L})
+  ${inClass(c)}`;
+  });
+  return record('target_model_scenario:llm_probe_ttft_slo:fast_burn', anyClass(parts),
+    `The fast burn per (target, model, scenario, location): more than ${Math.round((1 - PAGE_Q) * 100)} % of the probes bad (TTFT above\nthe target's SLO, or failed) over both windows of the pair's interval class, with the guard.\nValue: the SLI quantile ${PAGE_Q} over the long window (+Inf when failures alone are that many).`);
+}
+
+function judgedRecord() {
+  const parts = SLO_CLASSES.map((c) => `${guard(probes(c.page[0]), c.page[0])}\nand on (${L})\n  ${inClass(c)}`);
+  return record('target_model_scenario:llm_probe_ttft_slo:judged', anyClass(parts),
+    'The locations whose probes of a pair are enough to judge the fast burn: the quorum counts them.');
+}
+
+const QUORUM = `count by (target, model, scenario) (target_model_scenario:llm_probe_ttft_slo:fast_burn)
+>= on (target, model, scenario)
+clamp_max(count by (target, model, scenario) (target_model_scenario:llm_probe_ttft_slo:judged), 2)`;
+
+function slowBurn() {
+  const parts = SLO_CLASSES.map((c) => {
+    const [lw, sw] = c.ticket;
+    return `${sli(TICKET_Q, lw)} > on (target, model) group_left () ${SLO_TTFT}
+and on (${L})
+  (${sli(TICKET_Q, sw)} > on (target, model) group_left () ${SLO_TTFT})
+and on (${L})
+  ${guard(probes(lw), lw)}
+and on (${L})
+  ${inClass(c)}`;
+  });
+  return anyClass(parts);
+}
+
+function tpsFloor() {
+  const parts = SLO_CLASSES.map((c) => {
+    const w = c.page[0];
+    return `${tpsP05(w)} <= on (target, model) group_left () ${SLO_TPS}
+and on (${L})
+  ${guard(tpsCount(w), w)}
+and on (${L})
+  ${inClass(c)}`;
+  });
+  return anyClass(parts);
+}
+
+function failureRatio() {
+  const parts = SLO_CLASSES.map((c) => {
+    const w = c.page[0];
+    return `${failRatio(w)} > 0.1
+and on (${L})
+  ${guard(probes(w), w)}
+and on (${L})
+  ${inClass(c)}`;
+  });
+  return anyClass(parts);
+}
+
+function noRecentProbe() {
+  let min = 0;
+  const parts = STUCK_CLASSES.map(([max, w]) => {
+    const p = `max by (${L}) (changes(llm_probe_last_probe_timestamp_seconds[${w}])) == 0
+and on (${L})
+  max by (${L}) (llm_probe_last_probe_timestamp_seconds offset ${w})
+and on (${L})
+  (${INTERVAL} > ${min} <= ${max})`;
+    min = max;
+    return p;
+  });
+  return anyClass(parts);
+}
+
+function mainAlerts() {
+  const windows = SLO_CLASSES.map((c) => `${c.page.join('/')} at intervals up to ${c.max} s`).join(', ');
+  return [
+    endpointDown(),
+    fastBurnRecord(),
+    judgedRecord(),
+    alert({
+      name: 'LlmProbeTTFTP95AboveSLO',
+      comment: 'The page of the TTFT SLO (fast burn), from at least min(2, locations judged) locations.',
+      expr: `max by (target, model, scenario) (target_model_scenario:llm_probe_ttft_slo:fast_burn)\nand on (target, model, scenario)\n(\n${indent(QUORUM, 2)}\n)`,
+      forD: '2m',
+      keep: '5m',
+      severity: 'critical',
+      summary: 'TTFT of {{ $labels.target }}/{{ $labels.scenario }} burns its SLO budget fast: over 30 % of probes slower than the SLO or failed',
+      description: `More than 30 % of the probes of target {{ $labels.target }} (model {{ $labels.model }}, scenario
+{{ $labels.scenario }}) waited longer than the target's TTFT SLO (slo.ttft_p95) for the first token or
+failed, over both windows of its interval class (${windows}):
+the P95 objective's budget (5 % bad) burns at 6× or more. 70 % of the probes took at least
+{{ $value | humanizeDuration }} (+Inf: mostly failures). Users see the same prefill/queueing delay.
+Check the "Target detail" dashboard (TTFT heatmap, failures by reason, E2E), the "Regression"
+dashboard (did the backend identity change?), the serving engine's queue depth / running requests
+and GPU utilisation, and whether prefill of long prompts got slower.`,
+    }),
+    alert({
+      name: 'LlmProbeTTFTP95AboveSLOFromOneLocation',
+      comment: 'The same fast burn seen from fewer locations than the quorum: one alert per breaching location.',
+      expr: `target_model_scenario:llm_probe_ttft_slo:fast_burn\nunless on (target, model, scenario)\n(\n${indent(QUORUM, 2)}\n)`,
+      forD: '2m',
+      keep: '5m',
+      severity: 'warning',
+      summary: 'TTFT of {{ $labels.target }}/{{ $labels.scenario }} burns its SLO budget from location {{ $labels.location }} only',
+      description: `Probes of target {{ $labels.target }} (model {{ $labels.model }}, scenario {{ $labels.scenario }})
+from location "{{ $labels.location }}" are more than 30 % slower than the TTFT SLO or failed, but
+fewer than 2 locations see it, so the endpoint is likely fine: the network path from this location
+(DNS, a proxy, a peering link, the region's load balancer) adds the delay. Compare the per-location
+TTFT panels of "Target detail" and this location's llm_probe_connection_setup_seconds and
+llm_probe_ttft_overhead_seconds.`,
+    }),
+    alert({
+      name: 'LlmProbeTTFTErrorBudgetBurnSlow',
+      comment: 'The ticket of the TTFT SLO (slow burn): more than 5 % bad over both ticket windows.',
+      expr: slowBurn(),
+      forD: '15m',
+      keep: '15m',
+      severity: 'warning',
+      summary: 'P95 TTFT of {{ $labels.target }}/{{ $labels.scenario }} is above its SLO over hours (failed probes counted)',
+      description: `More than 5 % of the probes of target {{ $labels.target }} (model {{ $labels.model }}, scenario
+{{ $labels.scenario }}) were slower than its TTFT SLO or failed, over both of its class's ticket windows
+(${SLO_CLASSES.map((c) => c.ticket.join('/')).join(', ')}): the P95 objective is missed, not by much, for hours.
+95 % of probes took up to {{ $value | humanizeDuration }}. Not urgent: open a ticket; look at
+"Regression" for a backend change or a load trend, and at the TTFT heatmap for a second band.`,
+    }),
+    alert({
+      name: 'LlmProbeOutputTokensPerSecondBelowFloor',
+      comment: "More than 5 % of the successful probes decode at or below the target's tokens/s floor\n(P5 <= floor, exact: the floor is a bucket boundary), over the long page window, with the guard.",
+      expr: tpsFloor(),
+      forD: '10m',
+      keep: '10m',
+      severity: 'warning',
+      summary: '{{ $labels.target }}/{{ $labels.scenario }} decodes below its tokens/s floor (P5 {{ $value | printf "%.1f" }} tokens/s)',
+      description: `More than 5 % of the probes of target {{ $labels.target }} (model {{ $labels.model }},
+scenario {{ $labels.scenario }}) generated at or below the target's output tokens/s floor
+(slo.output_tokens_per_second_min); the 5th percentile is {{ $value | printf "%.1f" }} tokens/s.
+Decode is slow: usually too many concurrent sequences (batch size), KV-cache pressure /
+preemption, a smaller GPU or a changed speculative-decoding setup. Compare TPOT and
+inter-token latency on "Target detail" and the backend identity on "Regression".`,
+    }),
+    alert({
+      name: 'LlmProbeFailureRatioHigh',
+      comment: 'More than 10 % of probes failed over the long page window (a failing minority that the TTFT\npage, at 30 %, does not reach), with the guard.',
+      expr: failureRatio(),
+      forD: '10m',
+      keep: '10m',
+      severity: 'warning',
+      summary: '{{ $value | humanizePercentage }} of probes of {{ $labels.target }}/{{ $labels.scenario }} fail',
+      description: `{{ $value | humanizePercentage }} of the probes of target {{ $labels.target }} (model
+{{ $labels.model }}, scenario {{ $labels.scenario }}) failed over the alert window. See which reason with
+sum by (reason) (increase(llm_probe_probe_failures_total{target="{{ $labels.target }}"}[1h]))
+("Failed probes by reason" on Target detail); llm-probe logs every failure at warn with reason and
+HTTP status. connect/dns/tls: endpoint or network; http_status: 429 = rate limited, 5xx = server
+error; timeout: the stream outlived the probe timeout; stream_error/truncated/empty_stream: the
+server broke the stream.`,
+    }),
+    alert({
+      name: 'LlmProbeNoRecentProbe',
+      comment: 'No probe of the pair finished over max(10 min, 4 intervals) while the exporter is scraped.',
+      expr: noRecentProbe(),
+      forD: '5m',
+      severity: 'warning',
+      summary: 'No probe of {{ $labels.target }}/{{ $labels.scenario }} finished for a long time',
+      description: `The exporter is up but no probe of target {{ $labels.target }}, scenario {{ $labels.scenario }}
+has finished (not even as a failure) for at least 10 minutes and four probe intervals, so its
+numbers are stale. A probe always ends within its timeout, so the probe task is stuck or was never
+scheduled. Check the llm-probe logs and its landing page (/), then restart it.`,
+    }),
+    alert({
+      name: 'LlmProbeExporterDown',
+      comment: 'A scrape target that served llm-probe metrics within a day no longer answers. The job\nlabel is not written here: the llm-probe targets are the ones that exported llm_probe_build_info.',
+      expr: 'up == 0\nand on (job, instance)\n  present_over_time(llm_probe_build_info[1d])',
+      forD: '2m',
+      severity: 'critical',
+      summary: 'llm-probe exporter {{ $labels.instance }} is down',
+      description: `Prometheus cannot scrape llm-probe at {{ $labels.instance }} (job {{ $labels.job }}), so
+nothing it probes is measured and every latency alert for it is blind (Alertmanager silences them
+while this fires). Check the process / pod (crash loop? \`llm-probe check-config\` on its config),
+the listen address (--web.listen-address) and the network path from Prometheus.`,
+    }),
+    alert({
+      name: 'LlmProbeExporterAbsent',
+      expr: 'absent(llm_probe_build_info)',
+      forD: '10m',
+      severity: 'warning',
+      summary: 'Prometheus scrapes no llm-probe exporter',
+      description: `No llm-probe series (llm_probe_build_info) exists in this Prometheus: service discovery lost the
+exporter, the scrape config changed, or it has been down for more than a day. No LLM endpoint
+is measured. Check the scrape config / ServiceMonitor and the exporter's pods.`,
+    }),
+  ].join('');
+}
+
+/** Adds runbook_url and dashboard_url after each alert's `annotations:` line. */
+function withUrls(text, runbookBase, dashboardBase) {
+  const lines = text.split('\n');
+  const out = [];
+  let alertName = null;
+  for (const l of lines) {
+    const a = /^\s*- alert: (\w+)/.exec(l);
+    if (a) alertName = a[1];
+    out.push(l);
+    const m = /^(\s*)annotations:\s*$/.exec(l);
+    if (m && alertName) {
+      const ind = `${m[1]}  `;
+      const perTarget = !/Exporter|ConfigReload|ReadDelay/.test(alertName);
+      const dash = perTarget
+        ? `${dashboardBase}/d/llm-probe-target?var-target={{ $labels.target }}`
+        : `${dashboardBase}/d/llm-probe-fleet`;
+      out.push(`${ind}runbook_url: "${runbookBase}#${alertName.toLowerCase()}"`);
+      out.push(`${ind}dashboard_url: "${dash}"`);
+      alertName = null;
+    }
+  }
+  return out.join('\n');
+}
+
+export const DEFAULT_RUNBOOK_BASE = 'https://github.com/llm-probe/llm-probe/blob/main/docs/alerting.md';
+export const DEFAULT_DASHBOARD_BASE = 'http://localhost:3000';
+
+/** The text of both rule files: { 'llm-probe-recording.rules.yml': …, 'llm-probe-alerts.rules.yml': … }. */
+export function rulesFiles(here, { runbookBase = DEFAULT_RUNBOOK_BASE, dashboardBase = DEFAULT_DASHBOARD_BASE } = {}) {
+  const frag = (n) => readFileSync(join(here, 'rules', n), 'utf8');
+  const gen = '# GENERATED by dashboards/build.mjs (dashboards/rules.mjs + dashboards/rules/*.yml): do not edit;\n# edit those and run `node dashboards/build.mjs`.\n';
+  const recording = gen + frag('recording.yml').trimEnd() + '\n\n' + sloRecordingGroups();
+  const alerts = gen + [
+    '# llm-probe alerts. Needs llm-probe-recording.rules.yml loaded in the same Prometheus, and',
+    '# llm-probe >= the version exporting llm_probe_probe_interval_seconds (the windows adapt to it).',
+    '# Runbook and detection times per alert: docs/alerting.md; Alertmanager routing and inhibition:',
+    '# dashboards/alertmanager/alertmanager.example.yml.',
+    '#',
+    '# Several instances: shards of one location are summed away with instance, so no alert fires once',
+    '# per replica. A probe location is a target label set in the scrape config (`location: eu-west`);',
+    '# every rule keeps it where it exists. The TTFT page needs the fast burn from at least',
+    '# M = 2 locations (or from every judged location when fewer report the pair); to change M, edit',
+    '# the 2 in clamp_max(…, 2) in dashboards/rules.mjs.',
+    'groups:',
+    '  - name: llm-probe.alerts',
+    '    rules:',
+    mainAlerts().trimEnd(),
+    frag('reload.yml').trimEnd(),
+    frag('baseline.yml').trimEnd(),
+    '',
+    frag('regressions.yml').trimEnd(),
+    '',
+    frag('self.yml').trimEnd(),
+    '',
+  ].join('\n');
+  return {
+    'llm-probe-recording.rules.yml': recording,
+    'llm-probe-alerts.rules.yml': withUrls(alerts, runbookBase, dashboardBase),
+  };
+}
