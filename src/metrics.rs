@@ -267,6 +267,9 @@ pub struct Metrics {
     last_success: Family<ProbeLabels, Gauge>,
     last_timestamp: Family<ProbeLabels, F64Gauge>,
     retry_after: Family<ProbeLabels, F64Gauge>,
+    credential_reloads: Family<TargetLabels, Counter>,
+    cost: Family<ProbeLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    effective_interval: Family<ProbeLabels, F64Gauge>,
     slo_ttft: Family<TargetLabels, F64Gauge>,
     slo_tokens_per_second: Family<TargetLabels, F64Gauge>,
     endpoint_info: Family<EndpointLabels, Gauge>,
@@ -330,6 +333,9 @@ impl Metrics {
             last_success: Family::default(),
             last_timestamp: Family::default(),
             retry_after: Family::default(),
+            credential_reloads: Family::default(),
+            cost: Family::default(),
+            effective_interval: Family::default(),
             slo_ttft: Family::default(),
             slo_tokens_per_second: Family::default(),
             endpoint_info: Family::default(),
@@ -457,6 +463,22 @@ impl Metrics {
             Unit::Seconds,
             m.retry_after.clone(),
         );
+        r.register(
+            "probe_cost",
+            "Money the probes spent, in the currency unit of the target's cost prices (per million prompt and output tokens), from the tokens the server reported; only targets with cost: prices",
+            m.cost.clone(),
+        );
+        r.register_with_unit(
+            "effective_interval",
+            "Interval the pair is probed at: the configured one, or longer when the target's cost.monthly_budget needs it",
+            Unit::Seconds,
+            m.effective_interval.clone(),
+        );
+        r.register(
+            "credential_reloads",
+            "Times the target's credentials (api_key_file, TLS files) were read again because a file changed, and the next probes used them (never the value)",
+            m.credential_reloads.clone(),
+        );
         r.register_with_unit(
             "slo_time_to_first_token",
             "Configured P95 TTFT objective of the target",
@@ -568,12 +590,24 @@ impl Metrics {
             target: labels.target.clone(),
             model: labels.model.clone(),
         };
+        let _ = self.credential_reloads.get_or_create(&t);
         self.slo_ttft
             .get_or_create(&t)
             .set(slo.ttft_p95.as_secs_f64());
         self.slo_tokens_per_second
             .get_or_create(&t)
             .set(slo.output_tokens_per_second_min);
+    }
+
+    /// Exports the interval a pair is probed at, and creates its cost counter at zero when the
+    /// target has prices.
+    pub fn set_schedule(&self, labels: &ProbeLabels, interval: std::time::Duration, priced: bool) {
+        self.effective_interval
+            .get_or_create(labels)
+            .set(interval.as_secs_f64());
+        if priced {
+            let _ = self.cost.get_or_create(labels);
+        }
     }
 
     /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
@@ -601,6 +635,8 @@ impl Metrics {
         }
         self.last_success.remove(labels);
         self.last_timestamp.remove(labels);
+        self.cost.remove(labels);
+        self.effective_interval.remove(labels);
         self.retry_after.remove(labels);
         for reason in FailureReason::ALL {
             self.failures.remove(&failure_labels(labels, reason));
@@ -618,6 +654,7 @@ impl Metrics {
         };
         self.slo_ttft.remove(&t);
         self.slo_tokens_per_second.remove(&t);
+        self.credential_reloads.remove(&t);
         if let Some(old) = self
             .current_identity
             .lock()
@@ -699,6 +736,16 @@ impl Metrics {
                 .inc();
         }
         self.update_identity(&labels, &obs.identity);
+        if let Some(c) = obs.cost {
+            self.cost.get_or_create(&labels).inc_by(c);
+        }
+        if obs.credentials_reloaded {
+            let t = TargetLabels {
+                target: labels.target.clone(),
+                model: labels.model.clone(),
+            };
+            self.credential_reloads.get_or_create(&t).inc();
+        }
         for delay in &obs.read_delays {
             self.read_delay.observe(delay.as_secs_f64());
         }

@@ -57,9 +57,11 @@ pub async fn probe_loop<F>(
     F: Fn(ProbeOutcome) + Send,
 {
     let target = prober.target().clone();
+    // The configured interval, or longer when a monthly budget needs it.
+    let interval = target.effective_interval();
     let start = instant_after(
         Instant::now(),
-        phase(&target.name, &scenario.name, target.interval),
+        phase(&target.name, &scenario.name, interval),
     );
     let names = (target.name.clone(), scenario.name.clone());
     let probe = move || {
@@ -71,7 +73,7 @@ pub async fn probe_loop<F>(
         record(outcome);
         hold
     };
-    run_loop(&names, start, target.interval, probe, after, shutdown).await;
+    run_loop(&names, start, interval, probe, after, shutdown).await;
 }
 
 /// The schedule of [`probe_loop`], over any probe: `probe()` at `start` and every `interval`
@@ -106,7 +108,7 @@ async fn run_loop<T, P, Fut>(
             Err(e) => {
                 PROBE_PANICS.inc();
                 tracing::error!(
-                    target_name = %names.0, scenario = %names.1, panic = %panic_message(e),
+                    target = %names.0, scenario = %names.1, panic = %panic_message(e),
                     "a probe panicked (a bug in llm-probe; please report it); it is not counted, the next probe runs on schedule"
                 );
                 continue;

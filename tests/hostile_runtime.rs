@@ -68,11 +68,8 @@ fn serving_addr(r: &mut impl BufRead) -> SocketAddr {
             r.read_line(&mut line).unwrap() > 0,
             "stderr ended before the daemon served"
         );
-        if let Some(rest) = line
-            .trim()
-            .strip_prefix("llm-probe: serving metrics on http://")
-        {
-            return rest.trim_end_matches("/metrics").parse().unwrap();
+        if let Some(rest) = line.split("serving metrics on http://").nth(1) {
+            return rest.split('/').next().unwrap().parse().unwrap();
         }
     }
 }
