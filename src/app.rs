@@ -188,7 +188,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 _ => {
                     stderr_line(format_args!(
                         "llm-probe baseline save: give --from FILE, or --prometheus.url with \
-                         --target, --scenario and --window"
+                         --target, --scenario and --range"
                     ));
                     ExitCode::from(2)
                 }

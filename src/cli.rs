@@ -81,8 +81,8 @@ pub enum Command {
         /// The probes file (YAML).
         #[arg(long = "config.file", default_value = "probes.yaml")]
         config_file: PathBuf,
-        /// Address to serve /metrics on: :PORT (every interface), HOST:PORT, IP:PORT or
-        /// [IPv6]:PORT.
+        /// Address to serve /metrics on: `:PORT` (every interface), `HOST:PORT`, `IP:PORT` or
+        /// `[IPv6]:PORT`.
         #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN, value_parser = crate::listen::parse)]
         listen: SocketAddr,
         /// The exporter's own server: TLS, basic auth, on-demand probes, connections.
@@ -212,8 +212,8 @@ pub enum Command {
     Healthcheck(HealthcheckArgs),
     /// First run: start the simulator, probe it, serve /metrics and print a live summary.
     Demo {
-        /// Address to serve /metrics on: :PORT (every interface), HOST:PORT, IP:PORT or
-        /// [IPv6]:PORT.
+        /// Address to serve /metrics on: `:PORT` (every interface), `HOST:PORT`, `IP:PORT` or
+        /// `[IPv6]:PORT`.
         #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN, value_parser = crate::listen::parse)]
         listen: SocketAddr,
         /// Print the summary this often (1s to 1d).
@@ -508,12 +508,13 @@ pub enum BaselineCommand {
         /// The scenario (its `scenario` label).
         #[arg(long, requires = "prometheus_url")]
         scenario: Option<String>,
-        /// The window, START/END, each RFC 3339 (2026-11-30T14:00:00Z), Unix seconds or
-        /// now-DURATION (e.g. now-1h/now).
-        #[arg(long, value_name = "START/END", value_parser = crate::compare::window::parse_range, requires = "prometheus_url")]
+        /// The time range, START/END, each RFC 3339 (2026-11-30T14:00:00Z), Unix seconds or
+        /// now-DURATION (e.g. now-1h/now). (Was `--window`, which `compare` uses for a length;
+        /// still accepted.)
+        #[arg(long = "range", alias = "window", value_name = "START/END", value_parser = crate::compare::window::parse_range, requires = "prometheus_url")]
         window: Option<crate::compare::window::Range>,
-        /// The baseline file to write (replaced whole if it exists).
-        #[arg(long)]
+        /// The baseline file to write (replaced whole if it exists; its directory is created).
+        #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
 }
@@ -600,8 +601,10 @@ pub struct BenchArgs {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value = "table")]
     pub output: BenchOutput,
-    /// Also write report.json, report.md, report.txt and the SVG charts into this directory.
-    #[arg(long)]
+    /// Also write report.json, report.md, report.txt and the SVG charts into this directory
+    /// (created if needed). (Was `--out`, which `baseline save` uses for a file; still
+    /// accepted.)
+    #[arg(long = "out-dir", alias = "out", value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// No progress output on stderr.
     #[arg(long)]

@@ -30,6 +30,7 @@ async fn a_dead_endpoint_behind_twenty_pairs_logs_a_few_lines() {
     let writer = log.clone();
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
         .with_writer(move || writer.clone())
         .init();
     set_default_timing(Timing {
