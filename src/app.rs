@@ -46,7 +46,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 {
                     Ok(s) => s,
                     Err(e) => {
-                        stderr_line(format_args!("llm-probe: {e}"));
+                        tracing::error!(error = %e, "llm-probe cannot run");
                         return ExitCode::FAILURE;
                     }
                 };
@@ -61,7 +61,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             let loaded = tokio::select! {
                 _ = shutdown.cancelled() => return ExitCode::SUCCESS,
-                c = load(&config_file, config::Secrets::Isolate) => c,
+                c = load_for_run(&config_file) => c,
             };
             match loaded {
                 Some(cfg) => {
@@ -71,7 +71,15 @@ pub async fn run(cli: Cli) -> ExitCode {
                         watched,
                         web: web.server_options(),
                     };
-                    serve_until_signal(cfg, listen, run, shutdown, hup).await
+                    // The daemon's errors are log records too: every line `run` writes is in
+                    // the --log.format.
+                    return match serve_until_signal(cfg, listen, run, shutdown, hup).await {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(e) => {
+                            tracing::error!(error = %format!("{e:#}"), "llm-probe cannot run");
+                            ExitCode::FAILURE
+                        }
+                    };
                 }
                 None => return ExitCode::FAILURE,
             }
@@ -208,6 +216,27 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// `run`'s configuration (credentials isolated, see [`config::Secrets::Isolate`]), or `None`
+/// after logging every problem, one log record each.
+async fn load_for_run(path: &std::path::Path) -> Option<Config> {
+    match config::load_off_runtime(path.to_path_buf(), config::Secrets::Isolate).await {
+        Ok(c) => {
+            crate::daemon::log_credential_problems(&c);
+            for w in config::hints::warnings(&c) {
+                tracing::warn!(source = %c.source, warning = %w, "the configuration looks wrong");
+            }
+            log_spend(&c);
+            Some(c)
+        }
+        Err(e) => {
+            for p in &e.problems {
+                tracing::error!(problem = %p, "the configuration is invalid; llm-probe cannot run");
+            }
+            None
+        }
+    }
+}
+
 /// The config at `path` (read off the runtime), or `None` after printing every problem to
 /// stderr. With [`config::Secrets::Isolate`], each credential that cannot be read is logged
 /// (its target fails its probes with the reason `credentials`).
@@ -216,7 +245,6 @@ async fn load(path: &std::path::Path, secrets: config::Secrets) -> Option<Config
         Ok(c) => {
             crate::daemon::log_credential_problems(&c);
             if secrets != config::Secrets::Read {
-                log_spend(&c);
                 for w in config::hints::warnings(&c) {
                     tracing::warn!(source = %c.source, warning = %w, "the configuration looks wrong");
                 }
@@ -298,7 +326,7 @@ fn log_spend(cfg: &Config) {
         if let Some(s) = config::cost::spend(t) {
             let text = config::cost::describe(t, &s);
             if s.stretched() {
-                tracing::warn!(target = %t.name, spend = %text, "the monthly budget stretches this target's interval");
+                tracing::warn!(target = %t.name, spend = %text, "the monthly budget stretches the interval of this target");
             } else {
                 tracing::info!(target = %t.name, spend = %text, "expected spend");
             }

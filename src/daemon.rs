@@ -215,7 +215,7 @@ impl Daemon {
 /// file, never a value); its target is probed anyway and fails with reason `credentials`.
 pub fn log_credential_problems(cfg: &Config) {
     for p in &cfg.credential_problems {
-        tracing::warn!(problem = %p, "a target's credentials cannot be read; it is probed anyway and fails with reason credentials until they can");
+        tracing::warn!(problem = %p, "the credentials of a target cannot be read; it is probed anyway and fails with reason credentials until they can");
     }
 }
 

@@ -301,7 +301,7 @@ fn run_takes_the_index_from_a_statefulset_host_name() {
     let run = |hostname: &str| {
         let mut cmd = std::process::Command::new(BIN);
         cmd.args([
-            "--log.level=error",
+            "--log.level=info",
             "run",
             "--web.listen-address=127.0.0.1:0",
             "--shard.count=3",
