@@ -201,7 +201,18 @@ pub fn reread(target: &Target) -> Result<(Option<Secret>, Tls), String> {
         Some(f) => key_from_file(&f.path, f.bare)
             .map_err(|e| problems.push(e))
             .ok(),
-        None => target.api_key.clone(),
+        None => {
+            // An api_key_env key that was missing at load stays missing: the process's
+            // environment does not change (the target must not recover without its key).
+            let env = target
+                .api_key_source
+                .as_deref()
+                .and_then(|s| s.strip_prefix("env "));
+            if let (Some(var), None) = (env, &target.api_key) {
+                problems.push(format!("api_key_env names the environment variable {var}, which was not set (or was empty) when llm-probe started; set it and restart llm-probe, or use api_key_file, which is re-read when it changes."));
+            }
+            target.api_key.clone()
+        }
     };
     let mut tls = target.tls.clone();
     if let Some(ca) = &tls.ca_file {
@@ -236,6 +247,23 @@ mod tests {
         );
         let e = key_from_file(Path::new("sk-pasted-key"), true).unwrap_err();
         assert!(!e.contains("sk-pasted-key"), "{e}");
+    }
+
+    /// A target whose api_key_env was unset at load keeps failing when its TLS files are read
+    /// again: it never probes without its key.
+    #[test]
+    fn a_missing_env_key_stays_missing_on_reread() {
+        let yaml = "scenarios: [{name: s, messages: [{role: user, content: hi}], max_tokens: 1}]\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://h/v1\n    model: m\n    api_key_env: UNSET_VAR_24\n";
+        let cfg =
+            crate::config::parse_with(yaml, "t.yaml", &|_| None, crate::config::Secrets::Isolate)
+                .unwrap_or_else(|e| panic!("{e}"));
+        let t = &cfg.targets[0];
+        assert!(t
+            .credentials_error
+            .as_deref()
+            .is_some_and(|e| e.contains("UNSET_VAR_24")));
+        let e = reread(t).unwrap_err();
+        assert!(e.contains("UNSET_VAR_24") && e.contains("restart"), "{e}");
     }
 
     #[test]
