@@ -10,8 +10,12 @@
 # Pinned toolchain: the same Rust as the CI machine.
 FROM rust:1.95.0-slim-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+# The image has no .git: pass the commit for --version (docker build --build-arg
+# LLM_PROBE_GIT_COMMIT=$(git rev-parse --short=12 HEAD) .); without it the version says
+# "commit unknown".
+ARG LLM_PROBE_GIT_COMMIT=""
 RUN cargo build --locked --release
 
 # Minimal runtime: glibc and CA certificates, no shell, no package manager.

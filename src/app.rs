@@ -46,7 +46,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 {
                     Ok(s) => s,
                     Err(e) => {
-                        stderr_line(format_args!("llm-probe: {e}"));
+                        tracing::error!(error = %e, "llm-probe cannot run");
                         return ExitCode::FAILURE;
                     }
                 };
@@ -61,7 +61,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             let loaded = tokio::select! {
                 _ = shutdown.cancelled() => return ExitCode::SUCCESS,
-                c = load(&config_file, config::Secrets::Read) => c,
+                c = load_for_run(&config_file) => c,
             };
             match loaded {
                 Some(cfg) => {
@@ -71,7 +71,15 @@ pub async fn run(cli: Cli) -> ExitCode {
                         watched,
                         web: web.server_options(),
                     };
-                    serve_until_signal(cfg, listen, run, shutdown, hup).await
+                    // The daemon's errors are log records too: every line `run` writes is in
+                    // the --log.format.
+                    return match serve_until_signal(cfg, listen, run, shutdown, hup).await {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(e) => {
+                            tracing::error!(error = %format!("{e:#}"), "llm-probe cannot run");
+                            ExitCode::FAILURE
+                        }
+                    };
                 }
                 None => return ExitCode::FAILURE,
             }
@@ -93,7 +101,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             target,
             scenario,
             output,
-        } => match load(&config_file, config::Secrets::Read).await {
+        } => match load(&config_file, config::Secrets::Isolate).await {
             Some(cfg) => {
                 return probe_once(&cfg, target.as_deref(), scenario.as_deref(), output).await
             }
@@ -192,7 +200,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 _ => {
                     stderr_line(format_args!(
                         "llm-probe baseline save: give --from FILE, or --prometheus.url with \
-                         --target, --scenario and --window"
+                         --target, --scenario and --range"
                     ));
                     ExitCode::from(2)
                 }
@@ -212,11 +220,41 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// `run`'s configuration (credentials isolated, see [`config::Secrets::Isolate`]), or `None`
+/// after logging every problem, one log record each.
+async fn load_for_run(path: &std::path::Path) -> Option<Config> {
+    match config::load_off_runtime(path.to_path_buf(), config::Secrets::Isolate).await {
+        Ok(c) => {
+            crate::daemon::log_credential_problems(&c);
+            for w in config::hints::warnings(&c) {
+                tracing::warn!(source = %c.source, warning = %w, "the configuration looks wrong");
+            }
+            log_spend(&c);
+            Some(c)
+        }
+        Err(e) => {
+            for p in &e.problems {
+                tracing::error!(problem = %p, "the configuration is invalid; llm-probe cannot run");
+            }
+            None
+        }
+    }
+}
+
 /// The config at `path` (read off the runtime), or `None` after printing every problem to
-/// stderr.
+/// stderr. With [`config::Secrets::Isolate`], each credential that cannot be read is logged
+/// (its target fails its probes with the reason `credentials`).
 async fn load(path: &std::path::Path, secrets: config::Secrets) -> Option<Config> {
     match config::load_off_runtime(path.to_path_buf(), secrets).await {
-        Ok(c) => Some(c),
+        Ok(c) => {
+            crate::daemon::log_credential_problems(&c);
+            if secrets != config::Secrets::Read {
+                for w in config::hints::warnings(&c) {
+                    tracing::warn!(source = %c.source, warning = %w, "the configuration looks wrong");
+                }
+            }
+            Some(c)
+        }
         Err(e) => {
             stderr_line(e);
             None
@@ -232,6 +270,13 @@ async fn check_config(
     let Some(cfg) = load(path, secrets).await else {
         return ExitCode::FAILURE;
     };
+    for w in config::hints::warnings(&cfg) {
+        stderr_line(format_args!(
+            "{}: warning: {}",
+            cfg.source,
+            crate::sanitize::terminal_safe(&w)
+        ));
+    }
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let mut out = format!(
         "{}: OK, {}, {}\n",
@@ -241,6 +286,12 @@ async fn check_config(
     );
     for t in &cfg.targets {
         out += &format!("  {}\n", t.summary());
+        if let Some(spend) = config::cost::spend(t) {
+            out += &format!("    {}\n", config::cost::describe(t, &spend));
+        }
+    }
+    if let Some(total) = total_spend(&cfg) {
+        out += &format!("{total}\n");
     }
     if let Some(count) = shard_count {
         out += &shard_assignment(&cfg, count);
@@ -250,6 +301,44 @@ async fn check_config(
     }
     stdout_text(out);
     ExitCode::SUCCESS
+}
+
+/// All priced targets' expected spend: `expected spend of 2 priced targets: ~0.12/day,
+/// ~3.60/month`; `None` when no target has prices.
+fn total_spend(cfg: &Config) -> Option<String> {
+    let spends: Vec<_> = cfg
+        .targets
+        .iter()
+        .filter_map(|t| config::cost::spend(t))
+        .collect();
+    if spends.is_empty() {
+        return None;
+    }
+    let day: f64 = spends.iter().map(|s| s.per_day).sum();
+    let month: f64 = spends.iter().map(|s| s.per_month).sum();
+    Some(format!(
+        "expected spend of {} priced target{}: ~{day:.4}/day, ~{month:.4}/month (in the prices' currency; an upper bound: every probe generates max_tokens)",
+        spends.len(),
+        if spends.len() == 1 { "" } else { "s" }
+    ))
+}
+
+/// `run`'s start-up lines about cost: the expected spend, and a warning per target whose
+/// budget stretches its interval.
+fn log_spend(cfg: &Config) {
+    for t in &cfg.targets {
+        if let Some(s) = config::cost::spend(t) {
+            let text = config::cost::describe(t, &s);
+            if s.stretched() {
+                tracing::warn!(target = %t.name, spend = %text, "the monthly budget stretches the interval of this target");
+            } else {
+                tracing::info!(target = %t.name, spend = %text, "expected spend");
+            }
+        }
+    }
+    if let Some(total) = total_spend(cfg) {
+        tracing::info!("{total}");
+    }
 }
 
 /// `check-config --shard.count N`: one block per replica with the pairs it probes.
@@ -399,12 +488,12 @@ async fn serve_until_signal(
             crate::watch::PERIOD,
         ));
     }
-    stderr_line(format_args!(
-        "llm-probe: serving metrics on {scheme}://{}{}{}",
+    let url = format!(
+        "{scheme}://{}{}/metrics",
         daemon.addr,
-        daemon.server.urls.route_prefix(),
-        "/metrics"
-    ));
+        daemon.server.urls.route_prefix()
+    );
+    tracing::info!("serving metrics on {url}");
     reload_on_sighup(daemon.reloader(), shutdown.clone(), hup);
     shutdown.cancelled().await;
     daemon.stop().await;
@@ -433,6 +522,9 @@ fn reload_on_sighup(
     let _ = (tx, shutdown, hup);
 }
 
+/// Probes `probe-once` runs at the same time (the others wait; the output keeps config order).
+pub const PROBE_ONCE_CONCURRENCY: usize = 8;
+
 async fn probe_once(
     cfg: &Config,
     target: Option<&str>,
@@ -454,8 +546,9 @@ async fn probe_once(
         ));
         return ExitCode::FAILURE;
     }
-    let mut ran = 0;
-    let mut failed = 0;
+    // Every selected pair, in config order; probed PROBE_ONCE_CONCURRENCY at a time and
+    // printed in this order (each as soon as the ones before it are printed).
+    let mut pairs = Vec::new();
     for t in targets {
         let prober = match Prober::new(Arc::clone(t)) {
             Ok(p) => p,
@@ -472,18 +565,42 @@ async fn probe_once(
             .iter()
             .filter(|s| scenario.is_none_or(|n| s.name == n))
         {
-            let outcome = prober.probe(s).await;
-            ran += 1;
-            failed += usize::from(!outcome.is_success());
-            let text = match output {
-                Output::Json => report::json_line(&outcome),
-                Output::Text => report::to_text(&outcome),
-            };
-            // A closed stdout (`| head`) ends the run quietly instead of panicking.
-            if std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()).is_err() {
-                logging::LOG_WRITE_FAILURES.inc();
+            pairs.push((prober.clone(), Arc::clone(s)));
+        }
+    }
+    let slots = Arc::new(tokio::sync::Semaphore::new(PROBE_ONCE_CONCURRENCY));
+    let probes: Vec<_> = pairs
+        .into_iter()
+        .map(|(prober, s)| {
+            let slots = Arc::clone(&slots);
+            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+                let _slot = slots.acquire_owned().await;
+                prober.probe(&s).await
+            }))
+        })
+        .collect();
+    let ran = probes.len();
+    let mut failed = 0;
+    for probe in probes {
+        let outcome = match probe.await {
+            Ok(o) => o,
+            Err(e) => {
+                stderr_line(format_args!(
+                    "llm-probe: a probe panicked (a bug in llm-probe; please report it): {}",
+                    crate::schedule::panic_message(e)
+                ));
                 return ExitCode::FAILURE;
             }
+        };
+        failed += usize::from(!outcome.is_success());
+        let text = match output {
+            Output::Json => report::json_line(&outcome),
+            Output::Text => report::to_text(&outcome),
+        };
+        // A closed stdout (`| head`) ends the run quietly instead of panicking.
+        if std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()).is_err() {
+            logging::LOG_WRITE_FAILURES.inc();
+            return ExitCode::FAILURE;
         }
     }
     if ran == 0 {

@@ -10,7 +10,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 /// Synthetic streaming probes for LLM inference endpoints: TTFT, TPOT, ITL, output tokens per
 /// second and E2E latency as Prometheus histograms.
 #[derive(Debug, Parser)]
-#[command(name = "llm-probe", version, about)]
+#[command(name = "llm-probe", version = VERSION.as_str(), about)]
 pub struct Cli {
     /// Log level: error, warn, info, debug, trace or off (any case; warning, err and
     /// information are accepted too), or tracing filter directives such as
@@ -29,6 +29,16 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// `--version`: the package version and the git commit it was built from
+/// (`0.1.0 (commit 0123456789ab)`; `commit unknown` when built without git, see `build.rs`).
+pub static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        option_env!("LLM_PROBE_GIT_COMMIT").unwrap_or("unknown")
+    )
+});
 
 /// Output formats of `probe-once`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -50,8 +60,9 @@ pub enum Command {
         /// The probes file (YAML).
         #[arg(long = "config.file", default_value = "probes.yaml")]
         config_file: PathBuf,
-        /// Address to serve /metrics on.
-        #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
+        /// Address to serve /metrics on: `:PORT` (every interface), `HOST:PORT`, `IP:PORT` or
+        /// `[IPv6]:PORT`.
+        #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN, value_parser = crate::listen::parse)]
         listen: SocketAddr,
         /// The exporter's own server: TLS, basic auth, on-demand probes, connections.
         #[command(flatten)]
@@ -96,7 +107,7 @@ pub enum Command {
     /// Serve a built-in OpenAI-compatible streaming endpoint with scripted timing.
     Simulate {
         /// Address to listen on.
-        #[arg(long = "web.listen-address", default_value = "127.0.0.1:8000")]
+        #[arg(long = "web.listen-address", default_value = "127.0.0.1:8000", value_parser = crate::listen::parse)]
         listen: SocketAddr,
         /// Time from request arrival to the first token (0 to 1h).
         #[arg(long, default_value = "200ms", value_parser = crate::config::durations::parse_scripted)]
@@ -185,8 +196,9 @@ pub enum Command {
     Healthcheck(HealthcheckArgs),
     /// First run: start the simulator, probe it, serve /metrics and print a live summary.
     Demo {
-        /// Address to serve /metrics on.
-        #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
+        /// Address to serve /metrics on: `:PORT` (every interface), `HOST:PORT`, `IP:PORT` or
+        /// `[IPv6]:PORT`.
+        #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN, value_parser = crate::listen::parse)]
         listen: SocketAddr,
         /// Print the summary this often (1s to 1d).
         #[arg(long, default_value = "5s", value_parser = crate::config::durations::parse_summary_every)]
@@ -588,12 +600,13 @@ pub enum BaselineCommand {
         /// The scenario (its `scenario` label).
         #[arg(long, requires = "prometheus_url")]
         scenario: Option<String>,
-        /// The window, START/END, each RFC 3339 (2026-11-30T14:00:00Z), Unix seconds or
-        /// now-DURATION (e.g. now-1h/now).
-        #[arg(long, value_name = "START/END", value_parser = crate::compare::window::parse_range, requires = "prometheus_url")]
+        /// The time range, START/END, each RFC 3339 (2026-11-30T14:00:00Z), Unix seconds or
+        /// now-DURATION (e.g. now-1h/now). (Was `--window`, which `compare` uses for a length;
+        /// still accepted.)
+        #[arg(long = "range", alias = "window", value_name = "START/END", value_parser = crate::compare::window::parse_range, requires = "prometheus_url")]
         window: Option<crate::compare::window::Range>,
-        /// The baseline file to write (replaced whole if it exists).
-        #[arg(long)]
+        /// The baseline file to write (replaced whole if it exists; its directory is created).
+        #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
 }
@@ -669,8 +682,10 @@ pub struct BenchArgs {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value = "table")]
     pub output: crate::bench::command::Output,
-    /// Also write report.json, report.md, report.txt and the SVG charts into this directory.
-    #[arg(long)]
+    /// Also write report.json, report.md, report.txt and the SVG charts into this directory
+    /// (created if needed). (Was `--out`, which `baseline save` uses for a file; still
+    /// accepted.)
+    #[arg(long = "out-dir", alias = "out", value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// No progress output on stderr.
     #[arg(long)]

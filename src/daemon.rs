@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{self, Config, ConfigError, Scenario, Target};
+use crate::failure_log::FailureLog;
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
@@ -144,6 +145,8 @@ impl Daemon {
             web,
         ));
         let tasks = TaskTracker::new();
+        let failure_log = Arc::new(FailureLog::new(crate::failure_log::default_timing()));
+        tasks.spawn(failure_log.clone().run(shutdown.clone()));
         let mut supervisor = Supervisor {
             metrics: metrics.clone(),
             history: history.clone(),
@@ -153,6 +156,7 @@ impl Daemon {
             tasks: tasks.clone(),
             config_file,
             running: HashMap::new(),
+            failure_log: failure_log.clone(),
             probers: HashMap::new(),
             clients: HashMap::new(),
             shard,
@@ -207,6 +211,14 @@ impl Daemon {
     }
 }
 
+/// Logs one warning per credential of `cfg` that could not be read (it names the variable or
+/// file, never a value); its target is probed anyway and fails with reason `credentials`.
+pub fn log_credential_problems(cfg: &Config) {
+    for p in &cfg.credential_problems {
+        tracing::warn!(problem = %p, "the credentials of a target cannot be read; it is probed anyway and fails with reason credentials until they can");
+    }
+}
+
 /// (target name, scenario name).
 type PairKey = (String, String);
 
@@ -241,6 +253,8 @@ struct Supervisor {
     tasks: TaskTracker,
     config_file: Option<PathBuf>,
     running: HashMap<PairKey, Running>,
+    /// Logs failing probes on change, not on every probe.
+    failure_log: Arc<FailureLog>,
     probers: HashMap<String, Prober>,
     /// One HTTP client per [`ClientKey`], shared by the targets that have it.
     clients: HashMap<ClientKey, reqwest::Client>,
@@ -281,11 +295,26 @@ impl Supervisor {
         let Some(path) = &self.config_file else {
             return Err(ReloadError::NoConfigFile);
         };
-        let config = config::load_off_runtime(path.clone(), config::Secrets::Read)
+        let config = config::load_off_runtime(path.clone(), config::Secrets::Isolate)
             .await
             .map_err(ReloadError::Config)?;
         self.check_buckets(&config)?;
-        self.apply(&config)
+        let summary = self.apply(&config)?;
+        // Credentials that cannot be read do not reject the file: every valid change is applied
+        // and the broken targets are named (they fail with reason credentials).
+        log_credential_problems(&config);
+        let broken: Vec<&str> = (config.targets.iter())
+            .filter(|t| t.credentials_error.is_some())
+            .map(|t| t.name.as_str())
+            .collect();
+        Ok(match broken.is_empty() {
+            true => summary,
+            false => format!(
+                "{summary}; credentials cannot be read for {} (probes fail with reason credentials): {}",
+                broken.len(),
+                broken.join(", ")
+            ),
+        })
     }
 
     /// SLO thresholds must be classic bucket boundaries (when there are classic buckets);
@@ -387,7 +416,8 @@ impl Supervisor {
                 stop: self.shutdown.child_token(),
             };
             self.metrics.register_probe(&run.labels(), &t.slo);
-            self.metrics.set_interval(&run.labels(), t.interval);
+            self.metrics
+                .set_schedule(&run.labels(), t.effective_interval(), t.cost.is_some());
             self.spawn(probers[&t.name].clone(), &run);
             self.running.insert(key, run);
             started += 1;
@@ -449,13 +479,14 @@ impl Supervisor {
     }
 
     fn spawn(&self, prober: Prober, run: &Running) {
-        let (metrics, history, tx) = (
+        let (metrics, history, tx, log) = (
             self.metrics.clone(),
             self.history.clone(),
             self.outcomes.clone(),
+            self.failure_log.clone(),
         );
         let record = move |o: ProbeOutcome| {
-            o.log();
+            log.record(&o);
             metrics.observe(&o);
             history.push(&o);
             let _ = tx.send(Arc::new(o));
@@ -476,7 +507,7 @@ impl Supervisor {
             if let Err(e) = schedule.await {
                 state.stopped_schedules.fetch_add(1, Ordering::AcqRel);
                 tracing::error!(
-                    target_name = %names.0, scenario = %names.1, panic = %panic_message(e),
+                    target = %names.0, scenario = %names.1, panic = %panic_message(e),
                     "a probe schedule stopped (a bug in llm-probe; please report it); this pair is no longer probed and /-/healthy answers 503 until a restart"
                 );
             }

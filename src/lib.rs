@@ -27,6 +27,7 @@ pub mod shard;
 pub mod watch;
 
 pub mod daemon;
+pub mod failure_log;
 pub mod history;
 pub mod simulate;
 
@@ -38,6 +39,7 @@ pub mod cli;
 pub mod compare;
 pub mod demo;
 pub mod healthcheck;
+pub mod listen;
 pub mod logging;
 pub mod report;
 pub mod safe_write;

@@ -29,20 +29,33 @@ pub fn init(level: &str, format: LogFormat) {
     // `parse_level` already accepted it; "info" only if a directive slipped through.
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The key `target` is the LLM target a line is about (LogQL `{…} | logfmt | target="x"`);
+    // the Rust module that logged is `module_path` in logfmt and left out of JSON.
     let _ = match format {
-        LogFormat::Logfmt => tracing_subscriber::fmt()
-            .log_internal_errors(false)
-            .event_format(tracing_logfmt::EventsFormatter::default())
-            .fmt_fields(tracing_logfmt::FieldsFormatter::default())
-            .with_env_filter(filter)
-            .with_writer(|| DroppingWriter(std::io::stderr()))
-            .try_init(),
+        LogFormat::Logfmt => {
+            use tracing_subscriber::layer::SubscriberExt;
+            use tracing_subscriber::util::SubscriberInitExt;
+            let layer = tracing_logfmt::builder()
+                .with_target(false)
+                .with_module_path(true)
+                .layer()
+                .log_internal_errors(false)
+                .with_writer(|| DroppingWriter(std::io::stderr()));
+            tracing_subscriber::registry()
+                .with(filter)
+                .with(layer)
+                .try_init()
+                .map_err(|e| e.to_string())
+        }
         LogFormat::Json => tracing_subscriber::fmt()
             .log_internal_errors(false)
             .json()
+            .with_target(false)
+            .flatten_event(true)
             .with_env_filter(filter)
             .with_writer(|| DroppingWriter(std::io::stderr()))
-            .try_init(),
+            .try_init()
+            .map_err(|e| e.to_string()),
     };
 }
 

@@ -271,6 +271,8 @@ pub struct Metrics {
     last_timestamp: Family<ProbeLabels, F64Gauge>,
     retry_after: Family<ProbeLabels, F64Gauge>,
     interval: Family<ProbeLabels, F64Gauge>,
+    credential_reloads: Family<TargetLabels, Counter>,
+    cost: Family<ProbeLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     slo_ttft: Family<TargetLabels, F64Gauge>,
     slo_tokens_per_second: Family<TargetLabels, F64Gauge>,
     endpoint_info: Family<EndpointLabels, Gauge>,
@@ -335,6 +337,8 @@ impl Metrics {
             last_timestamp: Family::default(),
             retry_after: Family::default(),
             interval: Family::default(),
+            credential_reloads: Family::default(),
+            cost: Family::default(),
             slo_ttft: Family::default(),
             slo_tokens_per_second: Family::default(),
             endpoint_info: Family::default(),
@@ -462,9 +466,19 @@ impl Metrics {
             Unit::Seconds,
             m.retry_after.clone(),
         );
+        r.register(
+            "probe_cost",
+            "Money the probes spent, in the currency unit of the target's cost prices (per million prompt and output tokens), from the tokens the server reported; only targets with cost: prices",
+            m.cost.clone(),
+        );
+        r.register(
+            "credential_reloads",
+            "Times the target's credentials (api_key_file, TLS files) were read again because a file changed, and the next probes used them (never the value)",
+            m.credential_reloads.clone(),
+        );
         r.register_with_unit(
             "probe_interval",
-            "Configured time between the starts of two probes of the pair; the alert rules derive their probe-count guards and detection windows from it",
+            "Time between the starts of two probes of the pair (the configured interval, or longer when the target's cost.monthly_budget needs it); the alert rules derive their probe-count guards and detection windows from it",
             Unit::Seconds,
             m.interval.clone(),
         );
@@ -579,6 +593,7 @@ impl Metrics {
             target: labels.target.clone(),
             model: labels.model.clone(),
         };
+        let _ = self.credential_reloads.get_or_create(&t);
         self.slo_ttft
             .get_or_create(&t)
             .set(slo.ttft_p95.as_secs_f64());
@@ -587,14 +602,19 @@ impl Metrics {
             .set(slo.output_tokens_per_second_min);
     }
 
-    /// Exports the configured probe interval of one (target, model, scenario) as
-    /// `llm_probe_probe_interval_seconds` (seconds between the starts of two probes): the alert
-    /// rules scale their probe-count guards and windows with it, so a pair probed every 5 min
-    /// gets latency alerts as well as one probed every 15 s.
-    pub fn set_interval(&self, labels: &ProbeLabels, interval: std::time::Duration) {
+    /// Exports the interval one (target, model, scenario) is probed at as
+    /// `llm_probe_probe_interval_seconds` (seconds between the starts of two probes: the
+    /// configured interval, or longer when the target's `cost.monthly_budget` needs it), and
+    /// creates its cost counter at zero when the target has prices. The alert rules scale their
+    /// probe-count guards and windows with the interval, so a pair probed every 5 min gets
+    /// latency alerts as well as one probed every 15 s.
+    pub fn set_schedule(&self, labels: &ProbeLabels, interval: std::time::Duration, priced: bool) {
         self.interval
             .get_or_create(labels)
             .set(interval.as_secs_f64());
+        if priced {
+            let _ = self.cost.get_or_create(labels);
+        }
     }
 
     /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
@@ -622,6 +642,7 @@ impl Metrics {
         }
         self.last_success.remove(labels);
         self.last_timestamp.remove(labels);
+        self.cost.remove(labels);
         self.retry_after.remove(labels);
         self.interval.remove(labels);
         for reason in FailureReason::ALL {
@@ -640,6 +661,7 @@ impl Metrics {
         };
         self.slo_ttft.remove(&t);
         self.slo_tokens_per_second.remove(&t);
+        self.credential_reloads.remove(&t);
         if let Some(old) = self
             .current_identity
             .lock()
@@ -721,6 +743,16 @@ impl Metrics {
                 .inc();
         }
         self.update_identity(&labels, &obs.identity);
+        if let Some(c) = obs.cost {
+            self.cost.get_or_create(&labels).inc_by(c);
+        }
+        if obs.credentials_reloaded {
+            let t = TargetLabels {
+                target: labels.target.clone(),
+                model: labels.model.clone(),
+            };
+            self.credential_reloads.get_or_create(&t).inc();
+        }
         for delay in &obs.read_delays {
             self.read_delay.observe(delay.as_secs_f64());
         }

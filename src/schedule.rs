@@ -76,12 +76,14 @@ pub async fn probe_loop<F>(
     F: Fn(ProbeOutcome) + Send,
 {
     let target = prober.target().clone();
+    // The configured interval, or longer when a monthly budget needs it.
+    let interval = target.effective_interval();
     let names: Vec<&str> = target.scenarios.iter().map(|s| s.name.as_str()).collect();
     let index = names.iter().position(|n| *n == scenario.name).unwrap_or(0);
-    let slot = slot(&target.name, &names, index, target.interval);
+    let slot = slot(&target.name, &names, index, interval);
     let now = Instant::now();
     let first = instant_after(now, slot.first);
-    let then = instant_after(now, slot.steady.saturating_add(target.interval));
+    let then = instant_after(now, slot.steady.saturating_add(interval));
     let names = (target.name.clone(), scenario.name.clone());
     let probe = move || {
         let (prober, scenario) = (prober.clone(), scenario.clone());
@@ -92,15 +94,7 @@ pub async fn probe_loop<F>(
         record(outcome);
         hold
     };
-    run_loop(
-        &names,
-        (first, then),
-        target.interval,
-        probe,
-        after,
-        shutdown,
-    )
-    .await;
+    run_loop(&names, (first, then), interval, probe, after, shutdown).await;
 }
 
 /// The schedule of [`probe_loop`], over any probe: `probe()` at `first`, then at `then` and
@@ -142,7 +136,7 @@ async fn run_loop<T, P, Fut>(
             Err(e) => {
                 PROBE_PANICS.inc();
                 tracing::error!(
-                    target_name = %names.0, scenario = %names.1, panic = %panic_message(e),
+                    target = %names.0, scenario = %names.1, panic = %panic_message(e),
                     "a probe panicked (a bug in llm-probe; please report it); it is not counted, the next probe runs on schedule"
                 );
                 continue;

@@ -290,6 +290,13 @@ fn baseline_save_writes_the_file_and_exits_2_on_unusable_input() {
     assert_eq!(b.endpoint.system_fingerprint.as_deref(), Some("fp-1"));
     assert!(b.samples >= 100, "{}", b.samples);
 
+    // The output's directory is created.
+    let nested = dir.path().join("baselines/prod/b.json");
+    let nested_s = nested.display().to_string();
+    let (code, _, stderr) = save(&["--from", &fixture, "--out", &nested_s]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(nested.is_file());
+
     let (code, _, _) = save(&["--from", &fixture, "--level", "4", "--out", &out_s]);
     assert_eq!(code, 0);
     let b4 = llm_probe::baseline::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();

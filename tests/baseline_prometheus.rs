@@ -244,7 +244,7 @@ fn sources_are_exclusive_and_complete() {
     assert!(text(&o.stderr).contains("--from"), "{}", text(&o.stderr));
     let o = save(&from_prometheus(url, "chat", "", &["--out", &out_s]));
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("--window"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--range"), "{}", text(&o.stderr));
     let with_level = from_prometheus(
         url,
         "chat",

@@ -191,6 +191,35 @@ fn the_sharded_overlay_renders_a_statefulset_whose_shard_count_is_its_replicas()
     );
 }
 
+/// The documented way to get the `release:` label a default kube-prometheus-stack selects on:
+/// the `prometheus-release` component, shown by the `kube-prometheus-stack` overlay. It labels
+/// the ServiceMonitor and the PrometheusRule, and nothing else.
+#[test]
+fn the_release_label_component_labels_what_the_operator_selects() {
+    let objects = render("kube-prometheus-stack");
+    check_common(&objects);
+    check_workload(find(&objects, "Deployment", "llm-probe"));
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        let o = find(&objects, kind, "llm-probe");
+        assert_eq!(
+            o["metadata"]["labels"]["release"], "kube-prometheus-stack",
+            "{kind}"
+        );
+    }
+    let labelled = objects
+        .iter()
+        .filter(|o| !o["metadata"]["labels"]["release"].is_null())
+        .count();
+    assert_eq!(
+        labelled, 2,
+        "only the ServiceMonitor and the PrometheusRule"
+    );
+    // Without the component, no release label.
+    assert!(render("single")
+        .iter()
+        .all(|o| o["metadata"]["labels"]["release"].is_null()));
+}
+
 /// `schema-check/check.mjs` on `objects`: the Kubernetes and Prometheus Operator schemas of
 /// npm kubernetes-models (pinned in deploy/kubernetes/schema-check/package-lock.json).
 fn schema_check(objects: &[Value]) -> std::process::Output {

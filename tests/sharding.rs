@@ -301,7 +301,7 @@ fn run_takes_the_index_from_a_statefulset_host_name() {
     let run = |hostname: &str| {
         let mut cmd = std::process::Command::new(BIN);
         cmd.args([
-            "--log.level=error",
+            "--log.level=info",
             "run",
             "--web.listen-address=127.0.0.1:0",
             "--shard.count=3",
@@ -326,8 +326,8 @@ fn run_takes_the_index_from_a_statefulset_host_name() {
     let mut lines = std::io::BufReader::new(good.0.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = lines.next().expect("a serving line").unwrap();
-        if let Some(rest) = line.strip_prefix("llm-probe: serving metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
+        if let Some(rest) = line.split("serving metrics on http://").nth(1) {
+            break rest.split('/').next().unwrap().to_string();
         }
     };
     let body = blocking_get(&format!("http://{addr}/metrics"));

@@ -655,14 +655,16 @@ async fn no_content_and_redirects_are_http_status_and_a_redirect_names_where_wit
     let addr = faulty(Fault::NoContent).await;
     for d in every_host("http", addr.port(), FailureReason::HttpStatus, "3s").await {
         assert!(
-            d.starts_with("HTTP 204 No Content: the server answered"),
+            d.starts_with(
+                "HTTP 204 No Content from POST /v1/chat/completions: the server answered"
+            ),
             "{d}"
         );
     }
     let addr = faulty(Fault::Redirect).await;
     for d in every_host("http", addr.port(), FailureReason::HttpStatus, "3s").await {
         assert!(
-            d.starts_with("HTTP 302 Found, redirected to https://llm.example.com:8443/v2/chat?…"),
+            d.starts_with("HTTP 302 Found from POST /v1/chat/completions, redirected to https://llm.example.com:8443/v2/chat?…"),
             "{d}"
         );
         for secret in ["admin", "hunter2", "SECRET123", "api_key", "frag"] {

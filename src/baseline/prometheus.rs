@@ -1,4 +1,4 @@
-//! `llm-probe baseline save --prometheus.url URL --target T --scenario S --window START/END`: a
+//! `llm-probe baseline save --prometheus.url URL --target T --scenario S --range START/END`: a
 //! [`Measured`] from a window of the daemon's classic histogram buckets in Prometheus, written
 //! by [`save::finish`].
 //!
@@ -168,7 +168,7 @@ pub async fn measure(req: &Request, now: f64) -> Result<Measured, String> {
     let (start, end) = req
         .window
         .resolve(now)
-        .map_err(|e| format!("--window: {e}"))?;
+        .map_err(|e| format!("--range: {e}"))?;
     let pair = describe(&req.target, Some(&req.scenario));
     let w = prometheus::fetch_window(&client, &req.target, Some(&req.scenario), start, end)
         .await

@@ -163,6 +163,9 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
     let run = input::parse_run(file, text)?;
     let doc: Value = serde_json::from_str(text).unwrap_or(Value::Null);
     let (level, why) = pick_level(&run, &doc, pick)?;
+    let warnings: Vec<String> = beyond_capacity(&doc, &level.key, pick)
+        .into_iter()
+        .collect();
     let ok = level.requests.iter().filter(|r| r.success).count() as u64;
     let ttft = quantiles(&level.values(Metric::Ttft)).filter(|_| ok > 0).ok_or_else(|| {
         format!(
@@ -212,7 +215,26 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
         e2e: quantiles(&level.values(Metric::E2e)),
         why,
         notes: Vec::new(),
-        warnings: Vec::new(),
+        warnings,
+    })
+}
+
+/// A warning when `--level` / `--rate` pins a level beyond the run's SLA capacity (or any level
+/// of a run where none met the SLA): such a baseline accepts latencies that breach the SLO.
+fn beyond_capacity(doc: &Value, key: &LevelKey, pick: Pick) -> Option<String> {
+    if matches!(pick, Pick::Default) || !doc["sla_capacity"].is_object() {
+        return None;
+    }
+    let cap = &doc["sla_capacity"];
+    let beyond = match key {
+        LevelKey::Concurrency(c) => cap["concurrency"].as_u64().is_none_or(|max| *c > max),
+        LevelKey::Rate(r) => cap["rate"].as_f64().is_none_or(|max| *r > max),
+        LevelKey::Single => false,
+    };
+    beyond.then(|| match (cap["concurrency"].as_u64(), cap["rate"].as_f64()) {
+        (Some(c), _) => format!("{key} is beyond the run's SLA capacity (concurrency {c}): this baseline accepts latencies that breach the target's SLO; pin a level within the capacity unless that is what you want"),
+        (None, Some(r)) => format!("{key} is beyond the run's SLA capacity (rate {r}/s): this baseline accepts latencies that breach the target's SLO; pin a level within the capacity unless that is what you want"),
+        _ => format!("no level of the run met the SLA, so {key} is beyond its capacity: this baseline accepts latencies that breach the target's SLO"),
     })
 }
 
@@ -223,6 +245,13 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
 /// Errors: `out` is a symlink, device, FIFO or directory; the directory cannot be written (the
 /// message names the path).
 pub fn write(baseline: &Baseline, out: &Path) -> Result<(), String> {
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    // The directory is created (e.g. `--out baselines/prod.json` in a fresh checkout).
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("--out: cannot create the directory {}: {e}", dir.display()))?;
     crate::safe_write::replace_file(out, baseline.to_json().as_bytes())
         .map_err(|e| format!("--out: {e}"))
 }
@@ -293,4 +322,32 @@ pub fn finish(measured: Result<Measured, String>, out: &Path) -> std::process::E
         stdout_text('\n');
     }
     std::process::ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod capacity_tests {
+    use super::*;
+
+    #[test]
+    fn pinning_beyond_the_sla_capacity_warns() {
+        let doc = serde_json::json!({"sla_capacity": {"concurrency": 4, "rate": null}});
+        let c = |n| LevelKey::Concurrency(n);
+        assert_eq!(beyond_capacity(&doc, &c(4), Pick::Concurrency(4)), None);
+        assert_eq!(beyond_capacity(&doc, &c(2), Pick::Concurrency(2)), None);
+        let w = beyond_capacity(&doc, &c(8), Pick::Concurrency(8)).unwrap();
+        assert!(
+            w.contains("beyond the run's SLA capacity (concurrency 4)"),
+            "{w}"
+        );
+        // The default pick never goes beyond; a run without capacity data says nothing.
+        assert_eq!(beyond_capacity(&doc, &c(8), Pick::Default), None);
+        let old = serde_json::json!({});
+        assert_eq!(beyond_capacity(&old, &c(8), Pick::Concurrency(8)), None);
+        let none_met = serde_json::json!({"sla_capacity": {"concurrency": null, "rate": null}});
+        let w = beyond_capacity(&none_met, &c(1), Pick::Concurrency(1)).unwrap();
+        assert!(w.contains("no level of the run met the SLA"), "{w}");
+        let rate = serde_json::json!({"sla_capacity": {"concurrency": null, "rate": 2.0}});
+        assert!(beyond_capacity(&rate, &LevelKey::Rate(4.0), Pick::Rate(4.0)).is_some());
+        assert!(beyond_capacity(&rate, &LevelKey::Rate(1.0), Pick::Rate(1.0)).is_none());
+    }
 }

@@ -12,8 +12,11 @@
 //! scenarios, a `target "NAME": ` / `scenario "NAME": ` prefix. YAML syntax errors and
 //! type errors detected by serde stop at the first one.
 
+pub mod cost;
+pub mod credentials;
 pub mod durations;
 pub mod files;
+pub mod hints;
 pub(crate) mod locate;
 mod raw;
 mod schema_errors;
@@ -59,6 +62,12 @@ pub struct Config {
     pub scenarios: Vec<Arc<Scenario>>,
     /// All targets, in file order. Names are unique; each has at least one scenario.
     pub targets: Vec<Arc<Target>>,
+    /// With [`Secrets::Isolate`]: every credential that could not be read (an unset or empty
+    /// `api_key_env` variable, a missing or unreadable `api_key_file` or TLS file), located and
+    /// naming the variable or file, never a value. Each such target is in `targets` with its
+    /// [`Target::credentials_error`] set: it is scheduled and fails every probe with the reason
+    /// `credentials` until the file can be read. Empty with [`Secrets::Read`] (they are errors).
+    pub credential_problems: Vec<Problem>,
 }
 
 /// A canned prompt sent as one streaming request.
@@ -186,7 +195,7 @@ impl fmt::Display for Protocol {
 }
 
 /// An endpoint to probe, with every default applied.
-#[derive(PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Target {
     /// Unique name; used as the `target` metric label. Matches `[A-Za-z0-9_.:-]+`, at most
     /// [`MAX_NAME_LEN`] characters.
@@ -204,6 +213,14 @@ pub struct Target {
     pub api_key: Option<Secret>,
     /// Where the key came from, for summaries: `"env NAME"` or `"file PATH"`. Never the key.
     pub api_key_source: Option<String>,
+    /// The `api_key_file`, when the key comes from one and secrets are read: a prober re-reads
+    /// it (and the TLS files) when it changes ([`credentials`]).
+    pub api_key_file: Option<credentials::KeyFile>,
+    /// Why the target's credentials could not be read at load time (loaded with
+    /// [`Secrets::Isolate`]): sentences naming the variable or file, never a value. A prober
+    /// fails every probe of such a target with the reason `credentials` until its files can be
+    /// read.
+    pub credentials_error: Option<String>,
     /// Extra HTTP headers: `defaults.headers` merged with the target's (the target
     /// wins; names compare case-insensitively). Names and values are valid HTTP.
     pub headers: Vec<(String, String)>,
@@ -243,6 +260,9 @@ pub struct Target {
     /// of the target, each naming this target and one of its scenarios. Exported as the
     /// `llm_probe_baseline_*` gauges; they do not change how the target is probed.
     pub baselines: Vec<Arc<crate::baseline::Baseline>>,
+    /// Prices and monthly budget (`cost:`), when the endpoint is metered: the money probes
+    /// spend is counted, and a budget stretches the interval ([`cost`]).
+    pub cost: Option<cost::Cost>,
 }
 
 impl Target {
@@ -257,6 +277,8 @@ impl Target {
             model,
             api_key,
             api_key_source,
+            api_key_file,
+            credentials_error,
             headers,
             secret_headers,
             interval,
@@ -273,6 +295,7 @@ impl Target {
             connection,
             // Exported, not probed with: the daemon re-exports the baselines on every reload.
             baselines: _,
+            cost,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -280,6 +303,8 @@ impl Target {
             && *model == other.model
             && *api_key == other.api_key
             && *api_key_source == other.api_key_source
+            && *api_key_file == other.api_key_file
+            && *credentials_error == other.credentials_error
             && *headers == other.headers
             && *secret_headers == other.secret_headers
             && *interval == other.interval
@@ -293,6 +318,7 @@ impl Target {
             && *tls == other.tls
             && *connect_timeout == other.connect_timeout
             && *connection == other.connection
+            && *cost == other.cost
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
@@ -317,6 +343,12 @@ impl Target {
             + &self.baseline_summary();
         // File paths may hold any character: printed escaped.
         crate::sanitize::terminal_safe(&line).into_owned()
+    }
+
+    /// The interval its scenarios are probed at: `interval`, or longer when a monthly budget
+    /// needs it ([`cost::spend`]).
+    pub fn effective_interval(&self) -> Duration {
+        cost::spend(self).map_or(self.interval, |s| s.effective_interval)
     }
 
     /// The temperature to send for `scenario`: the scenario's, else the target's.
@@ -407,6 +439,8 @@ impl fmt::Debug for Target {
             .field("model", &self.model)
             .field("api_key", &self.api_key)
             .field("api_key_source", &self.api_key_source)
+            .field("api_key_file", &self.api_key_file)
+            .field("credentials_error", &self.credentials_error)
             .field("headers", &headers)
             .field("secret_headers", &self.secret_headers)
             .field("interval", &self.interval)
@@ -421,6 +455,7 @@ impl fmt::Debug for Target {
             .field("tls", &self.tls)
             .field("connect_timeout", &self.connect_timeout)
             .field("connection", &self.connection)
+            .field("cost", &self.cost)
             .field(
                 "baselines",
                 &self
@@ -569,9 +604,15 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 /// Whether validation resolves the API keys a config names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Secrets {
-    /// Look up every `api_key_env` variable and read every `api_key_file`; a missing one is a
-    /// problem. What `run` and `probe-once` do.
+    /// Look up every `api_key_env` variable and read every `api_key_file` and TLS file; one
+    /// that cannot be read is a problem of the file. What `check-config` does.
     Read,
+    /// As `Read`, but a credential that cannot be read is not a problem of the file: the
+    /// target is kept with [`Target::credentials_error`] set and the problem is listed in
+    /// [`Config::credential_problems`]. What `run`, a reload and `probe-once` do, so that one
+    /// target's missing key never stops the others. Syntax and schema problems are errors as
+    /// with `Read`.
+    Isolate,
     /// Check that `api_key_env` and `api_key_file` are well-formed but do not look them up or
     /// read them: for checking a probes file where the keys are not present (a CI pipeline).
     /// The targets of the returned [`Config`] carry no key.

@@ -78,6 +78,15 @@ pub(crate) struct RawTarget {
     pub connect_timeout: Option<Value>,
     pub connection: Option<String>,
     pub baseline_file: Option<Value>,
+    pub cost: Option<RawCost>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCost {
+    pub input_per_million: Option<f64>,
+    pub output_per_million: Option<f64>,
+    pub monthly_budget: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

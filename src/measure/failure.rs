@@ -29,11 +29,15 @@ pub enum FailureReason {
     EmptyStream,
     /// The stream exceeded a size cap (bytes per probe, bytes per event, or token events per probe).
     TooLarge,
+    /// The target's credentials cannot be read (an unset or empty `api_key_env` variable, a
+    /// missing or unreadable `api_key_file` or TLS file): no request was sent. The detail names
+    /// the variable or file, never a value.
+    Credentials,
 }
 
 impl FailureReason {
     /// Every reason, in label order (for pre-registering series and documentation).
-    pub const ALL: [FailureReason; 11] = [
+    pub const ALL: [FailureReason; 12] = [
         FailureReason::Dns,
         FailureReason::Connect,
         FailureReason::Tls,
@@ -45,6 +49,7 @@ impl FailureReason {
         FailureReason::Truncated,
         FailureReason::EmptyStream,
         FailureReason::TooLarge,
+        FailureReason::Credentials,
     ];
 
     /// The metric label value (snake_case, stable).
@@ -61,6 +66,7 @@ impl FailureReason {
             FailureReason::Truncated => "truncated",
             FailureReason::EmptyStream => "empty_stream",
             FailureReason::TooLarge => "too_large",
+            FailureReason::Credentials => "credentials",
         }
     }
 }

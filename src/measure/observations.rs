@@ -142,6 +142,13 @@ pub struct Observations {
     /// long after the kernel received its bytes the probe's task read them (the probe's own
     /// delay, `llm_probe_read_delay_seconds`). Empty for read-instant probes.
     pub read_delays: Vec<std::time::Duration>,
+    /// The target's credentials were read again from their changed files just before this
+    /// probe (`llm_probe_credential_reloads_total`).
+    pub credentials_reloaded: bool,
+    /// What this probe cost at the target's prices (`cost:`), from the prompt and output
+    /// tokens the server reported; `None` when the target has no prices
+    /// (`llm_probe_probe_cost_total`).
+    pub cost: Option<f64>,
 }
 
 impl Observations {
@@ -162,6 +169,8 @@ impl Observations {
             retry_after: None,
             raw_excerpt: Vec::new(),
             read_delays: Vec::new(),
+            credentials_reloaded: false,
+            cost: None,
         }
     }
 

@@ -31,12 +31,12 @@ impl ProbeOutcome {
     pub fn log(&self) {
         match &self.result {
             Err(f) => tracing::warn!(
-                target_name = %self.target, scenario = %self.scenario, reason = f.reason.as_str(),
+                target = %self.target, scenario = %self.scenario, reason = f.reason.as_str(),
                 status = self.observations.http_status,
                 detail = %crate::sanitize::terminal_safe(&f.detail), "probe failed"
             ),
             Ok(m) => tracing::debug!(
-                target_name = %self.target, scenario = %self.scenario,
+                target = %self.target, scenario = %self.scenario,
                 ttft_seconds = m.ttft.as_secs_f64(), output_tokens = m.output_tokens,
                 e2e_seconds = m.e2e.as_secs_f64(), "probe succeeded"
             ),

@@ -79,7 +79,7 @@ pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> 
 pub(super) fn warn_if_insecure(target: &Target) {
     if target.tls.insecure_skip_verify {
         tracing::warn!(
-            target_name = %target.name,
+            target = %target.name,
             "TLS certificate verification is OFF for this target (tls.insecure_skip_verify): anyone on the path can impersonate the server"
         );
     }

@@ -73,17 +73,65 @@ pub const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 /// `http://` or `https://` target (direct, or through an HTTP proxy from the environment)
 /// streams over the probe's own kernel-stamped client (`src/probe/transport.rs`); every other
 /// request goes over the reqwest client.
+///
+/// Credentials are live: before each probe, the files the target's API key and TLS material
+/// come from are checked (a `stat` each, off the runtime) and re-read when one changed
+/// ([`crate::config::credentials`]), so the next probe uses a rotated key. A target whose
+/// credentials cannot be read fails every probe with the reason `credentials`, naming the
+/// variable or file. Clones share the clients and the credential state.
 #[derive(Debug, Clone)]
 pub struct Prober {
+    /// The target as configured.
+    target: Arc<Target>,
+    /// What probes use now.
+    live: Arc<tokio::sync::Mutex<Live>>,
+    limits: Limits,
+}
+
+/// A prober's credential state: what probes use now and the stamps of the files it was read
+/// from.
+#[derive(Debug)]
+struct Live {
+    armed: Arc<Armed>,
+    /// `None` until the first check.
+    stamps: Option<Vec<Option<crate::config::credentials::FileStamp>>>,
+}
+
+/// The target with its current credentials, the clients built for them and the redaction of
+/// those secrets; or why the credentials cannot be read.
+#[derive(Debug)]
+struct Armed {
     client: reqwest::Client,
     /// The stamped client for the streaming request, when the target allows it
     /// ([`transport`]); `None`: the streaming request goes over `client` too.
     stamped: Option<transport::StampedClient>,
     target: Arc<Target>,
-    limits: Limits,
     /// The target's API key, secret header values and its proxy's credentials from the
     /// environment ([`route::proxy_secrets`]), in every form they may be echoed: built once.
     redactor: crate::sanitize::Redactor,
+    /// Why the credentials cannot be read (names the variable or file, never a value).
+    error: Option<String>,
+}
+
+impl Armed {
+    fn new(target: Arc<Target>, client: reqwest::Client, error: Option<String>) -> Self {
+        let proxy = route::proxy_secrets(&target.base_url);
+        let key = target.api_key.as_ref().map(|k| k.expose());
+        let headers = (target.headers.iter())
+            .filter_map(|(k, v)| target.is_secret_header(k).then_some(v.as_str()));
+        let redactor = crate::sanitize::Redactor::new(
+            key.into_iter()
+                .chain(headers)
+                .chain(proxy.iter().map(String::as_str)),
+        );
+        Armed {
+            client,
+            stamped: transport::stamped_client(&target),
+            redactor,
+            target,
+            error,
+        }
+    }
 }
 
 impl Prober {
@@ -102,20 +150,13 @@ impl Prober {
     /// turns the kernel's receive timestamping on (see [`arrival::prepare`]).
     pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
         client::warn_if_insecure(&target);
-        let proxy = route::proxy_secrets(&target.base_url);
-        let key = target.api_key.as_ref().map(|k| k.expose());
-        let headers = (target.headers.iter())
-            .filter_map(|(k, v)| target.is_secret_header(k).then_some(v.as_str()));
-        let redactor = crate::sanitize::Redactor::new(
-            key.into_iter()
-                .chain(headers)
-                .chain(proxy.iter().map(String::as_str)),
-        );
+        let armed = Armed::new(target.clone(), client, target.credentials_error.clone());
         Prober {
-            client,
-            stamped: transport::stamped_client(&target),
-            redactor,
             target,
+            live: Arc::new(tokio::sync::Mutex::new(Live {
+                armed: Arc::new(armed),
+                stamps: None,
+            })),
             limits: Limits::default(),
         }
     }
@@ -126,18 +167,110 @@ impl Prober {
         self
     }
 
-    /// The target this prober probes.
+    /// The target this prober probes, as configured.
     pub fn target(&self) -> &Arc<Target> {
         &self.target
     }
 
     /// Runs one probe of `scenario` and concludes it. Never panics on server input and never
-    /// retries; the whole exchange is bounded by the target's `timeout`.
+    /// retries; the whole exchange is bounded by the target's `timeout`. A target whose
+    /// credentials cannot be read fails with the reason `credentials` without a request.
     pub async fn probe(&self, scenario: &Scenario) -> ProbeOutcome {
+        let (armed, reloaded) = self.armed().await;
+        let mut outcome = armed.probe(scenario, &self.limits).await;
+        outcome.observations.credentials_reloaded = reloaded;
+        if let Some(cost) = &self.target.cost {
+            // The tokens the server reports it processed; output tokens of a failed stream
+            // were spent too.
+            let obs = &outcome.observations;
+            let output = match &outcome.result {
+                Ok(m) => m.output_tokens,
+                Err(_) => obs.usage.completion_tokens.unwrap_or(0),
+            };
+            let spent = cost.of(obs.usage.prompt_tokens.unwrap_or(0), output);
+            outcome.observations.cost = Some(spent);
+        }
+        outcome
+    }
+
+    /// What this probe uses: the credentials as last read, read again first if one of their
+    /// files changed. `true` when they were reloaded by this call (logged at info, never the
+    /// value).
+    async fn armed(&self) -> (Arc<Armed>, bool) {
+        use crate::config::credentials;
+        let mut live = self.live.lock().await;
+        if credentials::files(&self.target).is_empty() {
+            return (live.armed.clone(), false);
+        }
+        let (target, known) = (self.target.clone(), live.stamps.clone());
+        let checked = tokio::task::spawn_blocking(move || {
+            let now = credentials::stamps(&credentials::files(&target));
+            let reread = (known.as_ref() != Some(&now)).then(|| credentials::reread(&target));
+            (now, reread)
+        })
+        .await;
+        let Ok((now, reread)) = checked else {
+            return (live.armed.clone(), false);
+        };
+        live.stamps = Some(now);
+        let current = live.armed.clone();
+        let next = match reread {
+            None => return (current, false),
+            Some(Err(e)) if current.error.as_ref() == Some(&e) => return (current, false),
+            Some(Err(e)) => {
+                tracing::warn!(target = %self.target.name, error = %e, "credentials cannot be read; probes of this target fail with reason credentials until they can");
+                Armed::new(current.target.clone(), current.client.clone(), Some(e))
+            }
+            Some(Ok((key, tls))) => {
+                let t = &current.target;
+                if current.error.is_none() && t.api_key == key && t.tls == tls {
+                    return (current, false);
+                }
+                let tls_changed = t.tls != tls;
+                let target = Arc::new(Target {
+                    api_key: key,
+                    tls,
+                    credentials_error: None,
+                    ..Target::clone(&self.target)
+                });
+                let client = match tls_changed {
+                    false => Ok(current.client.clone()),
+                    true => build_client(&target),
+                };
+                match client {
+                    Ok(client) => {
+                        let files: Vec<String> = credentials::files(&target)
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect();
+                        tracing::info!(target = %self.target.name, files = %files.join(", "), "credentials reloaded from their files; the next probes use them");
+                        Armed::new(target, client, None)
+                    }
+                    Err(e) => {
+                        let e = format!("the TLS files cannot be used ({e}); check tls.ca_file, tls.cert_file and tls.key_file.");
+                        Armed::new(current.target.clone(), current.client.clone(), Some(e))
+                    }
+                }
+            }
+        };
+        let reloaded = next.error.is_none();
+        live.armed = Arc::new(next);
+        (live.armed.clone(), reloaded)
+    }
+}
+
+impl Armed {
+    /// One probe with these credentials (see [`Prober::probe`]).
+    async fn probe(&self, scenario: &Scenario, limits: &Limits) -> ProbeOutcome {
+        let started_at = SystemTime::now();
+        if let Some(e) = &self.error {
+            let failure = Failure::new(FailureReason::Credentials, e.clone());
+            let obs = Observations::new(Instant::now().into_std());
+            return self.conclude(scenario, started_at, obs, Some(failure));
+        }
         let nonce = (scenario.prefix_cache == PrefixCache::Cold).then(protocol::new_nonce);
         let spec = protocol::build_request(&self.target, scenario, nonce.as_deref());
-        let reader = StreamReader::new(self.target.protocol, &self.limits);
-        let started_at = SystemTime::now();
+        let reader = StreamReader::new(self.target.protocol, limits);
 
         let request = match self.request(spec) {
             Ok(r) => r,
@@ -153,7 +286,8 @@ impl Prober {
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
         let deadline = crate::clock::instant_after(sent, self.target.timeout);
-        let exchange = tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs));
+        let exchange =
+            tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs, limits));
         let (exchanged, connection) = connect::attribute(exchange).await;
         (obs.timeline.connect_started, obs.timeline.connected) = connection.unzip();
         let failure = match exchanged {
@@ -308,6 +442,7 @@ impl Prober {
         request: reqwest::Request,
         mut reader: StreamReader,
         obs: &mut Observations,
+        limits: &Limits,
     ) -> Result<(), Failure> {
         let url = request.url().clone();
         let mut response = match &self.stamped {
@@ -386,15 +521,15 @@ impl Prober {
             };
             let (at, read_delay) = stamper.mark(read_at);
             obs.bytes += bytes.len() as u64;
-            if obs.raw_excerpt.len() < self.limits.capture_bytes {
-                let room = self.limits.capture_bytes - obs.raw_excerpt.len();
+            if obs.raw_excerpt.len() < limits.capture_bytes {
+                let room = limits.capture_bytes - obs.raw_excerpt.len();
                 obs.raw_excerpt
                     .extend_from_slice(&bytes[..bytes.len().min(room)]);
             }
-            if obs.bytes > self.limits.max_stream_bytes {
+            if obs.bytes > limits.max_stream_bytes {
                 return Err(too_large(format!(
                     "stream exceeded {} bytes",
-                    self.limits.max_stream_bytes
+                    limits.max_stream_bytes
                 )));
             }
             let tokens_before = obs.timeline.token_events.len();
@@ -413,7 +548,7 @@ impl Prober {
             }
 
             if ended {
-                self.drain(&mut response, &mut reader, obs).await;
+                self.drain(&mut response, &mut reader, obs, limits).await;
                 return reader.finish(std::time::Instant::now(), obs);
             }
         }
@@ -427,6 +562,7 @@ impl Prober {
         response: &mut transport::Response,
         reader: &mut StreamReader,
         obs: &mut Observations,
+        limits: &Limits,
     ) {
         let rest = async {
             let mut seen = 0usize;
@@ -439,7 +575,7 @@ impl Prober {
                 }
             }
         };
-        let _ = tokio::time::timeout(self.limits.drain_after_end, rest).await;
+        let _ = tokio::time::timeout(limits.drain_after_end, rest).await;
     }
 }
 
@@ -476,15 +612,23 @@ fn is_never_a_stream(content_type: &str) -> bool {
     )
 }
 
-/// The failure for a non-2xx status (and 204/205): `HTTP 302 Found, redirected to
-/// https://host/path (redirects are not followed …): <body excerpt>`. The `Location` is shown
-/// without user-info, query or fragment (they can hold secrets).
+/// The failure for a non-2xx status (and 204/205): `HTTP 404 Not Found from POST
+/// /v1/chat/completions: <body excerpt>`, or `HTTP 302 Found from POST /v1/chat/completions,
+/// redirected to https://host/path (redirects are not followed …): <body excerpt>`. The
+/// request is named by method and path only (never its query, which can hold a key); the
+/// `Location` is shown without user-info, query or fragment (they can hold secrets).
 async fn status_failure(response: &mut transport::Response) -> Failure {
     let status = response.status();
     let mut detail = format!("HTTP {}", status.as_u16());
     if let Some(reason) = status.canonical_reason() {
         detail.push(' ');
         detail.push_str(reason);
+    }
+    // The probe's request is always a POST.
+    let path = body::excerpt(response.url().path().as_bytes(), 200);
+    detail.push_str(&format!(" from POST {path}"));
+    if status.as_u16() == 404 {
+        detail.push_str(" (check base_url: the protocol appends its endpoint path to it)");
     }
     if matches!(status.as_u16(), 204 | 205) {
         detail.push_str(": the server answered the streaming request without a body");
@@ -622,7 +766,8 @@ mod tests {
         let target = Arc::clone(&cfg.targets[0]);
         let prober = Prober::new(Arc::clone(&target)).unwrap();
         let spec = protocol::build_request(&target, &target.scenarios[0], None);
-        let request = prober.request(spec).unwrap();
+        let armed = prober.live.lock().await.armed.clone();
+        let request = armed.request(spec).unwrap();
         let sent = request.headers();
         for name in crate::config::SECRET_HEADERS.iter().chain(&["x-tenant"]) {
             let value = sent.get(*name).unwrap_or_else(|| panic!("{name} not sent"));

@@ -110,7 +110,7 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
     let tls = match tls {
         Ok(tls) => tls,
         Err(e) => {
-            tracing::warn!(target_name = %target.name, error = %e, "this target's probes are stamped with read instants");
+            tracing::warn!(target = %target.name, error = %e, "this target's probes are stamped with read instants");
             return None;
         }
     };

@@ -315,9 +315,9 @@ async fn handle(
     }
     let Some(wire) = Wire::for_path(&path) else {
         let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
-        let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
-            br#"{"error":{"message":"not found"}}"#,
-        ))));
+        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion and /openai/deployments/{{d}}/chat/completions)", crate::sanitize::terminal_safe(&path));
+        let body = json!({"error": {"message": message}});
+        let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;
     };
     let body = req

@@ -58,22 +58,23 @@ impl Wire {
     /// The protocol served at `path`, as real servers route (Azure's deployment path is chat).
     pub fn for_path(path: &str) -> Option<Wire> {
         let p = path.trim_end_matches('/');
-        Some(if p.ends_with("/chat/completions") {
-            Wire::OpenAiChat
-        } else if p.ends_with("/completions") {
-            Wire::OpenAiCompletions
-        } else if p.ends_with("/responses") {
-            Wire::OpenAiResponses
-        } else if p.ends_with("/messages") {
-            Wire::Anthropic
-        } else if p.ends_with("/api/chat") {
-            Wire::Ollama
-        } else if p.ends_with("/generate_stream") {
-            Wire::Tgi
-        } else if p.ends_with("/completion") {
-            Wire::LlamaCpp
-        } else {
-            return None;
+        // Only what a real server serves: a base_url with a doubled endpoint path
+        // (`…/v1/chat/completions/chat/completions`) or without its `/v1` gets a 404 here too.
+        Some(match p {
+            "/v1/chat/completions" => Wire::OpenAiChat,
+            "/v1/completions" => Wire::OpenAiCompletions,
+            "/v1/responses" => Wire::OpenAiResponses,
+            "/v1/messages" => Wire::Anthropic,
+            "/api/chat" => Wire::Ollama,
+            "/generate_stream" => Wire::Tgi,
+            "/completion" => Wire::LlamaCpp,
+            _ => match p
+                .strip_prefix("/openai/deployments/")
+                .and_then(|rest| rest.strip_suffix("/chat/completions"))
+            {
+                Some(d) if !d.is_empty() && !d.contains('/') => Wire::OpenAiChat,
+                _ => return None,
+            },
         })
     }
 

@@ -159,6 +159,42 @@ impl Validator<'_> {
         slo
     }
 
+    /// `cost:`: prices per million input and output tokens (both required, finite, ≥ 0) and
+    /// an optional monthly budget (> 0).
+    pub(super) fn cost(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: Option<&super::super::raw::RawCost>,
+    ) -> Option<crate::config::cost::Cost> {
+        let raw = raw?;
+        let mut price = |field: &str, v: Option<f64>| match v {
+            Some(x) if x.is_finite() && x >= 0.0 => Some(x),
+            Some(x) => {
+                self.problem(format!("{path}.cost.{field}"), format!("{pre}cost.{field} is {x}; it must be a number ≥ 0 (the price of one million tokens, e.g. 0.15)."));
+                None
+            }
+            None => {
+                self.problem(format!("{path}.cost.{field}"), format!("{pre}cost.{field} is missing; give the price of one million tokens (0 if they are free), e.g. {field}: 0.15."));
+                None
+            }
+        };
+        let input = price("input_per_million", raw.input_per_million);
+        let output = price("output_per_million", raw.output_per_million);
+        let budget = match raw.monthly_budget {
+            Some(b) if !(b.is_finite() && b > 0.0) => {
+                self.problem(format!("{path}.cost.monthly_budget"), format!("{pre}cost.monthly_budget is {b}; it must be a number greater than zero (what the target's probes may cost in 30 days), or remove it."));
+                None
+            }
+            b => b,
+        };
+        Some(crate::config::cost::Cost {
+            input_per_million: input?,
+            output_per_million: output?,
+            monthly_budget: budget,
+        })
+    }
+
     pub(super) fn extra_body(&mut self, path: &str, pre: &str, body: &JsonObject) {
         for key in body.keys() {
             if RESERVED_BODY_KEYS.contains(&key.as_str()) {

@@ -66,13 +66,18 @@ pub(crate) fn parse(
 
     let mut v = Validator {
         problems: Vec::new(),
+        credential_problems: Vec::new(),
         env,
         secrets,
         base_dir: base_dir(source),
     };
     let config = v.file(raw, source);
     if v.problems.is_empty() && unknown.problems.is_empty() {
-        if let Some(config) = config {
+        if let Some(mut config) = config {
+            if !v.credential_problems.is_empty() {
+                let locations = locations.get_or_init(|| Locations::build(text));
+                config.credential_problems = located(locations, source, v.credential_problems);
+            }
             return Ok(config);
         }
     }
@@ -227,6 +232,9 @@ struct Defaults {
 
 struct Validator<'a> {
     problems: Vec<(String, String)>,
+    /// With [`Secrets::Isolate`]: the credentials that cannot be read (`(path, message)`); they
+    /// do not make the file invalid.
+    credential_problems: Vec<(String, String)>,
     env: &'a dyn Fn(&str) -> Option<String>,
     secrets: Secrets,
     base_dir: Option<PathBuf>,
@@ -234,6 +242,16 @@ struct Validator<'a> {
 impl Validator<'_> {
     fn problem(&mut self, path: impl Into<String>, message: String) {
         self.problems.push((path.into(), message));
+    }
+
+    /// A credential (API key, TLS file) that cannot be read: a problem of the file, except with
+    /// [`Secrets::Isolate`], where it is recorded for its target ([`Target::credentials_error`])
+    /// and in [`Config::credential_problems`].
+    fn credential_problem(&mut self, path: impl Into<String>, message: String) {
+        match self.secrets {
+            Secrets::Isolate => self.credential_problems.push((path.into(), message)),
+            Secrets::Read | Secrets::Skip => self.problem(path, message),
+        }
     }
 
     /// A path a field names: relative ones are relative to the config file's directory.
@@ -314,6 +332,7 @@ impl Validator<'_> {
             source: crate::sanitize::terminal_safe(source).into_owned(),
             scenarios,
             targets,
+            credential_problems: Vec::new(),
         })
     }
 }

@@ -1,6 +1,7 @@
 //! A target's API key (`api_key_env` / `api_key_file`): read, checked, never quoted.
 
 use super::*;
+use crate::config::credentials::KeyFile;
 
 impl Validator<'_> {
     pub(super) fn api_key(
@@ -8,9 +9,9 @@ impl Validator<'_> {
         path: &str,
         pre: &str,
         raw: &RawTarget,
-    ) -> (Option<Secret>, Option<String>) {
+    ) -> (Option<Secret>, Option<String>, Option<KeyFile>) {
         match (&raw.api_key_env, &raw.api_key_file) {
-            (None, None) => (None, None),
+            (None, None) => (None, None, None),
             (Some(_), Some(_)) => {
                 self.problem(
                     format!("{path}.api_key_file"),
@@ -18,9 +19,12 @@ impl Validator<'_> {
                         "{pre}api_key_env and api_key_file are both set; keep only one of them."
                     ),
                 );
-                (None, None)
+                (None, None, None)
             }
-            (Some(var), None) => self.api_key_env(path, pre, var),
+            (Some(var), None) => {
+                let (key, source) = self.api_key_env(path, pre, var);
+                (key, source, None)
+            }
             (None, Some(file)) => self.api_key_file(path, pre, file),
         }
     }
@@ -55,30 +59,24 @@ impl Validator<'_> {
         if self.secrets == Secrets::Skip {
             return (None, Some(source));
         }
-        match (self.env)(var) {
-            None => {
-                self.problem(
-                    p,
-                    format!("{pre}api_key_env names the environment variable {var}, which is not set; export it before starting llm-probe, or remove api_key_env if the endpoint needs no key."),
-                );
-                (None, None)
-            }
-            Some(value) => {
-                let key = self.key_value(&p, pre, &source, &value);
-                (key, Some(source))
+        match crate::config::credentials::key_from_env(var, self.env) {
+            Ok(key) => (Some(key), Some(source)),
+            Err(e) => {
+                self.credential_problem(p, format!("{pre}{e}"));
+                (None, Some(source))
             }
         }
     }
 
     /// `api_key_file`: a readable file holding a valid key (relative to the config file).
-    /// Returns (key, where it came from); a bare name that is no file is not quoted (it may be
-    /// the key itself).
+    /// Returns (key, where it came from, the file to re-read when it changes); a bare name that
+    /// is no file is not quoted (it may be the key itself).
     fn api_key_file(
         &mut self,
         path: &str,
         pre: &str,
         file: &str,
-    ) -> (Option<Secret>, Option<String>) {
+    ) -> (Option<Secret>, Option<String>, Option<KeyFile>) {
         let p = format!("{path}.api_key_file");
         let resolved = self.relative_to_config(file);
         let shown = resolved.display().to_string();
@@ -91,72 +89,25 @@ impl Validator<'_> {
             } else {
                 format!("file {shown}")
             };
-            return (None, Some(source));
+            return (None, Some(source), None);
         }
         let source = format!("file {shown}");
-        let text =
-            crate::config::files::read(&resolved, crate::config::files::MAX_SMALL_FILE_BYTES)
-                .and_then(|b| {
-                    String::from_utf8(b).map_err(|_| {
-                        crate::config::files::ReadError::Io(std::io::Error::new(
-                            std::io::ErrorKind::InvalidData,
-                            "not UTF-8 text",
-                        ))
-                    })
-                });
-        match text {
-            Err(e) if bare => {
-                self.problem(
-                    p,
-                    format!("{pre}api_key_file cannot be read ({e}); its value is not shown because, without a \"/\" or \".\", it may be the key itself. Give the path of a file that holds the key (e.g. ./vllm.key)."),
-                );
-                (None, None)
+        let watched = Some(KeyFile {
+            path: resolved.clone(),
+            bare,
+        });
+        match crate::config::credentials::key_from_file(&resolved, bare) {
+            Ok(key) => (Some(key), Some(source), watched),
+            // A bare name that names no file is most often the key pasted into the wrong
+            // field: a mistake in the file, not a secret that is missing yet.
+            Err(e) if bare && !resolved.exists() => {
+                self.problem(p, format!("{pre}{e}"));
+                (None, None, None)
             }
             Err(e) => {
-                self.problem(
-                    p,
-                    format!(
-                        "{pre}api_key_file {shown} cannot be read ({e}); {}.",
-                        e.fix()
-                    ),
-                );
-                (None, None)
-            }
-            Ok(value) => {
-                let key = self.key_value(&p, pre, &source, &value);
-                (key, Some(source))
+                self.credential_problem(p, format!("{pre}{e}"));
+                (None, Some(source), watched)
             }
         }
-    }
-
-    /// Trims and checks a key value; messages name where it came from, never the value.
-    pub(super) fn key_value(
-        &mut self,
-        path: &str,
-        pre: &str,
-        source: &str,
-        value: &str,
-    ) -> Option<Secret> {
-        let value = value.trim();
-        let (what, field) = match source.split_once(' ') {
-            Some(("env", name)) => (format!("the environment variable {name}"), "api_key_env"),
-            Some((_, file)) => (format!("the file {file}"), "api_key_file"),
-            None => (source.to_string(), "api_key_env"),
-        };
-        if value.is_empty() {
-            self.problem(
-                path,
-                format!("{pre}{what} named by {field} is empty; put the API key in it, or remove {field} if the endpoint needs no key."),
-            );
-            return None;
-        }
-        if HeaderValue::from_str(&format!("Bearer {value}")).is_err() {
-            self.problem(
-                path,
-                format!("{pre}the API key in {what} contains characters that cannot be sent in an HTTP header (control characters or non-ASCII); check its contents."),
-            );
-            return None;
-        }
-        Some(Secret::new(value.to_string()))
     }
 }

@@ -16,6 +16,7 @@ impl Validator<'_> {
         scenarios: &[Arc<Scenario>],
     ) -> Option<Target> {
         let before = self.problems.len();
+        let credentials_before = self.credential_problems.len();
         let pre = entity_prefix("target", raw.name.as_deref(), i);
         let name = self.name(path, &pre, "target", raw.name.as_deref(), seen, "targets");
 
@@ -25,7 +26,7 @@ impl Validator<'_> {
 
         let model = self.model(path, &pre, raw.model.clone());
 
-        let (api_key, api_key_source) = self.api_key(path, &pre, &raw);
+        let (api_key, api_key_source, api_key_file) = self.api_key(path, &pre, &raw);
 
         let (interval, timeout) = self.timing(path, &pre, &raw, d);
 
@@ -66,6 +67,7 @@ impl Validator<'_> {
         );
 
         let slo = self.slo(&format!("{path}.slo"), &pre, raw.slo.as_ref(), d.slo);
+        let cost = self.cost(path, &pre, raw.cost.as_ref());
 
         let baselines = self.baseline_files(
             path,
@@ -78,6 +80,11 @@ impl Validator<'_> {
         if self.problems.len() != before {
             return None;
         }
+        let unreadable: Vec<&str> = self.credential_problems[credentials_before..]
+            .iter()
+            .map(|(_, m)| m.as_str())
+            .collect();
+        let credentials_error = (!unreadable.is_empty()).then(|| unreadable.join(" "));
         Some(Target {
             name: name?,
             protocol: protocol?,
@@ -85,6 +92,8 @@ impl Validator<'_> {
             model: model?,
             api_key,
             api_key_source,
+            api_key_file,
+            credentials_error,
             headers,
             secret_headers,
             interval,
@@ -100,6 +109,7 @@ impl Validator<'_> {
             connect_timeout,
             connection,
             baselines,
+            cost,
         })
     }
 

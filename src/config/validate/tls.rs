@@ -1,43 +1,10 @@
-//! A target's `tls:` block and the PEM files it names (paths in messages, never contents).
+//! A target's `tls:` block and the PEM files it names (paths in messages, never contents);
+//! the files are read by [`credentials`].
 
 use super::*;
+use crate::config::credentials;
 
 impl Validator<'_> {
-    /// Reads and checks a PEM file named by `tls.<field>`; the message names the path, never
-    /// the contents.
-    pub(super) fn pem_file(
-        &mut self,
-        path: &str,
-        pre: &str,
-        field: &str,
-        file: &str,
-    ) -> Option<(PathBuf, Vec<u8>)> {
-        let resolved = self.relative_to_config(file);
-        match crate::config::files::read(&resolved, crate::config::files::MAX_SMALL_FILE_BYTES) {
-            Ok(bytes) if String::from_utf8_lossy(&bytes).contains("-----BEGIN ") => {
-                Some((resolved, bytes))
-            }
-            Ok(_) => {
-                self.problem(
-                    format!("{path}.tls.{field}"),
-                    format!("{pre}tls.{field} {} is not a PEM file (no \"-----BEGIN\" line); give the PEM form.", resolved.display()),
-                );
-                None
-            }
-            Err(e) => {
-                self.problem(
-                    format!("{path}.tls.{field}"),
-                    format!(
-                        "{pre}tls.{field} {} cannot be read ({e}); {}.",
-                        resolved.display(),
-                        e.fix()
-                    ),
-                );
-                None
-            }
-        }
-    }
-
     /// The `tls:` block: CA file, client certificate and key (both or neither), and
     /// `insecure_skip_verify`; only for `https` base URLs. The PEM is checked by the TLS library.
     pub(super) fn tls(
@@ -61,13 +28,14 @@ impl Validator<'_> {
             ..Tls::default()
         };
         if let Some(file) = &raw.ca_file {
-            if let Some((p, pem)) = self.pem_file(path, pre, "ca_file", file) {
-                if reqwest::Certificate::from_pem_bundle(&pem).map_or(true, |v| v.is_empty()) {
-                    self.problem(format!("{path}.tls.ca_file"), format!("{pre}tls.ca_file {} holds no usable certificate; give the CA certificate in PEM form.", p.display()));
+            let p = self.relative_to_config(file);
+            match credentials::read_ca(&p) {
+                Ok(pem) => tls.ca_pem = Some(pem),
+                Err(e) => {
+                    self.credential_problem(format!("{path}.tls.ca_file"), format!("{pre}{e}"))
                 }
-                tls.ca_file = Some(p);
-                tls.ca_pem = Some(pem);
             }
+            tls.ca_file = Some(p);
         }
         match (&raw.cert_file, &raw.key_file) {
             (None, None) => {}
@@ -83,20 +51,14 @@ impl Validator<'_> {
                 );
             }
             (Some(cert), Some(key)) => {
-                let cert = self.pem_file(path, pre, "cert_file", cert);
-                let key = self.pem_file(path, pre, "key_file", key);
-                if let (Some((cp, mut pem)), Some((kp, key_pem))) = (cert, key) {
-                    pem.push(b'\n');
-                    pem.extend_from_slice(&key_pem);
-                    if reqwest::Identity::from_pem(&pem).is_err() {
-                        self.problem(
-                            format!("{path}.tls.key_file"),
-                            format!("{pre}tls.cert_file {} and tls.key_file {} do not form a client identity (a PEM certificate and its PEM private key); check both files.", cp.display(), kp.display()),
-                        );
+                let (cp, kp) = (self.relative_to_config(cert), self.relative_to_config(key));
+                match credentials::read_identity(&cp, &kp) {
+                    Ok(pem) => tls.client_identity_pem = Some(pem),
+                    Err(e) => {
+                        self.credential_problem(format!("{path}.tls.key_file"), format!("{pre}{e}"))
                     }
-                    tls.client_files = Some((cp, kp));
-                    tls.client_identity_pem = Some(pem);
                 }
+                tls.client_files = Some((cp, kp));
             }
         }
         tls
