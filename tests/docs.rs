@@ -341,7 +341,7 @@ async fn exported_families() -> BTreeSet<String> {
     .unwrap();
     let native_base = sim.base_url().trim_end_matches("/v1").to_string();
     let yaml = format!(
-        "defaults:\n  interval: 1s\n  timeout: 1s\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 4\ntargets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {}\n    model: m\n    baseline_file: {}\n  - name: native\n    protocol: llama-cpp\n    base_url: {native_base}\n    model: m\n  - name: nousage\n    protocol: openai-chat\n    base_url: {}\n    model: m\n",
+        "defaults:\n  interval: 1s\n  timeout: 1s\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 4\ntargets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {}\n    model: m\n    baseline_file: {}\n    cost: {{input_per_million: 1.0, output_per_million: 2.0}}\n  - name: native\n    protocol: llama-cpp\n    base_url: {native_base}\n    model: m\n  - name: nousage\n    protocol: openai-chat\n    base_url: {}\n    model: m\n",
         sim.base_url(),
         baseline.display(),
         no_usage.base_url(),
@@ -693,6 +693,8 @@ fn subcommands(help: &str) -> Vec<String> {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| !l.trim().is_empty())
+        // A command's line starts two spaces in; wrapped description lines start further in.
+        .filter(|l| l.starts_with("  ") && !l[2..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .map(str::to_string)
