@@ -171,7 +171,11 @@ async fn json_schema_names_and_charts() {
     }
     let ttft = std::fs::read_to_string(dir.path().join("ttft.svg")).unwrap();
     // Labelled on the line and in the legend.
-    assert_eq!(ttft.matches("SLO: P95 ≤ 300 ms").count(), 2, "the SLO line's labels");
+    assert_eq!(
+        ttft.matches("SLO: P95 ≤ 300 ms").count(),
+        2,
+        "the SLO line's labels"
+    );
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
