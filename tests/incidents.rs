@@ -58,7 +58,7 @@ impl Relay {
                 let up = match *m.lock().unwrap() {
                     Mode::To(a) => a,
                     Mode::Alternate(a, b) => {
-                        if n.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+                        if n.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
                             a
                         } else {
                             b
