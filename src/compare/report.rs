@@ -48,23 +48,13 @@ pub(super) fn p_value(p: f64) -> String {
 }
 
 /// `x` without trailing zeros: integers as `300`, others with up to 3 significant digits
-/// (`0.25`, `12.5`), thousands as `1234`.
+/// (`0.25`, `12.5`), thousands as `1234` (as the bench charts' ticks,
+/// [`crate::bench::chart::tick_label`]); `NaN` and infinities as Rust prints them.
 pub(crate) fn number(x: f64) -> String {
     if !x.is_finite() {
         return format!("{x}");
     }
-    if (x - x.round()).abs() < 1e-9 || x.abs() >= 100.0 {
-        return format!("{:.0}", x.round());
-    }
-    let digits = if x.abs() >= 10.0 {
-        1
-    } else if x.abs() >= 1.0 {
-        2
-    } else {
-        3
-    };
-    let t = format!("{x:.digits$}");
-    t.trim_end_matches('0').trim_end_matches('.').to_string()
+    crate::bench::chart::tick_label(x)
 }
 
 /// A value in the table's unit (ms for seconds), 3 significant digits at most (1 decimal below
