@@ -215,9 +215,21 @@ struct Running {
     target: Arc<Target>,
     scenario: Arc<Scenario>,
     stop: CancellationToken,
+    /// Whether the schedule's outcomes are still recorded; closed (under its lock) by
+    /// [`Running::close`] before the pair's series are forgotten.
+    recording: Arc<std::sync::Mutex<bool>>,
 }
 
 impl Running {
+    /// Stops the schedule and, once any outcome being recorded right now is in, refuses the
+    /// later ones: a probe that ends while its pair is being removed cannot bring the pair's
+    /// series or history back after they are forgotten (the schedule's own cancellation
+    /// check races with a probe that has just ended).
+    fn close(&self) {
+        *self.recording.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.stop.cancel();
+    }
+
     fn labels(&self) -> ProbeLabels {
         labels(&self.target, &self.scenario)
     }
@@ -355,7 +367,7 @@ impl Supervisor {
                 true
             }
             other => {
-                run.stop.cancel();
+                run.close();
                 let still_labelled = other.is_some_and(|(t, s)| labels(t, s) == run.labels());
                 if !still_labelled {
                     self.metrics.forget(&run.labels());
@@ -385,6 +397,7 @@ impl Supervisor {
                 target: t.clone(),
                 scenario: s.clone(),
                 stop: self.shutdown.child_token(),
+                recording: Arc::new(std::sync::Mutex::new(true)),
             };
             self.metrics.register_probe(&run.labels(), &t.slo);
             self.spawn(probers[&t.name].clone(), &run);
@@ -453,7 +466,12 @@ impl Supervisor {
             self.history.clone(),
             self.outcomes.clone(),
         );
+        let recording = run.recording.clone();
         let record = move |o: ProbeOutcome| {
+            let open = recording.lock().unwrap_or_else(|e| e.into_inner());
+            if !*open {
+                return;
+            }
             o.log();
             metrics.observe(&o);
             history.push(&o);

@@ -1,0 +1,81 @@
+//! Break-it pass over the status page, the API, reload and the scheduler (issues 25 and 27),
+//! each finding over a real daemon and the simulator on loopback:
+//! - a probe that ends while its pair is removed by a reload must not bring the pair's series
+//!   or history back.
+
+mod common;
+
+use std::time::Duration;
+
+use llm_probe::daemon::Daemon;
+use llm_probe::simulate::Script;
+
+/// A probe that ends while its pair is being removed must not bring the removed pair's series
+/// (or its status history) back: they would stay on `/metrics` for ever, frozen, and a
+/// staleness alert would fire for a target nobody probes. Found by a break-it pass: 100 pairs
+/// at 100 ms, one reload renaming every target, left 3 pairs' series behind with count 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_ending_during_a_reload_does_not_resurrect_removed_series() {
+    let sim = common::simulator(Script {
+        ttft: Duration::ZERO,
+        itl: Duration::ZERO,
+        tokens: 2,
+        ..Script::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    let file = |prefix: &str| {
+        let scenarios: String = (0..10)
+            .map(|i| common::scenario(&format!("s{i}"), 4))
+            .collect();
+        let targets: String = (0..10)
+            .map(|i| format!("  - name: {prefix}{i}\n    protocol: openai-chat\n    base_url: {}\n    model: m\n    slo: {{ttft_p95: 1s}}\n", sim.base_url()))
+            .collect();
+        format!("defaults:\n  interval: 100ms\n  timeout: 100ms\nscenarios:\n{scenarios}targets:\n{targets}")
+    };
+    std::fs::write(&path, file("a")).unwrap();
+    let cfg = llm_probe::config::load(&path).unwrap();
+    let d = Daemon::start(cfg, "127.0.0.1:0".parse().unwrap(), Some(path.clone()))
+        .await
+        .unwrap();
+    let mut zombies = Vec::new();
+    for round in 0..6 {
+        let (old, new) = if round % 2 == 0 {
+            ("a", "b")
+        } else {
+            ("b", "a")
+        };
+        // Every pair of `old` probing at 10 per second.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        std::fs::write(&path, file(new)).unwrap();
+        d.reload().await.unwrap();
+        // Long enough for every probe in flight at the reload to end (timeout 100 ms).
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let text = common::get(d.addr, "/metrics", None).await.2;
+        zombies.extend(
+            text.lines()
+                .filter(|l| l.starts_with("llm_probe_probes_total{"))
+                .filter(|l| l.contains(&format!("target=\"{old}")))
+                .map(|l| format!("round {round}: {l}")),
+        );
+        let api = common::get(d.addr, "/api/v1/probes?limit=1000", None)
+            .await
+            .2;
+        let v: serde_json::Value = serde_json::from_str(&api).unwrap();
+        zombies.extend(
+            v["probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["target"].as_str().unwrap().starts_with(old))
+                .map(|p| format!("round {round}: history {}/{}", p["target"], p["scenario"])),
+        );
+    }
+    d.stop().await;
+    assert!(
+        zombies.is_empty(),
+        "removed pairs came back after their reload:\n{}",
+        zombies.join("\n")
+    );
+}
