@@ -216,7 +216,7 @@ mod tests {
 
     /// Distance on the circle of one interval.
     fn apart(a: Duration, b: Duration, interval: Duration) -> Duration {
-        let d = if a > b { a - b } else { b - a };
+        let d = a.abs_diff(b);
         d.min(interval - d)
     }
 
