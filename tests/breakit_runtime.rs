@@ -1,13 +1,16 @@
 //! Break-it pass over the status page, the API, reload and the scheduler (issues 25 and 27),
 //! each finding over a real daemon and the simulator on loopback:
 //! - a probe that ends while its pair is removed by a reload must not bring the pair's series
-//!   or history back.
+//!   or history back;
+//! - the probe-now page shows a server's bidirectional and control characters in the raw
+//!   stream as visible escapes, not raw (they reorder or hide what is shown around them).
 
 mod common;
 
 use std::time::Duration;
 
 use llm_probe::daemon::Daemon;
+use llm_probe::server::{DebugProbePolicy, ServerOptions};
 use llm_probe::simulate::Script;
 
 /// A probe that ends while its pair is being removed must not bring the removed pair's series
@@ -78,4 +81,53 @@ async fn a_probe_ending_during_a_reload_does_not_resurrect_removed_series() {
         "removed pairs came back after their reload:\n{}",
         zombies.join("\n")
     );
+}
+
+/// The raw stream excerpt of a debug probe's page is a server's bytes: a right-to-left
+/// override in it (here in the model name the chunks carry) must not reach the page raw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_page_shows_no_raw_bidi_or_control_characters() {
+    let sim = common::simulator(Script {
+        model: "evil\u{202e}txt.exe".into(),
+        tokens: 2,
+        ..Script::default()
+    })
+    .await;
+    let d = Daemon::start_with(
+        common::parse(&common::yaml(
+            &sim.base_url(),
+            "1h",
+            &common::scenario("chat", 4),
+            "",
+        )),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        ServerOptions {
+            debug_probe: DebugProbePolicy {
+                enabled: true,
+                min_interval: Some(Duration::ZERO),
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let (status, _, page) = common::get(
+        d.addr,
+        "/probe?target=sim&scenario=chat&debug=true&format=html",
+        None,
+    )
+    .await;
+    d.stop().await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Raw stream"), "{page}");
+    let raw: Vec<char> = page
+        .chars()
+        .filter(|&c| llm_probe::sanitize::is_unsafe_char(c) && c != '\n')
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "raw characters {raw:?} in the page:\n{page}"
+    );
+    assert!(page.contains("evil\\u{202e}txt.exe"), "{page}");
 }
