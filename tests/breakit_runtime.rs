@@ -3,7 +3,9 @@
 //! - a probe that ends while its pair is removed by a reload must not bring the pair's series
 //!   or history back;
 //! - the probe-now page shows a server's bidirectional and control characters in the raw
-//!   stream as visible escapes, not raw (they reorder or hide what is shown around them).
+//!   stream as visible escapes, not raw (they reorder or hide what is shown around them);
+//! - a pair failing for days under the largest history the flags allow keeps its target page
+//!   to a few MB (it was 43 MB for 20,000 failures, and grew with every one).
 
 mod common;
 
@@ -130,4 +132,65 @@ async fn the_probe_page_shows_no_raw_bidi_or_control_characters() {
         "raw characters {raw:?} in the page:\n{page}"
     );
     assert!(page.contains("evil\\u{202e}txt.exe"), "{page}");
+}
+
+/// The largest history the flags allow (`--web.history.max-probes 100000`, `--web.history.max-age
+/// 7d`) on a pair that has been failing for days: the target page must stay bounded in size and
+/// render time (it drew and listed every kept failure: about 2 KB each, 4× max-probes kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_failing_pair_keeps_its_target_page_bounded() {
+    let d = Daemon::start_with(
+        common::parse(&common::yaml(
+            "http://127.0.0.1:9/v1",
+            "1d",
+            &common::scenario("chat", 4),
+            "",
+        )),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        ServerOptions {
+            history: llm_probe::history::HistoryLimits {
+                max_probes: 100_000,
+                max_age: Duration::from_secs(7 * 86_400),
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let now = std::time::SystemTime::now();
+    let detail = format!("HTTP 500 Internal Server Error: {}", "x".repeat(400));
+    for i in 0..20_000u64 {
+        d.history.push_probe(llm_probe::history::RecentProbe {
+            target: "sim".into(),
+            scenario: "chat".into(),
+            started_at: now - Duration::from_secs(30 * (20_000 - i)),
+            ttft: None,
+            output_tokens_per_second: None,
+            tpot: None,
+            itl: None,
+            e2e: None,
+            output_tokens: None,
+            failure: Some((
+                llm_probe::measure::FailureReason::HttpStatus,
+                detail.clone(),
+            )),
+            identity: None,
+        });
+    }
+    let t = std::time::Instant::now();
+    let (status, _, page) = common::get(d.addr, "/targets/sim", None).await;
+    let took = t.elapsed();
+    d.stop().await;
+    assert_eq!(status, 200);
+    eprintln!("target page: {} bytes in {took:?}", page.len());
+    assert!(
+        page.len() < 4_000_000,
+        "the target page is {} bytes for one scenario",
+        page.len()
+    );
+    assert!(
+        page.contains("20000 failures kept"),
+        "the count is still given"
+    );
 }
