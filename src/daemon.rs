@@ -417,8 +417,18 @@ impl Supervisor {
             })
             .collect();
         self.metrics.set_baselines(&pinned);
+        // Clients no target uses any more (e.g. after a TLS change) are dropped.
+        let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
+        self.clients.retain(|k, _| used.contains(k));
+        *self
+            .state
+            .probers
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = probers.clone();
         // The status pages' history of pairs no longer configured is freed (on any shard: an
-        // on-demand probe may probe a configured pair this replica does not schedule).
+        // on-demand probe may probe a configured pair this replica does not schedule), after
+        // the served targets are replaced: an on-demand probe that ends checks them before it
+        // keeps its outcome.
         let configured: std::collections::HashSet<(&str, &str)> = config
             .targets
             .iter()
@@ -430,14 +440,6 @@ impl Supervisor {
             .collect();
         self.history
             .retain_pairs(|target, scenario| configured.contains(&(target, scenario)));
-        // Clients no target uses any more (e.g. after a TLS change) are dropped.
-        let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
-        self.clients.retain(|k, _| used.contains(k));
-        *self
-            .state
-            .probers
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = probers.clone();
         self.probers = probers;
         let mut owned: Vec<PairKey> = self.running.keys().cloned().collect();
         owned.sort();

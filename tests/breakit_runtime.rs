@@ -1,7 +1,7 @@
 //! Break-it pass over the status page, the API, reload and the scheduler (issues 25 and 27),
 //! each finding over a real daemon and the simulator on loopback:
-//! - a probe that ends while its pair is removed by a reload must not bring the pair's series
-//!   or history back;
+//! - a probe (scheduled or on demand) that ends while its pair is removed by a reload must not
+//!   bring the pair's series or history back;
 //! - the probe-now page shows a server's bidirectional and control characters in the raw
 //!   stream as visible escapes, not raw (they reorder or hide what is shown around them);
 //! - a pair failing for days under the largest history the flags allow keeps its target page
@@ -192,5 +192,62 @@ async fn a_long_failing_pair_keeps_its_target_page_bounded() {
     assert!(
         page.contains("20000 failures kept"),
         "the count is still given"
+    );
+}
+
+/// An on-demand probe still running when a reload removes its pair must not put the pair's
+/// history back once it ends (it was pushed after the reload had freed it, and the removed
+/// target was served by the API until the next reload).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_demand_probe_ending_after_a_reload_does_not_resurrect_the_pair() {
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(1500),
+        tokens: 2,
+        ..Script::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    let file = |extra: &str| {
+        format!(
+            "{}{extra}",
+            common::yaml(&sim.base_url(), "1d", &common::scenario("chat", 4), "")
+        )
+    };
+    std::fs::write(&path, file("")).unwrap();
+    let d = Daemon::start_with(
+        llm_probe::config::load(&path).unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(path.clone()),
+        ServerOptions {
+            debug_probe: DebugProbePolicy {
+                enabled: true,
+                min_interval: Some(Duration::ZERO),
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let addr = d.addr;
+    let probe =
+        tokio::spawn(
+            async move { common::get(addr, "/probe?target=sim&scenario=chat", None).await },
+        );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The target renamed: "sim" is no longer configured.
+    std::fs::write(
+        &path,
+        file("").replace("  - name: sim\n", "  - name: renamed\n"),
+    )
+    .unwrap();
+    d.reload().await.unwrap();
+    let (status, _, body) = probe.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let pairs = d.history.pairs();
+    d.stop().await;
+    assert!(
+        pairs.iter().all(|(t, _)| t != "sim"),
+        "the removed target's history is back: {pairs:?}"
     );
 }
