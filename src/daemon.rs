@@ -227,9 +227,21 @@ struct Running {
     target: Arc<Target>,
     scenario: Arc<Scenario>,
     stop: CancellationToken,
+    /// Whether the schedule's outcomes are still recorded; closed (under its lock) by
+    /// [`Running::close`] before the pair's series are forgotten.
+    recording: Arc<std::sync::Mutex<bool>>,
 }
 
 impl Running {
+    /// Stops the schedule and, once any outcome being recorded right now is in, refuses the
+    /// later ones: a probe that ends while its pair is being removed cannot bring the pair's
+    /// series or history back after they are forgotten (the schedule's own cancellation
+    /// check races with a probe that has just ended).
+    fn close(&self) {
+        *self.recording.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.stop.cancel();
+    }
+
     fn labels(&self) -> ProbeLabels {
         labels(&self.target, &self.scenario)
     }
@@ -384,7 +396,7 @@ impl Supervisor {
                 true
             }
             other => {
-                run.stop.cancel();
+                run.close();
                 let still_labelled = other.is_some_and(|(t, s)| labels(t, s) == run.labels());
                 if !still_labelled {
                     self.metrics.forget(&run.labels());
@@ -414,6 +426,7 @@ impl Supervisor {
                 target: t.clone(),
                 scenario: s.clone(),
                 stop: self.shutdown.child_token(),
+                recording: Arc::new(std::sync::Mutex::new(true)),
             };
             self.metrics.register_probe(&run.labels(), &t.slo);
             self.metrics
@@ -435,8 +448,18 @@ impl Supervisor {
             })
             .collect();
         self.metrics.set_baselines(&pinned);
+        // Clients no target uses any more (e.g. after a TLS change) are dropped.
+        let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
+        self.clients.retain(|k, _| used.contains(k));
+        *self
+            .state
+            .probers
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = probers.clone();
         // The status pages' history of pairs no longer configured is freed (on any shard: an
-        // on-demand probe may probe a configured pair this replica does not schedule).
+        // on-demand probe may probe a configured pair this replica does not schedule), after
+        // the served targets are replaced: an on-demand probe that ends checks them before it
+        // keeps its outcome.
         let configured: std::collections::HashSet<(&str, &str)> = config
             .targets
             .iter()
@@ -448,14 +471,6 @@ impl Supervisor {
             .collect();
         self.history
             .retain_pairs(|target, scenario| configured.contains(&(target, scenario)));
-        // Clients no target uses any more (e.g. after a TLS change) are dropped.
-        let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
-        self.clients.retain(|k, _| used.contains(k));
-        *self
-            .state
-            .probers
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = probers.clone();
         self.probers = probers;
         let mut owned: Vec<PairKey> = self.running.keys().cloned().collect();
         owned.sort();
@@ -485,7 +500,12 @@ impl Supervisor {
             self.outcomes.clone(),
             self.failure_log.clone(),
         );
+        let recording = run.recording.clone();
         let record = move |o: ProbeOutcome| {
+            let open = recording.lock().unwrap_or_else(|e| e.into_inner());
+            if !*open {
+                return;
+            }
             log.record(&o);
             metrics.observe(&o);
             history.push(&o);

@@ -16,6 +16,12 @@ use crate::measure::{FailureReason, Identity, ProbeOutcome};
 /// Failures are kept this many times longer (count and age) than probes.
 pub const FAILURE_RETENTION: u32 = 4;
 
+/// The window the status pages judge a pair's state over (10 minutes, as the SLO alerts;
+/// `status::state::WINDOW` is this). A pair's probes within it are never dropped for the count
+/// limit (only for `max_age`): at an interval below 5 s the 120 probes of the default would
+/// cover only part of it, and the pages would judge "the last 10 minutes" over the last 2.
+pub const STATE_WINDOW: Duration = Duration::from_secs(10 * 60);
+
 /// Reload instants kept.
 const RELOADS_KEPT: usize = 100;
 
@@ -146,12 +152,21 @@ pub struct History {
     store: Mutex<Store>,
 }
 
-/// Drops the front of `ring` beyond `count` entries or older than `oldest`.
-fn prune(ring: &mut VecDeque<RecentProbe>, count: usize, oldest: Option<SystemTime>) {
-    while ring.len() > count
-        || matches!((ring.front(), oldest), (Some(p), Some(o)) if p.started_at < o)
-    {
-        ring.pop_front();
+/// Drops the front of `ring` beyond `count` entries (unless it started at or after `keep`)
+/// or older than `oldest`.
+fn prune(
+    ring: &mut VecDeque<RecentProbe>,
+    count: usize,
+    oldest: Option<SystemTime>,
+    keep: Option<SystemTime>,
+) {
+    let before = |p: &RecentProbe, t: Option<SystemTime>| t.is_some_and(|t| p.started_at < t);
+    while let Some(p) = ring.front() {
+        if before(p, oldest) || (ring.len() > count && (keep.is_none() || before(p, keep))) {
+            ring.pop_front();
+        } else {
+            break;
+        }
     }
 }
 
@@ -201,11 +216,12 @@ impl History {
             rings.failures.push_back(p.clone());
         }
         rings.recent.push_back(p);
-        prune(&mut rings.recent, count, age(max_age));
+        prune(&mut rings.recent, count, age(max_age), age(STATE_WINDOW));
         prune(
             &mut rings.failures,
             count.saturating_mul(FAILURE_RETENTION as usize),
             age(max_age.saturating_mul(FAILURE_RETENTION)),
+            None,
         );
     }
 
@@ -349,12 +365,20 @@ mod tests {
         assert_eq!(quantile(&mut [], 0.5), None);
     }
 
+    /// `outcome(ok)` started `ago`.
+    fn aged(ok: bool, ago: Duration) -> RecentProbe {
+        let mut p = RecentProbe::from(&outcome(ok));
+        p.started_at = SystemTime::now() - ago;
+        p
+    }
+
     #[test]
     fn bounded_and_failures_outlive_successes() {
         let h = History::new(limits(3, Duration::from_secs(3600)));
-        h.push(&outcome(false));
-        for _ in 0..10 {
-            h.push(&outcome(true));
+        let old = |k: u64| STATE_WINDOW + Duration::from_secs(60 - k);
+        h.push_probe(aged(false, old(0)));
+        for k in 1..=10 {
+            h.push_probe(aged(true, old(k)));
         }
         assert_eq!(h.snapshot().len(), 3);
         assert!(h.snapshot().iter().all(|p| p.failure.is_none()));
@@ -363,8 +387,8 @@ mod tests {
             1,
             "the failure is still there after 10 successes"
         );
-        for _ in 0..20 {
-            h.push(&outcome(false));
+        for k in 11..31 {
+            h.push_probe(aged(false, old(k)));
         }
         assert_eq!(
             h.pair_failures("t", "s").len(),
@@ -372,6 +396,27 @@ mod tests {
         );
         assert_eq!(h.probes("t", "s").len(), 3);
         assert!(h.probes("t", "other").is_empty());
+    }
+
+    /// Break-it pass: at a 1 s interval the default 120 probes held the last 2 minutes, and
+    /// the status pages judged "the last 10 minutes" over those (a pair failing for 8 minutes
+    /// and fine for 2 showed ok while its alert fired). Probes within the state window stay;
+    /// older ones obey the count.
+    #[test]
+    fn the_state_window_is_kept_whole_beyond_the_count() {
+        let h = History::new(limits(120, Duration::from_secs(3600)));
+        for k in (0..900u64).rev() {
+            h.push_probe(aged(k >= 120, Duration::from_secs(k)));
+        }
+        let kept = h.probes("t", "s");
+        assert_eq!(kept.len(), 600, "every probe of the last 10 minutes");
+        assert_eq!(kept.iter().filter(|p| p.failure.is_none()).count(), 480);
+        // Once they age out of the window, the count bounds them again.
+        let later = History::new(limits(120, Duration::from_secs(3600)));
+        for k in (0..900u64).rev() {
+            later.push_probe(aged(true, STATE_WINDOW + Duration::from_secs(k + 1)));
+        }
+        assert_eq!(later.probes("t", "s").len(), 120);
     }
 
     #[test]

@@ -856,3 +856,22 @@ proptest::proptest! {
         }
     }
 }
+
+/// A target or scenario named `.` or `..` becomes a path segment of the status pages' links
+/// (`/targets/..`, `/badge/../…`), which browsers resolve away (`/targets/..` is the overview):
+/// refused, with a rename suggested. Names merely containing dots stay valid.
+#[test]
+fn dot_and_dot_dot_are_not_names() {
+    for name in [".", ".."] {
+        let text = format!(
+            "scenarios:\n  - name: \"{name}\"\n    messages: [{{role: user, content: hi}}]\n    max_tokens: 4\ntargets:\n  - name: \"{name}\"\n    protocol: openai-chat\n    base_url: http://127.0.0.1:1/v1\n    model: m\n"
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        for what in ["targets[0].name", "scenarios[0].name"] {
+            assert!(err.contains(what), "{name:?}: {what} not refused:\n{err}");
+        }
+        assert!(err.contains("link"), "{err}");
+    }
+    let ok = "scenarios:\n  - name: a..b\n    messages: [{role: user, content: hi}]\n    max_tokens: 4\ntargets:\n  - name: .t.\n    protocol: openai-chat\n    base_url: http://127.0.0.1:1/v1\n    model: m\n";
+    parse(ok).unwrap();
+}

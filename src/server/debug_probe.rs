@@ -14,7 +14,7 @@
 //! histograms' cadence).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -97,7 +97,7 @@ pub(super) fn tame(s: &str) -> String {
 }
 
 pub(super) async fn handle(
-    state: &ExporterState,
+    state: &Arc<ExporterState>,
     req: &Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let query = req.uri().query().unwrap_or("");
@@ -180,13 +180,25 @@ pub(super) async fn handle(
     };
     // On the probes' runtime: the timing is taken where the scheduled probes take theirs, and
     // connections the probe opens are driven there (the client's pool is shared with them).
-    // It is logged and kept in the history even when the client has gone.
-    let history = state.history.clone();
+    // It is logged and kept in the history even when the client has gone, unless a reload
+    // removed its pair meanwhile: the check and the push hold the configured targets' lock,
+    // which a reload takes (to replace them) before it frees the removed pairs' history.
+    let st = state.clone();
     let probe = async move {
         let outcome = prober.with_limits(limits).probe(&scenario).await;
         drop(slot);
         outcome.log();
-        history.push(&outcome);
+        let probers = st.probers.read().unwrap_or_else(|e| e.into_inner());
+        let configured = probers.get(&*outcome.target).is_some_and(|p| {
+            p.target()
+                .scenarios
+                .iter()
+                .any(|s| *s.name == *outcome.scenario)
+        });
+        if configured {
+            st.history.push(&outcome);
+        }
+        drop(probers);
         outcome
     };
     let outcome = match state.probe_runtime.get() {

@@ -36,6 +36,30 @@ pub struct UrlError {
     pub why: String,
 }
 
+/// What a route prefix percent-encodes: everything but the characters a URL path carries
+/// as they are (letters, digits, `-._~`, `!$&'()*+,;=`, `:@` and `/`). A request line
+/// carries the others encoded (non-ASCII, `"`, `<`, …), and a raw backslash in a redirect
+/// is read by browsers as a slash (`/\\host/` is another site).
+const PATH_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@')
+    .remove(b'/');
+
 /// `p` as a prefix: a leading `/`, no trailing `/`, `""` for the root.
 fn normalize(p: &str) -> String {
     let trimmed = p.trim_matches('/');
@@ -51,7 +75,9 @@ impl WebUrls {
     /// (default: the external URL's path).
     ///
     /// Errors: an external URL that is not an absolute `http(s)://` URL, or one with a query or
-    /// fragment; a route prefix with `?`, `#`, `%`, `..` or whitespace.
+    /// fragment; a route prefix with `?`, `#`, `%`, `..` or whitespace. The route prefix's
+    /// other characters that a URL path does not carry as they are (non-ASCII, `"`, `\\`, …)
+    /// are percent-encoded, as requests carry them.
     pub fn new(external: Option<&str>, route_prefix: Option<&str>) -> Result<WebUrls, UrlError> {
         let external_path = match external {
             None => None,
@@ -93,7 +119,7 @@ impl WebUrls {
                                 .into(),
                     });
                 }
-                normalize(p)
+                normalize(&percent_encoding::utf8_percent_encode(p, PATH_ESCAPED).to_string())
             }
             None => external_path.clone().unwrap_or_default(),
         };
@@ -177,6 +203,25 @@ mod tests {
         let s = WebUrls::new(Some("https://probe.example/llm"), Some("/")).unwrap();
         assert_eq!(s.strip("/metrics"), Some("/metrics"));
         assert_eq!(s.link("/metrics"), "/llm/metrics");
+    }
+
+    /// Break-it pass: a route prefix with characters a request line carries percent-encoded
+    /// (non-ASCII) was compared raw, so nothing was ever served under it; a backslash went raw
+    /// into the redirect, where browsers read `/\\host/` as `//host/` (another site).
+    #[test]
+    fn a_route_prefix_is_served_and_linked_percent_encoded() {
+        let u = WebUrls::new(None, Some("/ü")).unwrap();
+        assert_eq!(u.route_prefix(), "/%C3%BC");
+        assert_eq!(u.strip("/%C3%BC/metrics"), Some("/metrics"));
+        assert!(u.redirects_to_root("/%C3%BC"));
+        assert_eq!(u.link("/"), "/%C3%BC/");
+        let b = WebUrls::new(None, Some("/\\evil.example")).unwrap();
+        assert_eq!(b.link("/"), "/%5Cevil.example/");
+        let q = WebUrls::new(None, Some("/a\"<b>/c")).unwrap();
+        assert_eq!(q.route_prefix(), "/a%22%3Cb%3E/c");
+        // What needs no encoding stays as given.
+        let plain = WebUrls::new(None, Some("/team-1/llm_probe.v2/~x:@!$&'()*+,;=")).unwrap();
+        assert_eq!(plain.route_prefix(), "/team-1/llm_probe.v2/~x:@!$&'()*+,;=");
     }
 
     #[test]

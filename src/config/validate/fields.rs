@@ -52,6 +52,13 @@ impl Validator<'_> {
             );
             return None;
         }
+        if name == "." || name == ".." {
+            self.problem(
+                p,
+                format!("{pre}name \"{name}\" is a path step, not a name: the status pages' links to it (/targets/{name}) would lead elsewhere; rename it, e.g. \"{}\".", name.replace('.', "dot")),
+            );
+            return None;
+        }
         if let Some(first) = seen.get(name) {
             self.problem(
                 p,

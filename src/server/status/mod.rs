@@ -215,7 +215,7 @@ fn layout(state: &ExporterState, title: &str, view: View, content: Markup) -> Ma
                 @if view != View::Wall {
                     footer {
                         "States over the last " (humantime::format_duration(WINDOW)) " (the alerts' window). "
-                        "In memory: the last " (limits.max_probes) " probes per pair, at most "
+                        "In memory: the last " (limits.max_probes) " probes per pair (all of the state window), at most "
                         (humantime::format_duration(limits.max_age)) " back (failures 4× as long); "
                         "Prometheus keeps the long-term series."
                         @if view == View::Full { " Refreshes every " (REFRESH_SECONDS) " s." }

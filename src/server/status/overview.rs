@@ -32,9 +32,13 @@ impl Filter {
         let mut f = Filter::default();
         for (k, v) in query {
             match k.as_str() {
-                "state" => f.states.extend(PairState::parse(v)),
-                "target" => f.target = v.trim().to_string(),
-                "location" => f.location = v.trim().to_string(),
+                "state" => {
+                    if let Some(st) = PairState::parse(v).filter(|st| !f.states.contains(st)) {
+                        f.states.push(st);
+                    }
+                }
+                "target" => f.target = shown(v),
+                "location" => f.location = shown(v),
                 "view" => f.wall = v == "wall",
                 _ => {}
             }
@@ -77,6 +81,18 @@ impl Filter {
             format!("?{}", q.join("&"))
         }
     }
+}
+
+/// A filter value as the page echoes it (in the form and the summary bar's links): trimmed,
+/// without control or bidirectional characters, which no target or location name holds and
+/// which a crafted link would otherwise put raw into the page (a NUL, a right-to-left
+/// override reordering the form).
+fn shown(v: &str) -> String {
+    v.chars()
+        .filter(|&c| !crate::sanitize::is_unsafe_char(c))
+        .collect::<String>()
+        .trim()
+        .to_string()
 }
 
 /// Pairs per state, most severe first (every state, zeros included).
@@ -342,6 +358,15 @@ mod tests {
         assert_eq!(Filter::parse(&q("")).with_state(None), "");
         assert!(!Filter::parse(&q("view=wall")).active());
         assert_eq!(short_detail("a\nb"), "a b");
+        // Break-it pass: a crafted link's control and bidi characters are not echoed raw, and
+        // a state repeated thousands of times is kept once.
+        let f = Filter::parse(&q(&format!(
+            "target=%00g%1Bp%E2%80%AEu&location=%E2%80%8Feu%0A&{}",
+            "state=down&".repeat(5000)
+        )));
+        assert_eq!(f.target, "gpu");
+        assert_eq!(f.location, "eu");
+        assert_eq!(f.states, [PairState::Down]);
         assert_eq!(
             short_detail(&"x".repeat(200)).chars().count(),
             DETAIL_CHARS + 1

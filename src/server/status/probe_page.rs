@@ -82,6 +82,16 @@ fn timeline(t: &Value) -> Markup {
     }
 }
 
+/// A server's raw text for a `<pre>`: its lines kept, and every other control or
+/// bidirectional character (which reorders or hides what is shown around it) written as a
+/// visible escape ([`crate::sanitize::terminal_safe`]).
+fn visible_lines(raw: &str) -> String {
+    raw.split('\n')
+        .map(crate::sanitize::terminal_safe)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The page of probe answer `body` (as `/probe` answers it in JSON; `debug` adds `timeline`
 /// and `raw_excerpt`), the JSON text being `json`.
 pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<Bytes>> {
@@ -125,7 +135,7 @@ pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<
         }
         @if let Some(raw) = body["raw_excerpt"].as_str() {
             h2 { "Raw stream (first bytes)" }
-            pre.raw { (raw) }
+            pre.raw { (visible_lines(raw)) }
         }
         details.json {
             summary { "The JSON answer" }

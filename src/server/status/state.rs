@@ -22,7 +22,7 @@ use crate::history::{quantile, RecentProbe};
 use crate::measure::FailureReason;
 
 /// The window states are judged over: 10 minutes, as the SLO alerts.
-pub const WINDOW: Duration = Duration::from_secs(10 * 60);
+pub const WINDOW: Duration = crate::history::STATE_WINDOW;
 
 /// Fraction of a threshold at which a pair is "at risk": P95 TTFT above 80 % of the
 /// objective, or P5 tokens/s below 120 % of the floor.

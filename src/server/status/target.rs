@@ -20,10 +20,10 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
     let mine: Vec<(Summary, Kept)> = summaries(state, now, Some(target))
         .into_iter()
         .map(|s| {
-            let kept = Kept {
-                probes: state.history.probes(&s.target, &s.scenario),
-                failures: state.history.pair_failures(&s.target, &s.scenario),
-            };
+            let kept = Kept::newest(
+                state.history.probes(&s.target, &s.scenario),
+                state.history.pair_failures(&s.target, &s.scenario),
+            );
             (s, kept)
         })
         .collect();
@@ -118,9 +118,40 @@ fn legend() -> Markup {
 }
 
 /// A pair's kept probes and failures, oldest first.
+/// Probes, and failures, a target page draws and lists per scenario at most: the flags allow
+/// 100,000 kept probes and 4× as many failures per pair, about 2 KB of page each.
+const SHOWN: usize = 1000;
+
+/// A pair's kept probes and failures as its charts and table show them (oldest first).
 struct Kept {
     probes: Vec<RecentProbe>,
     failures: Vec<RecentProbe>,
+    /// Failures kept in all (more than `failures` when cut).
+    all_failures: usize,
+    /// Probes and failures kept but not shown, older than every shown one.
+    hidden: usize,
+}
+
+impl Kept {
+    /// At most the newest [`SHOWN`] probes and [`SHOWN`] failures, over one common time span
+    /// (a list cut shorter than the other would show its older part as calm).
+    fn newest(mut probes: Vec<RecentProbe>, mut failures: Vec<RecentProbe>) -> Kept {
+        let (all_probes, all_failures) = (probes.len(), failures.len());
+        let cut = |v: &[RecentProbe]| (v.len() > SHOWN).then(|| v[v.len() - SHOWN].started_at);
+        if let Some(from) = cut(&probes).max(cut(&failures)) {
+            probes.retain(|p| p.started_at >= from);
+            failures.retain(|p| p.started_at >= from);
+            probes.drain(..probes.len().saturating_sub(SHOWN));
+            failures.drain(..failures.len().saturating_sub(SHOWN));
+        }
+        let hidden = all_probes + all_failures - probes.len() - failures.len();
+        Kept {
+            probes,
+            failures,
+            all_failures,
+            hidden,
+        }
+    }
 }
 
 /// The time span of a pair's charts: its kept probes and failures.
@@ -199,7 +230,7 @@ fn ttft_chart(s: &Summary, kept: &Kept, reloads: &[SystemTime], i: usize) -> Mar
     }
     annotate(&mut c, s, kept, reloads, x);
     let desc = format!(
-        "{} successful probes and {} failures kept; TTFT P50 {}, P95 {} over the last {}; SLO P95 ≤ {slo:.0} ms; {} backend changes.",
+        "{} successful probes and {} failures shown; TTFT P50 {}, P95 {} over the last {}; SLO P95 ≤ {slo:.0} ms; {} backend changes.",
         pts.len(),
         kept.failures.len(),
         ms(s.ttft_p50_ms),
@@ -308,7 +339,10 @@ fn series_chart(
 fn failure_table(s: &Kept) -> Markup {
     html! {
         details {
-            summary { (s.failures.len()) " failures kept" }
+            summary {
+                (s.all_failures) " failures kept"
+                @if s.hidden > 0 { " (the charts and this table show the newest " (s.failures.len()) "; the API has them all)" }
+            }
             div.table-wrap { table {
                 tr { th { "started" } th { "reason" } th { "detail" } }
                 @for f in s.failures.iter().rev() {
@@ -322,5 +356,44 @@ fn failure_table(s: &Kept) -> Markup {
                 }
             } }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(s: u64, failed: bool) -> RecentProbe {
+        RecentProbe {
+            target: "t".into(),
+            scenario: "s".into(),
+            started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(s),
+            ttft: None,
+            output_tokens_per_second: None,
+            tpot: None,
+            itl: None,
+            e2e: None,
+            output_tokens: None,
+            failure: failed.then(|| (crate::measure::FailureReason::Timeout, String::new())),
+            identity: None,
+        }
+    }
+
+    /// Cut lists share one span: probes 0..1500 s (one a second), failures at 0..10 s and
+    /// 1490 s; the newest 1000 probes start at 500 s, so the early failures go too.
+    #[test]
+    fn cut_lists_share_one_time_span() {
+        let probes: Vec<_> = (0..1500).map(|s| at(s, false)).collect();
+        let failures: Vec<_> = (0..10).chain([1490]).map(|s| at(s, true)).collect();
+        let k = Kept::newest(probes.clone(), failures.clone());
+        assert_eq!(k.probes.len(), SHOWN);
+        assert_eq!(k.failures.len(), 1);
+        assert_eq!((k.all_failures, k.hidden), (11, 510));
+        let small = Kept::newest(probes[..10].to_vec(), failures);
+        assert_eq!(
+            (small.probes.len(), small.failures.len(), small.hidden),
+            (10, 11, 0)
+        );
     }
 }
