@@ -606,6 +606,16 @@ async fn incidents_page_once_and_fast_and_the_quiet_stay_quiet() {
             "slow-ttft" | "flapping" => (15.0 * 60.0, Some("LlmProbeTTFTP95AboveSLO")),
             _ => (20.0 * 60.0, None),
         };
+        // A flapping backend pages once. With strict alternation that page is the fast burn
+        // (failed probes are bad events); on a loaded machine two probes in a row can fail (or
+        // two scrapes see one failed probe), and then the one page is LlmProbeEndpointDown,
+        // which inhibits the burn alert. Either is one critical in one group.
+        let page = match page {
+            Some(_) if target == "flapping" && criticals.contains("LlmProbeEndpointDown") => {
+                Some("LlmProbeEndpointDown")
+            }
+            page => page,
+        };
         assert!(
             first <= bound,
             "{target}: first notification after {first:.0} s > {bound} s: {what}"

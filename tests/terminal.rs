@@ -119,7 +119,13 @@ async fn probe_once_escapes_a_hostile_model_name_and_error_body() {
 
     assert_printable("probe-once json", &json);
     let v: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
-    assert_eq!(v["response_model"], HOSTILE, "JSON keeps the exact string");
+    // Server-sent identities are made visible where the probe reads them (control and bidi
+    // characters as escapes), so JSON, /metrics and the pages show what the terminal shows.
+    assert_eq!(
+        v["response_model"],
+        r"m\x1b[31m\x1b[2J\r\n  ok          TTFT 1.0 ms\x9b\u{202e}gnp.exe\u{2028}x",
+        "JSON holds the visible form, no raw control character"
+    );
 
     assert_printable("probe-once failing", &failed);
     assert!(failed.contains("FAILED      http_status"), "{failed}");
