@@ -99,8 +99,12 @@ pub struct Verdict {
     pub window_probes: usize,
     /// Failed probes in the window.
     pub window_failures: usize,
+    /// P50 TTFT over the window's successes (nearest rank), ms.
+    pub ttft_p50_ms: Option<f64>,
     /// P95 TTFT over the window's successes (nearest rank), ms.
     pub ttft_p95_ms: Option<f64>,
+    /// P50 output tokens/s over the window's successes (nearest rank).
+    pub tokens_per_second_p50: Option<f64>,
     /// P5 output tokens/s over the window's successes (nearest rank).
     pub tokens_per_second_p5: Option<f64>,
 }
@@ -123,6 +127,7 @@ pub fn judge(probes: &[&RecentProbe], slo: Slo, now: SystemTime) -> Verdict {
         .filter_map(|p| p.output_tokens_per_second)
         .collect();
     let (ttft_p95_ms, tokens_per_second_p5) = (quantile(&mut ttft, 0.95), quantile(&mut tps, 0.05));
+    let (ttft_p50_ms, tokens_per_second_p50) = (quantile(&mut ttft, 0.5), quantile(&mut tps, 0.5));
     let latest_failure = || window.iter().rev().find_map(|p| p.failure.clone());
     let (state, since, reason) = if window.is_empty() {
         (PairState::NoData, None, None)
@@ -157,7 +162,9 @@ pub fn judge(probes: &[&RecentProbe], slo: Slo, now: SystemTime) -> Verdict {
         reason,
         window_probes: window.len(),
         window_failures: failures,
+        ttft_p50_ms,
         ttft_p95_ms,
+        tokens_per_second_p50,
         tokens_per_second_p5,
     }
 }

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::state::{judge, PairState, WINDOW};
+use super::state::{judge, PairState};
 use crate::config::Slo;
-use crate::history::{quantile, RecentProbe};
+use crate::history::RecentProbe;
 use crate::measure::FailureReason;
 
 /// TTFTs kept in [`Summary::recent_ttft`] (the overview's sparkline).
@@ -95,12 +95,6 @@ impl Summary {
         now: SystemTime,
     ) -> Self {
         let verdict = judge(probes, slo, now);
-        let since = now.checked_sub(WINDOW).unwrap_or(SystemTime::UNIX_EPOCH);
-        let window: Vec<&RecentProbe> = probes
-            .iter()
-            .copied()
-            .filter(|p| p.started_at >= since)
-            .collect();
         let mut recent_ttft: Vec<(f64, f64)> = probes
             .iter()
             .rev()
@@ -108,18 +102,7 @@ impl Summary {
             .take(SPARK_POINTS)
             .collect();
         recent_ttft.reverse();
-        let mut ttft: Vec<f64> = window
-            .iter()
-            .filter_map(|p| p.ttft.map(|d| d.as_secs_f64() * 1e3))
-            .collect();
-        let mut tps: Vec<f64> = window
-            .iter()
-            .filter(|p| p.failure.is_none())
-            .filter_map(|p| p.output_tokens_per_second)
-            .collect();
-        let ok = window.iter().filter(|p| p.failure.is_none()).count();
-        let ttft_p50_ms = quantile(&mut ttft, 0.5);
-        let tokens_per_second_p50 = quantile(&mut tps, 0.5);
+        let (n, failed) = (verdict.window_probes, verdict.window_failures);
         Summary {
             target: target.to_string(),
             scenario: scenario.to_string(),
@@ -127,11 +110,11 @@ impl Summary {
             state: verdict.state,
             since: verdict.since,
             reason: verdict.reason,
-            window_probes: window.len(),
-            success_ratio: (!window.is_empty()).then(|| ok as f64 / window.len() as f64),
-            ttft_p50_ms,
+            window_probes: n,
+            success_ratio: (n > 0).then(|| (n - failed) as f64 / n as f64),
+            ttft_p50_ms: verdict.ttft_p50_ms,
             ttft_p95_ms: verdict.ttft_p95_ms,
-            tokens_per_second_p50,
+            tokens_per_second_p50: verdict.tokens_per_second_p50,
             tokens_per_second_p5: verdict.tokens_per_second_p5,
             last_probe: probes.last().map(|p| p.started_at),
             identity: probes
@@ -163,6 +146,7 @@ pub fn ago(d: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::WINDOW;
     use super::*;
 
     fn probe(at: SystemTime, ttft_ms: u64, tps: f64, id: &str) -> RecentProbe {
