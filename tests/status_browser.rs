@@ -22,7 +22,6 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -274,48 +273,6 @@ async fn proxy(upstream: SocketAddr, shutdown: CancellationToken) -> SocketAddr 
     addr
 }
 
-/// Runs Chromium headless with a fresh profile; returns (stdout, stderr).
-fn chromium(browser: &Path, profile: &Path, args: &[String], url: &str) -> (String, String) {
-    let out = Command::new("timeout")
-        .arg("120")
-        .arg(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(url)
-        .output()
-        .unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Console messages and CSP violations in Chromium's log.
-fn console_errors(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| {
-            l.contains("CONSOLE")
-                || l.contains("Content Security Policy")
-                || l.contains("Refused to")
-                || l.contains("Uncaught")
-        })
-        .collect()
-}
-
 struct Browser {
     exe: PathBuf,
     dir: tempfile::TempDir,
@@ -349,7 +306,7 @@ impl Browser {
                 "--virtual-time-budget=5000".into(),
                 format!("--window-size={},{}", w.max(500) + 20, h + 20),
             ];
-            chromium(&me.exe, &me.profile(), &args, &url)
+            common::chromium::run(&me.exe, &me.profile(), &args, &url)
         })
         .await
         .unwrap();
@@ -377,14 +334,14 @@ impl Browser {
                 format!("--window-size={w},{h}"),
                 "--virtual-time-budget=5000".into(),
             ];
-            chromium(&me.exe, &me.profile(), &args, &page).1
+            common::chromium::run(&me.exe, &me.profile(), &args, &page).1
         })
         .await
         .unwrap();
         assert!(
-            console_errors(&log).is_empty(),
+            common::chromium::console_errors(&log).is_empty(),
             "{url}: {:?}",
-            console_errors(&log)
+            common::chromium::console_errors(&log)
         );
         let png = std::fs::read(&out).unwrap_or_else(|e| panic!("{}: {e}\n{log}", out.display()));
         assert!(

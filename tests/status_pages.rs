@@ -6,8 +6,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use llm_probe::daemon::Daemon;
@@ -180,47 +178,6 @@ async fn api_rejects_bad_parameters_with_a_reason() {
     d.stop().await;
 }
 
-/// Runs Chromium headless on `url` with `args`; returns (stdout, stderr).
-fn chromium(chromium: &Path, profile: &Path, args: &[String], url: &str) -> (String, String) {
-    let out = Command::new("timeout")
-        .arg("120")
-        .arg(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(url)
-        .output()
-        .unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Console messages and CSP violations in Chromium's log.
-fn console_errors(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| {
-            l.contains("CONSOLE")
-                || l.contains("Content Security Policy")
-                || l.contains("Refused to")
-                || l.contains("Uncaught")
-        })
-        .collect()
-}
-
 fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
@@ -327,14 +284,15 @@ async fn pages_render_in_headless_chromium_with_failures_and_a_backend_change() 
     let base = format!("http://{}", d.addr);
     let url = format!("{base}/targets/sim");
     let (b, profile) = (browser.clone(), dir.path().join("profile-dom"));
-    let (dom, log) =
-        tokio::task::spawn_blocking(move || chromium(&b, &profile, &["--dump-dom".into()], &url))
-            .await
-            .unwrap();
+    let (dom, log) = tokio::task::spawn_blocking(move || {
+        common::chromium::run(&b, &profile, &["--dump-dom".into()], &url)
+    })
+    .await
+    .unwrap();
     assert!(
-        console_errors(&log).is_empty(),
+        common::chromium::console_errors(&log).is_empty(),
         "{:?}",
-        console_errors(&log)
+        common::chromium::console_errors(&log)
     );
     assert!(count(&dom, "class=\"pt ttft\"") >= ok, "{dom}");
     for (name, path, height) in [
@@ -351,13 +309,14 @@ async fn pages_render_in_headless_chromium_with_failures_and_a_backend_change() 
             dir.path().join(format!("profile-{name}")),
             format!("{base}{path}"),
         );
-        let (_, log) = tokio::task::spawn_blocking(move || chromium(&b, &profile, &args, &url))
-            .await
-            .unwrap();
+        let (_, log) =
+            tokio::task::spawn_blocking(move || common::chromium::run(&b, &profile, &args, &url))
+                .await
+                .unwrap();
         assert!(
-            console_errors(&log).is_empty(),
+            common::chromium::console_errors(&log).is_empty(),
             "{path}: {:?}",
-            console_errors(&log)
+            common::chromium::console_errors(&log)
         );
         let png = std::fs::read(&out).unwrap_or_else(|e| panic!("{}: {e}\n{log}", out.display()));
         assert!(

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bench;
+pub mod chromium;
 pub mod golden;
 pub mod https;
 pub mod pki;
