@@ -71,6 +71,8 @@ fn endpoint_path(protocol: Protocol) -> &'static str {
         Protocol::Tgi => "/generate_stream",
         Protocol::AzureOpenAi => "/openai/deployments/{deployment}/chat/completions",
         Protocol::LlamaCpp => "/completion",
+        Protocol::Gemini => "/v1beta/models/{model}:streamGenerateContent",
+        Protocol::VertexGemini => "/publishers/google/models/{model}:streamGenerateContent",
     }
 }
 
