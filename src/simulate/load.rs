@@ -162,7 +162,7 @@ pub fn prompt_tokens(body: &serde_json::Value) -> u64 {
             _ => 0,
         }
     }
-    ["messages", "prompt", "input", "system"]
+    ["messages", "prompt", "input", "system", "contents", "systemInstruction"]
         .iter()
         .filter_map(|k| body.get(*k))
         .map(words)
