@@ -175,7 +175,10 @@ async fn probe(p: Protocol, script: Script, timeout: &str) -> (ProbeOutcome, Sim
         Protocol::AzureOpenAi => (sim.root_url(), "    deployment: dep-1\n"),
         Protocol::Gemini => (sim.root_url(), ""),
         Protocol::VertexGemini => (
-            format!("{}/v1/projects/sim-project/locations/us-central1", sim.root_url()),
+            format!(
+                "{}/v1/projects/sim-project/locations/us-central1",
+                sim.root_url()
+            ),
             "",
         ),
         _ => (sim.base_url(), ""),

@@ -55,7 +55,10 @@ fn llmock(args: &[&str]) -> Llmock {
             let _ = child.0.stderr.take().unwrap().read_to_string(&mut err);
             panic!("{cmd:?} exited with {status} before listening:\n{err}");
         }
-        assert!(Instant::now() < deadline, "llmock is not listening after 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "llmock is not listening after 30 s"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     Llmock {
@@ -97,9 +100,13 @@ async fn a_paced_gemini_stream_is_measured_from_its_chunks_and_usage_metadata() 
         obs.identity.response_model.as_deref(),
         Some("gemini-2.5-flash")
     );
-    assert!(obs.terminated && obs.finished, "the close after STOP ends it");
     assert!(
-        !obs.anomalies.contains(&llm_probe::measure::Anomaly::MissingTerminator),
+        obs.terminated && obs.finished,
+        "the close after STOP ends it"
+    );
+    assert!(
+        !obs.anomalies
+            .contains(&llm_probe::measure::Anomaly::MissingTerminator),
         "{:?}",
         obs.anomalies
     );
@@ -115,13 +122,18 @@ async fn a_paced_gemini_stream_is_measured_from_its_chunks_and_usage_metadata() 
 #[tokio::test]
 async fn a_gemini_stream_cut_before_its_finish_reason_is_truncated() {
     let mock = tokio::task::spawn_blocking(|| {
-        llmock(&["--stream-fault", "truncate=1.0", "--stream-chunk-delay-ms", "5"])
+        llmock(&[
+            "--stream-fault",
+            "truncate=1.0",
+            "--stream-chunk-delay-ms",
+            "5",
+        ])
     })
     .await
     .unwrap();
     for _ in 0..3 {
         let o = probe(&mock).await;
-        let f = o.result.as_ref().err().expect("a cut stream is no success");
+        let f = o.result.as_ref().expect_err("a cut stream is no success");
         assert_eq!(f.reason, FailureReason::Truncated, "{f}");
         assert!(!o.observations.finished);
     }
@@ -133,7 +145,7 @@ async fn a_gemini_503_is_http_status() {
         .await
         .unwrap();
     let o = probe(&mock).await;
-    let f = o.result.as_ref().err().expect("a 503 is no success");
+    let f = o.result.as_ref().expect_err("a 503 is no success");
     assert_eq!(f.reason, FailureReason::HttpStatus, "{f}");
     assert_eq!(o.observations.http_status, Some(503));
 }

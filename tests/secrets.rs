@@ -297,13 +297,20 @@ async fn gemini_and_vertex_credentials_never_appear_in_any_output() {
                     .find(|(k, _)| k.eq_ignore_ascii_case(name))
                     .map(|(_, v)| v.as_str())
             };
-            assert!(!r.path.contains(KEY) && !r.path.contains(TOKEN), "{}", r.path);
+            assert!(
+                !r.path.contains(KEY) && !r.path.contains(TOKEN),
+                "{}",
+                r.path
+            );
             if r.path.starts_with("/v1beta/") {
                 assert_eq!(header("x-goog-api-key"), Some(KEY));
                 assert_eq!(header("authorization"), None);
             } else {
                 assert!(r.path.contains("/publishers/google/models/"), "{}", r.path);
-                assert_eq!(header("authorization"), Some(format!("Bearer {TOKEN}").as_str()));
+                assert_eq!(
+                    header("authorization"),
+                    Some(format!("Bearer {TOKEN}").as_str())
+                );
                 assert_eq!(header("x-goog-api-key"), None);
             }
         }

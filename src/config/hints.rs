@@ -175,14 +175,21 @@ mod tests {
 
     #[test]
     fn gemini_base_urls_of_the_other_form_are_warned_with_the_fix() {
-        let w = warning("gemini", "https://generativelanguage.googleapis.com/v1beta/models").unwrap();
+        let w = warning(
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta/models",
+        )
+        .unwrap();
         assert!(
             w.contains("set base_url to https://generativelanguage.googleapis.com.")
                 && w.contains("appends /v1beta/models/{model}:streamGenerateContent"),
             "{w}"
         );
         let w = warning("gemini", "https://gw.example/google/v1beta").unwrap();
-        assert!(w.contains("set base_url to https://gw.example/google."), "{w}");
+        assert!(
+            w.contains("set base_url to https://gw.example/google."),
+            "{w}"
+        );
         for bad in [
             "https://us-central1-aiplatform.googleapis.com",
             "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/google/models",

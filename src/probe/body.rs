@@ -85,9 +85,9 @@ fn is_completion(v: &serde_json::Value) -> bool {
         || has("generated_text")
         || (has("content") && has("stop"))
         || has("candidates")
-        || v.as_array()
-            .and_then(|a| a.first())
-            .is_some_and(|first| first.get("generated_text").is_some() || first.get("candidates").is_some())
+        || v.as_array().and_then(|a| a.first()).is_some_and(|first| {
+            first.get("generated_text").is_some() || first.get("candidates").is_some()
+        })
 }
 
 /// Whether the first event of a stream is a whole answer rather than a piece of one: a

@@ -184,8 +184,12 @@ fn candidate_kind(candidate: &Value) -> Option<TokenKind> {
     for part in parts {
         let thought = part.get("thought").and_then(Value::as_bool) == Some(true);
         let output = (!thought && has_text(part, "text"))
-            || part.get("functionCall").is_some_and(|f| has_text(f, "name"))
-            || part.get("executableCode").is_some_and(|c| has_text(c, "code"));
+            || part
+                .get("functionCall")
+                .is_some_and(|f| has_text(f, "name"))
+            || part
+                .get("executableCode")
+                .is_some_and(|c| has_text(c, "code"));
         if output {
             return Some(TokenKind::Output);
         }

@@ -121,9 +121,7 @@ pub fn build_request(target: &Target, scenario: &Scenario, nonce: Option<&str>) 
         Protocol::Tgi => tgi::build_request(target, scenario, nonce),
         Protocol::AzureOpenAi => azure_openai::build_request(target, scenario, nonce),
         Protocol::LlamaCpp => llama_cpp::build_request(target, scenario, nonce),
-        Protocol::Gemini | Protocol::VertexGemini => {
-            gemini::build_request(target, scenario, nonce)
-        }
+        Protocol::Gemini | Protocol::VertexGemini => gemini::build_request(target, scenario, nonce),
     }
 }
 

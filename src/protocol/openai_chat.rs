@@ -409,7 +409,10 @@ mod tests {
         let tl = &obs.timeline;
         let kinds: Vec<_> = tl.token_events.iter().map(|e| e.kind).collect();
         use TokenKind::{Output, Reasoning};
-        assert_eq!(kinds, [Reasoning, Reasoning, Output, Output, Output, Output]);
+        assert_eq!(
+            kinds,
+            [Reasoning, Reasoning, Output, Output, Output, Output]
+        );
         assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
         assert_eq!(tl.first_output(), Some(tl.sent + Duration::from_millis(5)));
         assert!(obs.anomalies.is_empty(), "{:?}", obs.anomalies);

@@ -170,10 +170,22 @@ mod tests {
     fn a_function_call_item_with_its_name_is_one_output_event() {
         use std::time::Duration;
         let (obs, _) = run(&[
-            ("response.output_item.added", r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"m","content":[]}}"#),
-            ("response.output_item.added", r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"c1","name":"get_weather","arguments":""}}"#),
-            ("response.function_call_arguments.delta", r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":""}"#),
-            ("response.function_call_arguments.delta", r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{}"}"#),
+            (
+                "response.output_item.added",
+                r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"m","content":[]}}"#,
+            ),
+            (
+                "response.output_item.added",
+                r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"c1","name":"get_weather","arguments":""}}"#,
+            ),
+            (
+                "response.function_call_arguments.delta",
+                r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":""}"#,
+            ),
+            (
+                "response.function_call_arguments.delta",
+                r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{}"}"#,
+            ),
         ]);
         let tl = &obs.timeline;
         assert_eq!(tl.token_events.len(), 2);

@@ -387,7 +387,9 @@ impl Wire {
             }
             Wire::Ollama => json!({"error": message}),
             Wire::Tgi => json!({"error": message, "error_type": "generation"}),
-            Wire::Gemini => json!({"error": {"code": 500, "message": message, "status": "INTERNAL"}}),
+            Wire::Gemini => {
+                json!({"error": {"code": 500, "message": message, "status": "INTERNAL"}})
+            }
         };
         self.frame(&[msg])
     }
@@ -580,11 +582,19 @@ fn is_gemini_path(path: &str) -> bool {
     if segs.iter().any(|s| s.is_empty()) {
         return false;
     }
-    match segs.as_slice() {
-        [_version, "models", _model] => true,
-        [_version, "projects", _p, "locations", _l, "publishers", "google", "models", _model] => {
-            true
-        }
-        _ => false,
-    }
+    matches!(
+        segs.as_slice(),
+        [_version, "models", _model]
+            | [
+                _version,
+                "projects",
+                _,
+                "locations",
+                _,
+                "publishers",
+                "google",
+                "models",
+                _model
+            ]
+    )
 }
