@@ -347,9 +347,12 @@ async fn handle(
     match script.fault {
         Fault::Http500 => {
             let (tx, resp) = response(StatusCode::INTERNAL_SERVER_ERROR, "application/json", &[]);
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
-                br#"{"error":{"message":"simulated internal error","type":"server_error"}}"#,
-            ))));
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(if wire == Wire::Gemini {
+                // Google's error body: code, message, status.
+                br#"{"error":{"code":500,"message":"simulated internal error","status":"INTERNAL"}}"#
+            } else {
+                br#"{"error":{"message":"simulated internal error","type":"server_error"}}"#
+            }))));
             return resp;
         }
         Fault::Http429 => {
@@ -358,9 +361,11 @@ async fn handle(
                 "application/json",
                 &[("retry-after", "7")],
             );
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
-                br#"{"error":{"message":"rate limited","type":"rate_limit"}}"#,
-            ))));
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(if wire == Wire::Gemini {
+                br#"{"error":{"code":429,"message":"rate limited","status":"RESOURCE_EXHAUSTED"}}"#
+            } else {
+                br#"{"error":{"message":"rate limited","type":"rate_limit"}}"#
+            }))));
             return resp;
         }
         Fault::NoHeaders => {
