@@ -674,6 +674,19 @@ const CASES: &[Case] = &[
     // ---- gemini (AI Studio; CRLF framing, no terminator: the close after finishReason ends it)
     Case {
         protocol: Protocol::Gemini,
+        file: "sse/gemini-crlf.sse",
+        // The decoder's CRLF fixture, through the adapter: CJK text in a part, N from usage.
+        kinds: "O3",
+        result: Ok((3, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(4), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Gemini,
         file: "protocols/gemini/thinking.sse",
         // N = candidatesTokenCount 9 + thoughtsTokenCount 111.
         kinds: "R2 O2",
