@@ -598,3 +598,28 @@ fn is_gemini_path(path: &str) -> bool {
             ]
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemini_is_served_on_both_of_its_paths_only() {
+        for ok in [
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            "/v1/projects/p-1/locations/us-central1/publishers/google/models/m:streamGenerateContent",
+        ] {
+            assert_eq!(Wire::for_path(ok), Some(Wire::Gemini), "{ok}");
+        }
+        for bad in [
+            "/v1beta/models/:streamGenerateContent",
+            "/v1beta/models/m:generateContent",
+            "/v1beta/models/a/b:streamGenerateContent",
+            "/models/m:streamGenerateContent",
+            "/v1/projects/p/locations/l/publishers/other/models/m:streamGenerateContent",
+            "/v1/projects/p/locations/l/models/m:streamGenerateContent",
+        ] {
+            assert_eq!(Wire::for_path(bad), None, "{bad}");
+        }
+    }
+}
