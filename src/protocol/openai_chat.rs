@@ -647,20 +647,31 @@ mod tests {
             .boxed();
         let tool_call =
             field(function).prop_map(|f| obj(vec![("index", Some(0.into())), ("function", f)]));
+        let detail = (field(text()), field(text()))
+            .prop_map(|(t, s)| {
+                obj(vec![
+                    ("type", Some("reasoning.text".into())),
+                    ("text", t),
+                    ("summary", s),
+                ])
+            })
+            .boxed();
         let delta = (
             field(text()),
             field(text()),
             field(text()),
             field(proptest::collection::vec(tool_call, 0..3).prop_map(Value::from)),
             field(text()),
+            field(proptest::collection::vec(detail, 0..3).prop_map(Value::from)),
         )
-            .prop_map(|(c, rc, r, tc, rf)| {
+            .prop_map(|(c, rc, r, tc, rf, rd)| {
                 obj(vec![
                     ("content", c),
                     ("refusal", rf),
                     ("reasoning_content", rc),
                     ("reasoning", r),
                     ("tool_calls", tc),
+                    ("reasoning_details", rd),
                 ])
             })
             .boxed();
