@@ -1241,6 +1241,13 @@ fn protocol_specific_config_errors() {
         Some(true)
     );
     assert!(err("    protocol: llama-cpp\n    version_path: /props\n").is_none());
+    // Gemini's key header, set by hand beside api_key_env: one of them must go.
+    assert_eq!(
+        err("    protocol: gemini\n    api_key_env: K\n    headers: {X-Goog-Api-Key: k}\n").map(|e| e.contains("both api_key_env and an X-Goog-Api-Key header are set, and the API key is sent as the x-goog-api-key header")),
+        Some(true)
+    );
+    assert!(err("    protocol: vertex-gemini\n    deployment: d\n")
+        .is_some_and(|e| e.contains("deployment is only used with protocol azure-openai")));
 }
 
 // ---- one real exchange: version_path and the server-timing metrics ---------------------------
