@@ -132,7 +132,8 @@ pub struct Script {
     pub tokens_per_event: u32,
     /// How many of the first tokens are reasoning (in the protocol's reasoning field:
     /// `delta.reasoning_content`, `thinking_delta`, `response.reasoning_text.delta`,
-    /// `message.thinking`; protocols without one send them as text).
+    /// `message.thinking`, Gemini `thought: true` parts, counted apart in `thoughtsTokenCount`;
+    /// protocols without one send them as text).
     pub reasoning_tokens: u32,
     /// The `model` field of the chunks.
     pub model: String,
