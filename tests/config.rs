@@ -56,7 +56,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     ),
     (
         "05_unknown_protocol.yaml",
-        r#"05_unknown_protocol.yaml:7:15: targets[0].protocol: target "local-vllm": protocol "gemini" is not supported; use one of: openai-chat, openai-completions, openai-responses, anthropic, ollama, tgi, azure-openai, llama-cpp."#,
+        r#"05_unknown_protocol.yaml:7:15: targets[0].protocol: target "local-vllm": protocol "cohere" is not supported; use one of: openai-chat, openai-completions, openai-responses, anthropic, ollama, tgi, azure-openai, llama-cpp, gemini, vertex-gemini."#,
     ),
     (
         "06_unknown_scenario.yaml",

@@ -315,3 +315,30 @@ async fn a_key_file_that_appears_later_is_picked_up() {
     wait_for_key(&sim, "Bearer sk-late").await;
     daemon.stop().await;
 }
+
+/// Vertex AI (`vertex-gemini`): the access token comes from `api_key_file` as `Authorization:
+/// Bearer`, and a job refreshing the file (the token lasts an hour) is picked up by the next
+/// probe, without a reload: the probe mints no token, it only re-reads the file.
+#[tokio::test]
+async fn a_refreshed_vertex_access_token_file_is_used_by_the_next_probe() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("vertex-token");
+    std::fs::write(&token, "ya29.old-token\n").unwrap();
+    let path = dir.path().join("probes.yaml");
+    let text = file(&[format!(
+        "  - name: t\n    protocol: vertex-gemini\n    base_url: {}/v1/projects/p-1/locations/us-central1\n    model: gemini-2.5-flash\n    api_key_file: {}\n",
+        sim.root_url(),
+        token.display()
+    )]);
+    std::fs::write(&path, text).unwrap();
+    let cfg = config::load_with(&path, Secrets::Isolate).unwrap();
+    let daemon = common::daemon(cfg).await;
+    wait_for_key(&sim, "Bearer ya29.old-token").await;
+    assert!(sim.received().iter().all(|r| r.path
+        == "/v1/projects/p-1/locations/us-central1/publishers/google/models/gemini-2.5-flash:streamGenerateContent"));
+    std::fs::write(&token, "ya29.new-token\n").unwrap();
+    wait_for_key(&sim, "Bearer ya29.new-token").await;
+    assert!(reloads(&daemon).await >= 1.0);
+    daemon.stop().await;
+}

@@ -100,11 +100,32 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
             "message_delta",
             "response.failed",
             "length",
-            "tool_use"
+            "tool_use",
+            "thinking",
+            "reasoning.text",
+            "STOP",
+            "SAFETY",
+            "function_call",
+            "response.output_item.added"
         ])
         .prop_map(serde_json::Value::from),
     ];
     let keys = prop::sample::select(vec![
+        "candidates",
+        "parts",
+        "thought",
+        "finishReason",
+        "usageMetadata",
+        "candidatesTokenCount",
+        "thoughtsTokenCount",
+        "promptFeedback",
+        "blockReason",
+        "functionCall",
+        "reasoning_details",
+        "summary",
+        "name",
+        "item",
+        "content_block",
         "choices",
         "delta",
         "content",

@@ -13,7 +13,7 @@ use llm_probe::simulate::{Fault, Script, Simulator};
 use Anomaly::*;
 use TokenCountSource::{Events, Server, Usage};
 
-const ALL: [Protocol; 8] = [
+const ALL: [Protocol; 10] = [
     Protocol::OpenAiChat,
     Protocol::AzureOpenAi,
     Protocol::OpenAiCompletions,
@@ -22,6 +22,8 @@ const ALL: [Protocol; 8] = [
     Protocol::Ollama,
     Protocol::Tgi,
     Protocol::LlamaCpp,
+    Protocol::Gemini,
+    Protocol::VertexGemini,
 ];
 
 /// Scripted output tokens.
@@ -93,7 +95,12 @@ fn has_reasoning(p: Protocol) -> bool {
 fn terminator_is_the_finish(p: Protocol) -> bool {
     matches!(
         p,
-        Protocol::OpenAiResponses | Protocol::Ollama | Protocol::Tgi | Protocol::LlamaCpp
+        Protocol::OpenAiResponses
+            | Protocol::Ollama
+            | Protocol::Tgi
+            | Protocol::LlamaCpp
+            | Protocol::Gemini
+            | Protocol::VertexGemini
     )
 }
 
@@ -166,6 +173,14 @@ async fn probe(p: Protocol, script: Script, timeout: &str) -> (ProbeOutcome, Sim
     let (base, extra) = match p {
         Protocol::Ollama | Protocol::Tgi | Protocol::LlamaCpp => (sim.root_url(), ""),
         Protocol::AzureOpenAi => (sim.root_url(), "    deployment: dep-1\n"),
+        Protocol::Gemini => (sim.root_url(), ""),
+        Protocol::VertexGemini => (
+            format!(
+                "{}/v1/projects/sim-project/locations/us-central1",
+                sim.root_url()
+            ),
+            "",
+        ),
         _ => (sim.base_url(), ""),
     };
     let yaml = format!(
@@ -262,7 +277,7 @@ fn same(s: Script) -> Script {
 #[tokio::test]
 async fn clean_stream_each_protocol_on_its_own_path() {
     let outs = run(Fault::None, same, all).await;
-    assert_eq!(outs.len(), 8);
+    assert_eq!(outs.len(), 10);
     for (p, o, sim) in &outs {
         let r = sim.received();
         let path = match p {
@@ -274,6 +289,8 @@ async fn clean_stream_each_protocol_on_its_own_path() {
             Protocol::Ollama => "/api/chat",
             Protocol::Tgi => "/generate_stream",
             Protocol::LlamaCpp => "/completion",
+            Protocol::Gemini => "/v1beta/models/sim-model:streamGenerateContent",
+            Protocol::VertexGemini => "/v1/projects/sim-project/locations/us-central1/publishers/google/models/sim-model:streamGenerateContent",
         };
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].path, path, "{}", p.as_str());
@@ -330,9 +347,11 @@ async fn reasoning_first_starts_ttft_and_delays_first_output() {
         ..s
     };
     let outs = run(Fault::None, tweak, has_reasoning).await;
-    assert_eq!(outs.len(), 5);
+    assert_eq!(outs.len(), 7);
     for (p, o, _) in &outs {
         let m = o.result.as_ref().unwrap();
+        // Gemini counts its thoughts apart (`thoughtsTokenCount`): N is their sum.
+        assert_eq!(m.output_tokens, TOKENS, "{}", p.as_str());
         // The first output token is event 5: scripted at 30 ms + 5 × 10 ms.
         let ttfo = m.time_to_first_output_token.unwrap();
         let want = Duration::from_millis(80);
@@ -365,7 +384,7 @@ async fn multi_token_events_take_the_server_count() {
         tokens_per_event: 4,
         ..s
     };
-    assert_eq!(run(Fault::None, tweak, all).await.len(), 8);
+    assert_eq!(run(Fault::None, tweak, all).await.len(), 10);
 }
 
 #[tokio::test]
@@ -424,7 +443,7 @@ async fn keepalive_comments_are_not_tokens() {
         ttft: Duration::from_millis(80),
         ..s
     };
-    assert_eq!(run(Fault::Keepalive, tweak, all).await.len(), 7);
+    assert_eq!(run(Fault::Keepalive, tweak, all).await.len(), 9);
 }
 
 #[tokio::test]

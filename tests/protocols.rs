@@ -194,7 +194,7 @@ struct Case {
     prefill: Option<f64>,
 }
 
-use Anomaly::{NonJsonData, TrailingBytes, UnknownEvent};
+use Anomaly::{MultiTokenEvents, NonJsonData, TrailingBytes, UnknownEvent};
 use FailureReason::{EmptyStream, StreamError, Truncated};
 use TokenCountSource::{Events as FromEvents, Server, Usage as FromUsage};
 
@@ -618,6 +618,171 @@ const CASES: &[Case] = &[
         prompt: (Some(10), None),
         prefill: None,
     },
+    // ---- the three held-back shapes of issue 28 (typed parts, reasoning_details, tool-call rule)
+    Case {
+        protocol: Protocol::OpenAiChat,
+        file: "protocols/openai-chat/mistral-content-parts.sse",
+        // Mistral's `content` list: thinking parts are reasoning, text parts output.
+        kinds: "R2 O3",
+        result: Ok((15, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[MultiTokenEvents],
+        prompt: (Some(10), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::OpenAiChat,
+        file: "protocols/openai-chat/reasoning-details.sse",
+        // Reasoning only in `reasoning_details[]`; a signature-only entry is no token.
+        kinds: "R2 O1",
+        result: Ok((20, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[MultiTokenEvents],
+        prompt: (Some(14), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::OpenAiChat,
+        file: "protocols/openai-chat/tool-call-name-only.sse",
+        // The tool-call rule: the name-only first chunk is an output token event.
+        kinds: "O3",
+        result: Ok((15, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[MultiTokenEvents],
+        prompt: (Some(60), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Anthropic,
+        file: "protocols/anthropic/tool-use.sse",
+        // The same tool call as openai-chat's: the same token events.
+        kinds: "O3",
+        result: Ok((15, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[MultiTokenEvents],
+        prompt: (Some(60), None),
+        prefill: None,
+    },
+    // ---- gemini (AI Studio; CRLF framing, no terminator: the close after finishReason ends it)
+    Case {
+        protocol: Protocol::Gemini,
+        file: "sse/gemini-crlf.sse",
+        // The decoder's CRLF fixture, through the adapter: CJK text in a part, N from usage.
+        kinds: "O3",
+        result: Ok((3, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(4), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Gemini,
+        file: "protocols/gemini/thinking.sse",
+        // N = candidatesTokenCount 9 + thoughtsTokenCount 111.
+        kinds: "R2 O2",
+        result: Ok((120, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[MultiTokenEvents],
+        prompt: (Some(11), Some(4)),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Gemini,
+        file: "protocols/gemini/error-after-tokens.sse",
+        kinds: "O1",
+        result: Err(StreamError),
+        terminated: false,
+        finished: false,
+        error: Some("UNAVAILABLE (503): The model is overloaded."),
+        anomalies: &[],
+        prompt: (Some(6), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Gemini,
+        file: "protocols/gemini/prompt-blocked.sse",
+        kinds: "",
+        result: Err(EmptyStream),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(7), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Gemini,
+        file: "protocols/gemini/safety-mid-stream.sse",
+        kinds: "O2",
+        result: Ok((3, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(8), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Gemini,
+        file: "protocols/gemini/cut-short.sse",
+        kinds: "O2",
+        result: Err(Truncated),
+        terminated: false,
+        finished: false,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(4), None),
+        prefill: None,
+    },
+    // ---- vertex-gemini (the same stream; LF framing)
+    Case {
+        protocol: Protocol::VertexGemini,
+        file: "protocols/vertex-gemini/function-call.sse",
+        kinds: "O1",
+        result: Ok((7, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[MultiTokenEvents],
+        prompt: (Some(30), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::VertexGemini,
+        file: "protocols/vertex-gemini/error-after-tokens.sse",
+        kinds: "O1",
+        result: Err(StreamError),
+        terminated: false,
+        finished: false,
+        error: Some("RESOURCE_EXHAUSTED (429)"),
+        anomalies: &[],
+        prompt: (None, None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::VertexGemini,
+        file: "protocols/vertex-gemini/max-tokens.sse",
+        kinds: "R1 O1",
+        result: Ok((32, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[MultiTokenEvents],
+        prompt: (Some(5), None),
+        prefill: None,
+    },
     // ---- llama-cpp (native /completion)
     Case {
         protocol: Protocol::LlamaCpp,
@@ -926,6 +1091,30 @@ fn request_shapes_and_the_key_in_exactly_one_header() {
             keys: &["model", "n_predict", "prompt", "stream", "temperature", "top_p"],
             values: vec![("/prompt", prompt.clone()), ("/n_predict", json!(32))],
         },
+        Shape {
+            protocol: "gemini",
+            base_url: "https://generativelanguage.googleapis.com",
+            extra: "",
+            url: "https://generativelanguage.googleapis.com/v1beta/models/m1:streamGenerateContent?alt=sse",
+            auth: ("x-goog-api-key", KEY.to_string()),
+            headers: &[("accept", "text/event-stream")],
+            keys: &["contents", "generationConfig", "systemInstruction", "top_p"],
+            values: vec![
+                ("/systemInstruction", json!({"parts": [{"text": "[probe n1] Be brief."}]})),
+                ("/contents", json!([{"role": "user", "parts": [{"text": "Hi"}]}])),
+                ("/generationConfig", json!({"maxOutputTokens": 32, "temperature": 0.5})),
+            ],
+        },
+        Shape {
+            protocol: "vertex-gemini",
+            base_url: "https://us-central1-aiplatform.googleapis.com/v1/projects/p-1/locations/us-central1/",
+            extra: "",
+            url: "https://us-central1-aiplatform.googleapis.com/v1/projects/p-1/locations/us-central1/publishers/google/models/m1:streamGenerateContent?alt=sse",
+            auth: bearer.clone(),
+            headers: &[],
+            keys: &["contents", "generationConfig", "systemInstruction", "top_p"],
+            values: vec![("/generationConfig/maxOutputTokens", json!(32))],
+        },
     ];
     assert_eq!(shapes.len(), Protocol::ALL.len(), "one shape per protocol");
     for s in shapes {
@@ -969,7 +1158,7 @@ fn request_shapes_and_the_key_in_exactly_one_header() {
         );
         assert!(!spec.url.as_str().contains(KEY), "{p}: key in URL");
         assert!(!spec.body.to_string().contains(KEY), "{p}: key in body");
-        for other in ["authorization", "x-api-key", "api-key"]
+        for other in ["authorization", "x-api-key", "api-key", "x-goog-api-key"]
             .into_iter()
             .filter(|h| *h != s.auth.0)
         {
@@ -1052,6 +1241,13 @@ fn protocol_specific_config_errors() {
         Some(true)
     );
     assert!(err("    protocol: llama-cpp\n    version_path: /props\n").is_none());
+    // Gemini's key header, set by hand beside api_key_env: one of them must go.
+    assert_eq!(
+        err("    protocol: gemini\n    api_key_env: K\n    headers: {X-Goog-Api-Key: k}\n").map(|e| e.contains("both api_key_env and an X-Goog-Api-Key header are set, and the API key is sent as the x-goog-api-key header")),
+        Some(true)
+    );
+    assert!(err("    protocol: vertex-gemini\n    deployment: d\n")
+        .is_some_and(|e| e.contains("deployment is only used with protocol azure-openai")));
 }
 
 // ---- one real exchange: version_path and the server-timing metrics ---------------------------

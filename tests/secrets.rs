@@ -227,6 +227,96 @@ async fn the_key_never_appears_in_any_output() {
     }
 }
 
+/// Gemini on AI Studio (the key in `x-goog-api-key`, from the environment) and on Vertex AI (an
+/// access token in `Authorization: Bearer`, from a file): `check-config` and `probe-once`
+/// (text and JSON, a success, an HTTP 500 and an error inside the stream) never print the key or
+/// the token, and the simulator shows each was sent in its one header and not in the URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_and_vertex_credentials_never_appear_in_any_output() {
+    const TOKEN: &str = "ya29.vertex-SECRET-token-0b6e";
+    let script = Script {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        tokens: 4,
+        reasoning_tokens: 1,
+        ..Script::default()
+    };
+    let mut sims = Vec::new();
+    for fault in [Fault::None, Fault::Http500, Fault::ErrorAfterTokens] {
+        sims.push(
+            common::simulator(Script {
+                fault,
+                ..script.clone()
+            })
+            .await,
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("vertex-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let mut configs = Vec::new();
+    for (i, sim) in sims.iter().enumerate() {
+        let yaml = format!(
+            "scenarios:\n{}targets:\n  - name: studio\n    protocol: gemini\n    base_url: {}\n    model: gemini-2.5-flash\n    api_key_env: {KEY_ENV}\n  - name: vertex\n    protocol: vertex-gemini\n    base_url: {}/v1/projects/p-1/locations/us-central1\n    model: gemini-2.5-pro\n    api_key_file: {}\n",
+            common::scenario("chat", 8),
+            sim.root_url(),
+            sim.root_url(),
+            token_file.display(),
+        );
+        let p = dir.path().join(format!("probes-{i}.yaml"));
+        std::fs::write(&p, yaml).unwrap();
+        configs.push(p);
+    }
+    let outputs = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        for cfg in &configs {
+            out.push(run(&["check-config"], cfg));
+            out.push(run(&["probe-once"], cfg));
+            out.push(run(&["probe-once", "--output", "json"], cfg));
+        }
+        out
+    })
+    .await
+    .unwrap();
+    // Not vacuous: the clean run succeeded on both, the others failed as scripted.
+    let successes = |t: &str| t.replace(' ', "").matches("\"success\":true").count();
+    assert_eq!(successes(&outputs[2]), 2, "{}", outputs[2]);
+    assert_eq!(successes(&outputs[5]) + successes(&outputs[8]), 0);
+    assert!(outputs[5].contains("http_status"), "{}", outputs[5]);
+    assert!(outputs[8].contains("stream_error"), "{}", outputs[8]);
+    for text in &outputs {
+        assert_no_key("gemini/vertex output", text);
+        assert!(!text.contains("0b6e"), "the Vertex token leaked:\n{text}");
+    }
+    for sim in &sims {
+        let received = sim.received();
+        assert_eq!(received.len(), 4, "two probe-once runs × two targets");
+        for r in received.iter() {
+            let header = |name: &str| {
+                (r.headers.iter())
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.as_str())
+            };
+            assert!(
+                !r.path.contains(KEY) && !r.path.contains(TOKEN),
+                "{}",
+                r.path
+            );
+            if r.path.starts_with("/v1beta/") {
+                assert_eq!(header("x-goog-api-key"), Some(KEY));
+                assert_eq!(header("authorization"), None);
+            } else {
+                assert!(r.path.contains("/publishers/google/models/"), "{}", r.path);
+                assert_eq!(
+                    header("authorization"),
+                    Some(format!("Bearer {TOKEN}").as_str())
+                );
+                assert_eq!(header("x-goog-api-key"), None);
+            }
+        }
+    }
+}
+
 // ---- config errors ------------------------------------------------------------------
 
 /// The secret every bad config below hides in a field: a URL, a key field, a header.

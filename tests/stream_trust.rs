@@ -102,6 +102,8 @@ async fn probe_at(protocol: Protocol, url_root: &str, timeout: &str) -> ProbeOut
     let (base, extra) = match protocol {
         Protocol::Ollama | Protocol::Tgi | Protocol::LlamaCpp => (url_root.to_string(), ""),
         Protocol::AzureOpenAi => (url_root.to_string(), "    deployment: dep-1\n"),
+        Protocol::Gemini => (url_root.to_string(), ""),
+        Protocol::VertexGemini => (format!("{url_root}/v1/projects/p/locations/l"), ""),
         _ => (format!("{url_root}/v1"), ""),
     };
     let yaml = format!(
@@ -149,6 +151,9 @@ fn completion(p: Protocol) -> &'static [u8] {
         }
         Protocol::Tgi => br#"[{"generated_text":"Hi"}]"#,
         Protocol::LlamaCpp => br#"{"content":"Hi","stop":true,"tokens_predicted":1}"#,
+        Protocol::Gemini | Protocol::VertexGemini => {
+            br#"{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1},"modelVersion":"m"}"#
+        }
     }
 }
 
@@ -204,9 +209,17 @@ async fn a_2xx_body_that_is_no_event_stream_says_what_came_back_in_every_protoco
             ),
         ];
         // A whole answer as the stream's only event ("fake streaming"); a legacy completions
-        // chunk and a whole completion look alike, so that one is a stream of one token.
+        // chunk and a whole completion look alike, so that one is a stream of one token (so
+        // does a Gemini chunk: a short answer may come in one).
         let mut cases = cases;
-        if p != Protocol::OpenAiCompletions && p != Protocol::Ollama {
+        let one_chunk_is_a_stream = matches!(
+            p,
+            Protocol::OpenAiCompletions
+                | Protocol::Ollama
+                | Protocol::Gemini
+                | Protocol::VertexGemini
+        );
+        if !one_chunk_is_a_stream {
             let wrapped = [b"data: ", completion(p), b"\n\ndata: [DONE]\n\n"].concat();
             cases.push((
                 "content-type: text/event-stream\r\n",

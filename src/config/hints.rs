@@ -1,6 +1,7 @@
 //! Mistakes a valid config can still hold, told as warnings with the fix: a `base_url` that
-//! ends in the endpoint path the protocol appends itself, or an OpenAI-style one without a
-//! version segment. Each would make every probe fail `http_status` 404.
+//! ends in the endpoint path the protocol appends itself, an OpenAI-style one without a
+//! version segment, or a Gemini one of the other URL form (AI Studio's host root, Vertex AI's
+//! `…/projects/{p}/locations/{l}`). Each would make every probe fail `http_status` 404.
 
 use super::{Config, Protocol, Target};
 
@@ -29,6 +30,9 @@ pub fn base_url_warning(target: &Target) -> Option<String> {
     let url = &target.base_url;
     let path = url.path().trim_end_matches('/');
     let appended = endpoint_path(target.protocol);
+    if let Some(w) = gemini_warning(target, path, appended) {
+        return Some(w);
+    }
     if let Some(end) = ENDPOINT_PATHS.iter().find(|e| path.ends_with(*e)) {
         let mut fixed = url.clone();
         fixed.set_path(&path[..path.len() - end.len()]);
@@ -60,6 +64,33 @@ pub fn base_url_warning(target: &Target) -> Option<String> {
     None
 }
 
+/// Gemini's two URL forms: `gemini` wants the host root (it appends `/v1beta/models/…`), so a
+/// `base_url` with a `/models` or `/v1beta` tail is warned; `vertex-gemini` wants the base up
+/// to `…/projects/{project}/locations/{location}`, so one that does not end so is warned.
+fn gemini_warning(target: &Target, path: &str, appended: &str) -> Option<String> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let fix = match target.protocol {
+        Protocol::Gemini => {
+            let versioned = segments.iter().position(|s| is_version_segment(s))?;
+            let mut fixed = target.base_url.clone();
+            fixed.set_path(&format!("/{}", segments[..versioned].join("/")));
+            format!("set base_url to {}", fixed.as_str().trim_end_matches('/'))
+        }
+        Protocol::VertexGemini => {
+            let n = segments.len();
+            if n >= 4 && segments[n - 4] == "projects" && segments[n - 2] == "locations" {
+                return None;
+            }
+            "set base_url to https://{LOCATION}-aiplatform.googleapis.com/v1/projects/{PROJECT}/locations/{LOCATION}".to_string()
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "target \"{}\": base_url {} does not fit protocol {}, which appends {appended} itself (each probe would POST {path}{appended}); {fix}.",
+        target.name, target.base_url, target.protocol,
+    ))
+}
+
 /// What the protocol appends to `base_url`.
 fn endpoint_path(protocol: Protocol) -> &'static str {
     match protocol {
@@ -71,6 +102,8 @@ fn endpoint_path(protocol: Protocol) -> &'static str {
         Protocol::Tgi => "/generate_stream",
         Protocol::AzureOpenAi => "/openai/deployments/{deployment}/chat/completions",
         Protocol::LlamaCpp => "/completion",
+        Protocol::Gemini => "/v1beta/models/{model}:streamGenerateContent",
+        Protocol::VertexGemini => "/publishers/google/models/{model}:streamGenerateContent",
     }
 }
 
@@ -129,8 +162,40 @@ mod tests {
             ("tgi", "http://h:8080"),
             ("llama-cpp", "http://h:8080"),
             ("azure-openai", "https://x.openai.azure.com"),
+            ("gemini", "https://generativelanguage.googleapis.com"),
+            ("gemini", "https://gw.example/google"),
+            (
+                "vertex-gemini",
+                "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/",
+            ),
         ] {
             assert_eq!(warning(ok.0, ok.1), None, "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn gemini_base_urls_of_the_other_form_are_warned_with_the_fix() {
+        let w = warning(
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta/models",
+        )
+        .unwrap();
+        assert!(
+            w.contains("set base_url to https://generativelanguage.googleapis.com.")
+                && w.contains("appends /v1beta/models/{model}:streamGenerateContent"),
+            "{w}"
+        );
+        let w = warning("gemini", "https://gw.example/google/v1beta").unwrap();
+        assert!(
+            w.contains("set base_url to https://gw.example/google."),
+            "{w}"
+        );
+        for bad in [
+            "https://us-central1-aiplatform.googleapis.com",
+            "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/google/models",
+        ] {
+            let w = warning("vertex-gemini", bad).unwrap_or_else(|| panic!("{bad}"));
+            assert!(w.contains("/v1/projects/{PROJECT}/locations/{LOCATION}."), "{w}");
         }
     }
 }

@@ -143,6 +143,15 @@ pub enum Protocol {
     AzureOpenAi,
     /// llama.cpp native `POST {base_url}/completion` (base_url without `/v1`). YAML: `llama-cpp`.
     LlamaCpp,
+    /// Google Gemini (AI Studio),
+    /// `POST {base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse`, key in
+    /// `x-goog-api-key`. YAML: `gemini`.
+    Gemini,
+    /// Gemini on Vertex AI,
+    /// `POST {base_url}/publishers/google/models/{model}:streamGenerateContent?alt=sse` with
+    /// `base_url` = `https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/{location}`
+    /// and an OAuth access token as `Authorization: Bearer`. YAML: `vertex-gemini`.
+    VertexGemini,
 }
 
 impl Protocol {
@@ -156,6 +165,8 @@ impl Protocol {
         Protocol::Tgi,
         Protocol::AzureOpenAi,
         Protocol::LlamaCpp,
+        Protocol::Gemini,
+        Protocol::VertexGemini,
     ];
 
     /// The YAML spelling, e.g. `"openai-chat"`.
@@ -169,6 +180,8 @@ impl Protocol {
             Protocol::Tgi => "tgi",
             Protocol::AzureOpenAi => "azure-openai",
             Protocol::LlamaCpp => "llama-cpp",
+            Protocol::Gemini => "gemini",
+            Protocol::VertexGemini => "vertex-gemini",
         }
     }
 
@@ -178,11 +191,13 @@ impl Protocol {
     }
 
     /// The HTTP header that carries the API key (lower case): `x-api-key` for Anthropic,
-    /// `api-key` for Azure OpenAI, `authorization` (`Bearer <key>`) for the others.
+    /// `api-key` for Azure OpenAI, `x-goog-api-key` for Gemini, `authorization`
+    /// (`Bearer <key>`) for the others (Vertex AI's access token included).
     pub fn auth_header(self) -> &'static str {
         match self {
             Protocol::Anthropic => "x-api-key",
             Protocol::AzureOpenAi => "api-key",
+            Protocol::Gemini => "x-goog-api-key",
             _ => "authorization",
         }
     }

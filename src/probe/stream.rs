@@ -248,7 +248,8 @@ impl StreamReader {
     /// (an HTML page, a whole JSON completion, plain text) is not an event stream
     /// (`decode`, or `stream_error` for a JSON error object; the detail names the content type
     /// and what came back); without a terminator, a finish reason still ends the stream
-    /// (anomaly `missing_terminator`); with neither, the stream was cut short (`truncated`).
+    /// (anomaly `missing_terminator`, unless the protocol ends on close,
+    /// [`StreamProtocol::ends_on_close`]); with neither, the stream was cut short (`truncated`).
     pub fn finish(mut self, at: Instant, obs: &mut Observations) -> Result<(), Failure> {
         let ended = self.ended;
         match &mut self.decoder {
@@ -290,7 +291,9 @@ impl StreamReader {
             return Ok(());
         }
         if obs.terminated || obs.finished {
-            if !obs.terminated {
+            if !obs.terminated && self.adapter.ends_on_close() {
+                obs.terminated = true;
+            } else if !obs.terminated {
                 obs.anomaly(Anomaly::MissingTerminator);
             }
             obs.timeline.ended = Some(at);

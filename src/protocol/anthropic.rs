@@ -9,7 +9,9 @@
 //! Stream: SSE with `event:` = `data.type` (the JSON `type` is used; the `event:` line is the
 //! fallback). Tokens: `content_block_delta` with a non-empty `text_delta.text` (output),
 //! `thinking_delta.thinking` (reasoning) or `input_json_delta.partial_json` (tool input,
-//! output). Not tokens: `ping`, `signature_delta`, `citations_delta`, block start/stop.
+//! output), and a `content_block_start` of a `tool_use` (or `server_tool_use`) block with its
+//! `name` (output: the tool-call rule of docs/measurement.md). Not tokens: `ping`,
+//! `signature_delta`, `citations_delta`, an empty `partial_json`, block stop.
 //! Counts: `message_start.message.usage` → prompt tokens = `input_tokens` +
 //! `cache_read_input_tokens` + `cache_creation_input_tokens` (Anthropic's `input_tokens` excludes
 //! the cache), cached = `cache_read_input_tokens`; `message_delta.usage.output_tokens` is
@@ -107,8 +109,11 @@ impl StreamProtocol for AnthropicStream {
             }
             "content_block_start" => {
                 // A block may open with text already in it (rare; usually "").
+                // A tool call's block opens with its name: one output token event (the
+                // tool-call rule of docs/measurement.md, as on openai-chat).
                 if let Some(block) = data.get("content_block") {
-                    if has_text(block, "text") {
+                    let tool = str_at(block, "type").is_some_and(|t| t.ends_with("tool_use"));
+                    if has_text(block, "text") || (tool && has_text(block, "name")) {
                         obs.token(at, TokenKind::Output);
                     } else if has_text(block, "thinking") {
                         obs.token(at, TokenKind::Reasoning);
@@ -189,6 +194,46 @@ mod tests {
 
     fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
         super::super::testing::feed(&mut AnthropicStream, events)
+    }
+
+    /// The tool-call rule (docs/measurement.md): the `tool_use` block's start names the
+    /// function and is one output token event; an empty `partial_json` is none, and a text
+    /// block opening empty is none either. Held-back shape 3: the same stream shape as
+    /// openai-chat's name-only chunk, the same TTFT and token events.
+    #[test]
+    fn a_tool_use_block_start_with_its_name_is_one_output_event() {
+        use std::time::Duration;
+        let (obs, _) = run(&[
+            (
+                "message_start",
+                r#"{"type":"message_start","message":{"model":"m","usage":{"input_tokens":5}}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"city\":"}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_2","name":"","input":{}}}"#,
+            ),
+        ]);
+        let tl = &obs.timeline;
+        assert_eq!(tl.token_events.len(), 2);
+        assert!(tl.token_events.iter().all(|e| e.kind == TokenKind::Output));
+        assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
+        assert!(obs.anomalies.is_empty(), "{:?}", obs.anomalies);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod azure_openai;
+mod gemini;
 mod json;
 mod llama_cpp;
 mod ollama;
@@ -98,6 +99,14 @@ pub trait StreamProtocol: Send {
     fn is_benign_after_end(&self, event: &SseEvent) -> bool {
         is_done(&event.data) || self.is_terminator(event)
     }
+
+    /// Whether the protocol has no terminator event, so that a clean close after a finish
+    /// reason is its normal end (Gemini's `streamGenerateContent`: the last chunk carries
+    /// `finishReason`, then the server closes). Then such a close is no
+    /// [`crate::measure::Anomaly::MissingTerminator`]. By default a protocol has a terminator.
+    fn ends_on_close(&self) -> bool {
+        false
+    }
 }
 
 /// Builds the streaming request for `scenario` on `target`. `nonce`, when given, is put at the
@@ -112,6 +121,7 @@ pub fn build_request(target: &Target, scenario: &Scenario, nonce: Option<&str>) 
         Protocol::Tgi => tgi::build_request(target, scenario, nonce),
         Protocol::AzureOpenAi => azure_openai::build_request(target, scenario, nonce),
         Protocol::LlamaCpp => llama_cpp::build_request(target, scenario, nonce),
+        Protocol::Gemini | Protocol::VertexGemini => gemini::build_request(target, scenario, nonce),
     }
 }
 
@@ -125,6 +135,7 @@ pub fn stream_for(protocol: Protocol) -> Box<dyn StreamProtocol> {
         Protocol::Ollama => Box::new(ollama::OllamaStream),
         Protocol::Tgi => Box::new(tgi::TgiStream),
         Protocol::LlamaCpp => Box::new(llama_cpp::LlamaCppStream),
+        Protocol::Gemini | Protocol::VertexGemini => Box::<gemini::GeminiStream>::default(),
     }
 }
 

@@ -5,7 +5,8 @@
 //! `options.temperature` when set; `Authorization: Bearer` when the target has a key (Ollama
 //! behind a proxy, or ollama.com).
 //! Stream: NDJSON, one JSON object per line. Tokens: a non-empty `message.content` (output) or
-//! `message.thinking` (reasoning), or a non-empty `message.tool_calls` (output). The final line
+//! `message.thinking` (reasoning), or a `message.tool_calls` entry with a function name or
+//! arguments (output). The final line
 //! has `done: true` (the terminator) with `eval_count` (N, source `server`),
 //! `prompt_eval_count`, and durations in **nanoseconds**: `prompt_eval_duration` (→ server
 //! prefill), `load_duration` (model load; server time, kept out of the TTFT overhead),
@@ -49,6 +50,16 @@ pub(super) fn build_request(
     }
 }
 
+/// Whether a tool call's `arguments` (an object in Ollama's API, a string in some gateways) has
+/// any content.
+fn has_arguments(args: &Value) -> bool {
+    match args {
+        Value::Object(m) => !m.is_empty(),
+        Value::String(s) => !s.is_empty(),
+        _ => false,
+    }
+}
+
 /// Interprets an Ollama NDJSON chat stream.
 #[derive(Debug, Default)]
 pub(super) struct OllamaStream;
@@ -74,10 +85,12 @@ impl StreamProtocol for OllamaStream {
         Observations::identity_field(&mut obs.identity.response_model, str_at(&line, "model"));
         let message = line.get("message");
         if let Some(msg) = message {
-            let tools = msg
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .is_some_and(|a| !a.is_empty());
+            // A call with a name or arguments (the tool-call rule of docs/measurement.md).
+            let tools = (msg.get("tool_calls").and_then(Value::as_array))
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get("function"))
+                .any(|f| has_text(f, "name") || f.get("arguments").is_some_and(has_arguments));
             if has_text(msg, "content") || tools {
                 obs.token(at, TokenKind::Output);
             } else if has_text(msg, "thinking") {
@@ -124,6 +137,24 @@ mod tests {
 
     fn run(lines: &[&str]) -> (Observations, Flow) {
         super::super::testing::feed_data(&mut OllamaStream, lines)
+    }
+
+    /// The tool-call rule (docs/measurement.md): a call with a name is an output token event;
+    /// an entry with neither name nor arguments is none.
+    #[test]
+    fn a_named_tool_call_is_output_and_an_empty_one_is_not() {
+        let (obs, _) = run(&[
+            r#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"","arguments":{}}}]},"done":false}"#,
+            r#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"get_weather","arguments":{}}}]},"done":false}"#,
+            r#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"arguments":{"city":"Paris"}}}]},"done":false}"#,
+        ]);
+        let tl = &obs.timeline;
+        assert_eq!(tl.token_events.len(), 2);
+        assert!(tl.token_events.iter().all(|e| e.kind == TokenKind::Output));
+        assert_eq!(
+            tl.first_token(),
+            Some(tl.sent + std::time::Duration::from_millis(2))
+        );
     }
 
     #[test]

@@ -3,7 +3,11 @@
 //!
 //! Tokens: `choices[i].delta.content`, a refusal's text in `delta.refusal` (sent with
 //! `content: null`; output like any answer), reasoning in `delta.reasoning_content` or
-//! `delta.reasoning`, tool-call arguments in `delta.tool_calls[].function.arguments`.
+//! `delta.reasoning` or typed `delta.reasoning_details[]` entries (`text` or `summary`),
+//! tool-call arguments in `delta.tool_calls[].function.arguments` (a call's first chunk with
+//! only its `name` is a token too: the tool-call rule of docs/measurement.md). `delta.content`
+//! may also be a list of typed parts (Mistral): `text` parts are output, `thinking` parts
+//! (a string or nested text parts) reasoning.
 //! Counts: the final `usage` chunk (`stream_options.include_usage`), and llama.cpp's `timings`.
 //! Terminator: `data: [DONE]`. Errors inside a 200: `{"error": …}`, `event: error`,
 //! `finish_reason: "error"`. Source: PROTOCOLS.md §1.
@@ -178,15 +182,69 @@ fn fold_choices<'a>(
 }
 
 /// What a chat choice's `delta` carries; a choice without `delta` (Azure) carries nothing.
+/// `content` may be a string or a list of typed parts ([`content_parts_kind`]); reasoning may
+/// also come only as `reasoning_details[]` entries ([`has_reasoning_details`]).
 fn chat_choice_kind(choice: &Value) -> Option<TokenKind> {
     let delta = choice.get("delta")?;
-    if has_text(delta, "content") || has_text(delta, "refusal") || has_tool_arguments(delta) {
+    let parts = content_parts_kind(delta.get("content"));
+    if has_text(delta, "content")
+        || parts == Some(TokenKind::Output)
+        || has_text(delta, "refusal")
+        || has_tool_arguments(delta)
+    {
         Some(TokenKind::Output)
-    } else if has_text(delta, "reasoning_content") || has_text(delta, "reasoning") {
+    } else if parts == Some(TokenKind::Reasoning)
+        || has_text(delta, "reasoning_content")
+        || has_text(delta, "reasoning")
+        || has_reasoning_details(delta)
+    {
         Some(TokenKind::Reasoning)
     } else {
         None
     }
+}
+
+/// What a `delta.content` given as a list of typed parts carries (Mistral's documented chunk
+/// list): output when a `{"type": "text", "text": …}` part has text; else reasoning when a
+/// `{"type": "thinking", "thinking": …}` part has text, `thinking` being a string or a list of
+/// text parts (`[{"type": "text", "text": …}]`). Other part types (images, references) and a
+/// string or absent `content` give `None` (a string is read by the caller).
+fn content_parts_kind(content: Option<&Value>) -> Option<TokenKind> {
+    let parts = content?.as_array()?;
+    let mut kind = None;
+    for part in parts {
+        match str_at(part, "type") {
+            Some("text") if has_text(part, "text") => return Some(TokenKind::Output),
+            Some("thinking") if has_thinking_text(part.get("thinking")) => {
+                kind = Some(TokenKind::Reasoning)
+            }
+            _ => {}
+        }
+    }
+    kind
+}
+
+/// A thinking part's `thinking`: a non-empty string, or a list with a text part with text.
+fn has_thinking_text(thinking: Option<&Value>) -> bool {
+    match thinking {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .any(|p| str_at(p, "type").is_none_or(|t| t == "text") && has_text(p, "text")),
+        _ => false,
+    }
+}
+
+/// True when any `delta.reasoning_details[]` entry (OpenRouter and other gateways; typed
+/// `reasoning.text`, `reasoning.summary`, `reasoning.encrypted`) has a non-empty `text` or
+/// `summary`. Encrypted entries carry no readable text and are no token.
+fn has_reasoning_details(delta: &Value) -> bool {
+    delta
+        .get("reasoning_details")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|d| has_text(d, "text") || has_text(d, "summary"))
 }
 
 /// True when any `delta.tool_calls[].function.arguments` (or a new call's name) is non-empty.
@@ -240,16 +298,22 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
     fold_choices(choices, at, obs)
 }
 
-/// [`chat_choice_kind`] over the typed view.
+/// [`chat_choice_kind`] over the typed view (which declines a `content` list: those take the
+/// `Value` path).
 fn typed_delta_kind(delta: &Delta<'_>) -> Option<TokenKind> {
     let tool_arguments = delta.tool_calls.iter().flatten().any(|Obj(c)| {
         c.function
             .as_ref()
             .is_some_and(|Obj(f)| Str::has_text(&f.arguments) || Str::has_text(&f.name))
     });
+    let reasoning_details = (delta.reasoning_details.iter().flatten())
+        .any(|Obj(d)| Str::has_text(&d.text) || Str::has_text(&d.summary));
     if Str::has_text(&delta.content) || Str::has_text(&delta.refusal) || tool_arguments {
         Some(TokenKind::Output)
-    } else if Str::has_text(&delta.reasoning_content) || Str::has_text(&delta.reasoning) {
+    } else if Str::has_text(&delta.reasoning_content)
+        || Str::has_text(&delta.reasoning)
+        || reasoning_details
+    {
         Some(TokenKind::Reasoning)
     } else {
         None
@@ -322,6 +386,70 @@ mod tests {
         assert!(tl.token_events.iter().all(|e| e.kind == TokenKind::Output));
         assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
         assert_eq!(tl.first_output(), tl.first_token());
+    }
+
+    /// Mistral's documented `delta.content` list: a thinking chunk (nested text parts), then
+    /// text chunks. Held-back shape 1: TTFT on the first thinking chunk, first output on the
+    /// first text chunk, every chunk with text a token event.
+    #[test]
+    fn content_as_a_list_of_typed_parts() {
+        let (obs, flow) = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"Let me"}]}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":" think."}]}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":""}]}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"The"}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":" answer"}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":"more"},{"type":"text","text":"."}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"image_url","image_url":{"url":"x"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":" done"},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(flow, Flow::Done);
+        let tl = &obs.timeline;
+        let kinds: Vec<_> = tl.token_events.iter().map(|e| e.kind).collect();
+        use TokenKind::{Output, Reasoning};
+        assert_eq!(
+            kinds,
+            [Reasoning, Reasoning, Output, Output, Output, Output]
+        );
+        assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
+        assert_eq!(tl.first_output(), Some(tl.sent + Duration::from_millis(5)));
+        assert!(obs.anomalies.is_empty(), "{:?}", obs.anomalies);
+    }
+
+    /// Reasoning only in `reasoning_details[]` (no `reasoning` string). Held-back shape 2:
+    /// TTFT on the first reasoning entry, not on the first output token.
+    #[test]
+    fn reasoning_only_in_reasoning_details() {
+        let (obs, _) = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"","reasoning_details":[{"type":"reasoning.text","text":"Hmm","format":"anthropic-claude-v1","index":0}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"","reasoning_details":[{"type":"reasoning.summary","summary":"Weighing it","index":0}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"","reasoning_details":[{"type":"reasoning.encrypted","data":"ZW5j","index":0}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Yes"}}]}"#,
+            "[DONE]",
+        ]);
+        let tl = &obs.timeline;
+        let kinds: Vec<_> = tl.token_events.iter().map(|e| e.kind).collect();
+        use TokenKind::{Output, Reasoning};
+        assert_eq!(kinds, [Reasoning, Reasoning, Output]);
+        assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
+        assert_eq!(tl.first_output(), Some(tl.sent + Duration::from_millis(5)));
+    }
+
+    /// The tool-call rule (docs/measurement.md): a call's first chunk with only its name
+    /// (`arguments: ""`) is one output token event; a chunk with neither is none.
+    #[test]
+    fn a_name_only_tool_call_chunk_is_one_output_event() {
+        let (obs, _) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+        ]);
+        let tl = &obs.timeline;
+        assert_eq!(tl.token_events.len(), 2);
+        assert_eq!(tl.first_output(), Some(tl.sent + Duration::from_millis(1)));
     }
 
     #[test]
@@ -402,6 +530,10 @@ mod tests {
     #[test]
     fn typed_view_agrees_with_the_value_path() {
         let accepted = [
+            r#"{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.text","text":"r","format":"unknown","index":0}]}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.encrypted","data":"x"},{"type":"reasoning.summary","summary":""}]}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.summary","summary":"s"}],"content":""}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_details":null,"reasoning":null}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#,
             r#"{"id":"c1","object":"chat.completion.chunk","model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}"#,
             r#"{"choices":[{"delta":{"content":"line\nbreak \u00e9 \"q\""}}]}"#,
@@ -433,6 +565,9 @@ mod tests {
             r#"{"choices":[{"text":""},{"text":"x","finish_reason":"length"}]}"#,
         ];
         let declined = [
+            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.text","text":5}]}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_details":{"text":"x"}}}]}"#,
             r#"{"error":{"message":"overloaded"}}"#,
             r#"{"error":"plain"}"#,
             r#"[{"choices":[]}]"#,
@@ -512,20 +647,31 @@ mod tests {
             .boxed();
         let tool_call =
             field(function).prop_map(|f| obj(vec![("index", Some(0.into())), ("function", f)]));
+        let detail = (field(text()), field(text()))
+            .prop_map(|(t, s)| {
+                obj(vec![
+                    ("type", Some("reasoning.text".into())),
+                    ("text", t),
+                    ("summary", s),
+                ])
+            })
+            .boxed();
         let delta = (
             field(text()),
             field(text()),
             field(text()),
             field(proptest::collection::vec(tool_call, 0..3).prop_map(Value::from)),
             field(text()),
+            field(proptest::collection::vec(detail, 0..3).prop_map(Value::from)),
         )
-            .prop_map(|(c, rc, r, tc, rf)| {
+            .prop_map(|(c, rc, r, tc, rf, rd)| {
                 obj(vec![
                     ("content", c),
                     ("refusal", rf),
                     ("reasoning_content", rc),
                     ("reasoning", r),
                     ("tool_calls", tc),
+                    ("reasoning_details", rd),
                 ])
             })
             .boxed();

@@ -91,6 +91,18 @@ pub(super) struct Delta<'a> {
     pub reasoning: Option<Str<'a>>,
     #[serde(borrow)]
     pub tool_calls: Option<Vec<Obj<ToolCall<'a>>>>,
+    /// Gateways' typed reasoning entries (`reasoning.text`, `reasoning.summary`, …).
+    #[serde(borrow)]
+    pub reasoning_details: Option<Vec<Obj<ReasoningDetail<'a>>>>,
+}
+
+/// One of `delta.reasoning_details`: its text, or its summary.
+#[derive(serde::Deserialize)]
+pub(super) struct ReasoningDetail<'a> {
+    #[serde(borrow)]
+    pub text: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub summary: Option<Str<'a>>,
 }
 
 /// One of `delta.tool_calls`.

@@ -4,7 +4,9 @@
 //! = `max_tokens` (OpenAI rejects values below 16), `stream: true`, `temperature` when set.
 //! Stream: SSE with `event:` = `data.type` (the JSON `type` is used; the `event:` line is the
 //! fallback). Tokens: a non-empty `delta` of `response.output_text.delta`,
-//! `response.refusal.delta` and `response.function_call_arguments.delta` (output), and of
+//! `response.refusal.delta` and `response.function_call_arguments.delta` (output), a
+//! `response.output_item.added` of a `function_call` item with its `name` (output: the tool-call
+//! rule of docs/measurement.md), and of
 //! `response.reasoning_text.delta` / `response.reasoning_summary_text.delta` (reasoning).
 //! Counts: `response.completed` (or `.incomplete`) → `response.usage.output_tokens` (reasoning
 //! included), `input_tokens`, `input_tokens_details.cached_tokens`; llama.cpp adds its `timings`
@@ -45,7 +47,6 @@ const QUIET: &[&str] = &[
     "response.created",
     "response.in_progress",
     "response.queued",
-    "response.output_item.added",
     "response.output_item.done",
     "response.content_part.added",
     "response.content_part.done",
@@ -120,6 +121,14 @@ impl StreamProtocol for ResponsesStream {
                 obs.stream_error(&msg);
                 return Flow::Done;
             }
+            // A function call's item opens with its name: one output token event (the
+            // tool-call rule of docs/measurement.md, as on openai-chat).
+            "response.output_item.added" => {
+                let item = data.get("item").unwrap_or(&Value::Null);
+                if str_at(item, "type") == Some("function_call") && has_text(item, "name") {
+                    obs.token(at, TokenKind::Output);
+                }
+            }
             k if QUIET.contains(&k) => {}
             // Built-in tool progress (web_search_call.searching, …) and future `.done`/`.added`.
             k if k.starts_with("response.")
@@ -153,6 +162,36 @@ mod tests {
 
     fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
         super::super::testing::feed(&mut ResponsesStream, events)
+    }
+
+    /// The tool-call rule (docs/measurement.md): a `function_call` item added with its name is
+    /// one output token event; a message item and an empty arguments delta are none.
+    #[test]
+    fn a_function_call_item_with_its_name_is_one_output_event() {
+        use std::time::Duration;
+        let (obs, _) = run(&[
+            (
+                "response.output_item.added",
+                r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"m","content":[]}}"#,
+            ),
+            (
+                "response.output_item.added",
+                r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"c1","name":"get_weather","arguments":""}}"#,
+            ),
+            (
+                "response.function_call_arguments.delta",
+                r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":""}"#,
+            ),
+            (
+                "response.function_call_arguments.delta",
+                r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{}"}"#,
+            ),
+        ]);
+        let tl = &obs.timeline;
+        assert_eq!(tl.token_events.len(), 2);
+        assert!(tl.token_events.iter().all(|e| e.kind == TokenKind::Output));
+        assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
+        assert!(obs.anomalies.is_empty(), "{:?}", obs.anomalies);
     }
 
     #[test]

@@ -162,11 +162,18 @@ pub fn prompt_tokens(body: &serde_json::Value) -> u64 {
             _ => 0,
         }
     }
-    ["messages", "prompt", "input", "system"]
-        .iter()
-        .filter_map(|k| body.get(*k))
-        .map(words)
-        .sum()
+    [
+        "messages",
+        "prompt",
+        "input",
+        "system",
+        "contents",
+        "systemInstruction",
+    ]
+    .iter()
+    .filter_map(|k| body.get(*k))
+    .map(words)
+    .sum()
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! ground truth. It speaks every protocol of PROTOCOLS.md §1, routed by path as real servers do
 //! (see [`Wire::for_path`]): OpenAI chat (also Azure's deployment path), completions and
 //! Responses, Anthropic Messages, Ollama `/api/chat`, TGI `/generate_stream` and llama.cpp
-//! `/completion`. Every protocol follows the same [`Script`]: headers and the protocol's preamble
+//! `/completion`, and Gemini `…:streamGenerateContent` (AI Studio and Vertex AI paths). Every protocol follows the same [`Script`]: headers and the protocol's preamble
 //! (role chunk, `message_start`, `response.created`, …) at once, the first token `ttft` after the
 //! request arrived, then one event every `itl`, then the protocol's finish, count and terminator.
 //! Event `k` is sent at `arrival + ttft + k·itl` on an absolute schedule (no drift); a [`Load`]
@@ -132,7 +132,8 @@ pub struct Script {
     pub tokens_per_event: u32,
     /// How many of the first tokens are reasoning (in the protocol's reasoning field:
     /// `delta.reasoning_content`, `thinking_delta`, `response.reasoning_text.delta`,
-    /// `message.thinking`; protocols without one send them as text).
+    /// `message.thinking`, Gemini `thought: true` parts, counted apart in `thoughtsTokenCount`;
+    /// protocols without one send them as text).
     pub reasoning_tokens: u32,
     /// The `model` field of the chunks.
     pub model: String,
@@ -315,7 +316,7 @@ async fn handle(
     }
     let Some(wire) = Wire::for_path(&path) else {
         let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
-        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion and /openai/deployments/{{d}}/chat/completions)", crate::sanitize::terminal_safe(&path));
+        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent and /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent)", crate::sanitize::terminal_safe(&path));
         let body = json!({"error": {"message": message}});
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;
@@ -347,9 +348,12 @@ async fn handle(
     match script.fault {
         Fault::Http500 => {
             let (tx, resp) = response(StatusCode::INTERNAL_SERVER_ERROR, "application/json", &[]);
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
-                br#"{"error":{"message":"simulated internal error","type":"server_error"}}"#,
-            ))));
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(if wire == Wire::Gemini {
+                // Google's error body: code, message, status.
+                br#"{"error":{"code":500,"message":"simulated internal error","status":"INTERNAL"}}"#
+            } else {
+                br#"{"error":{"message":"simulated internal error","type":"server_error"}}"#
+            }))));
             return resp;
         }
         Fault::Http429 => {
@@ -358,9 +362,11 @@ async fn handle(
                 "application/json",
                 &[("retry-after", "7")],
             );
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
-                br#"{"error":{"message":"rate limited","type":"rate_limit"}}"#,
-            ))));
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(if wire == Wire::Gemini {
+                br#"{"error":{"code":429,"message":"rate limited","status":"RESOURCE_EXHAUSTED"}}"#
+            } else {
+                br#"{"error":{"message":"rate limited","type":"rate_limit"}}"#
+            }))));
             return resp;
         }
         Fault::NoHeaders => {
@@ -413,6 +419,7 @@ async fn stream(
         model: script.model.clone(),
         tokens,
         reasoning: script.reasoning_tokens > 0 && tokens > 0,
+        reasoning_tokens: script.reasoning_tokens.min(tokens),
         ttft: script.ttft,
         decode: script.itl * events.saturating_sub(1),
     };

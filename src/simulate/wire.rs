@@ -25,6 +25,11 @@ pub enum Wire {
     Tgi,
     /// llama.cpp `/completion`.
     LlamaCpp,
+    /// Gemini `…/models/{m}:streamGenerateContent` (`?alt=sse`): AI Studio's
+    /// `/v1beta/models/{m}` and Vertex AI's
+    /// `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}`; CRLF line ends, no
+    /// terminator (the last chunk carries `finishReason`, then the server closes).
+    Gemini,
 }
 
 /// What every part of one scripted stream needs to know.
@@ -36,6 +41,8 @@ pub(super) struct Ctx {
     pub tokens: u32,
     /// Whether the stream opens with reasoning tokens.
     pub reasoning: bool,
+    /// How many of the output tokens are reasoning (Gemini's `thoughtsTokenCount`).
+    pub reasoning_tokens: u32,
     /// Scripted TTFT, reported as the server's own prefill time where the protocol has one.
     pub ttft: Duration,
     /// Scripted time from the first to the last token event.
@@ -68,6 +75,7 @@ impl Wire {
             "/api/chat" => Wire::Ollama,
             "/generate_stream" => Wire::Tgi,
             "/completion" => Wire::LlamaCpp,
+            _ if is_gemini_path(p) => Wire::Gemini,
             _ => match p
                 .strip_prefix("/openai/deployments/")
                 .and_then(|rest| rest.strip_suffix("/chat/completions"))
@@ -86,6 +94,7 @@ impl Wire {
             Wire::Ollama => &body["options"]["num_predict"],
             Wire::Tgi => &body["parameters"]["max_new_tokens"],
             Wire::LlamaCpp => &body["n_predict"],
+            Wire::Gemini => &body["generationConfig"]["maxOutputTokens"],
         };
         v.as_u64()
     }
@@ -115,12 +124,16 @@ impl Wire {
                 out.extend_from_slice(b"data: ");
             }
             Wire::Tgi => out.extend_from_slice(b"data:"),
-            Wire::OpenAiChat | Wire::OpenAiCompletions | Wire::LlamaCpp => {
+            Wire::OpenAiChat | Wire::OpenAiCompletions | Wire::LlamaCpp | Wire::Gemini => {
                 out.extend_from_slice(b"data: ")
             }
         }
         out.extend_from_slice(payload);
-        out.extend_from_slice(b"\n\n");
+        if self == Wire::Gemini {
+            out.extend_from_slice(b"\r\n\r\n");
+        } else {
+            out.extend_from_slice(b"\n\n");
+        }
         out
     }
 
@@ -195,8 +208,19 @@ impl Wire {
                     json!({"type": "ping"}),
                 ])
             }
-            Wire::OpenAiCompletions | Wire::Ollama | Wire::Tgi | Wire::LlamaCpp => Bytes::new(),
+            Wire::OpenAiCompletions | Wire::Ollama | Wire::Tgi | Wire::LlamaCpp | Wire::Gemini => {
+                Bytes::new()
+            }
         }
+    }
+
+    /// A Gemini `GenerateContentResponse` chunk with `parts` in its one candidate.
+    fn gemini_chunk(ctx: &Ctx, parts: Value, finish: Option<&str>, usage: Value) -> Value {
+        let mut candidate = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
+        if let Some(f) = finish {
+            candidate["finishReason"] = json!(f);
+        }
+        json!({"candidates": [candidate], "usageMetadata": usage, "modelVersion": ctx.model, "responseId": "sim-response"})
     }
 
     /// The JSON of one token event carrying `text` (`index` = tokens sent before it).
@@ -252,6 +276,19 @@ impl Wire {
                 "index": 0, "content": text, "tokens": [], "stop": false, "id_slot": 0,
                 "tokens_predicted": index + 1, "tokens_evaluated": PROMPT_TOKENS,
             }),
+            Wire::Gemini => {
+                let part = if reasoning {
+                    json!({"text": text, "thought": true})
+                } else {
+                    json!({"text": text})
+                };
+                Self::gemini_chunk(
+                    ctx,
+                    json!([part]),
+                    None,
+                    json!({"promptTokenCount": PROMPT_TOKENS, "totalTokenCount": PROMPT_TOKENS}),
+                )
+            }
         }
     }
 
@@ -350,6 +387,9 @@ impl Wire {
             }
             Wire::Ollama => json!({"error": message}),
             Wire::Tgi => json!({"error": message, "error_type": "generation"}),
+            Wire::Gemini => {
+                json!({"error": {"code": 500, "message": message, "status": "INTERNAL"}})
+            }
         };
         self.frame(&[msg])
     }
@@ -468,6 +508,25 @@ impl Wire {
                     out.push(self.frame(&[last]));
                 }
             }
+            Wire::Gemini => {
+                // The finish rides on the last chunk, with the final counts: no terminator
+                // means neither.
+                if end.terminator {
+                    let usage = if end.count {
+                        // Gemini counts thoughts apart from the candidates' tokens.
+                        let thoughts = ctx.reasoning_tokens.min(n);
+                        let mut u = json!({"promptTokenCount": PROMPT_TOKENS, "candidatesTokenCount": n - thoughts, "totalTokenCount": PROMPT_TOKENS + n});
+                        if thoughts > 0 {
+                            u["thoughtsTokenCount"] = json!(thoughts);
+                        }
+                        u
+                    } else {
+                        json!({"promptTokenCount": PROMPT_TOKENS, "totalTokenCount": PROMPT_TOKENS})
+                    };
+                    let parts = json!([{"text": ""}]);
+                    out.push(self.frame(&[Self::gemini_chunk(ctx, parts, Some("STOP"), usage)]));
+                }
+            }
         }
         out
     }
@@ -500,13 +559,67 @@ impl Wire {
                     "details": {"finish_reason": "eos_token", "generated_tokens": 1, "seed": null},
                 })])
             }
-            Wire::Ollama | Wire::LlamaCpp => {
+            Wire::Ollama | Wire::LlamaCpp | Wire::Gemini => {
                 let all = End {
                     count: true,
                     terminator: true,
                 };
                 self.end(&empty, all).concat().into()
             }
+        }
+    }
+}
+
+/// Whether `path` is a Gemini streaming path: AI Studio's
+/// `/v1beta/models/{m}:streamGenerateContent` or Vertex AI's
+/// `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}:streamGenerateContent`
+/// (any API version segment; every name one non-empty segment).
+fn is_gemini_path(path: &str) -> bool {
+    let Some(rest) = path.strip_suffix(":streamGenerateContent") else {
+        return false;
+    };
+    let segs: Vec<&str> = rest.split('/').skip(1).collect();
+    if segs.iter().any(|s| s.is_empty()) {
+        return false;
+    }
+    matches!(
+        segs.as_slice(),
+        [_version, "models", _model]
+            | [
+                _version,
+                "projects",
+                _,
+                "locations",
+                _,
+                "publishers",
+                "google",
+                "models",
+                _model
+            ]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemini_is_served_on_both_of_its_paths_only() {
+        for ok in [
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            "/v1/projects/p-1/locations/us-central1/publishers/google/models/m:streamGenerateContent",
+        ] {
+            assert_eq!(Wire::for_path(ok), Some(Wire::Gemini), "{ok}");
+        }
+        for bad in [
+            "/v1beta/models/:streamGenerateContent",
+            "/v1beta/models/m:generateContent",
+            "/v1beta/models/a/b:streamGenerateContent",
+            "/models/m:streamGenerateContent",
+            "/v1/projects/p/locations/l/publishers/other/models/m:streamGenerateContent",
+            "/v1/projects/p/locations/l/models/m:streamGenerateContent",
+        ] {
+            assert_eq!(Wire::for_path(bad), None, "{bad}");
         }
     }
 }
