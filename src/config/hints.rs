@@ -71,6 +71,7 @@ fn endpoint_path(protocol: Protocol) -> &'static str {
         Protocol::Tgi => "/generate_stream",
         Protocol::AzureOpenAi => "/openai/deployments/{deployment}/chat/completions",
         Protocol::LlamaCpp => "/completion",
+        Protocol::Bedrock => "/model/{model}/converse-stream",
     }
 }
 

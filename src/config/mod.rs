@@ -12,6 +12,7 @@
 //! scenarios, a `target "NAME": ` / `scenario "NAME": ` prefix. YAML syntax errors and
 //! type errors detected by serde stop at the first one.
 
+pub mod aws;
 pub mod cost;
 pub mod credentials;
 pub mod durations;
@@ -143,6 +144,11 @@ pub enum Protocol {
     AzureOpenAi,
     /// llama.cpp native `POST {base_url}/completion` (base_url without `/v1`). YAML: `llama-cpp`.
     LlamaCpp,
+    /// Amazon Bedrock ConverseStream,
+    /// `POST {base_url}/model/{model}/converse-stream` (AWS's binary event stream, SigV4-signed
+    /// with the target's AWS credentials, or a Bedrock API key as a bearer token).
+    /// YAML: `bedrock`.
+    Bedrock,
 }
 
 impl Protocol {
@@ -156,6 +162,7 @@ impl Protocol {
         Protocol::Tgi,
         Protocol::AzureOpenAi,
         Protocol::LlamaCpp,
+        Protocol::Bedrock,
     ];
 
     /// The YAML spelling, e.g. `"openai-chat"`.
@@ -169,6 +176,7 @@ impl Protocol {
             Protocol::Tgi => "tgi",
             Protocol::AzureOpenAi => "azure-openai",
             Protocol::LlamaCpp => "llama-cpp",
+            Protocol::Bedrock => "bedrock",
         }
     }
 
@@ -263,6 +271,9 @@ pub struct Target {
     /// Prices and monthly budget (`cost:`), when the endpoint is metered: the money probes
     /// spend is counted, and a budget stretches the interval ([`cost`]).
     pub cost: Option<cost::Cost>,
+    /// AWS signing (region and credentials) of a `bedrock` target that has no API key (`Some`
+    /// exactly then); see [`aws`].
+    pub aws: Option<aws::AwsAuth>,
 }
 
 impl Target {
@@ -296,6 +307,7 @@ impl Target {
             // Exported, not probed with: the daemon re-exports the baselines on every reload.
             baselines: _,
             cost,
+            aws,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -319,6 +331,7 @@ impl Target {
             && *connect_timeout == other.connect_timeout
             && *connection == other.connection
             && *cost == other.cost
+            && *aws == other.aws
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
@@ -456,6 +469,7 @@ impl fmt::Debug for Target {
             .field("connect_timeout", &self.connect_timeout)
             .field("connection", &self.connection)
             .field("cost", &self.cost)
+            .field("aws", &self.aws)
             .field(
                 "baselines",
                 &self

@@ -1,5 +1,5 @@
 //! The sans-IO half of a probe: the bytes of each network read, stamped with the instant the read
-//! returned, go through the protocol's decoder (SSE or NDJSON) to its adapter, which writes the
+//! returned, go through the protocol's decoder (SSE, NDJSON or AWS's binary event stream) to its adapter, which writes the
 //! [`Observations`]. No clock is read and no IO is done here, so the whole path from bytes to
 //! observations is tested on byte strings (`tests/protocols.rs`), split any way.
 
@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::config::Protocol;
 use crate::decode::content::{Coding, ContentDecoder};
+use crate::decode::eventstream::{EventStreamDecoder, Message};
 use crate::decode::ndjson::NdjsonDecoder;
 use crate::decode::sse::{SseDecoder, SseEvent};
 use crate::measure::{Anomaly, Failure, FailureReason, Observations};
@@ -17,6 +18,7 @@ use super::{body, errors, Limits};
 enum Decoder {
     Sse(SseDecoder),
     Ndjson(NdjsonDecoder, Vec<String>),
+    EventStream(EventStreamDecoder, Vec<Message>),
 }
 
 /// Leading body bytes kept for the detail of a "not an event stream" failure.
@@ -57,6 +59,10 @@ impl StreamReader {
             Framing::Sse => Decoder::Sse(SseDecoder::with_max_event_bytes(limits.max_event_bytes)),
             Framing::Ndjson => Decoder::Ndjson(
                 NdjsonDecoder::with_max_line_bytes(limits.max_event_bytes),
+                Vec::new(),
+            ),
+            Framing::EventStream => Decoder::EventStream(
+                EventStreamDecoder::with_max_message_bytes(limits.max_event_bytes),
                 Vec::new(),
             ),
         };
@@ -168,6 +174,11 @@ impl StreamReader {
                 self.events.extend(lines.drain(..).map(ndjson_event));
                 r
             }
+            Decoder::EventStream(d, messages) => {
+                let r = d.feed(bytes, messages);
+                (self.events).extend(messages.drain(..).map(protocol::eventstream_event));
+                r
+            }
         };
         self.plain = plain;
         // Events completed before a decoding error are interpreted first, so that the outcome
@@ -180,6 +191,16 @@ impl StreamReader {
         match decoded {
             Ok(()) => {}
             Err(_) if self.ended => obs.anomaly(Anomaly::TrailingBytes),
+            // Not a single event-stream message: the server answered with something else (an
+            // HTML page, a JSON error), named as such rather than as a bad frame.
+            Err(_) if !self.framed && matches!(self.decoder, Decoder::EventStream(..)) => {
+                return Err(body::not_a_stream(
+                    self.status,
+                    &self.content_type,
+                    &self.head,
+                    obs,
+                ));
+            }
             Err(e) => return Err(errors::decode(e)),
         }
         Ok(self.ended)
@@ -233,7 +254,7 @@ impl StreamReader {
                 ));
             }
         }
-        self.framed |= json || matches!(self.decoder, Decoder::Sse(_));
+        self.framed |= json || matches!(self.decoder, Decoder::Sse(_) | Decoder::EventStream(..));
         Ok(())
     }
 
@@ -263,6 +284,13 @@ impl StreamReader {
                     }
                     _ if trailing.bytes > 0 => obs.anomaly(Anomaly::TrailingBytes),
                     _ => {}
+                }
+            }
+            Decoder::EventStream(d, _) => {
+                // Bytes of an incomplete message: after the end they are trailing bytes; before
+                // it, the stream was cut inside a frame (checked below like any cut).
+                if d.finish().is_err() {
+                    obs.anomaly(Anomaly::TrailingBytes);
                 }
             }
             Decoder::Ndjson(d, _) => {

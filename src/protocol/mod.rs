@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod azure_openai;
+mod bedrock;
 mod json;
 mod llama_cpp;
 mod ollama;
@@ -69,6 +70,10 @@ pub enum Framing {
     /// One JSON document per line ([`crate::decode::ndjson::NdjsonDecoder`]); each line reaches
     /// [`StreamProtocol::on_event`] as an [`SseEvent`] with `event: None`, `data` = the line.
     Ndjson,
+    /// AWS's binary event stream ([`crate::decode::eventstream::EventStreamDecoder`], Amazon
+    /// Bedrock); each message reaches [`StreamProtocol::on_event`] as the [`SseEvent`] that
+    /// [`eventstream_event`] makes of it.
+    EventStream,
 }
 
 /// The stream side of a protocol: a fresh value per probe, fed every decoded SSE event (or
@@ -112,6 +117,7 @@ pub fn build_request(target: &Target, scenario: &Scenario, nonce: Option<&str>) 
         Protocol::Tgi => tgi::build_request(target, scenario, nonce),
         Protocol::AzureOpenAi => azure_openai::build_request(target, scenario, nonce),
         Protocol::LlamaCpp => llama_cpp::build_request(target, scenario, nonce),
+        Protocol::Bedrock => bedrock::build_request(target, scenario, nonce),
     }
 }
 
@@ -125,7 +131,15 @@ pub fn stream_for(protocol: Protocol) -> Box<dyn StreamProtocol> {
         Protocol::Ollama => Box::new(ollama::OllamaStream),
         Protocol::Tgi => Box::new(tgi::TgiStream),
         Protocol::LlamaCpp => Box::new(llama_cpp::LlamaCppStream),
+        Protocol::Bedrock => Box::new(bedrock::BedrockStream),
     }
+}
+
+/// The event an adapter sees for one binary event-stream message (Bedrock): `event` = the
+/// `:event-type` header (`exception:{type}`, `error:{code}` for exceptions and errors), `data` =
+/// the payload.
+pub fn eventstream_event(msg: crate::decode::eventstream::Message) -> SseEvent {
+    bedrock::as_event(msg)
 }
 
 /// Joins `base` (e.g. `http://host:8000/v1`) and `path` (e.g. `chat/completions`), keeping any
