@@ -175,9 +175,18 @@ impl StreamReader {
                 r
             }
             Decoder::EventStream(d, messages) => {
-                let r = d.feed(bytes, messages);
-                (self.events).extend(messages.drain(..).map(protocol::eventstream_event));
-                r
+                let fed = d.feed(bytes, messages);
+                // Messages before one whose payload is not UTF-8 are interpreted; that one
+                // fails the stream like a bad frame at the same place would.
+                let mut converted = Ok(());
+                for msg in messages.drain(..) {
+                    match protocol::eventstream_event(msg) {
+                        Ok(e) if converted.is_ok() => self.events.push(e),
+                        Ok(_) => {}
+                        Err(e) => converted = converted.and(Err(e)),
+                    }
+                }
+                converted.and(fed)
             }
         };
         self.plain = plain;
@@ -193,7 +202,9 @@ impl StreamReader {
             Err(_) if self.ended => obs.anomaly(Anomaly::TrailingBytes),
             // Not a single event-stream message: the server answered with something else (an
             // HTML page, a JSON error), named as such rather than as a bad frame.
-            Err(_) if !self.framed && matches!(self.decoder, Decoder::EventStream(..)) => {
+            Err(crate::decode::DecodeError::BadFrame { .. })
+                if !self.framed && matches!(self.decoder, Decoder::EventStream(..)) =>
+            {
                 return Err(body::not_a_stream(
                     self.status,
                     &self.content_type,

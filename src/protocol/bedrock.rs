@@ -37,13 +37,14 @@ use super::{usage, Flow, Framing, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::eventstream::Message;
 use crate::decode::sse::SseEvent;
+use crate::decode::DecodeError;
 use crate::measure::{Anomaly, Observations, TokenKind};
 
 /// The SigV4 service name of the Bedrock runtime.
 const SERVICE: &str = "bedrock";
 
 /// The response content type of `converse-stream`.
-pub(crate) const CONTENT_TYPE: &str = "application/vnd.amazon.eventstream";
+pub const CONTENT_TYPE: &str = "application/vnd.amazon.eventstream";
 
 /// The ConverseStream request, signed now (see [`build_request_at`]).
 pub(super) fn build_request(
@@ -117,8 +118,11 @@ pub(crate) fn build_request_at(
 }
 
 /// The event the adapter sees for one event-stream message (see the module docs).
-pub(crate) fn as_event(msg: Message) -> SseEvent {
-    let payload = || String::from_utf8_lossy(&msg.payload).into_owned();
+///
+/// Errors: the payload is not UTF-8 ([`DecodeError::InvalidUtf8`]).
+pub(crate) fn as_event(msg: Message) -> Result<SseEvent, DecodeError> {
+    let text = std::str::from_utf8(&msg.payload).map_err(|_| DecodeError::InvalidUtf8)?;
+    let payload = || text.to_string();
     let (event, data) = match msg.header_str(":message-type") {
         Some("exception") => (
             format!(
@@ -143,11 +147,11 @@ pub(crate) fn as_event(msg: Message) -> SseEvent {
             payload(),
         ),
     };
-    SseEvent {
+    Ok(SseEvent {
         event: Some(event),
         data,
         id: None,
-    }
+    })
 }
 
 /// Interprets a Bedrock ConverseStream event stream.
@@ -360,7 +364,8 @@ mod tests {
                 (":exception-type", "throttlingException"),
             ],
             r#"{"message":"slow down"}"#,
-        ));
+        ))
+        .unwrap();
         assert_eq!(e.event.as_deref(), Some("exception:throttlingException"));
         let e = as_event(msg(
             vec![

@@ -22,6 +22,7 @@ use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Failure, Observations};
 
+pub use bedrock::CONTENT_TYPE as BEDROCK_CONTENT_TYPE;
 pub(crate) use json::{error_message, has_text};
 pub use prompt::{new_nonce, render_messages, render_prompt};
 
@@ -137,8 +138,10 @@ pub fn stream_for(protocol: Protocol) -> Box<dyn StreamProtocol> {
 
 /// The event an adapter sees for one binary event-stream message (Bedrock): `event` = the
 /// `:event-type` header (`exception:{type}`, `error:{code}` for exceptions and errors), `data` =
-/// the payload.
-pub fn eventstream_event(msg: crate::decode::eventstream::Message) -> SseEvent {
+/// the payload. Errors: the payload is not UTF-8.
+pub fn eventstream_event(
+    msg: crate::decode::eventstream::Message,
+) -> Result<SseEvent, crate::decode::DecodeError> {
     bedrock::as_event(msg)
 }
 
