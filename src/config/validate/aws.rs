@@ -31,6 +31,16 @@ impl Validator<'_> {
             }
             return None;
         }
+        if has_api_key {
+            // A Bedrock API key is sent as a bearer token: nothing is signed, no region needed.
+            if raw.aws_profile.is_some() {
+                self.problem(
+                    format!("{path}.aws_profile"),
+                    format!("{pre}aws_profile and an API key are both set; a bedrock target uses either a Bedrock API key (api_key_env/api_key_file) or AWS credentials, keep one."),
+                );
+            }
+            return None;
+        }
         let env_region = || {
             ["AWS_REGION", "AWS_DEFAULT_REGION"]
                 .into_iter()
@@ -68,15 +78,6 @@ impl Validator<'_> {
                 );
                 return None;
             }
-        }
-        if has_api_key {
-            if raw.aws_profile.is_some() {
-                self.problem(
-                    format!("{path}.aws_profile"),
-                    format!("{pre}aws_profile and an API key are both set; a bedrock target uses either a Bedrock API key (api_key_env/api_key_file) or AWS credentials, keep one."),
-                );
-            }
-            return None;
         }
         let source = AwsSource::choose(raw.aws_profile.as_deref(), self.env);
         let credentials = match self.secrets {
