@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use llm_probe::measure::{Anomaly, FailureReason, ProbeOutcome, TimestampSource, TokenCountSource};
+use llm_probe::measure::{
+    Anomaly, FailureReason, ProbeOutcome, TimestampSource, TokenCountSource, TokenKind,
+};
 use llm_probe::probe::{Limits, Prober};
 use llm_probe::simulate::{Fault, Script, Simulator};
 
@@ -14,8 +16,14 @@ const SECRET_KEY: &str = "bedrockSecretKey/TEST+0001xyzXYZ0123456789";
 const SESSION_TOKEN: &str = "FwoGZXIvYXdzBEDROCKSESSIONTOKEN/test+token==";
 const MODEL: &str = "anthropic.claude-3-haiku-20240307-v1:0";
 const TOKENS: u32 = 20;
-/// Slack above the scripted TTFT on two busy shared cores (see tests/protocol_faults.rs).
-const SLACK: Duration = Duration::from_millis(25);
+/// Slack above the scripted TTFT where only the script is known (the fault matrix, the
+/// subprocess): generous, for two busy shared cores. The clean-stream test compares each token
+/// event with the simulator's actual send instead.
+const SLACK: Duration = Duration::from_millis(100);
+/// How long after the simulator handed a token event to the connection its kernel arrival
+/// stamp may be (loopback takes microseconds; the rest is the simulator thread's scheduling
+/// between noting the send and writing, on a busy machine).
+const ARRIVAL: Duration = Duration::from_millis(10);
 
 fn env(var: &str) -> Option<String> {
     match var {
@@ -112,25 +120,35 @@ async fn a_signed_request_and_a_clean_stream_measured_to_the_script() {
         (TOKENS as u64, TokenCountSource::Usage, TOKENS as usize)
     );
     assert!(obs.anomalies.is_empty(), "{:?}", obs.anomalies);
-    let ttft = Duration::from_millis(30);
-    assert!(
-        m.ttft >= ttft && m.ttft <= ttft + SLACK,
-        "TTFT {:?}",
-        m.ttft
+    // The ground truth: the instants the simulator handed each token event to the connection.
+    // Every token event is marked at the kernel arrival of its own frame, just after its send.
+    let sent = r[0].events_sent.lock().unwrap().clone();
+    let events = &obs.timeline.token_events;
+    assert_eq!(sent.len(), events.len());
+    for (k, (e, s)) in events.iter().zip(&sent).enumerate() {
+        assert!(
+            e.at >= *s && e.at - *s < ARRIVAL,
+            "token {k} marked {:?} after its send",
+            e.at.checked_duration_since(*s)
+        );
+    }
+    assert!(m.ttft >= Duration::from_millis(30), "TTFT {:?}", m.ttft);
+    assert_eq!(m.ttft, events[0].at - obs.timeline.sent);
+    // Five reasoning tokens first: the first output token is the sixth event.
+    assert!(events[..5].iter().all(|e| e.kind == TokenKind::Reasoning));
+    assert_eq!(
+        m.time_to_first_output_token,
+        Some(events[5].at - obs.timeline.sent)
     );
-    // Five reasoning tokens 3 ms apart: the first output token 15 ms after the first token.
-    let first_output = m.time_to_first_output_token.unwrap();
-    assert!(
-        first_output >= m.ttft + Duration::from_millis(14)
-            && first_output <= m.ttft + Duration::from_millis(15) + SLACK,
-        "{first_output:?} vs TTFT {:?}",
-        m.ttft
-    );
-    // One token every 3 ms: TPOT = 57 ms over N − 1.
+    // TPOT against the sends: (last − first) / (N − 1), within the arrival slack spread.
+    let truth = (sent[19] - sent[0]).as_secs_f64() / 19.0;
     let tpot = m.tpot.unwrap().as_secs_f64();
-    assert!((tpot - 0.057 / 19.0).abs() < 0.0006, "TPOT {tpot}");
+    assert!(
+        (tpot - truth).abs() < ARRIVAL.as_secs_f64() / 19.0,
+        "TPOT {tpot} vs {truth}"
+    );
     // The server's own latency (metadata.metrics.latencyMs) = scripted TTFT + decode = 87 ms.
-    assert_eq!(obs.server_timings.predicted_seconds, Some(0.087));
+    assert_eq!(obs.server_timings.latency_seconds, Some(0.087));
     assert_eq!(obs.finish_reason.as_deref(), Some("end_turn"));
     assert_eq!(obs.usage.prompt_tokens, Some(12));
 }
@@ -307,6 +325,7 @@ async fn probe_once_end_to_end() {
     assert_eq!(json["token_events"], TOKENS);
     assert_eq!(json["token_count_source"], "usage");
     assert_eq!(json["prompt_tokens"], 12);
+    assert_eq!(json["server_latency_seconds"], 0.087, "{json}");
     assert_eq!(json["timestamp_source"], "kernel", "{json}");
     let ttft = json["ttft_seconds"].as_f64().unwrap();
     assert!(

@@ -102,13 +102,16 @@ async fn probe_at(protocol: Protocol, url_root: &str, timeout: &str) -> ProbeOut
     let (base, extra) = match protocol {
         Protocol::Ollama | Protocol::Tgi | Protocol::LlamaCpp => (url_root.to_string(), ""),
         Protocol::AzureOpenAi => (url_root.to_string(), "    deployment: dep-1\n"),
+        Protocol::Bedrock => (url_root.to_string(), "    aws_region: us-east-1\n"),
         _ => (format!("{url_root}/v1"), ""),
     };
     let yaml = format!(
         "defaults:\n  interval: 10s\n  timeout: {timeout}\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 16\ntargets:\n  - name: t\n    protocol: {}\n    base_url: {base}\n    model: m\n{extra}",
         protocol.as_str()
     );
-    let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
+    // AWS credentials for bedrock (no other protocol reads them).
+    let env = |v: &str| v.starts_with("AWS_").then(|| "AKIDTEST".to_string());
+    let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
     let t = cfg.targets[0].clone();
     let limits = Limits {
         drain_after_end: Duration::from_millis(20),
@@ -149,6 +152,9 @@ fn completion(p: Protocol) -> &'static [u8] {
         }
         Protocol::Tgi => br#"[{"generated_text":"Hi"}]"#,
         Protocol::LlamaCpp => br#"{"content":"Hi","stop":true,"tokens_predicted":1}"#,
+        Protocol::Bedrock => {
+            br#"{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":1,"totalTokens":4}}"#
+        }
     }
 }
 
@@ -206,7 +212,14 @@ async fn a_2xx_body_that_is_no_event_stream_says_what_came_back_in_every_protoco
         // A whole answer as the stream's only event ("fake streaming"); a legacy completions
         // chunk and a whole completion look alike, so that one is a stream of one token.
         let mut cases = cases;
-        if p != Protocol::OpenAiCompletions && p != Protocol::Ollama {
+        // (Bedrock's binary framing has no text events to wrap an answer in.)
+        if ![
+            Protocol::OpenAiCompletions,
+            Protocol::Ollama,
+            Protocol::Bedrock,
+        ]
+        .contains(&p)
+        {
             let wrapped = [b"data: ", completion(p), b"\n\ndata: [DONE]\n\n"].concat();
             cases.push((
                 "content-type: text/event-stream\r\n",

@@ -71,7 +71,7 @@ fn looks_like_a_stream(text: &str) -> bool {
 }
 
 /// Whether a JSON body is a whole completion of one of the protocols: OpenAI chat, completions
-/// and Responses, Anthropic, Ollama, TGI, llama.cpp native.
+/// and Responses, Anthropic, Ollama, TGI, llama.cpp native, Bedrock Converse.
 fn is_completion(v: &serde_json::Value) -> bool {
     let s = |k| v.get(k).and_then(serde_json::Value::as_str);
     let has = |k| v.get(k).is_some();
@@ -83,6 +83,7 @@ fn is_completion(v: &serde_json::Value) -> bool {
         || (has("done") && (has("message") || has("response")))
         || has("generated_text")
         || (has("content") && has("stop"))
+        || (has("output") && has("stopReason"))
         || v.as_array()
             .and_then(|a| a.first())
             .is_some_and(|first| first.get("generated_text").is_some())

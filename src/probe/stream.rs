@@ -40,6 +40,9 @@ pub struct StreamReader {
     /// Something of the protocol's framing arrived: an SSE event or comment, or an NDJSON line
     /// that looks like JSON.
     framed: bool,
+    /// The binary event stream's first message did not decode and nothing of the framing came
+    /// before it: the body is something else, whose head is being collected for the detail.
+    unframed: bool,
     /// The first [`HEAD_BYTES`] of the (decoded) body.
     head: Vec<u8>,
     /// Bytes the content decoder produced so far, and their cap (the per-probe byte cap).
@@ -75,6 +78,7 @@ impl StreamReader {
             plain: Vec::new(),
             ended: false,
             framed: false,
+            unframed: false,
             head: Vec::new(),
             decoded: 0,
             max_decoded: limits.max_stream_bytes,
@@ -167,6 +171,10 @@ impl StreamReader {
         };
         let room = HEAD_BYTES.saturating_sub(self.head.len()).min(bytes.len());
         self.head.extend_from_slice(&bytes[..room]);
+        if self.unframed {
+            self.plain = plain;
+            return self.unframed_head(obs);
+        }
         let decoded = match &mut self.decoder {
             Decoder::Sse(d) => d.feed(bytes, &mut self.events),
             Decoder::Ndjson(d, lines) => {
@@ -205,16 +213,26 @@ impl StreamReader {
             Err(crate::decode::DecodeError::BadFrame { .. })
                 if !self.framed && matches!(self.decoder, Decoder::EventStream(..)) =>
             {
-                return Err(body::not_a_stream(
-                    self.status,
-                    &self.content_type,
-                    &self.head,
-                    obs,
-                ));
+                self.unframed = true;
+                return self.unframed_head(obs);
             }
             Err(e) => return Err(errors::decode(e)),
         }
         Ok(self.ended)
+    }
+
+    /// A body that is no binary event stream: read on until [`HEAD_BYTES`] of it are kept (or
+    /// the body ends, [`StreamReader::finish`]), then fail as not an event stream with that head.
+    fn unframed_head(&mut self, obs: &mut Observations) -> Result<bool, Failure> {
+        if self.head.len() < HEAD_BYTES {
+            return Ok(false);
+        }
+        Err(body::not_a_stream(
+            self.status,
+            &self.content_type,
+            &self.head,
+            obs,
+        ))
     }
 
     /// Hands `events` to the adapter until the end; checks the ones after it.
@@ -282,6 +300,14 @@ impl StreamReader {
     /// and what came back); without a terminator, a finish reason still ends the stream
     /// (anomaly `missing_terminator`); with neither, the stream was cut short (`truncated`).
     pub fn finish(mut self, at: Instant, obs: &mut Observations) -> Result<(), Failure> {
+        if self.unframed {
+            return Err(body::not_a_stream(
+                self.status,
+                &self.content_type,
+                &self.head,
+                obs,
+            ));
+        }
         let ended = self.ended;
         match &mut self.decoder {
             Decoder::Sse(d) => {

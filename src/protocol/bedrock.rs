@@ -21,7 +21,8 @@
 //! last event, is the terminator: `usage.outputTokens` is N, prompt tokens = `inputTokens` +
 //! `cacheReadInputTokens` + `cacheWriteInputTokens` (Bedrock's `inputTokens` excludes the
 //! cache), cached = `cacheReadInputTokens`; `metrics.latencyMs` is the server's own latency of
-//! the whole call, recorded as its generation time (a timing split like llama.cpp's). Exceptions
+//! the whole call ([`crate::measure::ServerTimings::latency_seconds`], reported beside
+//! llama.cpp's timings). Exceptions
 //! inside the 200 (`throttlingException`, `modelStreamErrorException`, `validationException`,
 //! `internalServerException`, `serviceUnavailableException`) are stream errors whose detail
 //! starts with the exception type.
@@ -216,7 +217,7 @@ impl StreamProtocol for BedrockStream {
                 }
                 let latency = data.get("metrics").and_then(|m| f64_at(m, "latencyMs"));
                 if let Some(ms) = latency.filter(|ms| *ms >= 0.0) {
-                    obs.server_timings.predicted_seconds = Some(ms / 1000.0);
+                    obs.server_timings.latency_seconds = Some(ms / 1000.0);
                 }
                 obs.terminated = true;
                 return Flow::Done;
@@ -290,7 +291,7 @@ mod tests {
             (u.completion_tokens, u.prompt_tokens, u.cached_prompt_tokens),
             (Some(7), Some(30), Some(20))
         );
-        assert_eq!(obs.server_timings.predicted_seconds, Some(0.25));
+        assert_eq!(obs.server_timings.latency_seconds, Some(0.25));
         assert!(obs.terminated && obs.finished && obs.anomalies.is_empty());
         let m = measure(&obs).unwrap();
         assert_eq!(
