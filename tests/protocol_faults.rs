@@ -13,7 +13,7 @@ use llm_probe::simulate::{Fault, Script, Simulator};
 use Anomaly::*;
 use TokenCountSource::{Events, Server, Usage};
 
-const ALL: [Protocol; 8] = [
+const ALL: [Protocol; 9] = [
     Protocol::OpenAiChat,
     Protocol::AzureOpenAi,
     Protocol::OpenAiCompletions,
@@ -22,6 +22,7 @@ const ALL: [Protocol; 8] = [
     Protocol::Ollama,
     Protocol::Tgi,
     Protocol::LlamaCpp,
+    Protocol::Bedrock,
 ];
 
 /// Scripted output tokens.
@@ -137,8 +138,13 @@ fn expected(p: Protocol, fault: Fault, per_event: u32) -> Option<Expect> {
             "without a terminator or finish reason",
             Some(t),
         ),
+        // Bedrock: `messageStop` finishes; the count rides on the missing `metadata`.
+        Fault::NoTerminator if p == Protocol::Bedrock => {
+            ok(TOKENS, Events, t, &[MissingTerminator, MissingUsage])
+        }
         Fault::NoTerminator => ok(n, source, t, &[MissingTerminator]),
-        Fault::Keepalive if p == Protocol::Ollama => None, // NDJSON has no comments
+        // NDJSON and AWS's binary event stream have no comments.
+        Fault::Keepalive if matches!(p, Protocol::Ollama | Protocol::Bedrock) => None,
         Fault::Keepalive => ok(n, source, t, &[]),
         Fault::InvalidJson => fail(FailureReason::Decode, "not valid JSON", Some(2)),
         // The bad line may share a read with the tokens before it: events not asserted.
@@ -166,13 +172,16 @@ async fn probe(p: Protocol, script: Script, timeout: &str) -> (ProbeOutcome, Sim
     let (base, extra) = match p {
         Protocol::Ollama | Protocol::Tgi | Protocol::LlamaCpp => (sim.root_url(), ""),
         Protocol::AzureOpenAi => (sim.root_url(), "    deployment: dep-1\n"),
+        Protocol::Bedrock => (sim.root_url(), "    aws_region: us-east-1\n"),
         _ => (sim.base_url(), ""),
     };
     let yaml = format!(
         "defaults:\n  interval: 10s\n  timeout: {timeout}\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 64\ntargets:\n  - name: sim\n    protocol: {}\n    base_url: {base}\n    model: sim-model\n{extra}",
         p.as_str()
     );
-    let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
+    // AWS credentials for bedrock (no other protocol reads them).
+    let env = |v: &str| v.starts_with("AWS_").then(|| "AKIDTEST".to_string());
+    let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
     let t = cfg.targets[0].clone();
     let limits = Limits {
         max_stream_bytes: 2 << 20,
@@ -262,7 +271,7 @@ fn same(s: Script) -> Script {
 #[tokio::test]
 async fn clean_stream_each_protocol_on_its_own_path() {
     let outs = run(Fault::None, same, all).await;
-    assert_eq!(outs.len(), 8);
+    assert_eq!(outs.len(), 9);
     for (p, o, sim) in &outs {
         let r = sim.received();
         let path = match p {
@@ -274,11 +283,13 @@ async fn clean_stream_each_protocol_on_its_own_path() {
             Protocol::Ollama => "/api/chat",
             Protocol::Tgi => "/generate_stream",
             Protocol::LlamaCpp => "/completion",
+            Protocol::Bedrock => "/model/sim-model/converse-stream",
         };
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].path, path, "{}", p.as_str());
-        // Every protocol's identity field carries the scripted model.
-        if *p != Protocol::Tgi {
+        // Every protocol's identity field carries the scripted model (TGI and Bedrock streams
+        // name no model).
+        if !matches!(p, Protocol::Tgi | Protocol::Bedrock) {
             assert_eq!(
                 o.observations.identity.response_model.as_deref(),
                 Some("llm-probe-simulator"),
@@ -330,7 +341,7 @@ async fn reasoning_first_starts_ttft_and_delays_first_output() {
         ..s
     };
     let outs = run(Fault::None, tweak, has_reasoning).await;
-    assert_eq!(outs.len(), 5);
+    assert_eq!(outs.len(), 6);
     for (p, o, _) in &outs {
         let m = o.result.as_ref().unwrap();
         // The first output token is event 5: scripted at 30 ms + 5 × 10 ms.
@@ -365,7 +376,7 @@ async fn multi_token_events_take_the_server_count() {
         tokens_per_event: 4,
         ..s
     };
-    assert_eq!(run(Fault::None, tweak, all).await.len(), 8);
+    assert_eq!(run(Fault::None, tweak, all).await.len(), 9);
 }
 
 #[tokio::test]
@@ -413,8 +424,8 @@ async fn no_terminator_is_an_anomaly_or_truncated() {
     let outs = run(Fault::NoTerminator, same, all).await;
     assert_eq!(
         outs.iter().filter(|(_, o, _)| o.is_success()).count(),
-        4,
-        "chat, azure, completions, anthropic finish before their terminator"
+        5,
+        "chat, azure, completions, anthropic, bedrock finish before their terminator"
     );
 }
 

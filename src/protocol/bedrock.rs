@@ -354,7 +354,8 @@ mod tests {
         let e = as_event(msg(
             vec![(":message-type", "event"), (":event-type", "messageStop")],
             "{}",
-        ));
+        ))
+        .unwrap();
         assert_eq!(
             (e.event.as_deref(), e.data.as_str()),
             (Some("messageStop"), "{}")
@@ -375,10 +376,15 @@ mod tests {
                 (":error-message", "oops"),
             ],
             "",
-        ));
+        ))
+        .unwrap();
         assert_eq!(
             (e.event.as_deref(), e.data.as_str()),
             (Some("error:InternalFailure"), "oops")
         );
+        // A payload that is not UTF-8 is a typed failure, not replacement characters.
+        let mut bad = msg(vec![(":event-type", "contentBlockDelta")], "");
+        bad.payload = b"{\"delta\":{\"text\":\"\xff\"}}".to_vec();
+        assert_eq!(as_event(bad), Err(DecodeError::InvalidUtf8));
     }
 }
