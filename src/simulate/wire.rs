@@ -26,7 +26,7 @@ pub enum Wire {
     /// llama.cpp `/completion`.
     LlamaCpp,
     /// Amazon Bedrock `/model/{modelId}/converse-stream`, AWS's binary event stream
-    /// ([`super::bedrock`]).
+    /// (`src/simulate/bedrock.rs`).
     Bedrock,
 }
 
