@@ -247,56 +247,73 @@ async fn each_fault_class_has_its_exact_outcome() {
     }
 }
 
-/// A target whose credentials are missing fails every probe with `credentials` (naming the
-/// variables), sending nothing; a profile file works in their place.
+/// A target whose profile file is missing fails every probe with `credentials` (naming the
+/// file), sending nothing; once the file appears the next probe signs with it, and a rotated
+/// file (new temporary credentials) is used by the probe after the rotation, without a reload.
 #[tokio::test]
-async fn missing_credentials_and_a_profile_file() {
+async fn a_profile_file_is_read_and_re_read_when_it_changes() {
     let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script(Fault::None))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("none");
-    let no_env =
-        |v: &str| (v == "AWS_SHARED_CREDENTIALS_FILE").then(|| missing.display().to_string());
+    let file = dir.path().join("credentials");
+    let env = |v: &str| match v {
+        "AWS_SHARED_CREDENTIALS_FILE" => Some(file.display().to_string()),
+        "AWS_PROFILE" => Some("probe".to_string()),
+        _ => None,
+    };
     let cfg = llm_probe::config::parse_with(
         &yaml(&sim.root_url(), "3s"),
         "<test>",
-        &no_env,
+        &env,
         llm_probe::config::Secrets::Isolate,
     )
     .unwrap();
     let t = cfg.targets[0].clone();
-    let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
-    let f = o.result.unwrap_err();
+    let prober = Prober::new(t.clone()).unwrap();
+    let f = prober.probe(&t.scenarios[0]).await.result.unwrap_err();
     assert_eq!(f.reason, FailureReason::Credentials);
     assert!(
-        f.detail.contains("cannot be read") && f.detail.contains("none"),
+        f.detail.contains("cannot be read") && f.detail.contains("credentials"),
         "{}",
         f.detail
     );
     assert!(sim.received().is_empty());
 
-    let file = dir.path().join("credentials");
-    std::fs::write(
-        &file,
-        format!(
-            "[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
-        ),
-    )
-    .unwrap();
-    let profile_env =
-        |v: &str| (v == "AWS_SHARED_CREDENTIALS_FILE").then(|| file.display().to_string());
-    let cfg =
-        llm_probe::config::parse(&yaml(&sim.root_url(), "3s"), "<test>", &profile_env).unwrap();
-    let t = cfg.targets[0].clone();
-    let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
-    assert!(o.is_success(), "{:?}", o.result);
-    let r = sim.received();
-    let auth = (r[0].headers.iter())
-        .find(|(k, _)| k == "authorization")
-        .map(|(_, v)| v.as_str())
+    let auth = |i: usize| {
+        let r = sim.received();
+        (r[i].headers.iter())
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    let write = |id: &str, token: Option<&str>| {
+        let token = token.map_or(String::new(), |t| format!("aws_session_token = {t}\n"));
+        std::fs::write(
+            &file,
+            format!("[default]\naws_access_key_id = AKIDOTHER\naws_secret_access_key = x\n[probe]\naws_access_key_id = {id}\naws_secret_access_key = {SECRET_KEY}\n{token}"),
+        )
         .unwrap();
-    assert!(auth.contains("SignedHeaders=host;x-amz-date,"), "{auth}");
+    };
+    write(ACCESS_KEY, None);
+    let o = prober.probe(&t.scenarios[0]).await;
+    assert!(o.is_success(), "{:?}", o.result);
+    assert!(o.observations.credentials_reloaded);
+    let first = auth(0);
+    assert!(
+        first.contains(&format!("Credential={ACCESS_KEY}/"))
+            && first.contains("SignedHeaders=host;x-amz-date,"),
+        "{first}"
+    );
+    // Rotated: new temporary credentials with a session token.
+    write("ASIAROTATED", Some("rotated-token"));
+    let o = prober.probe(&t.scenarios[0]).await;
+    assert!(o.is_success(), "{:?}", o.result);
+    let second = auth(1);
+    assert!(second.contains("Credential=ASIAROTATED/"), "{second}");
+    let r = sim.received();
+    let token = (r[1].headers.iter()).find(|(k, _)| k == "x-amz-security-token");
+    assert_eq!(token.map(|(_, v)| v.as_str()), Some("rotated-token"));
 }
 
 /// `probe-once --output json` with the credentials in the environment: the measured numbers

@@ -63,8 +63,9 @@ pub struct AwsAuth {
     /// The credentials, `None` when they were not read (`check-config` without secrets) or
     /// cannot be read (then the target's `credentials_error` says why).
     pub credentials: Option<AwsCredentials>,
-    /// Where they come from, for summaries: `env AWS_ACCESS_KEY_ID` or `profile NAME in FILE`.
-    pub source: String,
+    /// Where they come from ([`AwsSource::describe`] for summaries); a profile file is re-read
+    /// when it changes ([`super::credentials::reread`]).
+    pub source: AwsSource,
 }
 
 /// Where a target's credentials are looked up.

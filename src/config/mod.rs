@@ -352,10 +352,20 @@ impl Target {
             humantime::format_duration(self.timeout),
             scenarios.join(", "),
             self.api_key_source.as_deref().unwrap_or("none"),
-        ) + &self.transport_summary()
+        ) + &self.aws_summary()
+            + &self.transport_summary()
             + &self.baseline_summary();
         // File paths may hold any character: printed escaped.
         crate::sanitize::terminal_safe(&line).into_owned()
+    }
+
+    /// A `bedrock` target's signing for [`Target::summary`]: ` aws=env AWS_ACCESS_KEY_ID
+    /// region=us-east-1` (or `aws=profile NAME in FILE`), nothing for other targets.
+    fn aws_summary(&self) -> String {
+        match &self.aws {
+            Some(a) => format!(" aws={} region={}", a.source.describe(), a.region),
+            None => String::new(),
+        }
     }
 
     /// The interval its scenarios are probed at: `interval`, or longer when a monthly budget

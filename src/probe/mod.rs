@@ -227,15 +227,16 @@ impl Prober {
                 tracing::warn!(target = %self.target.name, error = %e, "credentials cannot be read; probes of this target fail with reason credentials until they can");
                 Armed::new(current.target.clone(), current.client.clone(), Some(e))
             }
-            Some(Ok((key, tls))) => {
+            Some(Ok((key, tls, aws))) => {
                 let t = &current.target;
-                if current.error.is_none() && t.api_key == key && t.tls == tls {
+                if current.error.is_none() && t.api_key == key && t.tls == tls && t.aws == aws {
                     return (current, false);
                 }
                 let tls_changed = t.tls != tls;
                 let target = Arc::new(Target {
                     api_key: key,
                     tls,
+                    aws,
                     credentials_error: None,
                     ..Target::clone(&self.target)
                 });

@@ -93,7 +93,7 @@ impl Validator<'_> {
         Some(AwsAuth {
             region: region?,
             credentials,
-            source: source.describe(),
+            source,
         })
     }
 }
