@@ -355,9 +355,9 @@ mod tests {
         Ok(out)
     }
 
-    /// The known-answer CRC of the zero-length message: total 16, headers 0; the prelude
-    /// `00 00 00 10 00 00 00 00` has CRC-32 0x05C248EB (the value AWS's encoding docs and test
-    /// vectors give for an empty message), and the whole message's CRC 0x7D98C8FF.
+    /// Known answer: the message without headers or payload is the `empty_message` vector of
+    /// AWS's event stream encoding tests (base64 `AAAAEAAAAAAFwkjrfZjI/w==`): total 16,
+    /// headers 0, prelude CRC-32 0x05C248EB, message CRC-32 0x7D98C8FF.
     #[test]
     fn the_empty_message_has_the_documented_crcs() {
         let bytes = encode(&[], b"");
