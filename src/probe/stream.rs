@@ -1,6 +1,6 @@
 //! The sans-IO half of a probe: the bytes of each network read, stamped with the instant the read
-//! returned, go through the protocol's decoder (SSE, NDJSON or AWS's binary event stream) to its adapter, which writes the
-//! [`Observations`]. No clock is read and no IO is done here, so the whole path from bytes to
+//! returned, go through the protocol's decoder (SSE, NDJSON or AWS's binary event stream) to its
+//! adapter, which writes the [`Observations`]. No clock is read and no IO is done here, so the whole path from bytes to
 //! observations is tested on byte strings (`tests/protocols.rs`), split any way.
 
 use std::time::Instant;
@@ -37,8 +37,8 @@ pub struct StreamReader {
     /// The protocol's terminal event (or an error event) was seen: later events are only
     /// checked for leftovers.
     ended: bool,
-    /// Something of the protocol's framing arrived: an SSE event or comment, or an NDJSON line
-    /// that looks like JSON.
+    /// Something of the protocol's framing arrived: an SSE event or comment, an NDJSON line
+    /// that looks like JSON, or an event-stream message.
     framed: bool,
     /// The binary event stream's first message did not decode and nothing of the framing came
     /// before it: the body is something else, whose head is being collected for the detail.

@@ -32,7 +32,7 @@ pub enum Wire {
 
 /// What every part of one scripted stream needs to know.
 #[derive(Debug, Clone)]
-pub(crate) struct Ctx {
+pub(super) struct Ctx {
     /// The `model` field.
     pub model: String,
     /// Output tokens of this stream (after the request's cap).
@@ -47,7 +47,7 @@ pub(crate) struct Ctx {
 
 /// How a protocol's stream ends (the faults that leave parts out).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct End {
+pub(super) struct End {
     /// Send the token count (usage, `eval_count`, `details`, `timings`).
     pub count: bool,
     /// Send the terminator.
