@@ -416,8 +416,17 @@ const AWS_ENV: &[(&str, &str)] = &[
 ];
 
 fn run_aws(args: &[&str], config: &std::path::Path, env: &[(&str, &str)]) -> String {
+    run_aws_at("trace", args, config, env)
+}
+
+fn run_aws_at(
+    level: &str,
+    args: &[&str],
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+) -> String {
     let out = Command::new(BIN)
-        .args(["--log.level", "trace"])
+        .args(["--log.level", level])
         .args(args)
         .arg("--config.file")
         .arg(config)
@@ -502,6 +511,16 @@ async fn aws_credentials_never_appear_in_any_output() {
             (
                 "probe-once text",
                 run_aws(&["probe-once"], &ok_cfg, AWS_ENV),
+            ),
+            (
+                // The signer logs its parameters at trace: asking for it by name changes nothing.
+                "probe-once, aws_sigv4=trace asked for",
+                run_aws_at(
+                    "trace,aws_sigv4=trace,aws_smithy_runtime_api=trace",
+                    &["probe-once"],
+                    &ok_cfg,
+                    AWS_ENV,
+                ),
             ),
             (
                 "probe-once json",
