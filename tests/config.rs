@@ -38,7 +38,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     ),
     (
         "02_unknown_key.yaml",
-        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, secret_headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection, baseline_file, cost."#,
+        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, secret_headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection, baseline_file, cost, aws_region, aws_profile."#,
     ),
     (
         "03_missing_base_url.yaml",
@@ -56,7 +56,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     ),
     (
         "05_unknown_protocol.yaml",
-        r#"05_unknown_protocol.yaml:7:15: targets[0].protocol: target "local-vllm": protocol "cohere" is not supported; use one of: openai-chat, openai-completions, openai-responses, anthropic, ollama, tgi, azure-openai, llama-cpp, gemini, vertex-gemini."#,
+        r#"05_unknown_protocol.yaml:7:15: targets[0].protocol: target "local-vllm": protocol "cohere" is not supported; use one of: openai-chat, openai-completions, openai-responses, anthropic, ollama, tgi, azure-openai, llama-cpp, gemini, vertex-gemini, bedrock."#,
     ),
     (
         "06_unknown_scenario.yaml",

@@ -13,7 +13,7 @@ use llm_probe::simulate::{Fault, Script, Simulator};
 use Anomaly::*;
 use TokenCountSource::{Events, Server, Usage};
 
-const ALL: [Protocol; 10] = [
+const ALL: [Protocol; 11] = [
     Protocol::OpenAiChat,
     Protocol::AzureOpenAi,
     Protocol::OpenAiCompletions,
@@ -24,6 +24,7 @@ const ALL: [Protocol; 10] = [
     Protocol::LlamaCpp,
     Protocol::Gemini,
     Protocol::VertexGemini,
+    Protocol::Bedrock,
 ];
 
 /// Scripted output tokens.
@@ -144,8 +145,13 @@ fn expected(p: Protocol, fault: Fault, per_event: u32) -> Option<Expect> {
             "without a terminator or finish reason",
             Some(t),
         ),
+        // Bedrock: `messageStop` finishes; the count rides on the missing `metadata`.
+        Fault::NoTerminator if p == Protocol::Bedrock => {
+            ok(TOKENS, Events, t, &[MissingTerminator, MissingUsage])
+        }
         Fault::NoTerminator => ok(n, source, t, &[MissingTerminator]),
-        Fault::Keepalive if p == Protocol::Ollama => None, // NDJSON has no comments
+        // NDJSON and AWS's binary event stream have no comments.
+        Fault::Keepalive if matches!(p, Protocol::Ollama | Protocol::Bedrock) => None,
         Fault::Keepalive => ok(n, source, t, &[]),
         Fault::InvalidJson => fail(FailureReason::Decode, "not valid JSON", Some(2)),
         // The bad line may share a read with the tokens before it: events not asserted.
@@ -181,13 +187,16 @@ async fn probe(p: Protocol, script: Script, timeout: &str) -> (ProbeOutcome, Sim
             ),
             "",
         ),
+        Protocol::Bedrock => (sim.root_url(), "    aws_region: us-east-1\n"),
         _ => (sim.base_url(), ""),
     };
     let yaml = format!(
         "defaults:\n  interval: 10s\n  timeout: {timeout}\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 64\ntargets:\n  - name: sim\n    protocol: {}\n    base_url: {base}\n    model: sim-model\n{extra}",
         p.as_str()
     );
-    let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
+    // AWS credentials for bedrock (no other protocol reads them).
+    let env = |v: &str| v.starts_with("AWS_").then(|| "AKIDTEST".to_string());
+    let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
     let t = cfg.targets[0].clone();
     let limits = Limits {
         max_stream_bytes: 2 << 20,
@@ -277,7 +286,7 @@ fn same(s: Script) -> Script {
 #[tokio::test]
 async fn clean_stream_each_protocol_on_its_own_path() {
     let outs = run(Fault::None, same, all).await;
-    assert_eq!(outs.len(), 10);
+    assert_eq!(outs.len(), 11);
     for (p, o, sim) in &outs {
         let r = sim.received();
         let path = match p {
@@ -291,11 +300,13 @@ async fn clean_stream_each_protocol_on_its_own_path() {
             Protocol::LlamaCpp => "/completion",
             Protocol::Gemini => "/v1beta/models/sim-model:streamGenerateContent",
             Protocol::VertexGemini => "/v1/projects/sim-project/locations/us-central1/publishers/google/models/sim-model:streamGenerateContent",
+            Protocol::Bedrock => "/model/sim-model/converse-stream",
         };
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].path, path, "{}", p.as_str());
-        // Every protocol's identity field carries the scripted model.
-        if *p != Protocol::Tgi {
+        // Every protocol's identity field carries the scripted model (TGI and Bedrock streams
+        // name no model).
+        if !matches!(p, Protocol::Tgi | Protocol::Bedrock) {
             assert_eq!(
                 o.observations.identity.response_model.as_deref(),
                 Some("llm-probe-simulator"),
@@ -347,7 +358,7 @@ async fn reasoning_first_starts_ttft_and_delays_first_output() {
         ..s
     };
     let outs = run(Fault::None, tweak, has_reasoning).await;
-    assert_eq!(outs.len(), 7);
+    assert_eq!(outs.len(), 8);
     for (p, o, _) in &outs {
         let m = o.result.as_ref().unwrap();
         // Gemini counts its thoughts apart (`thoughtsTokenCount`): N is their sum.
@@ -384,7 +395,7 @@ async fn multi_token_events_take_the_server_count() {
         tokens_per_event: 4,
         ..s
     };
-    assert_eq!(run(Fault::None, tweak, all).await.len(), 10);
+    assert_eq!(run(Fault::None, tweak, all).await.len(), 11);
 }
 
 #[tokio::test]
@@ -432,8 +443,8 @@ async fn no_terminator_is_an_anomaly_or_truncated() {
     let outs = run(Fault::NoTerminator, same, all).await;
     assert_eq!(
         outs.iter().filter(|(_, o, _)| o.is_success()).count(),
-        4,
-        "chat, azure, completions, anthropic finish before their terminator"
+        5,
+        "chat, azure, completions, anthropic, bedrock finish before their terminator"
     );
 }
 

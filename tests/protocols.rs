@@ -832,6 +832,68 @@ const CASES: &[Case] = &[
         prompt: (Some(4), None),
         prefill: None,
     },
+    // ---- bedrock (AWS's binary event stream; tests/fixtures/eventstream.py writes the files)
+    Case {
+        protocol: Protocol::Bedrock,
+        file: "protocols/bedrock/reasoning-text-tool.eventstream",
+        kinds: "R2 O5",
+        result: Ok((7, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        // inputTokens excludes the cache: 10 + 4 read.
+        prompt: (Some(14), Some(4)),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Bedrock,
+        file: "protocols/bedrock/max-tokens.eventstream",
+        kinds: "O3",
+        result: Ok((3, FromUsage)),
+        terminated: true,
+        finished: true,
+        error: None,
+        anomalies: &[],
+        prompt: (Some(7), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Bedrock,
+        file: "protocols/bedrock/throttled-after-tokens.eventstream",
+        kinds: "O1",
+        result: Err(StreamError),
+        terminated: false,
+        finished: false,
+        error: Some("throttlingException: Too many tokens"),
+        anomalies: &[],
+        prompt: (None, None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Bedrock,
+        file: "protocols/bedrock/cut-inside-frame.eventstream",
+        kinds: "O1",
+        result: Err(Truncated),
+        terminated: false,
+        finished: false,
+        error: None,
+        anomalies: &[TrailingBytes],
+        prompt: (None, None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Bedrock,
+        file: "protocols/bedrock/bad-crc.eventstream",
+        kinds: "O1",
+        result: Err(FailureReason::Decode),
+        terminated: false,
+        finished: false,
+        error: None,
+        anomalies: &[],
+        prompt: (None, None),
+        prefill: None,
+    },
 ];
 
 #[test]
@@ -1114,6 +1176,22 @@ fn request_shapes_and_the_key_in_exactly_one_header() {
             headers: &[],
             keys: &["contents", "generationConfig", "systemInstruction", "top_p"],
             values: vec![("/generationConfig/maxOutputTokens", json!(32))],
+        },
+        Shape {
+            // A Bedrock API key is a bearer token; without one the request is SigV4-signed
+            // (tests/bedrock.rs).
+            protocol: "bedrock",
+            base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
+            extra: "",
+            url: "https://bedrock-runtime.us-east-1.amazonaws.com/model/m1/converse-stream",
+            auth: bearer.clone(),
+            headers: &[("accept", "application/vnd.amazon.eventstream")],
+            keys: &["inferenceConfig", "messages", "system", "top_p"],
+            values: vec![
+                ("/system", json!([{"text": "[probe n1] Be brief."}])),
+                ("/messages", json!([{"role": "user", "content": [{"text": "Hi"}]}])),
+                ("/inferenceConfig", json!({"maxTokens": 32, "temperature": 0.5})),
+            ],
         },
     ];
     assert_eq!(shapes.len(), Protocol::ALL.len(), "one shape per protocol");

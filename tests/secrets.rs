@@ -473,3 +473,244 @@ fn config_errors_never_echo_a_secret_on_any_channel() {
         );
     }
 }
+
+// ---- AWS credentials (protocol bedrock) ------------------------------------------------
+
+const AWS_ID: &str = "AKIDsecretsTEST4f19";
+const AWS_SECRET: &str = "aws-SECRET-key/0b7e+c2d9a61f3";
+const AWS_TOKEN: &str = "aws-SESSION-token/9d2c+77e1ab4==";
+/// Pieces each credential would leak as, cut or whole.
+const AWS_MARKERS: &[&str] = &[
+    "AKIDsecrets",
+    "4f19",
+    "aws-SECRET",
+    "0b7e",
+    "aws-SESSION",
+    "9d2c",
+];
+
+fn bedrock_config(dir: &tempfile::TempDir, root_url: &str) -> std::path::PathBuf {
+    let yaml = format!(
+        "defaults:\n  interval: 1s\nscenarios:\n{}\ntargets:\n  - name: sim\n    protocol: bedrock\n    base_url: {root_url}\n    model: anthropic.claude-3-haiku-20240307-v1:0\n    aws_region: us-east-1\n",
+        common::scenario("chat", 8)
+    );
+    let p = dir.path().join("probes.yaml");
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
+
+const AWS_ENV: &[(&str, &str)] = &[
+    ("AWS_ACCESS_KEY_ID", AWS_ID),
+    ("AWS_SECRET_ACCESS_KEY", AWS_SECRET),
+    ("AWS_SESSION_TOKEN", AWS_TOKEN),
+];
+
+fn run_aws(args: &[&str], config: &std::path::Path, env: &[(&str, &str)]) -> String {
+    run_aws_at("trace", args, config, env)
+}
+
+fn run_aws_at(
+    level: &str,
+    args: &[&str],
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+) -> String {
+    let out = Command::new(BIN)
+        .args(["--log.level", level])
+        .args(args)
+        .arg("--config.file")
+        .arg(config)
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn assert_no_aws_secret(channel: &str, text: &str) {
+    for m in AWS_MARKERS {
+        assert!(
+            !text.contains(m),
+            "an AWS credential ({m}) leaked into {channel}:\n{text}"
+        );
+    }
+}
+
+/// A bedrock target's access key id, secret access key and session token never appear in any
+/// output channel (check-config, probe-once text and JSON, success, HTTP error, stream
+/// exception, incomplete credentials, the daemon at trace level, /metrics, the pages and the
+/// API, and the `Debug` of the config and of a built request), and a server that echoes them
+/// back has them redacted; the simulator proves they were really used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aws_credentials_never_appear_in_any_output() {
+    let script = Script {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(1),
+        tokens: 5,
+        ..Script::default()
+    };
+    let ok = common::simulator(script.clone()).await;
+    let http500 = common::simulator(Script {
+        fault: Fault::Http500,
+        ..script.clone()
+    })
+    .await;
+    let throttled = common::simulator(Script {
+        fault: Fault::ErrorOnly,
+        ..script
+    })
+    .await;
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let ok_cfg = bedrock_config(&dirs[0], &ok.root_url());
+    let http500_cfg = bedrock_config(&dirs[1], &http500.root_url());
+    let throttled_cfg = bedrock_config(&dirs[2], &throttled.root_url());
+
+    // Debug of the loaded config and of a signed request.
+    let env = |v: &str| {
+        AWS_ENV
+            .iter()
+            .find(|(k, _)| *k == v)
+            .map(|(_, val)| val.to_string())
+    };
+    let cfg = llm_probe::config::parse(
+        &std::fs::read_to_string(&ok_cfg).unwrap(),
+        "probes.yaml",
+        &env,
+    )
+    .unwrap();
+    let t = &cfg.targets[0];
+    let spec = llm_probe::protocol::build_request(t, &t.scenarios[0], None);
+    assert!(spec
+        .headers
+        .iter()
+        .any(|(k, v)| k == "authorization" && v.contains(AWS_ID)));
+    assert_no_aws_secret("Debug of the config", &format!("{cfg:?}"));
+    assert_no_aws_secret("Debug of the request", &format!("{spec:?}"));
+    assert_no_aws_secret("check-config summary", &t.summary());
+
+    let checks = tokio::task::spawn_blocking(move || {
+        let mut outputs = vec![
+            ("check-config", run_aws(&["check-config"], &ok_cfg, AWS_ENV)),
+            (
+                "probe-once text",
+                run_aws(&["probe-once"], &ok_cfg, AWS_ENV),
+            ),
+            (
+                // The signer logs its parameters at trace: asking for it by name changes nothing.
+                "probe-once, aws_sigv4=trace asked for",
+                run_aws_at(
+                    "trace,aws_sigv4=trace,aws_smithy_runtime_api=trace",
+                    &["probe-once"],
+                    &ok_cfg,
+                    AWS_ENV,
+                ),
+            ),
+            (
+                "probe-once json",
+                run_aws(&["probe-once", "--output", "json"], &ok_cfg, AWS_ENV),
+            ),
+            (
+                "probe-once HTTP 500",
+                run_aws(&["probe-once", "--output", "json"], &http500_cfg, AWS_ENV),
+            ),
+            (
+                "probe-once throttled",
+                run_aws(&["probe-once"], &throttled_cfg, AWS_ENV),
+            ),
+            (
+                "check-config, secret missing",
+                run_aws(&["check-config"], &ok_cfg, &AWS_ENV[..1]),
+            ),
+            (
+                "probe-once, secret missing",
+                run_aws(&["probe-once"], &ok_cfg, &[AWS_ENV[0], AWS_ENV[2]]),
+            ),
+        ];
+        let (mut child, mut err) = common::spawn_logged(
+            BIN,
+            &[
+                "--log.level",
+                "trace",
+                "run",
+                "--web.listen-address",
+                "127.0.0.1:0",
+            ],
+            &ok_cfg,
+            AWS_ENV,
+        );
+        let addr = err.served_addr();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let get = |path: &str| {
+            rt.block_on(async {
+                reqwest::get(format!("http://{addr}{path}"))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap()
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let metrics = loop {
+            let metrics = get("/metrics");
+            let ok = common::sample(
+                &metrics,
+                "llm_probe_last_probe_success",
+                &[("target", "sim")],
+            );
+            if ok == Some(1.0) {
+                break metrics;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no successful bedrock probe within 15 s:\n{metrics}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        outputs.push(("/metrics", metrics));
+        outputs.push(("landing page", get("/")));
+        outputs.push(("target page", get("/targets/sim")));
+        outputs.push(("/api/v1/probes", get("/api/v1/probes")));
+        common::interrupt(&child.0);
+        child.0.wait().unwrap();
+        outputs.push(("daemon stderr at trace", err.finish()));
+        outputs
+    })
+    .await
+    .unwrap();
+    for (channel, text) in &checks {
+        assert_no_aws_secret(channel, text);
+    }
+    // Not vacuous: the incomplete credentials were reported (naming the variable), the
+    // exception and the HTTP error were reached, and every request to the healthy simulator was
+    // signed with the access key and carried the session token.
+    let text = |name: &str| &checks.iter().find(|(c, _)| *c == name).unwrap().1;
+    assert!(text("check-config, secret missing").contains("AWS_SECRET_ACCESS_KEY"));
+    assert!(text("probe-once, secret missing").contains("AWS_SECRET_ACCESS_KEY"));
+    assert!(text("probe-once throttled").contains("throttlingException"));
+    assert!(text("probe-once HTTP 500").contains("http_status"));
+    let sent = ok.received();
+    assert!(sent.len() >= 3, "{}", sent.len());
+    for r in &sent {
+        let header = |n: &str| {
+            r.headers
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.as_str())
+        };
+        assert!(
+            header("authorization").is_some_and(|a| a.contains(&format!("Credential={AWS_ID}/")))
+        );
+        assert_eq!(header("x-amz-security-token"), Some(AWS_TOKEN));
+    }
+}

@@ -104,13 +104,16 @@ async fn probe_at(protocol: Protocol, url_root: &str, timeout: &str) -> ProbeOut
         Protocol::AzureOpenAi => (url_root.to_string(), "    deployment: dep-1\n"),
         Protocol::Gemini => (url_root.to_string(), ""),
         Protocol::VertexGemini => (format!("{url_root}/v1/projects/p/locations/l"), ""),
+        Protocol::Bedrock => (url_root.to_string(), "    aws_region: us-east-1\n"),
         _ => (format!("{url_root}/v1"), ""),
     };
     let yaml = format!(
         "defaults:\n  interval: 10s\n  timeout: {timeout}\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 16\ntargets:\n  - name: t\n    protocol: {}\n    base_url: {base}\n    model: m\n{extra}",
         protocol.as_str()
     );
-    let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
+    // AWS credentials for bedrock (no other protocol reads them).
+    let env = |v: &str| v.starts_with("AWS_").then(|| "AKIDTEST".to_string());
+    let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
     let t = cfg.targets[0].clone();
     let limits = Limits {
         drain_after_end: Duration::from_millis(20),
@@ -153,6 +156,9 @@ fn completion(p: Protocol) -> &'static [u8] {
         Protocol::LlamaCpp => br#"{"content":"Hi","stop":true,"tokens_predicted":1}"#,
         Protocol::Gemini | Protocol::VertexGemini => {
             br#"{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1},"modelVersion":"m"}"#
+        }
+        Protocol::Bedrock => {
+            br#"{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":1,"totalTokens":4}}"#
         }
     }
 }
@@ -212,12 +218,14 @@ async fn a_2xx_body_that_is_no_event_stream_says_what_came_back_in_every_protoco
         // chunk and a whole completion look alike, so that one is a stream of one token (so
         // does a Gemini chunk: a short answer may come in one).
         let mut cases = cases;
+        // (Bedrock's binary framing has no text events to wrap an answer in.)
         let one_chunk_is_a_stream = matches!(
             p,
             Protocol::OpenAiCompletions
                 | Protocol::Ollama
                 | Protocol::Gemini
                 | Protocol::VertexGemini
+                | Protocol::Bedrock
         );
         if !one_chunk_is_a_stream {
             let wrapped = [b"data: ", completion(p), b"\n\ndata: [DONE]\n\n"].concat();

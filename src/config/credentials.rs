@@ -1,5 +1,6 @@
 //! A target's credentials that live outside the probes file: the API key (`api_key_env`,
-//! `api_key_file`) and the TLS PEM files (`tls.ca_file`, `tls.cert_file`, `tls.key_file`).
+//! `api_key_file`), the TLS PEM files (`tls.ca_file`, `tls.cert_file`, `tls.key_file`) and a
+//! `bedrock` target's AWS shared credentials file ([`super::aws`]).
 //!
 //! Loading a config reads them once ([`super::load`]); a running prober re-reads the files when
 //! they change ([`stamps`], [`reread`]), so a rotated Kubernetes Secret (rewritten in place, or
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use reqwest::header::HeaderValue;
 
+use super::aws::{AwsAuth, AwsSource};
 use super::files::{self, ReadError};
 use super::{Secret, Target, Tls};
 
@@ -138,7 +140,8 @@ pub fn read_identity(cert: &Path, key: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// The files a target's credentials are read from, in a fixed order: `api_key_file`,
-/// `tls.ca_file`, `tls.cert_file`, `tls.key_file` (those configured).
+/// `tls.ca_file`, the AWS shared credentials file (a `bedrock` target signing with a profile),
+/// `tls.cert_file`, `tls.key_file` (those configured).
 pub fn files(target: &Target) -> Vec<&Path> {
     let mut v: Vec<&Path> = target
         .api_key_file
@@ -146,6 +149,11 @@ pub fn files(target: &Target) -> Vec<&Path> {
         .map(|f| f.path.as_path())
         .collect();
     v.extend(target.tls.ca_file.as_deref());
+    if let Some(super::aws::AwsSource::Profile { file, .. }) =
+        target.aws.as_ref().map(|a| &a.source)
+    {
+        v.push(file.as_path());
+    }
     if let Some((c, k)) = &target.tls.client_files {
         v.extend([c.as_path(), k.as_path()]);
     }
@@ -191,11 +199,15 @@ pub fn stamps(paths: &[&Path]) -> Vec<Option<FileStamp>> {
         .collect()
 }
 
-/// The target's API key and TLS material read again from their files (an `api_key_env` key is
-/// kept as loaded: a process's environment does not change). Blocking: call off the runtime.
+/// What [`reread`] read: the API key, the TLS material and a `bedrock` target's AWS signing.
+pub type Reread = (Option<Secret>, Tls, Option<AwsAuth>);
+
+/// The target's API key, TLS material and AWS profile credentials read again from their files
+/// (an `api_key_env` key and AWS credentials from the environment are kept as loaded: a
+/// process's environment does not change). Blocking: call off the runtime.
 ///
 /// Errors: a sentence per credential that cannot be read or checked, naming the file.
-pub fn reread(target: &Target) -> Result<(Option<Secret>, Tls), String> {
+pub fn reread(target: &Target) -> Result<Reread, String> {
     let mut problems = Vec::new();
     let key = match &target.api_key_file {
         Some(f) => key_from_file(&f.path, f.bare)
@@ -221,8 +233,16 @@ pub fn reread(target: &Target) -> Result<(Option<Secret>, Tls), String> {
     if let Some((cert, key)) = &tls.client_files {
         tls.client_identity_pem = read_identity(cert, key).map_err(|e| problems.push(e)).ok();
     }
+    let mut aws = target.aws.clone();
+    if let Some(a) = aws.as_mut() {
+        if let AwsSource::Profile { name, file } = &a.source {
+            a.credentials = super::aws::read_profile(file, name)
+                .map_err(|e| problems.push(e))
+                .ok();
+        }
+    }
     if problems.is_empty() {
-        Ok((key, tls))
+        Ok((key, tls, aws))
     } else {
         Err(problems.join(" "))
     }

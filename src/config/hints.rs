@@ -104,6 +104,7 @@ fn endpoint_path(protocol: Protocol) -> &'static str {
         Protocol::LlamaCpp => "/completion",
         Protocol::Gemini => "/v1beta/models/{model}:streamGenerateContent",
         Protocol::VertexGemini => "/publishers/google/models/{model}:streamGenerateContent",
+        Protocol::Bedrock => "/model/{model}/converse-stream",
     }
 }
 

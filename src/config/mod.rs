@@ -12,6 +12,7 @@
 //! scenarios, a `target "NAME": ` / `scenario "NAME": ` prefix. YAML syntax errors and
 //! type errors detected by serde stop at the first one.
 
+pub mod aws;
 pub mod cost;
 pub mod credentials;
 pub mod durations;
@@ -152,6 +153,11 @@ pub enum Protocol {
     /// `base_url` = `https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/{location}`
     /// and an OAuth access token as `Authorization: Bearer`. YAML: `vertex-gemini`.
     VertexGemini,
+    /// Amazon Bedrock ConverseStream,
+    /// `POST {base_url}/model/{model}/converse-stream` (AWS's binary event stream, SigV4-signed
+    /// with the target's AWS credentials, or a Bedrock API key as a bearer token).
+    /// YAML: `bedrock`.
+    Bedrock,
 }
 
 impl Protocol {
@@ -167,6 +173,7 @@ impl Protocol {
         Protocol::LlamaCpp,
         Protocol::Gemini,
         Protocol::VertexGemini,
+        Protocol::Bedrock,
     ];
 
     /// The YAML spelling, e.g. `"openai-chat"`.
@@ -182,6 +189,7 @@ impl Protocol {
             Protocol::LlamaCpp => "llama-cpp",
             Protocol::Gemini => "gemini",
             Protocol::VertexGemini => "vertex-gemini",
+            Protocol::Bedrock => "bedrock",
         }
     }
 
@@ -278,6 +286,9 @@ pub struct Target {
     /// Prices and monthly budget (`cost:`), when the endpoint is metered: the money probes
     /// spend is counted, and a budget stretches the interval ([`cost`]).
     pub cost: Option<cost::Cost>,
+    /// AWS signing (region and credentials) of a `bedrock` target that has no API key (`Some`
+    /// exactly then); see [`aws`].
+    pub aws: Option<aws::AwsAuth>,
 }
 
 impl Target {
@@ -311,6 +322,7 @@ impl Target {
             // Exported, not probed with: the daemon re-exports the baselines on every reload.
             baselines: _,
             cost,
+            aws,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -334,6 +346,7 @@ impl Target {
             && *connect_timeout == other.connect_timeout
             && *connection == other.connection
             && *cost == other.cost
+            && *aws == other.aws
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
@@ -354,10 +367,20 @@ impl Target {
             humantime::format_duration(self.timeout),
             scenarios.join(", "),
             self.api_key_source.as_deref().unwrap_or("none"),
-        ) + &self.transport_summary()
+        ) + &self.aws_summary()
+            + &self.transport_summary()
             + &self.baseline_summary();
         // File paths may hold any character: printed escaped.
         crate::sanitize::terminal_safe(&line).into_owned()
+    }
+
+    /// A `bedrock` target's signing for [`Target::summary`]: ` aws=env AWS_ACCESS_KEY_ID
+    /// region=us-east-1` (or `aws=profile NAME in FILE`), nothing for other targets.
+    fn aws_summary(&self) -> String {
+        match &self.aws {
+            Some(a) => format!(" aws={} region={}", a.source.describe(), a.region),
+            None => String::new(),
+        }
     }
 
     /// The interval its scenarios are probed at: `interval`, or longer when a monthly budget
@@ -471,6 +494,7 @@ impl fmt::Debug for Target {
             .field("connect_timeout", &self.connect_timeout)
             .field("connection", &self.connection)
             .field("cost", &self.cost)
+            .field("aws", &self.aws)
             .field(
                 "baselines",
                 &self

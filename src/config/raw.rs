@@ -79,6 +79,8 @@ pub(crate) struct RawTarget {
     pub connection: Option<String>,
     pub baseline_file: Option<Value>,
     pub cost: Option<RawCost>,
+    pub aws_region: Option<String>,
+    pub aws_profile: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -13,11 +13,13 @@
 //!
 //! [`sse::SseDecoder`] implements the WHATWG "event stream" rules (`PROTOCOLS.md` §2) for OpenAI,
 //! Anthropic, Responses and TGI streams; [`ndjson::NdjsonDecoder`] splits Ollama's native
-//! one-JSON-document-per-line streams. Interpreting the payloads (JSON, `[DONE]`, keep-alives
+//! one-JSON-document-per-line streams; [`eventstream::EventStreamDecoder`] splits the binary
+//! event stream of Amazon Bedrock `converse-stream` into messages. Interpreting the payloads (JSON, `[DONE]`, keep-alives
 //! rewrapped as data) is the caller's job. Before them, [`content::ContentDecoder`] undoes a
 //! content coding (gzip, deflate, br, zstd) a server applied although the probe asked for none.
 
 pub mod content;
+pub mod eventstream;
 pub mod ndjson;
 pub mod sse;
 
@@ -43,16 +45,25 @@ pub enum DecodeError {
         /// The decompressor's message (at most 120 characters).
         detail: String,
     },
+    /// A binary event-stream message ([`eventstream`], Amazon Bedrock) is malformed: a CRC
+    /// does not match, its lengths do not fit, a header is malformed, or the stream ended inside
+    /// a message.
+    #[error("the event stream is malformed: {detail}")]
+    BadFrame {
+        /// What is wrong, without any of the message's bytes.
+        detail: String,
+    },
 }
 
 impl DecodeError {
     /// A short, stable label for metrics and logs: `"too_large"`, `"invalid_utf8"` or
-    /// `"corrupt_coding"`.
+    /// `"corrupt_coding"` or `"bad_frame"`.
     pub fn label(&self) -> &'static str {
         match self {
             DecodeError::TooLarge { .. } => "too_large",
             DecodeError::InvalidUtf8 => "invalid_utf8",
             DecodeError::CorruptCoding { .. } => "corrupt_coding",
+            DecodeError::BadFrame { .. } => "bad_frame",
         }
     }
 }

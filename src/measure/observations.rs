@@ -34,6 +34,9 @@ pub struct ServerTimings {
     pub predicted_tokens: Option<u64>,
     /// Generation (decode) time, seconds (llama.cpp `timings.predicted_ms / 1000`).
     pub predicted_seconds: Option<f64>,
+    /// The server's own latency of the whole call, seconds (Amazon Bedrock
+    /// `metadata.metrics.latencyMs / 1000`).
+    pub latency_seconds: Option<f64>,
 }
 
 /// What the backend revealed about itself; the labels of `llm_probe_endpoint_info`.

@@ -72,7 +72,7 @@ fn looks_like_a_stream(text: &str) -> bool {
 
 /// Whether a JSON body is a whole completion of one of the protocols: OpenAI chat, completions
 /// and Responses, Anthropic, Ollama, TGI, llama.cpp native, Gemini (`candidates`, alone or as
-/// the JSON array `streamGenerateContent` sends without `alt=sse`).
+/// the JSON array `streamGenerateContent` sends without `alt=sse`), Bedrock Converse.
 fn is_completion(v: &serde_json::Value) -> bool {
     let s = |k| v.get(k).and_then(serde_json::Value::as_str);
     let has = |k| v.get(k).is_some();
@@ -85,6 +85,7 @@ fn is_completion(v: &serde_json::Value) -> bool {
         || has("generated_text")
         || (has("content") && has("stop"))
         || has("candidates")
+        || (has("output") && has("stopReason"))
         || v.as_array().and_then(|a| a.first()).is_some_and(|first| {
             first.get("generated_text").is_some() || first.get("candidates").is_some()
         })

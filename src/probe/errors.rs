@@ -226,7 +226,9 @@ pub(super) fn classify_body(e: &super::transport::BodyError, obs: &Observations)
 pub(super) fn decode(e: DecodeError) -> Failure {
     let reason = match e {
         DecodeError::TooLarge { .. } => FailureReason::TooLarge,
-        DecodeError::InvalidUtf8 | DecodeError::CorruptCoding { .. } => FailureReason::Decode,
+        DecodeError::InvalidUtf8
+        | DecodeError::CorruptCoding { .. }
+        | DecodeError::BadFrame { .. } => FailureReason::Decode,
     };
     Failure::new(reason, e.to_string())
 }

@@ -106,8 +106,9 @@ struct Armed {
     /// ([`transport`]); `None`: the streaming request goes over `client` too.
     stamped: Option<transport::StampedClient>,
     target: Arc<Target>,
-    /// The target's API key, secret header values and its proxy's credentials from the
-    /// environment ([`route::proxy_secrets`]), in every form they may be echoed: built once.
+    /// The target's API key, secret header values, AWS credentials and its proxy's credentials
+    /// from the environment ([`route::proxy_secrets`]), in every form they may be echoed: built
+    /// once.
     redactor: crate::sanitize::Redactor,
     /// Why the credentials cannot be read (names the variable or file, never a value).
     error: Option<String>,
@@ -119,10 +120,15 @@ impl Armed {
         let key = target.api_key.as_ref().map(|k| k.expose());
         let headers = (target.headers.iter())
             .filter_map(|(k, v)| target.is_secret_header(k).then_some(v.as_str()));
+        // A bedrock target's AWS access key id, secret and session token.
+        let aws = (target.aws.iter())
+            .filter_map(|a| a.credentials.as_ref())
+            .flat_map(|c| c.secrets());
         let redactor = crate::sanitize::Redactor::new(
             key.into_iter()
                 .chain(headers)
-                .chain(proxy.iter().map(String::as_str)),
+                .chain(proxy.iter().map(String::as_str))
+                .chain(aws),
         );
         Armed {
             client,
@@ -221,15 +227,16 @@ impl Prober {
                 tracing::warn!(target = %self.target.name, error = %e, "credentials cannot be read; probes of this target fail with reason credentials until they can");
                 Armed::new(current.target.clone(), current.client.clone(), Some(e))
             }
-            Some(Ok((key, tls))) => {
+            Some(Ok((key, tls, aws))) => {
                 let t = &current.target;
-                if current.error.is_none() && t.api_key == key && t.tls == tls {
+                if current.error.is_none() && t.api_key == key && t.tls == tls && t.aws == aws {
                     return (current, false);
                 }
                 let tls_changed = t.tls != tls;
                 let target = Arc::new(Target {
                     api_key: key,
                     tls,
+                    aws,
                     credentials_error: None,
                     ..Target::clone(&self.target)
                 });

@@ -1,12 +1,13 @@
 //! The sans-IO half of a probe: the bytes of each network read, stamped with the instant the read
-//! returned, go through the protocol's decoder (SSE or NDJSON) to its adapter, which writes the
-//! [`Observations`]. No clock is read and no IO is done here, so the whole path from bytes to
+//! returned, go through the protocol's decoder (SSE, NDJSON or AWS's binary event stream) to its
+//! adapter, which writes the [`Observations`]. No clock is read and no IO is done here, so the whole path from bytes to
 //! observations is tested on byte strings (`tests/protocols.rs`), split any way.
 
 use std::time::Instant;
 
 use crate::config::Protocol;
 use crate::decode::content::{Coding, ContentDecoder};
+use crate::decode::eventstream::{EventStreamDecoder, Message};
 use crate::decode::ndjson::NdjsonDecoder;
 use crate::decode::sse::{SseDecoder, SseEvent};
 use crate::measure::{Anomaly, Failure, FailureReason, Observations};
@@ -17,6 +18,7 @@ use super::{body, errors, Limits};
 enum Decoder {
     Sse(SseDecoder),
     Ndjson(NdjsonDecoder, Vec<String>),
+    EventStream(EventStreamDecoder, Vec<Message>),
 }
 
 /// Leading body bytes kept for the detail of a "not an event stream" failure.
@@ -35,9 +37,12 @@ pub struct StreamReader {
     /// The protocol's terminal event (or an error event) was seen: later events are only
     /// checked for leftovers.
     ended: bool,
-    /// Something of the protocol's framing arrived: an SSE event or comment, or an NDJSON line
-    /// that looks like JSON.
+    /// Something of the protocol's framing arrived: an SSE event or comment, an NDJSON line
+    /// that looks like JSON, or an event-stream message.
     framed: bool,
+    /// The binary event stream's first message did not decode and nothing of the framing came
+    /// before it: the body is something else, whose head is being collected for the detail.
+    unframed: bool,
     /// The first [`HEAD_BYTES`] of the (decoded) body.
     head: Vec<u8>,
     /// Bytes the content decoder produced so far, and their cap (the per-probe byte cap).
@@ -59,6 +64,10 @@ impl StreamReader {
                 NdjsonDecoder::with_max_line_bytes(limits.max_event_bytes),
                 Vec::new(),
             ),
+            Framing::EventStream => Decoder::EventStream(
+                EventStreamDecoder::with_max_message_bytes(limits.max_event_bytes),
+                Vec::new(),
+            ),
         };
         StreamReader {
             decoder,
@@ -69,6 +78,7 @@ impl StreamReader {
             plain: Vec::new(),
             ended: false,
             framed: false,
+            unframed: false,
             head: Vec::new(),
             decoded: 0,
             max_decoded: limits.max_stream_bytes,
@@ -161,12 +171,30 @@ impl StreamReader {
         };
         let room = HEAD_BYTES.saturating_sub(self.head.len()).min(bytes.len());
         self.head.extend_from_slice(&bytes[..room]);
+        if self.unframed {
+            self.plain = plain;
+            return self.unframed_head(obs);
+        }
         let decoded = match &mut self.decoder {
             Decoder::Sse(d) => d.feed(bytes, &mut self.events),
             Decoder::Ndjson(d, lines) => {
                 let r = d.feed(bytes, lines);
                 self.events.extend(lines.drain(..).map(ndjson_event));
                 r
+            }
+            Decoder::EventStream(d, messages) => {
+                let fed = d.feed(bytes, messages);
+                // Messages before one whose payload is not UTF-8 are interpreted; that one
+                // fails the stream like a bad frame at the same place would.
+                let mut converted = Ok(());
+                for msg in messages.drain(..) {
+                    match protocol::eventstream_event(msg) {
+                        Ok(e) if converted.is_ok() => self.events.push(e),
+                        Ok(_) => {}
+                        Err(e) => converted = converted.and(Err(e)),
+                    }
+                }
+                converted.and(fed)
             }
         };
         self.plain = plain;
@@ -180,9 +208,31 @@ impl StreamReader {
         match decoded {
             Ok(()) => {}
             Err(_) if self.ended => obs.anomaly(Anomaly::TrailingBytes),
+            // Not a single event-stream message: the server answered with something else (an
+            // HTML page, a JSON error), named as such rather than as a bad frame.
+            Err(crate::decode::DecodeError::BadFrame { .. })
+                if !self.framed && matches!(self.decoder, Decoder::EventStream(..)) =>
+            {
+                self.unframed = true;
+                return self.unframed_head(obs);
+            }
             Err(e) => return Err(errors::decode(e)),
         }
         Ok(self.ended)
+    }
+
+    /// A body that is no binary event stream: read on until [`HEAD_BYTES`] of it are kept (or
+    /// the body ends, [`StreamReader::finish`]), then fail as not an event stream with that head.
+    fn unframed_head(&mut self, obs: &mut Observations) -> Result<bool, Failure> {
+        if self.head.len() < HEAD_BYTES {
+            return Ok(false);
+        }
+        Err(body::not_a_stream(
+            self.status,
+            &self.content_type,
+            &self.head,
+            obs,
+        ))
     }
 
     /// Hands `events` to the adapter until the end; checks the ones after it.
@@ -233,7 +283,7 @@ impl StreamReader {
                 ));
             }
         }
-        self.framed |= json || matches!(self.decoder, Decoder::Sse(_));
+        self.framed |= json || matches!(self.decoder, Decoder::Sse(_) | Decoder::EventStream(..));
         Ok(())
     }
 
@@ -251,6 +301,14 @@ impl StreamReader {
     /// (anomaly `missing_terminator`, unless the protocol ends on close,
     /// [`StreamProtocol::ends_on_close`]); with neither, the stream was cut short (`truncated`).
     pub fn finish(mut self, at: Instant, obs: &mut Observations) -> Result<(), Failure> {
+        if self.unframed {
+            return Err(body::not_a_stream(
+                self.status,
+                &self.content_type,
+                &self.head,
+                obs,
+            ));
+        }
         let ended = self.ended;
         match &mut self.decoder {
             Decoder::Sse(d) => {
@@ -264,6 +322,13 @@ impl StreamReader {
                     }
                     _ if trailing.bytes > 0 => obs.anomaly(Anomaly::TrailingBytes),
                     _ => {}
+                }
+            }
+            Decoder::EventStream(d, _) => {
+                // Bytes of an incomplete message: after the end they are trailing bytes; before
+                // it, the stream was cut inside a frame (checked below like any cut).
+                if d.finish().is_err() {
+                    obs.anomaly(Anomaly::TrailingBytes);
                 }
             }
             Decoder::Ndjson(d, _) => {

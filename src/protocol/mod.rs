@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod azure_openai;
+mod bedrock;
 mod gemini;
 mod json;
 mod llama_cpp;
@@ -22,6 +23,7 @@ use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Failure, Observations};
 
+pub use bedrock::CONTENT_TYPE as BEDROCK_CONTENT_TYPE;
 pub(crate) use json::{error_message, has_text};
 pub use prompt::{new_nonce, render_messages, render_prompt};
 
@@ -70,6 +72,10 @@ pub enum Framing {
     /// One JSON document per line ([`crate::decode::ndjson::NdjsonDecoder`]); each line reaches
     /// [`StreamProtocol::on_event`] as an [`SseEvent`] with `event: None`, `data` = the line.
     Ndjson,
+    /// AWS's binary event stream ([`crate::decode::eventstream::EventStreamDecoder`], Amazon
+    /// Bedrock); each message reaches [`StreamProtocol::on_event`] as the [`SseEvent`] that
+    /// [`eventstream_event`] makes of it.
+    EventStream,
 }
 
 /// The stream side of a protocol: a fresh value per probe, fed every decoded SSE event (or
@@ -122,6 +128,7 @@ pub fn build_request(target: &Target, scenario: &Scenario, nonce: Option<&str>) 
         Protocol::AzureOpenAi => azure_openai::build_request(target, scenario, nonce),
         Protocol::LlamaCpp => llama_cpp::build_request(target, scenario, nonce),
         Protocol::Gemini | Protocol::VertexGemini => gemini::build_request(target, scenario, nonce),
+        Protocol::Bedrock => bedrock::build_request(target, scenario, nonce),
     }
 }
 
@@ -136,7 +143,17 @@ pub fn stream_for(protocol: Protocol) -> Box<dyn StreamProtocol> {
         Protocol::Tgi => Box::new(tgi::TgiStream),
         Protocol::LlamaCpp => Box::new(llama_cpp::LlamaCppStream),
         Protocol::Gemini | Protocol::VertexGemini => Box::<gemini::GeminiStream>::default(),
+        Protocol::Bedrock => Box::new(bedrock::BedrockStream),
     }
+}
+
+/// The event an adapter sees for one binary event-stream message (Bedrock): `event` = the
+/// `:event-type` header (`exception:{type}`, `error:{code}` for exceptions and errors), `data` =
+/// the payload. Errors: the payload is not UTF-8.
+pub fn eventstream_event(
+    msg: crate::decode::eventstream::Message,
+) -> Result<SseEvent, crate::decode::DecodeError> {
+    bedrock::as_event(msg)
 }
 
 /// Joins `base` (e.g. `http://host:8000/v1`) and `path` (e.g. `chat/completions`), keeping any

@@ -1,8 +1,10 @@
 //! A built-in streaming LLM endpoint whose timing is scripted, so tests and benchmarks know the
 //! ground truth. It speaks every protocol of PROTOCOLS.md §1, routed by path as real servers do
 //! (see [`Wire::for_path`]): OpenAI chat (also Azure's deployment path), completions and
-//! Responses, Anthropic Messages, Ollama `/api/chat`, TGI `/generate_stream` and llama.cpp
-//! `/completion`, and Gemini `…:streamGenerateContent` (AI Studio and Vertex AI paths). Every protocol follows the same [`Script`]: headers and the protocol's preamble
+//! Responses, Anthropic Messages, Ollama `/api/chat`, TGI `/generate_stream`, llama.cpp
+//! `/completion`, Gemini `…:streamGenerateContent` (AI Studio and Vertex AI paths) and Amazon
+//! Bedrock `/model/{id}/converse-stream` (binary event stream). Every protocol follows the same
+//! [`Script`]: headers and the protocol's preamble
 //! (role chunk, `message_start`, `response.created`, …) at once, the first token `ttft` after the
 //! request arrived, then one event every `itl`, then the protocol's finish, count and terminator.
 //! Event `k` is sent at `arrival + ttft + k·itl` on an absolute schedule (no drift); a [`Load`]
@@ -11,6 +13,7 @@
 //! reproduce the classes of PROTOCOLS.md §3, each in the protocol's own shapes
 //! (`wire`).
 
+mod bedrock;
 mod load;
 mod wire;
 
@@ -316,7 +319,7 @@ async fn handle(
     }
     let Some(wire) = Wire::for_path(&path) else {
         let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
-        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent and /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent)", crate::sanitize::terminal_safe(&path));
+        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent and /model/{{id}}/converse-stream)", crate::sanitize::terminal_safe(&path));
         let body = json!({"error": {"message": message}});
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;

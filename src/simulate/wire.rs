@@ -30,6 +30,9 @@ pub enum Wire {
     /// `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}`; CRLF line ends, no
     /// terminator (the last chunk carries `finishReason`, then the server closes).
     Gemini,
+    /// Amazon Bedrock `/model/{modelId}/converse-stream`, AWS's binary event stream
+    /// (`src/simulate/bedrock.rs`).
+    Bedrock,
 }
 
 /// What every part of one scripted stream needs to know.
@@ -76,6 +79,7 @@ impl Wire {
             "/generate_stream" => Wire::Tgi,
             "/completion" => Wire::LlamaCpp,
             _ if is_gemini_path(p) => Wire::Gemini,
+            _ if super::bedrock::is_path(p) => Wire::Bedrock,
             _ => match p
                 .strip_prefix("/openai/deployments/")
                 .and_then(|rest| rest.strip_suffix("/chat/completions"))
@@ -95,6 +99,7 @@ impl Wire {
             Wire::Tgi => &body["parameters"]["max_new_tokens"],
             Wire::LlamaCpp => &body["n_predict"],
             Wire::Gemini => &body["generationConfig"]["maxOutputTokens"],
+            Wire::Bedrock => &body["inferenceConfig"]["maxTokens"],
         };
         v.as_u64()
     }
@@ -103,6 +108,7 @@ impl Wire {
     pub(super) fn content_type(self) -> &'static str {
         match self {
             Wire::Ollama => "application/x-ndjson",
+            Wire::Bedrock => crate::protocol::BEDROCK_CONTENT_TYPE,
             _ => "text/event-stream",
         }
     }
@@ -124,6 +130,7 @@ impl Wire {
                 out.extend_from_slice(b"data: ");
             }
             Wire::Tgi => out.extend_from_slice(b"data:"),
+            Wire::Bedrock => unreachable!("Bedrock messages are framed in simulate::bedrock"),
             Wire::OpenAiChat | Wire::OpenAiCompletions | Wire::LlamaCpp | Wire::Gemini => {
                 out.extend_from_slice(b"data: ")
             }
@@ -211,6 +218,7 @@ impl Wire {
             Wire::OpenAiCompletions | Wire::Ollama | Wire::Tgi | Wire::LlamaCpp | Wire::Gemini => {
                 Bytes::new()
             }
+            Wire::Bedrock => super::bedrock::preamble(),
         }
     }
 
@@ -272,6 +280,7 @@ impl Wire {
                 "token": {"id": 1000 + index, "text": text, "logprob": -0.5, "special": false},
                 "generated_text": null, "details": null,
             }),
+            Wire::Bedrock => unreachable!("Bedrock tokens are built in simulate::bedrock"),
             Wire::LlamaCpp => json!({
                 "index": 0, "content": text, "tokens": [], "stop": false, "id_slot": 0,
                 "tokens_predicted": index + 1, "tokens_evaluated": PROMPT_TOKENS,
@@ -302,6 +311,9 @@ impl Wire {
         first_output_after_reasoning: bool,
         index: u32,
     ) -> Bytes {
+        if self == Wire::Bedrock {
+            return super::bedrock::token(ctx, text, reasoning, first_output_after_reasoning);
+        }
         let mut msgs = Vec::new();
         if first_output_after_reasoning {
             match self {
@@ -325,6 +337,9 @@ impl Wire {
     /// A token event whose JSON breaks off (it starts as JSON: a `decode` failure, not an
     /// anomaly).
     pub(super) fn broken_json(self, ctx: &Ctx) -> Bytes {
+        if self == Wire::Bedrock {
+            return super::bedrock::broken_json(ctx);
+        }
         let msg = self.token_msg(ctx, "x", false, 0);
         let s = msg.to_string();
         let cut = &s.as_bytes()[..s.len() - 2];
@@ -333,6 +348,9 @@ impl Wire {
 
     /// A token event whose text is not UTF-8.
     pub(super) fn invalid_utf8(self, ctx: &Ctx) -> Bytes {
+        if self == Wire::Bedrock {
+            return super::bedrock::invalid_utf8(ctx);
+        }
         let msg = self.token_msg(ctx, "@@BAD@@", false, 0);
         let s = msg.to_string();
         let (a, b) = s.split_once("@@BAD@@").expect("the marker is in the JSON");
@@ -347,6 +365,7 @@ impl Wire {
         match self {
             Wire::Ollama => br#"{"message":{"content":""#,
             Wire::Tgi => b"data:",
+            Wire::Bedrock => super::bedrock::HUGE_PRELUDE,
             _ => b"data: ",
         }
     }
@@ -354,7 +373,7 @@ impl Wire {
     /// A comment keep-alive where the framing has comments (SSE); NDJSON has none.
     pub(super) fn keepalive(self) -> Option<Bytes> {
         match self {
-            Wire::Ollama => None,
+            Wire::Ollama | Wire::Bedrock => None,
             _ => Some(Bytes::from_static(b": keep-alive\n\n")),
         }
     }
@@ -367,6 +386,9 @@ impl Wire {
         } else {
             "simulated error inside a 200 stream"
         };
+        if self == Wire::Bedrock {
+            return super::bedrock::error(after_tokens);
+        }
         let msg = match self {
             Wire::OpenAiChat | Wire::OpenAiCompletions => {
                 json!({"error": {"message": message, "type": "server_error"}})
@@ -390,6 +412,7 @@ impl Wire {
             Wire::Gemini => {
                 json!({"error": {"code": 500, "message": message, "status": "INTERNAL"}})
             }
+            Wire::Bedrock => unreachable!("returned above"),
         };
         self.frame(&[msg])
     }
@@ -414,6 +437,7 @@ impl Wire {
         let n = ctx.tokens;
         let mut out = Vec::new();
         match self {
+            Wire::Bedrock => return super::bedrock::end(ctx, end),
             Wire::OpenAiChat | Wire::OpenAiCompletions => {
                 let (object, finish) = if self == Wire::OpenAiChat {
                     (
@@ -559,6 +583,7 @@ impl Wire {
                     "details": {"finish_reason": "eos_token", "generated_tokens": 1, "seed": null},
                 })])
             }
+            Wire::Bedrock => super::bedrock::terminator_only(ctx),
             Wire::Ollama | Wire::LlamaCpp | Wire::Gemini => {
                 let all = End {
                     count: true,

@@ -1,6 +1,7 @@
 //! Raw file → validated [`Config`]: defaults applied, references resolved, every
 //! semantic problem collected as a full sentence.
 
+mod aws;
 mod baseline;
 mod defaults;
 mod fields;

@@ -38,6 +38,7 @@ impl Validator<'_> {
         let (headers, secret_headers) = self.target_headers(path, &pre, &raw, d, protocol);
 
         let (deployment, api_version) = self.azure_fields(path, &pre, protocol, &raw);
+        let aws = self.aws(path, &pre, protocol, &raw, api_key_source.is_some());
         let version_path = self.version_path(path, &pre, raw.version_path.as_deref());
         let tls = self.tls(path, &pre, raw.tls.as_ref(), base_url.as_ref());
         let connect_timeout = raw
@@ -110,6 +111,7 @@ impl Validator<'_> {
             connection,
             baselines,
             cost,
+            aws,
         })
     }
 
