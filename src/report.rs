@@ -15,6 +15,9 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// `response_model`, `system_fingerprint`, `server_header`, `server_version`,
 /// `server_prompt_seconds`, `server_predicted_tokens`, `server_prefill_seconds` and
 /// `ttft_overhead_seconds` (successful probes whose server reports its prefill time),
+/// `server_queue_seconds` (vLLM per-request metrics, TGI `x-queue-time`), `ttft_split` (a
+/// successful probe's TTFT split, [`crate::measure::TtftSplit::to_json`]: `source` and seconds
+/// per component, or `source: null` and a `note` when the server reported nothing),
 /// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
 /// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
 /// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
@@ -51,11 +54,32 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "server_predicted_tokens": obs.server_timings.predicted_tokens,
         "server_prefill_seconds": m.and_then(|m| m.server_prefill).map(secs),
         "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
+        "server_queue_seconds": obs.server_timings.queue_seconds,
+        "ttft_split": m.map(|m| m.ttft_split.to_json()),
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
         "timestamp_source": obs.timeline.timestamp_source.as_str(),
         "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
         "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
     })
+}
+
+/// The text block's line for the TTFT split: each component in milliseconds (they sum to
+/// TTFT), or what the server did not say.
+fn split_line(split: &crate::measure::TtftSplit) -> String {
+    let Some(source) = split.source.filter(|_| split.remainder.is_some()) else {
+        return "  ttft split  not split: the server reported no queue, load or prefill time\n"
+            .to_string();
+    };
+    let parts: Vec<String> = split
+        .components()
+        .iter()
+        .map(|(c, d)| format!("{} {:.1} ms", c.as_str(), d.as_secs_f64() * 1e3))
+        .collect();
+    format!(
+        "  ttft split  {} ({})\n",
+        parts.join(" + "),
+        source.as_str()
+    )
 }
 
 /// [`to_json`] as one line of [`json_text`].
@@ -178,6 +202,9 @@ pub fn to_text(o: &ProbeOutcome) -> String {
             s += &format!(", TTFT overhead {}", ms(o));
         }
         s += "\n";
+    }
+    if let Ok(m) = &o.result {
+        s += &split_line(&m.ttft_split);
     }
     let id = &obs.identity;
     if id.response_model.is_some()

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::failure::{prefix_within, Failure};
+use super::split::ServerTimingSource;
 use super::timeline::{Timeline, TokenKind};
 
 /// Token counts the server reported in the stream. `None` = the server did not say (never 0).
@@ -19,13 +20,20 @@ pub struct Usage {
 }
 
 /// The server's own timing and counts, where it reports them (llama.cpp's `timings` object on the
-/// last chunk, Ollama's final line, TGI's `details`). Units as the server sends them are
-/// converted: durations in seconds.
+/// last chunk, Ollama's final line, TGI's `details` and `x-queue-time` header, vLLM's
+/// per-request `metrics`). Units as the server sends them are converted: durations in seconds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerTimings {
     /// Prompt (prefill) processing time, seconds (llama.cpp `timings.prompt_ms / 1000`, Ollama
-    /// `prompt_eval_duration / 1e9`).
+    /// `prompt_eval_duration / 1e9`, vLLM `metrics.time_to_first_token_ms / 1000`, which vLLM
+    /// measures from the request's scheduling to its first token).
     pub prompt_seconds: Option<f64>,
+    /// Time the request waited in the engine's queue, seconds (vLLM
+    /// `metrics.queue_time_ms / 1000`: queued → scheduled in the engine core; TGI
+    /// `x-queue-time / 1000`).
+    pub queue_seconds: Option<f64>,
+    /// Who reported the queue, load or prefill time (the last source that did).
+    pub source: Option<ServerTimingSource>,
     /// Model load time before the prompt was processed, seconds (Ollama `load_duration / 1e9`).
     pub load_seconds: Option<f64>,
     /// Prompt tokens the server evaluated, excluding cached ones (llama.cpp `timings.prompt_n`).

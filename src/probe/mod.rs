@@ -479,6 +479,7 @@ impl Armed {
                 .and_then(|v: &HeaderValue| v.to_str().ok())
         };
         Observations::identity_field(&mut obs.identity.server_header, header(SERVER));
+        read_tgi_queue_time(header(HeaderName::from_static("x-queue-time")), obs);
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
         let encoding = content_encoding(response.headers());
         if status.as_u16() == 429 || status.as_u16() == 503 {
@@ -577,6 +578,22 @@ impl Armed {
         };
         let _ = tokio::time::timeout(limits.drain_after_end, rest).await;
     }
+}
+
+/// Text Generation Inference's `x-queue-time` response header (milliseconds the request waited
+/// in TGI's queue, an integer) as the server-reported queue wait of the TTFT split. TGI sends it
+/// with its timing headers on non-streaming responses; a stream that carries it is read the
+/// same way. A value that is not a non-negative number is ignored.
+fn read_tgi_queue_time(value: Option<&str>, obs: &mut Observations) {
+    let Some(ms) = value
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    else {
+        return;
+    };
+    let st = &mut obs.server_timings;
+    st.queue_seconds = Some(ms / 1000.0);
+    st.source = Some(crate::measure::ServerTimingSource::TgiHeaders);
 }
 
 /// Longest `Retry-After` honoured; a larger one is capped (a typo must not stop probing for days).
@@ -717,6 +734,24 @@ async fn read_head(response: &mut transport::Response, max: usize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tgi_queue_time_header_is_the_queue_wait_in_seconds() {
+        use crate::measure::{Observations, ServerTimingSource};
+        let mut obs = Observations::new(std::time::Instant::now());
+        super::read_tgi_queue_time(Some(" 250 "), &mut obs);
+        assert_eq!(obs.server_timings.queue_seconds, Some(0.25));
+        assert_eq!(
+            obs.server_timings.source,
+            Some(ServerTimingSource::TgiHeaders)
+        );
+        let mut obs = Observations::new(std::time::Instant::now());
+        for bad in [Some("-3"), Some("soon"), Some("NaN"), None] {
+            super::read_tgi_queue_time(bad, &mut obs);
+        }
+        assert_eq!(obs.server_timings.queue_seconds, None);
+        assert_eq!(obs.server_timings.source, None);
+    }
+
     use super::*;
 
     #[test]
