@@ -16,7 +16,8 @@
 #   scripts/real-vllm.sh status [PORT]  exit 0 if a server lists the model on PORT
 #
 # Environment: REAL_VLLM_CACHE (default ~/.cache/llm-probe-real-vllm), REAL_VLLM_PORT (default
-# 18090), REAL_VLLM_VENV (default $REAL_VLLM_CACHE/venv), REAL_VLLM_MAX_NUM_SEQS (default 4),
+# 18090), REAL_VLLM_VENV (default $REAL_VLLM_CACHE/venv), REAL_VLLM_MAX_NUM_SEQS (default 2: tests/real_vllm.rs needs
+# a queue at 8 concurrent requests),
 # REAL_VLLM_EXTRA_ARGS (more `vllm serve` flags), REAL_VLLM_START_TIMEOUT (seconds, default 900),
 # REAL_LLM_CACHE (where a GGUF fetched by scripts/real-llm.sh is reused from).
 #
@@ -231,7 +232,7 @@ start() {
       VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-nobind} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} \
       setsid "$PY" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$SERVED" \
       --host 127.0.0.1 --port "$port" --dtype bfloat16 --max-model-len 4096 \
-      --max-num-seqs "${REAL_VLLM_MAX_NUM_SEQS:-4}" --enable-per-request-metrics \
+      --max-num-seqs "${REAL_VLLM_MAX_NUM_SEQS:-2}" --enable-per-request-metrics \
       ${REAL_VLLM_EXTRA_ARGS:-} >"$log" 2>&1 </dev/null 8>&- &
     pid=$!
     echo "$pid" >"$(pidfile "$port")"
