@@ -101,11 +101,7 @@ async fn probe_once_on_three_protocols_splits_ttft_by_vllm_request_metrics() {
         }
         let split = &o["ttft_split"];
         assert_eq!(split["source"], "vllm_request_metrics", "{ctx}");
-        let part = |k: &str| {
-            split[k]
-                .as_f64()
-                .unwrap_or_else(|| panic!("{ctx}: no {k}"))
-        };
+        let part = |k: &str| split[k].as_f64().unwrap_or_else(|| panic!("{ctx}: no {k}"));
         let (outside, queue, prefill) = (
             part("outside_engine_seconds"),
             part("engine_queue_seconds"),
@@ -152,16 +148,19 @@ async fn burst(t: &Arc<Target>, streams: usize, rounds: usize) -> Vec<ProbeOutco
         let tasks: Vec<_> = (0..streams)
             .map(|_| {
                 let t = t.clone();
-                tokio::spawn(async move {
-                    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
-                })
+                tokio::spawn(
+                    async move { Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await },
+                )
             })
             .collect();
         for task in tasks {
             let o = task.await.unwrap();
             let m = o.result.as_ref().unwrap_or_else(|f| panic!("{f}"));
             assert_eq!(m.token_count_source, TokenCountSource::Usage);
-            assert_eq!(Some(m.output_tokens), o.observations.usage.completion_tokens);
+            assert_eq!(
+                Some(m.output_tokens),
+                o.observations.usage.completion_tokens
+            );
             out.push(o);
         }
     }
@@ -234,7 +233,10 @@ async fn queue_dominates_at_eight_streams_on_two_sequences() {
             delta[1].0
         );
         if streams == 1 {
-            assert!(queue < 0.05 * ttft, "alone, the queue is {queue} s of {ttft} s");
+            assert!(
+                queue < 0.05 * ttft,
+                "alone, the queue is {queue} s of {ttft} s"
+            );
         } else {
             assert!(
                 queue > outside && queue > prefill,
