@@ -18,6 +18,8 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// `server_queue_seconds` (vLLM per-request metrics, TGI `x-queue-time`), `ttft_split` (a
 /// successful probe's TTFT split, [`crate::measure::TtftSplit::to_json`]: `source` and seconds
 /// per component, or `source: null` and a `note` when the server reported nothing),
+/// `traceparent`, `trace_id` and `request_id` (the W3C trace context and `x-request-id` the
+/// request carried, `null` when none was sent),
 /// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
 /// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
 /// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
@@ -56,6 +58,9 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
         "server_queue_seconds": obs.server_timings.queue_seconds,
         "ttft_split": m.map(|m| m.ttft_split.to_json()),
+        "traceparent": obs.traceparent,
+        "trace_id": obs.traceparent.as_deref().and_then(crate::probe::trace::trace_id_of),
+        "request_id": obs.request_id,
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
         "timestamp_source": obs.timeline.timestamp_source.as_str(),
         "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
@@ -205,6 +210,13 @@ pub fn to_text(o: &ProbeOutcome) -> String {
     }
     if let Ok(m) = &o.result {
         s += &split_line(&m.ttft_split);
+    }
+    if let (Some(tp), Some(id)) = (&obs.traceparent, &obs.request_id) {
+        s += &format!(
+            "  trace       traceparent {}, x-request-id {}\n",
+            terminal_safe(tp),
+            terminal_safe(id)
+        );
     }
     let id = &obs.identity;
     if id.response_model.is_some()

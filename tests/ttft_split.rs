@@ -126,20 +126,21 @@ fn p99(mut v: Vec<f64>) -> f64 {
     v[((v.len() as f64 * 0.99).ceil() as usize).max(1) - 1]
 }
 
-/// The simulator with 4 slots, jittered TTFT and per-request metrics: at 1, 4 and 16
+/// The simulator with 2 slots, jittered TTFT and per-request metrics: at 1, 4 and 16
 /// concurrent streams the split's queue equals the load model's queue wait, its prefill the
 /// time from the slot to the first token event the simulator sent, and its outside part the
 /// request's transit plus the first token's transit measured from both ends (each within 1 ms
-/// at P99), and the parts sum to the probe's TTFT; at 16 streams on 4 slots the queue is the
-/// largest part, at 1 it is zero.
+/// at P99), and the parts sum to the probe's TTFT; at 16 streams on 2 slots the queue is the
+/// largest part (a stream holds its slot about 90 ms; the outside part is the loopback and
+/// the client, well under that even on a busy machine), at 1 it is zero.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulator_split_matches_its_ground_truth_at_1_4_and_16_streams() {
     let sim = common::simulator(Script {
-        ttft: Duration::from_millis(40),
-        itl: Duration::from_millis(4),
+        ttft: Duration::from_millis(60),
+        itl: Duration::from_millis(10),
         tokens: 4,
         load: Load {
-            slots: 4,
+            slots: 2,
             jitter: 0.2,
             seed: 3,
             per_request_metrics: true,
@@ -237,7 +238,7 @@ async fn simulator_split_matches_its_ground_truth_at_1_4_and_16_streams() {
             assert!(queue_total < Duration::from_millis(1), "{queue_total:?}");
         }
         if streams == 16 {
-            // 16 streams on 4 slots: three of every four wait at least one whole stream.
+            // 16 streams on 2 slots: 14 of every 16 wait for at least one whole stream.
             assert!(
                 queue_total > outside_total,
                 "queue {queue_total:?}, outside {outside_total:?}"

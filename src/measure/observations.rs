@@ -157,6 +157,11 @@ pub struct Observations {
     /// tokens the server reported; `None` when the target has no prices
     /// (`llm_probe_probe_cost_total`).
     pub cost: Option<f64>,
+    /// The W3C `traceparent` header this probe's request carried (`00-TRACEID-SPANID-01`), at
+    /// most 128 characters; `None` when no request was sent.
+    pub traceparent: Option<String>,
+    /// The `x-request-id` header this probe's request carried, at most 128 characters.
+    pub request_id: Option<String>,
 }
 
 impl Observations {
@@ -179,6 +184,8 @@ impl Observations {
             read_delays: Vec::new(),
             credentials_reloaded: false,
             cost: None,
+            traceparent: None,
+            request_id: None,
         }
     }
 

@@ -13,6 +13,7 @@ mod route;
 pub(crate) use route::proxy_secrets;
 mod stream;
 mod tls;
+pub mod trace;
 mod transport;
 
 use std::sync::Arc;
@@ -272,7 +273,7 @@ impl Armed {
         let spec = protocol::build_request(&self.target, scenario, nonce.as_deref());
         let reader = StreamReader::new(self.target.protocol, limits);
 
-        let request = match self.request(spec) {
+        let request = match self.request(spec, &trace::TraceContext::new()) {
             Ok(r) => r,
             Err(f) => {
                 return self.conclude(
@@ -285,6 +286,12 @@ impl Armed {
         };
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
+        let sent_header = |name: &str| {
+            let value = request.headers().get(name)?.to_str().ok()?;
+            Some(value.chars().take(128).collect::<String>())
+        };
+        obs.traceparent = sent_header("traceparent");
+        obs.request_id = sent_header("x-request-id");
         let deadline = crate::clock::instant_after(sent, self.target.timeout);
         let exchange =
             tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs, limits));
@@ -411,7 +418,13 @@ impl Armed {
         )
     }
 
-    fn request(&self, spec: protocol::RequestSpec) -> Result<reqwest::Request, Failure> {
+    /// The HTTP request of `spec`, with `trace`'s `traceparent` and `x-request-id` unless the
+    /// target's headers set them.
+    fn request(
+        &self,
+        spec: protocol::RequestSpec,
+        trace: &trace::TraceContext,
+    ) -> Result<reqwest::Request, Failure> {
         let mut headers = HeaderMap::new();
         for (name, value) in &spec.headers {
             let name = HeaderName::from_bytes(name.as_bytes());
@@ -425,6 +438,16 @@ impl Armed {
             };
             value.set_sensitive(self.target.is_secret_header(name.as_str()));
             headers.append(name, value.clone());
+        }
+        for (name, value) in [
+            ("traceparent", trace.traceparent()),
+            ("x-request-id", trace.request_id()),
+        ] {
+            if !headers.contains_key(name) {
+                if let Ok(v) = HeaderValue::from_str(&value) {
+                    headers.insert(HeaderName::from_static(name), v);
+                }
+            }
         }
         self.client
             .post(spec.url)
