@@ -825,7 +825,7 @@ mod tests {
         let prober = Prober::new(Arc::clone(&target)).unwrap();
         let spec = protocol::build_request(&target, &target.scenarios[0], None);
         let armed = prober.live.lock().await.armed.clone();
-        let request = armed.request(spec).unwrap();
+        let request = armed.request(spec, &trace::TraceContext::new()).unwrap();
         let sent = request.headers();
         for name in crate::config::SECRET_HEADERS.iter().chain(&["x-tenant"]) {
             let value = sent.get(*name).unwrap_or_else(|| panic!("{name} not sent"));
