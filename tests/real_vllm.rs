@@ -245,3 +245,24 @@ async fn queue_dominates_at_eight_streams_on_two_sequences() {
         }
     }
 }
+
+/// vLLM does not report a port that is taken (it logs "startup complete" and never listens):
+/// the script checks first and names the port and the way out.
+#[test]
+fn start_on_a_taken_port_fails_with_the_reason() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-vllm.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .args(["start", &port])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(out.stdout.is_empty(), "no URL printed");
+    assert!(
+        err.contains(&format!("port {port} is taken")),
+        "the reason names the port: {err}"
+    );
+}
