@@ -71,20 +71,17 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
 /// The text block's line for the TTFT split: each component in milliseconds (they sum to
 /// TTFT), or what the server did not say.
 fn split_line(split: &crate::measure::TtftSplit) -> String {
-    let Some(source) = split.source.filter(|_| split.remainder.is_some()) else {
+    if split.remainder.is_none() {
         return "  ttft split  not split: the server reported no queue, load or prefill time\n"
             .to_string();
-    };
+    }
+    let source = split.source.map_or("unknown source", |s| s.as_str());
     let parts: Vec<String> = split
         .components()
         .iter()
         .map(|(c, d)| format!("{} {:.1} ms", c.as_str(), d.as_secs_f64() * 1e3))
         .collect();
-    format!(
-        "  ttft split  {} ({})\n",
-        parts.join(" + "),
-        source.as_str()
-    )
+    format!("  ttft split  {} ({source})\n", parts.join(" + "))
 }
 
 /// [`to_json`] as one line of [`json_text`].

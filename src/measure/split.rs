@@ -161,14 +161,14 @@ impl TtftSplit {
     /// component, `source`, `excess_seconds`; `{"source": null, "note": …}` when the server
     /// revealed nothing.
     pub fn to_json(&self) -> serde_json::Value {
-        let Some(source) = self.source.filter(|_| self.remainder.is_some()) else {
+        if self.remainder.is_none() {
             return serde_json::json!({
                 "source": null,
                 "note": "the server reported no queue, load or prefill time: TTFT is not split",
             });
-        };
+        }
         let mut o = serde_json::Map::new();
-        o.insert("source".into(), source.as_str().into());
+        o.insert("source".into(), self.source.map(|s| s.as_str()).into());
         for (c, d) in self.components() {
             o.insert(format!("{}_seconds", c.as_str()), d.as_secs_f64().into());
         }
