@@ -11,7 +11,8 @@
 //!   one at a time it is about zero. The probes' TTFT, queue and prefill sums are compared with
 //!   vLLM's own histograms (`vllm:time_to_first_token_seconds`,
 //!   `vllm:request_queue_time_seconds`, `vllm:request_prefill_time_seconds`) for the same
-//!   requests (BENCHMARKS.md, "TTFT split on a real vLLM").
+//!   requests (BENCHMARKS.md, "TTFT split on a real vLLM"), and their output tokens (from
+//!   usage) with vLLM's `vllm:generation_tokens_total`.
 //!
 //! Never skipped: a server that cannot be installed or started fails the test with the reason.
 
@@ -120,7 +121,8 @@ async fn probe_once_on_three_protocols_splits_ttft_by_vllm_request_metrics() {
     }
 }
 
-/// vLLM's `/metrics`: the sum and count of each histogram family named in `families`.
+/// vLLM's `/metrics`: the sum and count of each histogram family named in `families`, and
+/// the counter `vllm:generation_tokens_total` last.
 async fn vllm_sums(v1: &str, families: &[&str]) -> Vec<(f64, f64)> {
     let root = v1.trim_end_matches('/').trim_end_matches("/v1");
     let text = reqwest::get(format!("{root}/metrics"))
@@ -129,16 +131,15 @@ async fn vllm_sums(v1: &str, families: &[&str]) -> Vec<(f64, f64)> {
         .text()
         .await
         .unwrap();
-    families
+    let value = |name: &str| {
+        common::sample(&text, name, &[]).unwrap_or_else(|| panic!("vLLM's /metrics has no {name}"))
+    };
+    let mut out: Vec<(f64, f64)> = families
         .iter()
-        .map(|f| {
-            let value = |suffix: &str| {
-                common::sample(&text, &format!("{f}_{suffix}"), &[])
-                    .unwrap_or_else(|| panic!("vLLM's /metrics has no {f}_{suffix}"))
-            };
-            (value("sum"), value("count"))
-        })
-        .collect()
+        .map(|f| (value(&format!("{f}_sum")), value(&format!("{f}_count"))))
+        .collect();
+    out.push((value("vllm:generation_tokens_total"), 0.0));
+    out
 }
 
 /// `streams` probes at once, `rounds` times, of the chat target; every one must succeed.
@@ -220,6 +221,15 @@ async fn queue_dominates_at_eight_streams_on_two_sequences() {
         for (family, (_, count)) in families.iter().zip(&delta) {
             assert_eq!(*count, n, "{family}: one observation per probe");
         }
+        // Output tokens: ours (from usage) add up to what vLLM counted as generated.
+        let ours: u64 = outcomes
+            .iter()
+            .map(|o| o.result.as_ref().unwrap().output_tokens)
+            .sum();
+        assert_eq!(
+            ours as f64, delta[3].0,
+            "output tokens vs vllm:generation_tokens_total"
+        );
         // The server's TTFT starts when its frontend has the request: inside the probe's.
         assert!(
             delta[0].0 <= ttft + 0.001 * n,
