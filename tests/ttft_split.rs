@@ -281,3 +281,52 @@ fn the_component_family_sums_to_the_ttft_family() {
     .unwrap();
     assert!((sum - ttft).abs() < 1e-6, "components {sum} vs TTFT {ttft}");
 }
+
+/// The status page's probe page shows the waterfall of an on-demand probe of a server that
+/// reports its queue and prefill (the simulator with per-request metrics), bars ending at TTFT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_page_shows_the_waterfall() {
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(30),
+        tokens: 3,
+        load: Load {
+            per_request_metrics: true,
+            ..Load::default()
+        },
+        ..Script::default()
+    })
+    .await;
+    let options = llm_probe::server::ServerOptions {
+        debug_probe: llm_probe::server::DebugProbePolicy {
+            enabled: true,
+            min_interval: Some(Duration::ZERO),
+        },
+        ..Default::default()
+    };
+    let d = llm_probe::daemon::Daemon::start_with(
+        common::parse(&common::yaml(
+            &sim.base_url(),
+            "60s",
+            &common::scenario("chat", 8),
+            "",
+        )),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        options,
+    )
+    .await
+    .unwrap();
+    let (status, ct, html) =
+        common::get(d.addr, "/probe?target=sim&scenario=chat&format=html", None).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(ct.starts_with("text/html"), "{ct}");
+    assert!(html.contains("TTFT split"), "{html}");
+    for c in ["outside_engine", "engine_queue", "engine_prefill"] {
+        assert!(
+            html.contains(&format!("class=\"split {c}\"")),
+            "{c}: {html}"
+        );
+    }
+    assert!(html.contains("vllm_request_metrics"));
+    d.stop().await;
+}
