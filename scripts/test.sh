@@ -10,7 +10,9 @@
 # otherwise `cargo audit` fetches the database.
 #
 # The real llama.cpp server (127.0.0.1:18080) is started by the tests that need it. If it was not
-# running before, it is stopped again at the end; if it was, it is left running.
+# running before, it is stopped again at the end; if it was, it is left running. The real vLLM
+# (127.0.0.1:18090, scripts/real-vllm.sh) takes minutes to start: for a full run (no arguments)
+# it is started in the background while cargo compiles the tests, and stopped the same way.
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --test accuracy`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,11 +33,24 @@ export PATH="$PATH:$HOME/.cache/llm-probe-tools/bin"
 
 was_running=""
 scripts/real-llm.sh status && was_running=1
+vllm_was_running=""
+scripts/real-vllm.sh status && vllm_was_running=1
+if [ -z "$vllm_was_running" ] && [ $# -eq 0 ]; then
+  # tests/real_vllm.rs waits for this start (same PID file) instead of starting another.
+  vllm_log=$(mktemp "${TMPDIR:-/tmp}/real-vllm-start.XXXXXX")
+  say "starting the real vLLM in the background (log $vllm_log)"
+  scripts/real-vllm.sh start >"$vllm_log" 2>&1 &
+fi
 rc=0
 cargo test --locked --no-fail-fast "$@" || rc=$?
 if [ -z "$was_running" ]; then
   scripts/real-llm.sh stop
 else
   say "the real llama.cpp server was already running before the tests; left running (stop it: scripts/real-llm.sh stop)"
+fi
+if [ -z "$vllm_was_running" ]; then
+  scripts/real-vllm.sh stop
+else
+  say "the real vLLM was already running before the tests; left running (stop it: scripts/real-vllm.sh stop)"
 fi
 exit "$rc"

@@ -552,6 +552,11 @@ pub struct SimLoad {
     /// Seed of the jitter.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Report each request's queue wait and prefill as vLLM does with
+    /// --enable-per-request-metrics (a `metrics` object on the final usage chunk of OpenAI
+    /// chat, completions and Responses streams).
+    #[arg(long)]
+    pub per_request_metrics: bool,
 }
 
 impl From<SimLoad> for crate::simulate::Load {
@@ -562,6 +567,7 @@ impl From<SimLoad> for crate::simulate::Load {
             itl_slowdown_per_stream: l.itl_slowdown_per_stream,
             jitter: l.jitter,
             seed: l.seed,
+            per_request_metrics: l.per_request_metrics,
         }
     }
 }

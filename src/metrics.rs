@@ -15,7 +15,7 @@ use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::config::Slo;
-use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome};
+use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome, TtftComponent};
 
 pub mod accept;
 pub use accept::{negotiate, negotiate_text};
@@ -45,6 +45,14 @@ struct AnomalyLabels {
     model: String,
     scenario: String,
     kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ComponentLabels {
+    target: String,
+    model: String,
+    scenario: String,
+    component: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -258,6 +266,8 @@ pub struct Metrics {
     e2e: Hist,
     server_prefill: Hist,
     ttft_overhead: Hist,
+    /// The TTFT split (issue 29), one series per component.
+    ttft_component: Family<ComponentLabels, Histogram, Buckets>,
     connection_setup: Hist,
     /// The probe host's own delay, no per-pair labels (issue 15).
     read_delay: Histogram,
@@ -325,6 +335,7 @@ impl Metrics {
             e2e: layout(&with_thresholds(E2E_BUCKETS, [])),
             server_prefill: layout(&ttft_b),
             ttft_overhead: layout(&ttft_b),
+            ttft_component: Family::new_with_constructor(histograms.buckets(&ttft_b)),
             connection_setup: layout(&with_thresholds(CONNECTION_SETUP_BUCKETS, [])),
             read_delay: Histogram::new(READ_DELAY_BUCKETS.iter().copied()),
             probes: Family::default(),
@@ -400,6 +411,12 @@ impl Metrics {
             "Client TTFT minus the server-reported model load and prefill time: network, TLS, gateways and queueing in front of the server",
             Unit::Seconds,
             m.ttft_overhead.clone(),
+        );
+        r.register_with_unit(
+            "ttft_component",
+            "A probe's TTFT split by component: the server's own engine_queue, model_load and engine_prefill, and the rest, outside_engine when the server reported its queue and prefill, else unattributed; per probe the components sum to TTFT. Successful probes whose server reports any part (vLLM --enable-per-request-metrics, llama.cpp timings, Ollama, TGI x-queue-time)",
+            Unit::Seconds,
+            m.ttft_component.clone(),
         );
         r.register_with_unit(
             "connection_setup",
@@ -651,6 +668,9 @@ impl Metrics {
         for kind in Anomaly::ALL {
             self.anomalies.remove(&anomaly_labels(labels, kind));
         }
+        for c in TtftComponent::ALL {
+            self.ttft_component.remove(&component_labels(labels, c));
+        }
     }
 
     /// Removes the per-target series (SLO, endpoint identity) of a target that left the config.
@@ -790,6 +810,11 @@ impl Metrics {
                     self.ttft_overhead
                         .get_or_create(&labels)
                         .observe(o.as_secs_f64());
+                }
+                for (c, d) in m.ttft_split.components() {
+                    self.ttft_component
+                        .get_or_create(&component_labels(&labels, c))
+                        .observe(d.as_secs_f64());
                 }
                 self.output_tokens
                     .get_or_create(&labels)
@@ -971,6 +996,15 @@ fn anomaly_labels(l: &ProbeLabels, kind: Anomaly) -> AnomalyLabels {
         model: l.model.clone(),
         scenario: l.scenario.clone(),
         kind: kind.as_str(),
+    }
+}
+
+fn component_labels(l: &ProbeLabels, component: TtftComponent) -> ComponentLabels {
+    ComponentLabels {
+        target: l.target.clone(),
+        model: l.model.clone(),
+        scenario: l.scenario.clone(),
+        component: component.as_str(),
     }
 }
 

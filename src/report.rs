@@ -16,6 +16,11 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// `server_prompt_seconds`, `server_predicted_tokens`, `server_latency_seconds` (Bedrock's own
 /// latency of the call), `server_prefill_seconds` and
 /// `ttft_overhead_seconds` (successful probes whose server reports its prefill time),
+/// `server_queue_seconds` (vLLM per-request metrics, TGI `x-queue-time`), `ttft_split` (a
+/// successful probe's TTFT split, [`crate::measure::TtftSplit::to_json`]: `source` and seconds
+/// per component, or `source: null` and a `note` when the server reported nothing),
+/// `traceparent`, `trace_id` and `request_id` (the W3C trace context and `x-request-id` the
+/// request carried, `null` when none was sent),
 /// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
 /// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
 /// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
@@ -53,11 +58,32 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "server_latency_seconds": obs.server_timings.latency_seconds,
         "server_prefill_seconds": m.and_then(|m| m.server_prefill).map(secs),
         "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
+        "server_queue_seconds": obs.server_timings.queue_seconds,
+        "ttft_split": m.map(|m| m.ttft_split.to_json()),
+        "traceparent": obs.traceparent,
+        "trace_id": obs.traceparent.as_deref().and_then(crate::probe::trace::trace_id_of),
+        "request_id": obs.request_id,
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
         "timestamp_source": obs.timeline.timestamp_source.as_str(),
         "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
         "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
     })
+}
+
+/// The text block's line for the TTFT split: each component in milliseconds (they sum to
+/// TTFT), or what the server did not say.
+fn split_line(split: &crate::measure::TtftSplit) -> String {
+    if split.remainder.is_none() {
+        return "  ttft split  not split: the server reported no queue, load or prefill time\n"
+            .to_string();
+    }
+    let source = split.source.map_or("unknown source", |s| s.as_str());
+    let parts: Vec<String> = split
+        .components()
+        .iter()
+        .map(|(c, d)| format!("{} {:.1} ms", c.as_str(), d.as_secs_f64() * 1e3))
+        .collect();
+    format!("  ttft split  {} ({source})\n", parts.join(" + "))
 }
 
 /// [`to_json`] as one line of [`json_text`].
@@ -186,6 +212,16 @@ pub fn to_text(o: &ProbeOutcome) -> String {
             s += &format!(", TTFT overhead {}", ms(o));
         }
         s += "\n";
+    }
+    if let Ok(m) = &o.result {
+        s += &split_line(&m.ttft_split);
+    }
+    if let (Some(tp), Some(id)) = (&obs.traceparent, &obs.request_id) {
+        s += &format!(
+            "  trace       traceparent {}, x-request-id {}\n",
+            terminal_safe(tp),
+            terminal_safe(id)
+        );
     }
     let id = &obs.identity;
     if id.response_model.is_some()

@@ -106,6 +106,7 @@ pub fn script(opts: &Opts) -> Script {
             itl_slowdown_per_stream: opts.num("itl-slowdown-per-stream", 0.0),
             jitter: opts.num("jitter", 0.0),
             seed: opts.num("seed", 0),
+            ..Load::default()
         },
         ..Script::default()
     }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::observations::{Anomaly, Observations};
+use super::split::TtftSplit;
 
 /// Where N (output tokens) came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,9 @@ pub struct Measurement {
     /// prefill): network, TLS, gateways and queueing in front of the server. Clamped at zero;
     /// `None` without [`Measurement::server_prefill`].
     pub ttft_overhead: Option<Duration>,
+    /// TTFT split into the server's reported queue wait, model load and prefill and the rest
+    /// (docs/measurement.md "TTFT split"); empty when the server reported none of them.
+    pub ttft_split: TtftSplit,
 }
 
 /// N and its source: the server's usage when present, else another server count, else the
@@ -120,6 +124,7 @@ pub fn measure(obs: &Observations) -> Option<Measurement> {
         inter_token_latencies,
         server_prefill,
         ttft_overhead,
+        ttft_split: TtftSplit::new(ttft, &obs.server_timings),
     })
 }
 

@@ -7,10 +7,12 @@ mod derive;
 mod failure;
 mod observations;
 mod outcome;
+mod split;
 mod timeline;
 
 pub use derive::{measure, Measurement, TokenCountSource};
 pub use failure::{Failure, FailureReason};
 pub use observations::{Anomaly, Identity, Observations, ServerTimings, Usage};
 pub use outcome::ProbeOutcome;
+pub use split::{ServerTimingSource, TtftComponent, TtftSplit};
 pub use timeline::{Timeline, TimestampSource, TokenEvent, TokenKind};

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::failure::{prefix_within, Failure};
+use super::split::ServerTimingSource;
 use super::timeline::{Timeline, TokenKind};
 
 /// Token counts the server reported in the stream. `None` = the server did not say (never 0).
@@ -19,13 +20,20 @@ pub struct Usage {
 }
 
 /// The server's own timing and counts, where it reports them (llama.cpp's `timings` object on the
-/// last chunk, Ollama's final line, TGI's `details`). Units as the server sends them are
-/// converted: durations in seconds.
+/// last chunk, Ollama's final line, TGI's `details` and `x-queue-time` header, vLLM's
+/// per-request `metrics`). Units as the server sends them are converted: durations in seconds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerTimings {
     /// Prompt (prefill) processing time, seconds (llama.cpp `timings.prompt_ms / 1000`, Ollama
-    /// `prompt_eval_duration / 1e9`).
+    /// `prompt_eval_duration / 1e9`, vLLM `metrics.time_to_first_token_ms / 1000`, which vLLM
+    /// measures from the request's scheduling to its first token).
     pub prompt_seconds: Option<f64>,
+    /// Time the request waited in the engine's queue, seconds (vLLM
+    /// `metrics.queue_time_ms / 1000`: queued → scheduled in the engine core; TGI
+    /// `x-queue-time / 1000`).
+    pub queue_seconds: Option<f64>,
+    /// Who reported the queue, load or prefill time (the last source that did).
+    pub source: Option<ServerTimingSource>,
     /// Model load time before the prompt was processed, seconds (Ollama `load_duration / 1e9`).
     pub load_seconds: Option<f64>,
     /// Prompt tokens the server evaluated, excluding cached ones (llama.cpp `timings.prompt_n`).
@@ -152,6 +160,11 @@ pub struct Observations {
     /// tokens the server reported; `None` when the target has no prices
     /// (`llm_probe_probe_cost_total`).
     pub cost: Option<f64>,
+    /// The W3C `traceparent` header this probe's request carried (`00-TRACEID-SPANID-01`), at
+    /// most 128 characters; `None` when no request was sent.
+    pub traceparent: Option<String>,
+    /// The `x-request-id` header this probe's request carried, at most 128 characters.
+    pub request_id: Option<String>,
 }
 
 impl Observations {
@@ -174,6 +187,8 @@ impl Observations {
             read_delays: Vec::new(),
             credentials_reloaded: false,
             cost: None,
+            traceparent: None,
+            request_id: None,
         }
     }
 

@@ -13,6 +13,7 @@ mod route;
 pub(crate) use route::proxy_secrets;
 mod stream;
 mod tls;
+pub mod trace;
 mod transport;
 
 use std::sync::Arc;
@@ -279,7 +280,7 @@ impl Armed {
         let spec = protocol::build_request(&self.target, scenario, nonce.as_deref());
         let reader = StreamReader::new(self.target.protocol, limits);
 
-        let request = match self.request(spec) {
+        let request = match self.request(spec, &trace::TraceContext::new()) {
             Ok(r) => r,
             Err(f) => {
                 return self.conclude(
@@ -292,6 +293,12 @@ impl Armed {
         };
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
+        let sent_header = |name: &str| {
+            let value = request.headers().get(name)?.to_str().ok()?;
+            Some(value.chars().take(128).collect::<String>())
+        };
+        obs.traceparent = sent_header("traceparent");
+        obs.request_id = sent_header("x-request-id");
         let deadline = crate::clock::instant_after(sent, self.target.timeout);
         let exchange =
             tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs, limits));
@@ -418,7 +425,13 @@ impl Armed {
         )
     }
 
-    fn request(&self, spec: protocol::RequestSpec) -> Result<reqwest::Request, Failure> {
+    /// The HTTP request of `spec`, with `trace`'s `traceparent` and `x-request-id` unless the
+    /// target's headers set them.
+    fn request(
+        &self,
+        spec: protocol::RequestSpec,
+        trace: &trace::TraceContext,
+    ) -> Result<reqwest::Request, Failure> {
         let mut headers = HeaderMap::new();
         for (name, value) in &spec.headers {
             let name = HeaderName::from_bytes(name.as_bytes());
@@ -432,6 +445,16 @@ impl Armed {
             };
             value.set_sensitive(self.target.is_secret_header(name.as_str()));
             headers.append(name, value.clone());
+        }
+        for (name, value) in [
+            ("traceparent", trace.traceparent()),
+            ("x-request-id", trace.request_id()),
+        ] {
+            if !headers.contains_key(name) {
+                if let Ok(v) = HeaderValue::from_str(&value) {
+                    headers.insert(HeaderName::from_static(name), v);
+                }
+            }
         }
         self.client
             .post(spec.url)
@@ -486,6 +509,7 @@ impl Armed {
                 .and_then(|v: &HeaderValue| v.to_str().ok())
         };
         Observations::identity_field(&mut obs.identity.server_header, header(SERVER));
+        read_tgi_queue_time(header(HeaderName::from_static("x-queue-time")), obs);
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
         let encoding = content_encoding(response.headers());
         if status.as_u16() == 429 || status.as_u16() == 503 {
@@ -584,6 +608,22 @@ impl Armed {
         };
         let _ = tokio::time::timeout(limits.drain_after_end, rest).await;
     }
+}
+
+/// Text Generation Inference's `x-queue-time` response header (milliseconds the request waited
+/// in TGI's queue, an integer) as the server-reported queue wait of the TTFT split. TGI sends it
+/// with its timing headers on non-streaming responses; a stream that carries it is read the
+/// same way. A value that is not a non-negative number is ignored.
+fn read_tgi_queue_time(value: Option<&str>, obs: &mut Observations) {
+    let Some(ms) = value
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    else {
+        return;
+    };
+    let st = &mut obs.server_timings;
+    st.queue_seconds = Some(ms / 1000.0);
+    st.source = Some(crate::measure::ServerTimingSource::TgiHeaders);
 }
 
 /// Longest `Retry-After` honoured; a larger one is capped (a typo must not stop probing for days).
@@ -724,6 +764,24 @@ async fn read_head(response: &mut transport::Response, max: usize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tgi_queue_time_header_is_the_queue_wait_in_seconds() {
+        use crate::measure::{Observations, ServerTimingSource};
+        let mut obs = Observations::new(std::time::Instant::now());
+        super::read_tgi_queue_time(Some(" 250 "), &mut obs);
+        assert_eq!(obs.server_timings.queue_seconds, Some(0.25));
+        assert_eq!(
+            obs.server_timings.source,
+            Some(ServerTimingSource::TgiHeaders)
+        );
+        let mut obs = Observations::new(std::time::Instant::now());
+        for bad in [Some("-3"), Some("soon"), Some("NaN"), None] {
+            super::read_tgi_queue_time(bad, &mut obs);
+        }
+        assert_eq!(obs.server_timings.queue_seconds, None);
+        assert_eq!(obs.server_timings.source, None);
+    }
+
     use super::*;
 
     #[test]
@@ -774,7 +832,7 @@ mod tests {
         let prober = Prober::new(Arc::clone(&target)).unwrap();
         let spec = protocol::build_request(&target, &target.scenarios[0], None);
         let armed = prober.live.lock().await.armed.clone();
-        let request = armed.request(spec).unwrap();
+        let request = armed.request(spec, &trace::TraceContext::new()).unwrap();
         let sent = request.headers();
         for name in crate::config::SECRET_HEADERS.iter().chain(&["x-tenant"]) {
             let value = sent.get(*name).unwrap_or_else(|| panic!("{name} not sent"));

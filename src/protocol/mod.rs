@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
-use crate::measure::{Failure, Observations};
+use crate::measure::{Failure, Observations, ServerTimingSource};
 
 pub use bedrock::CONTENT_TYPE as BEDROCK_CONTENT_TYPE;
 pub(crate) use json::{error_message, has_text};
@@ -266,10 +266,53 @@ pub(crate) fn merge_llama_cpp_timings(
 ) {
     let secs = |ms: Option<f64>| ms.filter(|f| f.is_finite()).map(|ms| ms / 1000.0);
     let st = &mut obs.server_timings;
+    if secs(prompt_ms).is_some() {
+        st.source = Some(ServerTimingSource::LlamaCppTimings);
+    }
     st.prompt_seconds = secs(prompt_ms).or(st.prompt_seconds);
     st.prompt_tokens = prompt_n.or(st.prompt_tokens);
     st.predicted_tokens = predicted_n.or(st.predicted_tokens);
     st.predicted_seconds = secs(predicted_ms).or(st.predicted_seconds);
+}
+
+/// Reads vLLM's per-request metrics (`--enable-per-request-metrics`): the `metrics` object that
+/// vLLM puts on the final usage chunk of a Chat Completions or completions stream and on the
+/// `response` object of a Responses stream. `queue_time_ms` (engine core queued → scheduled)
+/// becomes the queue wait and `time_to_first_token_ms` (scheduled → first token, so not vLLM's
+/// own TTFT histogram, which starts at the request's arrival) the prefill, both in seconds. An
+/// object with neither number, or with non-numbers, changes nothing. Source: vLLM 0.32
+/// `vllm/entrypoints/generate/base/serving.py` `build_per_request_timing_metrics`.
+pub(crate) fn read_vllm_request_metrics(holder: &serde_json::Value, obs: &mut Observations) {
+    let Some(m) = holder.get("metrics").filter(|m| m.is_object()) else {
+        return;
+    };
+    merge_vllm_request_metrics(
+        obs,
+        json::f64_at(m, "queue_time_ms"),
+        json::f64_at(m, "time_to_first_token_ms"),
+    );
+}
+
+/// Merges one vLLM `metrics` object's `queue_time_ms` and `time_to_first_token_ms`
+/// (milliseconds) into `obs.server_timings` in seconds; a missing, negative or non-finite value
+/// keeps the earlier one, and an object with neither changes nothing (the source included).
+pub(crate) fn merge_vllm_request_metrics(
+    obs: &mut Observations,
+    queue_time_ms: Option<f64>,
+    time_to_first_token_ms: Option<f64>,
+) {
+    let secs = |ms: Option<f64>| {
+        ms.filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v / 1000.0)
+    };
+    let (queue, first_token) = (secs(queue_time_ms), secs(time_to_first_token_ms));
+    if queue.is_none() && first_token.is_none() {
+        return;
+    }
+    let st = &mut obs.server_timings;
+    st.queue_seconds = queue.or(st.queue_seconds);
+    st.prompt_seconds = first_token.or(st.prompt_seconds);
+    st.source = Some(ServerTimingSource::VllmRequestMetrics);
 }
 
 /// Whether an event's data is OpenAI's terminator `[DONE]`, whitespace around it allowed (a

@@ -123,6 +123,9 @@ fn read_final(line: &Value, obs: &mut Observations) {
     st.prompt_tokens = u64_at(line, "prompt_eval_count").or(st.prompt_tokens);
     st.prompt_seconds = ns("prompt_eval_duration").or(st.prompt_seconds);
     st.load_seconds = ns("load_duration").or(st.load_seconds);
+    if ns("prompt_eval_duration").is_some() || ns("load_duration").is_some() {
+        st.source = Some(crate::measure::ServerTimingSource::Ollama);
+    }
     st.predicted_seconds = ns("eval_duration").or(st.predicted_seconds);
     if let Some(n) = u64_at(line, "prompt_eval_count") {
         obs.usage.prompt_tokens = Some(n);

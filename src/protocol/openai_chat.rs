@@ -123,6 +123,7 @@ pub(super) fn interpret_common(chunk: &Value, obs: &mut Observations) -> Flow {
         usage::read(usage, &usage::CHAT, obs);
     }
     super::read_llama_cpp_timings(chunk, obs);
+    super::read_vllm_request_metrics(chunk, obs);
     Flow::Continue
 }
 
@@ -287,6 +288,9 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
             u64_of(&t.predicted_n),
             t.predicted_ms,
         );
+    }
+    if let Some(Obj(m)) = &chunk.metrics {
+        super::merge_vllm_request_metrics(obs, m.queue_time_ms, m.time_to_first_token_ms);
     }
     let choices = chunk.choices.iter().flatten().map(|Obj(choice)| {
         let kind = match texts {

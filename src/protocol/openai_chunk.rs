@@ -39,6 +39,7 @@ pub(super) struct Chunk<'a> {
     pub system_fingerprint: Option<Str<'a>>,
     pub usage: Option<Obj<Usage>>,
     pub timings: Option<Obj<Timings>>,
+    pub metrics: Option<Obj<RequestMetrics>>,
     #[serde(borrow)]
     pub choices: Option<Vec<Obj<Choice<'a>>>>,
 }
@@ -64,6 +65,14 @@ pub(super) struct Timings {
     pub prompt_n: Option<Number>,
     pub predicted_n: Option<Number>,
     pub predicted_ms: Option<f64>,
+}
+
+/// vLLM's per-request `metrics` (`--enable-per-request-metrics`), the two fields of the TTFT
+/// split.
+#[derive(serde::Deserialize)]
+pub(super) struct RequestMetrics {
+    pub queue_time_ms: Option<f64>,
+    pub time_to_first_token_ms: Option<f64>,
 }
 
 /// One of `choices`: chat (`delta`) or legacy completions (`text`).

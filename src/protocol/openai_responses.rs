@@ -143,12 +143,14 @@ impl StreamProtocol for ResponsesStream {
     }
 }
 
-/// Usage, model and llama.cpp timings of a `response.completed` / `.incomplete` / `.failed`.
+/// Usage, model, llama.cpp timings and vLLM's per-request metrics (on the `response` object)
+/// of a `response.completed` / `.incomplete` / `.failed`.
 fn read_response(data: &Value, obs: &mut Observations) {
     super::read_llama_cpp_timings(data, obs);
     let Some(resp) = data.get("response") else {
         return;
     };
+    super::read_vllm_request_metrics(resp, obs);
     Observations::identity_field(&mut obs.identity.response_model, str_at(resp, "model"));
     if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
         usage::read(u, &usage::RESPONSES, obs);

@@ -31,6 +31,12 @@ pub struct Load {
     pub jitter: f64,
     /// Seed of the jitter (`--seed`): the same seed and arrival order give the same values.
     pub seed: u64,
+    /// Report each request's queue wait and prefill the way vLLM does with
+    /// `--enable-per-request-metrics` (`--per-request-metrics`): a `metrics` object with
+    /// `queue_time_ms` (arrival → slot) and `time_to_first_token_ms` (slot → the first token
+    /// event handed to the connection) on the final usage chunk of Chat Completions and
+    /// completions streams and on the `response` of a Responses stream's `response.completed`.
+    pub per_request_metrics: bool,
 }
 
 impl Default for Load {
@@ -41,6 +47,7 @@ impl Default for Load {
             itl_slowdown_per_stream: 0.0,
             jitter: 0.0,
             seed: 0,
+            per_request_metrics: false,
         }
     }
 }

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::ListenError;
 pub use wire::Wire;
-use wire::{Ctx, End};
+use wire::{Ctx, End, RequestMetrics};
 
 /// What goes wrong, on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -461,6 +461,7 @@ async fn stream(
         }
     }
     let mut held = Vec::new();
+    let (mut first_sent, mut last_sent) = (None, None);
     let mut sent_tokens = 0u32;
     let mut at = origin + ttft;
     for k in 0..events {
@@ -480,10 +481,13 @@ async fn stream(
         if script.fault == Fault::Collapsed {
             held.push(c);
         } else {
+            let now = Instant::now();
+            first_sent.get_or_insert(now);
+            last_sent = Some(now);
             events_sent
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(std::time::Instant::now());
+                .push(now.into_std());
             if !send(c).await {
                 return;
             }
@@ -527,9 +531,19 @@ async fn stream(
             return;
         }
     }
+    // vLLM's per-request metrics: the instants this stream actually had (a late timer shows).
+    let metrics = match first_sent {
+        Some(first) if script.load.per_request_metrics => Some(RequestMetrics {
+            queue: origin - arrival,
+            first_token: first.saturating_duration_since(origin),
+            generation: last_sent.map_or(Duration::ZERO, |l| l.saturating_duration_since(first)),
+        }),
+        _ => None,
+    };
     let end = End {
         count: script.fault != Fault::NoUsage,
         terminator: script.fault != Fault::NoTerminator,
+        metrics,
     };
     for b in wire.end(&ctx, end) {
         if !send(b).await {

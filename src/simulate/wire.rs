@@ -59,6 +59,36 @@ pub(super) struct End {
     pub count: bool,
     /// Send the terminator.
     pub terminator: bool,
+    /// vLLM's per-request metrics to put beside the usage (OpenAI chat, completions and
+    /// Responses), when the load model asks for them.
+    pub metrics: Option<RequestMetrics>,
+}
+
+/// What vLLM's `--enable-per-request-metrics` reports, in the simulator's terms.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RequestMetrics {
+    /// Arrival → slot (vLLM: queued → scheduled).
+    pub queue: Duration,
+    /// Slot → first token event handed to the connection (vLLM: scheduled → first token).
+    pub first_token: Duration,
+    /// First → last token event.
+    pub generation: Duration,
+}
+
+impl RequestMetrics {
+    /// The `metrics` object, milliseconds as vLLM sends them (fractional).
+    fn json(self, n: u32) -> Value {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let mut m = json!({
+            "time_to_first_token_ms": ms(self.first_token),
+            "generation_time_ms": ms(self.generation),
+            "queue_time_ms": ms(self.queue),
+        });
+        if n > 1 {
+            m["mean_itl_ms"] = json!(ms(self.generation) / f64::from(n - 1));
+        }
+        m
+    }
 }
 
 /// Prompt tokens the simulator reports for every request.
@@ -452,12 +482,11 @@ impl Wire {
                 };
                 out.push(self.frame(&[Self::chunk(ctx, object, finish, None)]));
                 if end.count {
-                    out.push(self.frame(&[Self::chunk(
-                        ctx,
-                        object,
-                        json!([]),
-                        Some(Self::usage_openai(n)),
-                    )]));
+                    let mut c = Self::chunk(ctx, object, json!([]), Some(Self::usage_openai(n)));
+                    if let Some(m) = end.metrics {
+                        c["metrics"] = m.json(n);
+                    }
+                    out.push(self.frame(&[c]));
                 }
                 if end.terminator {
                     out.push(self.frame_raw(None, b"[DONE]").into());
@@ -472,7 +501,13 @@ impl Wire {
                 ]));
                 if end.terminator {
                     let usage = end.count.then(|| json!({"input_tokens": PROMPT_TOKENS, "output_tokens": n, "total_tokens": PROMPT_TOKENS + n}));
-                    out.push(self.frame(&[json!({"type": "response.completed", "response": Self::response_obj(ctx, "completed", usage)})]));
+                    let mut resp = Self::response_obj(ctx, "completed", usage);
+                    if let Some(m) = end.metrics.filter(|_| end.count) {
+                        resp["metrics"] = m.json(n);
+                    }
+                    out.push(
+                        self.frame(&[json!({"type": "response.completed", "response": resp})]),
+                    );
                 }
             }
             Wire::Anthropic => {
@@ -588,6 +623,7 @@ impl Wire {
                 let all = End {
                     count: true,
                     terminator: true,
+                    metrics: None,
                 };
                 self.end(&empty, all).concat().into()
             }

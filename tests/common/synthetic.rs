@@ -27,6 +27,7 @@ pub fn success(ttft: Duration) -> ProbeOutcome {
             inter_token_latencies: vec![ms(19), ms(20), ms(21)],
             server_prefill: None,
             ttft_overhead: None,
+            ttft_split: Default::default(),
         }),
     }
 }

@@ -82,6 +82,57 @@ fn timeline(t: &Value) -> Markup {
     }
 }
 
+/// The TTFT split (`body["ttft_split"]`, [`crate::measure::TtftSplit::to_json`]) as a
+/// waterfall: one bar per component, each starting where the previous one ended, so the bars
+/// end at TTFT; with each component's milliseconds and share in words. A split whose server
+/// reported nothing shows the note instead of bars.
+fn waterfall(split: &Value) -> Markup {
+    use crate::measure::TtftComponent;
+    let parts: Vec<(&str, f64)> = TtftComponent::ALL
+        .iter()
+        .map(|c| c.as_str())
+        // The remainder (outside_engine or unattributed) first, then the server's account.
+        .filter(|c| matches!(*c, "outside_engine" | "unattributed"))
+        .chain(["engine_queue", "model_load", "engine_prefill"])
+        .filter_map(|c| Some((c, split[format!("{c}_seconds")].as_f64()?)))
+        .collect();
+    let total: f64 = parts.iter().map(|p| p.1).sum();
+    if parts.is_empty() || total <= 0.0 {
+        return html! { p.muted.split { (split["note"].as_str().unwrap_or("TTFT is not split")) } };
+    }
+    let (l, r, row) = (130.0, 470.0, 18.0);
+    let mut at = 0.0;
+    let bars: Vec<(&str, f64, f64)> = parts
+        .iter()
+        .map(|(c, d)| {
+            let bar = (*c, at, *d);
+            at += d;
+            bar
+        })
+        .collect();
+    let x = |s: f64| l + s / total * (r - l);
+    let height = row * bars.len() as f64 + 4.0;
+    html! {
+        svg.chart.waterfall role="img" viewBox=(format!("0 0 480 {height}")) {
+            title { "TTFT split: " (format!("{:.1}", total * 1e3)) " ms" }
+            @for (k, (c, start, d)) in bars.iter().enumerate() {
+                text class="tick" font-size="12" x="0" y=(format!("{:.1}", row * k as f64 + 13.0)) { (c) }
+                rect class=(format!("split {c}")) x=(format!("{:.1}", x(*start))) y=(format!("{:.1}", row * k as f64 + 2.0))
+                    width=(format!("{:.1}", (x(start + d) - x(*start)).max(1.0))) height=(format!("{:.1}", row - 4.0)) {
+                    title { (c) " " (format!("{:.1}", d * 1e3)) " ms" }
+                }
+            }
+        }
+        p.muted {
+            @for (k, (c, d)) in parts.iter().enumerate() {
+                @if k > 0 { " + " }
+                (c) " " (format!("{:.1} ms ({:.0} %)", d * 1e3, d / total * 100.0))
+            }
+            " = TTFT; reported by " code { (split["source"].as_str().unwrap_or("?")) }
+        }
+    }
+}
+
 /// A server's raw text for a `<pre>`: its lines kept, and every other control or
 /// bidirectional character (which reorders or hides what is shown around it) written as a
 /// visible escape ([`crate::sanitize::terminal_safe`]).
@@ -129,6 +180,10 @@ pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<
             dt { "token events" } dd { (body["token_events"]) }
             dt { "backend" } dd.identity { @if identity.is_empty() { "unknown" } @else { (identity.join(" ")) } }
         }
+        @if ok && body["ttft_split"].is_object() {
+            h2 { "TTFT split" }
+            (waterfall(&body["ttft_split"]))
+        }
         @if body["timeline"].is_object() {
             h2 { "Timeline" }
             (timeline(&body["timeline"]))
@@ -159,6 +214,24 @@ pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_waterfall_has_a_bar_per_reported_component_or_says_why_not() {
+        let split = serde_json::json!({"source": "vllm_request_metrics", "outside_engine_seconds": 0.01,
+            "engine_queue_seconds": 0.3, "engine_prefill_seconds": 0.09, "excess_seconds": 0.0});
+        let html = waterfall(&split).into_string();
+        for c in ["outside_engine", "engine_queue", "engine_prefill"] {
+            assert!(
+                html.contains(&format!("class=\"split {c}\"")),
+                "{c}: {html}"
+            );
+        }
+        assert!(html.contains("engine_queue 300.0 ms (75 %)"), "{html}");
+        assert!(!html.contains("model_load"));
+        let none = serde_json::json!({"source": null, "note": "the server reported nothing"});
+        let html = waterfall(&none).into_string();
+        assert!(!html.contains("<rect") && html.contains("the server reported nothing"));
+    }
 
     #[test]
     fn browsers_get_the_page_and_scripts_the_json() {
