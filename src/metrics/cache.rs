@@ -373,7 +373,7 @@ impl Exposer {
         }
 
         // 1. The global families.
-        let globals = match split(&self.globals, format, &global_headers)? {
+        let globals = match split(&self.globals, format, &global_headers, Vec::new())? {
             Some(g) => g,
             None => return Ok(None),
         };
@@ -388,11 +388,19 @@ impl Exposer {
             .collect();
         let mut old = std::mem::take(&mut cache.pairs);
         let mut cached = Vec::with_capacity(pairs.len());
+        // Buffers reused from pair to pair: no heap growth and shrinking per pair.
+        let (mut scratch, mut coded) = (Vec::new(), Vec::new());
         for (pair, generation) in pairs {
             let generation = generation.load(Ordering::Acquire);
             let entry = match old.remove(&pair) {
                 Some(c) if c.generation == generation => c,
-                _ => match self.encode_pair(&pair, generation, format, &pair_headers)? {
+                _ => match self.encode_pair(
+                    &pair,
+                    generation,
+                    format,
+                    &pair_headers,
+                    (&mut scratch, &mut coded),
+                )? {
                     Some(c) => c,
                     None => return Ok(None),
                 },
@@ -450,6 +458,7 @@ impl Exposer {
         generation: u64,
         format: Exposition,
         headers: &[&Header],
+        (scratch, coded): (&mut Vec<u8>, &mut Vec<u8>),
     ) -> Result<Option<Cached>, RenderError> {
         let mut r = Registry::with_prefix(PREFIX);
         for d in &self.defs {
@@ -457,24 +466,25 @@ impl Exposer {
                 d.register(&mut r, p.series(pair));
             }
         }
-        let Some(sections) = split(&r, format, headers)? else {
+        let Some(sections) = split(&r, format, headers, std::mem::take(scratch))? else {
             return Ok(None);
         };
-        let mut bytes = Vec::with_capacity(sections.bytes.len() / 4);
+        coded.clear();
         let mut ends = Vec::with_capacity(sections.ranges.len());
         for range in sections.ranges {
             let section = &sections.bytes[range];
             if format == Exposition::Protobuf {
-                bytes.extend_from_slice(section);
-            } else if !front_code(section, &mut bytes) {
+                coded.extend_from_slice(section);
+            } else if !front_code(section, coded) {
                 return Ok(None);
             }
-            ends.push(bytes.len());
+            ends.push(coded.len());
         }
-        bytes.shrink_to_fit();
+        *scratch = sections.bytes;
         Ok(Some(Cached {
             generation,
-            bytes,
+            // Exactly as long as it needs to be.
+            bytes: coded.clone(),
             ends,
         }))
     }
@@ -531,16 +541,19 @@ struct Sections {
     ranges: Vec<Range<usize>>,
 }
 
-/// Encodes `r` in `format` and finds the series of each family of `headers` (in order) in it.
-/// `None` if the output is not the headers in order, each followed by its series.
+/// Encodes `r` in `format` into `buf` (cleared first; its capacity is reused) and finds the
+/// series of each family of `headers` (in order) in it. `None` if the output is not the
+/// headers in order, each followed by its series.
 fn split(
     r: &Registry,
     format: Exposition,
     headers: &[&Header],
+    mut buf: Vec<u8>,
 ) -> Result<Option<Sections>, RenderError> {
+    buf.clear();
     if format == Exposition::Protobuf {
         let mut families = encode_families(r)?.into_iter().peekable();
-        let mut bytes = Vec::new();
+        let mut bytes = buf;
         let mut ranges = Vec::with_capacity(headers.len());
         for h in headers {
             let start = bytes.len();
@@ -556,7 +569,9 @@ fn split(
             .is_none()
             .then_some(Sections { bytes, ranges }));
     }
-    let bytes = encode(r, format, 4096)?;
+    let mut text = String::from_utf8(buf).unwrap_or_default();
+    encode_text(&mut text, r, format)?;
+    let bytes = text.into_bytes();
     let mut ranges = Vec::with_capacity(headers.len());
     let mut pos = 0;
     for h in headers {
@@ -589,12 +604,7 @@ fn encode(r: &Registry, format: Exposition, capacity: usize) -> Result<Vec<u8>, 
     match format {
         Exposition::OpenMetrics | Exposition::Text => {
             let mut out = String::with_capacity(capacity);
-            let written = if format == Exposition::OpenMetrics {
-                prometheus_client::encoding::text::encode(&mut out, r)
-            } else {
-                prometheus_client::encoding::prometheus_text::encode(&mut out, r)
-            };
-            written.map_err(|_| RenderError(format))?;
+            encode_text(&mut out, r, format)?;
             Ok(out.into_bytes())
         }
         Exposition::Protobuf => {
@@ -608,6 +618,16 @@ fn encode(r: &Registry, format: Exposition, capacity: usize) -> Result<Vec<u8>, 
             Ok(out)
         }
     }
+}
+
+/// `r` appended to `out` in a text format.
+fn encode_text(out: &mut String, r: &Registry, format: Exposition) -> Result<(), RenderError> {
+    let written = if format == Exposition::OpenMetrics {
+        prometheus_client::encoding::text::encode(out, r)
+    } else {
+        prometheus_client::encoding::prometheus_text::encode(out, r)
+    };
+    written.map_err(|_| RenderError(format))
 }
 
 fn encode_families(r: &Registry) -> Result<Vec<pb::MetricFamily>, RenderError> {
@@ -830,6 +850,21 @@ mod tests {
             }
             assert_cached_equals_fresh(&m);
         }
+    }
+
+    /// Found by the property test: a pair forgotten and set up again before any render
+    /// restarted its generation at the number its old cached bytes carried.
+    #[test]
+    fn a_pair_forgotten_and_set_up_again_is_not_served_its_old_bytes() {
+        let m = Metrics::new(&[]);
+        let a = labels(1, 0);
+        m.set_schedule(&a, Duration::from_secs(240), false);
+        m.render_as(Exposition::Text).unwrap();
+        m.forget(&a);
+        m.set_schedule(&a, Duration::from_secs(376), false);
+        let body = String::from_utf8(m.render_as(Exposition::Text).unwrap()).unwrap();
+        assert!(body.contains("scenario=\"s\"} 376"), "{body}");
+        assert!(!body.contains("} 240"), "{body}");
     }
 
     #[test]
