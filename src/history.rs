@@ -41,8 +41,9 @@ pub struct HistoryLimits {
 
 impl Default for HistoryLimits {
     /// 120 probes and 6 hours per pair: 30 minutes at the default 15 s interval (three times
-    /// the status pages' 10-minute state window); about 16 KiB per pair, 15.6 MiB at 1,000
-    /// pairs ([`RECORD_BYTES`] per probe and the rings' growth slack; BENCHMARKS.md §11).
+    /// the status pages' 10-minute state window); about 13 KiB per pair, 13 MiB at 1,000 pairs
+    /// (a ring of 128 records of [`RECORD_BYTES`] = 104 bytes; BENCHMARKS.md §11), plus the
+    /// failures ring when probes fail.
     fn default() -> Self {
         HistoryLimits {
             max_probes: 120,
@@ -619,7 +620,7 @@ mod tests {
     /// failure details and identities are stored once per pair, not once per probe.
     #[test]
     fn compact_records_round_trip_and_share_repeated_texts() {
-        assert!(RECORD_BYTES <= 112, "a record grew to {RECORD_BYTES} bytes");
+        const { assert!(RECORD_BYTES <= 112, "a record grew") };
         let h = History::new(limits(10, Duration::from_secs(3600)));
         let mut ok = RecentProbe::from(&outcome(true));
         ok.ttft = Some(Duration::new(1, 234_567_891));

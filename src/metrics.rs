@@ -12,13 +12,12 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
-use prometheus_client::registry::Unit;
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::config::Slo;
 use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome};
 
 pub mod accept;
-mod cache;
 pub use accept::{negotiate, negotiate_text};
 
 /// Labels of every probe series: the config's names, never a URL or prompt text.
@@ -250,8 +249,7 @@ type F64Gauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The exporter's metrics. Cheap to share (`Arc<Metrics>`); all methods take `&self`.
 pub struct Metrics {
-    /// The registry and the per-pair exposition cache.
-    exposer: cache::Exposer,
+    registry: Registry,
     ttft: Hist,
     ttfo: Hist,
     tpot: Hist,
@@ -318,7 +316,7 @@ impl Metrics {
         let layout = |bounds: &Arc<[f64]>| Family::new_with_constructor(histograms.buckets(bounds));
         let token_b = with_thresholds(TOKEN_TIME_BUCKETS, []);
         let mut m = Metrics {
-            exposer: cache::Exposer::new(cache::Families::default()),
+            registry: Registry::with_prefix("llm_probe"),
             ttft: layout(&ttft_b),
             ttfo: layout(&ttft_b),
             tpot: layout(&token_b),
@@ -360,174 +358,191 @@ impl Metrics {
             tps_boundaries: tps_b,
             last_render_len: Default::default(),
         };
-        let mut f = cache::Families::default();
-        f.pair("time_to_first_token", "Time to first token (TTFT): first token-bearing event (reasoning included) minus request sent", Some(Unit::Seconds), &m.ttft, |p| vec![p.clone()]);
-        f.pair(
+        let r = &mut m.registry;
+        r.register_with_unit("time_to_first_token", "Time to first token (TTFT): first token-bearing event (reasoning included) minus request sent", Unit::Seconds, m.ttft.clone());
+        r.register_with_unit(
             "time_to_first_output_token",
             "Time to first output token: first non-reasoning token event minus request sent",
-            Some(Unit::Seconds),
-            &m.ttfo,
-            |p| vec![p.clone()],
+            Unit::Seconds,
+            m.ttfo.clone(),
         );
-        f.pair(
+        r.register_with_unit(
             "time_per_output_token",
             "Time per output token (TPOT): (last token - first token) / (output tokens - 1)",
-            Some(Unit::Seconds),
-            &m.tpot,
-            |p| vec![p.clone()],
+            Unit::Seconds,
+            m.tpot.clone(),
         );
-        f.pair(
+        r.register_with_unit(
             "inter_token_latency",
             "Inter-token latency: every gap between consecutive token-bearing events",
-            Some(Unit::Seconds),
-            &m.itl,
-            |p| vec![p.clone()],
+            Unit::Seconds,
+            m.itl.clone(),
         );
-        f.pair(
+        r.register(
             "output_tokens_per_second",
             "Output tokens per second: (output tokens - 1) / (last token - first token) = 1 / TPOT",
-            None,
-            &m.tokens_per_second,
-            |p| vec![p.clone()],
+            m.tokens_per_second.clone(),
         );
-        f.pair(
+        r.register_with_unit(
             "request_duration",
             "End-to-end request duration (E2E): stream end minus request sent",
-            Some(Unit::Seconds),
-            &m.e2e,
-            |p| vec![p.clone()],
+            Unit::Seconds,
+            m.e2e.clone(),
         );
-        f.pair("server_prefill", "Prompt processing (prefill) time as reported by the server itself (llama.cpp timings.prompt_ms, Ollama prompt_eval_duration); successful probes whose server reports it", Some(Unit::Seconds), &m.server_prefill, |p| vec![p.clone()]);
-        f.pair("ttft_overhead", "Client TTFT minus the server-reported model load and prefill time: network, TLS, gateways and queueing in front of the server", Some(Unit::Seconds), &m.ttft_overhead, |p| vec![p.clone()]);
-        f.pair("connection_setup", "Time to open the connection a probe used (DNS, TCP, proxy CONNECT, TLS), part of its TTFT; every probe that opened a new connection, whatever its outcome (with connection: fresh, every probe that connected)", Some(Unit::Seconds), &m.connection_setup, |p| vec![p.clone()]);
-        f.global("read_delay", "How long after the kernel received a token event's bytes the probe read them (kernel receive timestamp to read); one sample per read that carried token events, for probes with timestamp_source kernel. High values mean the probe host is overloaded and read-instant timings would be inflated", Some(Unit::Seconds), m.read_delay.clone());
-        f.pair(
+        r.register_with_unit(
+            "server_prefill",
+            "Prompt processing (prefill) time as reported by the server itself (llama.cpp timings.prompt_ms, Ollama prompt_eval_duration); successful probes whose server reports it",
+            Unit::Seconds,
+            m.server_prefill.clone(),
+        );
+        r.register_with_unit(
+            "ttft_overhead",
+            "Client TTFT minus the server-reported model load and prefill time: network, TLS, gateways and queueing in front of the server",
+            Unit::Seconds,
+            m.ttft_overhead.clone(),
+        );
+        r.register_with_unit(
+            "connection_setup",
+            "Time to open the connection a probe used (DNS, TCP, proxy CONNECT, TLS), part of its TTFT; every probe that opened a new connection, whatever its outcome (with connection: fresh, every probe that connected)",
+            Unit::Seconds,
+            m.connection_setup.clone(),
+        );
+        r.register_with_unit(
+            "read_delay",
+            "How long after the kernel received a token event's bytes the probe read them (kernel receive timestamp to read); one sample per read that carried token events, for probes with timestamp_source kernel. High values mean the probe host is overloaded and read-instant timings would be inflated",
+            Unit::Seconds,
+            m.read_delay.clone(),
+        );
+        r.register(
             "probes",
             "Probes finished, successful or not",
-            None,
-            &m.probes,
-            |p| vec![p.clone()],
+            m.probes.clone(),
         );
-        f.global(
+        r.register(
             "probe_panics",
             "Probes that panicked (a bug in llm-probe; logged at error, not counted in probes)",
-            None,
             crate::schedule::PROBE_PANICS.clone(),
         );
-        f.global("log_write_failures", "Log lines that could not be written (e.g. stderr closed by a dead log shipper) and were dropped", None, crate::logging::LOG_WRITE_FAILURES.clone());
-        f.pair(
+        r.register(
+            "log_write_failures",
+            "Log lines that could not be written (e.g. stderr closed by a dead log shipper) and were dropped",
+            crate::logging::LOG_WRITE_FAILURES.clone(),
+        );
+        r.register(
             "probe_failures",
             "Failed probes by reason",
-            None,
-            &m.failures,
-            |p| {
-                FailureReason::ALL
-                    .iter()
-                    .map(|r| failure_labels(p, *r))
-                    .collect()
-            },
+            m.failures.clone(),
         );
-        f.pair("stream_anomalies", "Streams that succeeded or failed with something that makes their numbers less trustworthy, by kind", None, &m.anomalies, |p| Anomaly::ALL.iter().map(|k| anomaly_labels(p, *k)).collect());
-        f.pair(
+        r.register("stream_anomalies", "Streams that succeeded or failed with something that makes their numbers less trustworthy, by kind", m.anomalies.clone());
+        r.register(
             "output_tokens",
             "Output tokens generated for the probe's own requests (the probe's token spend)",
-            None,
-            &m.output_tokens,
-            |p| vec![p.clone()],
+            m.output_tokens.clone(),
         );
-        f.pair(
+        r.register(
             "prompt_tokens",
             "Prompt tokens sent by the probe, as counted by the server",
-            None,
-            &m.prompt_tokens,
-            |p| vec![p.clone()],
+            m.prompt_tokens.clone(),
         );
-        f.pair(
+        r.register(
             "prompt_cached_tokens",
             "Prompt tokens the server reports it served from its prefix cache",
-            None,
-            &m.cached_prompt_tokens,
-            |p| vec![p.clone()],
+            m.cached_prompt_tokens.clone(),
         );
-        f.pair(
+        r.register(
             "last_probe_success",
             "1 if the last probe succeeded, 0 if it failed",
-            None,
-            &m.last_success,
-            |p| vec![p.clone()],
+            m.last_success.clone(),
         );
-        f.pair(
+        r.register_with_unit(
             "last_probe_timestamp",
             "Unix time the last probe finished",
-            Some(Unit::Seconds),
-            &m.last_timestamp,
-            |p| vec![p.clone()],
+            Unit::Seconds,
+            m.last_timestamp.clone(),
         );
-        f.pair("retry_after", "Wait the server asked for with Retry-After on the last probe (429/503); the next probe is held back until it passes; 0 when none", Some(Unit::Seconds), &m.retry_after, |p| vec![p.clone()]);
-        f.pair("probe_cost", "Money the probes spent, in the currency unit of the target's cost prices (per million prompt and output tokens), from the tokens the server reported; only targets with cost: prices", None, &m.cost, |p| vec![p.clone()]);
-        f.global("credential_reloads", "Times the target's credentials (api_key_file, TLS files) were read again because a file changed, and the next probes used them (never the value)", None, m.credential_reloads.clone());
-        f.pair("probe_interval", "Time between the starts of two probes of the pair (the configured interval, or longer when the target's cost.monthly_budget needs it); the alert rules derive their probe-count guards and detection windows from it", Some(Unit::Seconds), &m.interval, |p| vec![p.clone()]);
-        f.global(
+        r.register_with_unit(
+            "retry_after",
+            "Wait the server asked for with Retry-After on the last probe (429/503); the next probe is held back until it passes; 0 when none",
+            Unit::Seconds,
+            m.retry_after.clone(),
+        );
+        r.register(
+            "probe_cost",
+            "Money the probes spent, in the currency unit of the target's cost prices (per million prompt and output tokens), from the tokens the server reported; only targets with cost: prices",
+            m.cost.clone(),
+        );
+        r.register(
+            "credential_reloads",
+            "Times the target's credentials (api_key_file, TLS files) were read again because a file changed, and the next probes used them (never the value)",
+            m.credential_reloads.clone(),
+        );
+        r.register_with_unit(
+            "probe_interval",
+            "Time between the starts of two probes of the pair (the configured interval, or longer when the target's cost.monthly_budget needs it); the alert rules derive their probe-count guards and detection windows from it",
+            Unit::Seconds,
+            m.interval.clone(),
+        );
+        r.register_with_unit(
             "slo_time_to_first_token",
             "Configured P95 TTFT objective of the target",
-            Some(Unit::Seconds),
+            Unit::Seconds,
             m.slo_ttft.clone(),
         );
-        f.global(
+        r.register(
             "slo_output_tokens_per_second",
             "Configured output tokens per second floor of the target",
-            None,
             m.slo_tokens_per_second.clone(),
         );
-        f.global("endpoint_info", "What the backend reveals about itself (value 1); a new label set marks a model or framework change", None, m.endpoint_info.clone());
-        f.global(
+        r.register("endpoint_info", "What the backend reveals about itself (value 1); a new label set marks a model or framework change", m.endpoint_info.clone());
+        r.register(
             "config_last_reload_successful",
             "1 if the last configuration load succeeded",
-            None,
             m.reload_success.clone(),
         );
-        f.global(
+        r.register_with_unit(
             "config_last_reload_success_timestamp",
             "Unix time of the last successful configuration load",
-            Some(Unit::Seconds),
+            Unit::Seconds,
             m.reload_timestamp.clone(),
         );
-        f.global("shard_info", "This replica's shard: index in 0..count of the replicas sharing the probes file (value 1)", None, m.shard_info.clone());
-        f.pair("baseline_time_to_first_token", "Pinned baseline TTFT of the pair (the probes file's baseline_file, written by llm-probe baseline save), by quantile", Some(Unit::Seconds), &m.baseline_ttft, |p| QUANTILES.iter().map(|q| quantile_labels(p, *q)).collect());
-        f.pair(
+        r.register(
+            "shard_info",
+            "This replica's shard: index in 0..count of the replicas sharing the probes file (value 1)",
+            m.shard_info.clone(),
+        );
+        r.register_with_unit(
+            "baseline_time_to_first_token",
+            "Pinned baseline TTFT of the pair (the probes file's baseline_file, written by llm-probe baseline save), by quantile",
+            Unit::Seconds,
+            m.baseline_ttft.clone(),
+        );
+        r.register_with_unit(
             "baseline_time_per_output_token",
             "Pinned baseline TPOT of the pair, by quantile",
-            Some(Unit::Seconds),
-            &m.baseline_tpot,
-            |p| QUANTILES.iter().map(|q| quantile_labels(p, *q)).collect(),
+            Unit::Seconds,
+            m.baseline_tpot.clone(),
         );
-        f.pair(
+        r.register(
             "baseline_output_tokens_per_second",
             "Pinned baseline output tokens per second of the pair, by quantile",
-            None,
-            &m.baseline_tokens_per_second,
-            |p| QUANTILES.iter().map(|q| quantile_labels(p, *q)).collect(),
+            m.baseline_tokens_per_second.clone(),
         );
-        f.pair(
+        r.register_with_unit(
             "baseline_request_duration",
             "Pinned baseline end-to-end request duration (E2E) of the pair, by quantile",
-            Some(Unit::Seconds),
-            &m.baseline_e2e,
-            |p| QUANTILES.iter().map(|q| quantile_labels(p, *q)).collect(),
+            Unit::Seconds,
+            m.baseline_e2e.clone(),
         );
-        f.pair(
+        r.register(
             "baseline_samples",
             "Successful requests the pinned baseline was computed from",
-            None,
-            &m.baseline_samples,
-            |p| vec![p.clone()],
+            m.baseline_samples.clone(),
         );
-        f.pair(
+        r.register_with_unit(
             "baseline_timestamp",
             "Unix time the pinned baseline's measurement ended",
-            Some(Unit::Seconds),
-            &m.baseline_timestamp,
-            |p| vec![p.clone()],
+            Unit::Seconds,
+            m.baseline_timestamp.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();
         build
@@ -535,8 +550,7 @@ impl Metrics {
                 version: env!("CARGO_PKG_VERSION"),
             })
             .set(1);
-        f.global("build_info", "Build information (value 1)", None, build);
-        m.exposer = cache::Exposer::new(f);
+        r.register("build_info", "Build information (value 1)", build);
         m
     }
 
@@ -586,7 +600,6 @@ impl Metrics {
         self.slo_tokens_per_second
             .get_or_create(&t)
             .set(slo.output_tokens_per_second_min);
-        self.exposer.touch(labels);
     }
 
     /// Exports the interval one (target, model, scenario) is probed at as
@@ -602,13 +615,10 @@ impl Metrics {
         if priced {
             let _ = self.cost.get_or_create(labels);
         }
-        self.exposer.touch(labels);
     }
 
     /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
     pub fn forget(&self, labels: &ProbeLabels) {
-        // First, so that no render serves the pair's cached series once they start to go.
-        self.exposer.forget(labels);
         for h in [
             &self.ttft,
             &self.ttfo,
@@ -684,7 +694,7 @@ impl Metrics {
                 if values.is_some_and(|v| v[i].is_some()) {
                     continue;
                 }
-                for q in QUANTILES {
+                for q in ["0.5", "0.95", "0.99"] {
                     family.remove(&quantile_labels(old, q));
                 }
             }
@@ -706,9 +716,6 @@ impl Metrics {
                 .get_or_create(labels)
                 .set(b.measured_unix_seconds());
         }
-        for pair in current.iter().chain(pinned.iter().map(|(l, _)| l)) {
-            self.exposer.touch(pair);
-        }
         *current = pinned.iter().map(|(l, _)| l.clone()).collect();
     }
 
@@ -722,8 +729,6 @@ impl Metrics {
             model: outcome.model.to_string(),
             scenario: outcome.scenario.to_string(),
         };
-        // Known before its series change; bumped again once they have.
-        self.exposer.touch(&labels);
         self.probes.get_or_create(&labels).inc();
         let obs = &outcome.observations;
         if let Some(n) = obs.usage.prompt_tokens {
@@ -808,7 +813,6 @@ impl Metrics {
         self.retry_after
             .get_or_create(&labels)
             .set(obs.retry_after.map_or(0.0, |d| d.as_secs_f64()));
-        self.exposer.touch(&labels);
     }
 
     fn update_identity(&self, labels: &ProbeLabels, id: &Identity) {
@@ -872,7 +876,30 @@ impl Metrics {
         let last = last_len.load(Ordering::Relaxed);
         // Room for the last body plus growth (new series, longer numbers) of ~3 %.
         let capacity = (last + last / 32).max(16 * 1024);
-        let out = self.exposer.render(format, capacity)?;
+        let out = match format {
+            Exposition::OpenMetrics | Exposition::Text => {
+                let mut out = String::with_capacity(capacity);
+                let written = if format == Exposition::OpenMetrics {
+                    prometheus_client::encoding::text::encode(&mut out, &self.registry)
+                } else {
+                    prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+                };
+                written.map_err(|_| RenderError(format))?;
+                out.into_bytes()
+            }
+            Exposition::Protobuf => {
+                use prometheus_client::encoding::prometheus_protobuf::encode;
+                use prost::Message;
+                let families = encode(&self.registry).map_err(|_| RenderError(format))?;
+                let mut out = Vec::with_capacity(capacity);
+                for family in families {
+                    family
+                        .encode_length_delimited(&mut out)
+                        .map_err(|_| RenderError(format))?;
+                }
+                out
+            }
+        };
         last_len.store(out.len(), Ordering::Relaxed);
         Ok(out)
     }
@@ -928,9 +955,6 @@ fn baseline_values(b: &crate::baseline::Baseline) -> [Option<crate::baseline::Qu
         b.e2e_seconds,
     ]
 }
-
-/// The quantiles of the baseline gauges.
-const QUANTILES: [&str; 3] = ["0.5", "0.95", "0.99"];
 
 fn quantile_labels(l: &ProbeLabels, quantile: &'static str) -> QuantileLabels {
     QuantileLabels {
