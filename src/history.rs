@@ -1,6 +1,11 @@
 //! The last probe outcomes kept in memory, per (target, scenario) pair, in a compact form: for
 //! the status pages (`/`, `/targets/{target}`, `/api/v1/*`, badges) and the demo's live summary.
 //!
+//! Each probe is stored as a fixed-size record ([`RECORD_BYTES`] bytes; no heap allocation of
+//! its own): numbers as integers, the target and scenario once per pair, and the failure detail
+//! and identity line shared with the pair's earlier probes that carried the same text. Readers
+//! get [`RecentProbe`]s built from the records.
+//!
 //! Bounded per pair by count and age ([`HistoryLimits`], `--web.history.max-probes` and
 //! `--web.history.max-age`); failures are also kept in a ring of their own that holds
 //! [`FAILURE_RETENTION`] times as many for [`FAILURE_RETENTION`] times as long, so a failure
@@ -36,8 +41,9 @@ pub struct HistoryLimits {
 
 impl Default for HistoryLimits {
     /// 120 probes and 6 hours per pair: 30 minutes at the default 15 s interval (three times
-    /// the status pages' 10-minute state window); about 31 MiB at 1,000 pairs (270 bytes per probe, BENCHMARKS.md
-    /// §7), which fits the Kubernetes manifests' memory request with the rest of the daemon.
+    /// the status pages' 10-minute state window); about 13 KiB per pair, 13 MiB at 1,000 pairs
+    /// (a ring of 128 records of [`RECORD_BYTES`] = 104 bytes; BENCHMARKS.md §11), plus the
+    /// failures ring when probes fail.
     fn default() -> Self {
         HistoryLimits {
             max_probes: 120,
@@ -82,6 +88,160 @@ pub struct ItlSummary {
     /// 95th percentile ITL.
     pub p95: Duration,
 }
+
+/// Bytes of one kept probe (a failure kept in the failures ring too takes as many again).
+pub const RECORD_BYTES: usize = std::mem::size_of::<Record>();
+
+/// A stored duration or count that is absent.
+const ABSENT: u64 = u64::MAX;
+
+/// `flags`: the probe had an output-tokens-per-second value.
+const HAS_TPS: u8 = 1;
+/// `flags`: the probe had an output token count.
+const HAS_TOKENS: u8 = 2;
+
+/// One probe as stored: fixed size, no heap allocation of its own (the texts are shared).
+#[derive(Debug, Clone)]
+struct Record {
+    /// Start, nanoseconds since the Unix epoch (0 for an instant before it).
+    started_ns: u64,
+    /// TTFT, TPOT, E2E, ITL median and P95 in nanoseconds; [`ABSENT`] when unknown.
+    ttft_ns: u64,
+    tpot_ns: u64,
+    e2e_ns: u64,
+    itl_p50_ns: u64,
+    itl_p95_ns: u64,
+    output_tokens_per_second: f64,
+    output_tokens: u64,
+    /// The failure detail, shared with the pair's earlier failures of the same text.
+    detail: Option<Arc<str>>,
+    /// The identity line, shared with the pair's earlier probes of the same identity.
+    identity: Option<Arc<str>>,
+    /// 1 + the failure reason's index in [`FailureReason::ALL`]; 0 for a success.
+    failure: u8,
+    /// [`HAS_TPS`], [`HAS_TOKENS`].
+    flags: u8,
+}
+
+fn to_ns(d: Option<Duration>) -> u64 {
+    d.map_or(ABSENT, |d| {
+        u64::try_from(d.as_nanos()).unwrap_or(ABSENT - 1)
+    })
+}
+
+fn from_ns(ns: u64) -> Option<Duration> {
+    (ns != ABSENT).then(|| Duration::from_nanos(ns))
+}
+
+fn epoch_ns(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl Record {
+    /// `p` stored, sharing texts equal to those of `rings`' recent records.
+    fn new(p: RecentProbe, rings: &Rings) -> Self {
+        let (failure, detail) = match &p.failure {
+            Some((reason, detail)) => {
+                let index = FailureReason::ALL
+                    .iter()
+                    .position(|r| r == reason)
+                    .unwrap_or(0);
+                let earlier = rings
+                    .failures
+                    .iter()
+                    .rev()
+                    .take(SHARED_LOOKBACK)
+                    .filter_map(|r| r.detail.as_ref());
+                (
+                    u8::try_from(index + 1).unwrap_or(u8::MAX),
+                    share(Some(detail), earlier),
+                )
+            }
+            None => (0, None),
+        };
+        let earlier = rings
+            .recent
+            .iter()
+            .rev()
+            .take(SHARED_LOOKBACK)
+            .filter_map(|r| r.identity.as_ref());
+        let identity = share(p.identity.as_deref(), earlier);
+        let mut flags = 0;
+        if p.output_tokens_per_second.is_some() {
+            flags |= HAS_TPS;
+        }
+        if p.output_tokens.is_some() {
+            flags |= HAS_TOKENS;
+        }
+        Record {
+            started_ns: epoch_ns(p.started_at),
+            ttft_ns: to_ns(p.ttft),
+            tpot_ns: to_ns(p.tpot),
+            e2e_ns: to_ns(p.e2e),
+            itl_p50_ns: to_ns(p.itl.map(|i| i.p50)),
+            itl_p95_ns: to_ns(p.itl.map(|i| i.p95)),
+            output_tokens_per_second: p.output_tokens_per_second.unwrap_or(0.0),
+            output_tokens: p.output_tokens.unwrap_or(0),
+            detail,
+            identity,
+            failure,
+            flags,
+        }
+    }
+
+    fn started_at(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(self.started_ns)
+    }
+
+    /// The probe of `rings` this record stores.
+    fn probe(&self, rings: &Rings) -> RecentProbe {
+        let itl = match (from_ns(self.itl_p50_ns), from_ns(self.itl_p95_ns)) {
+            (Some(p50), Some(p95)) => Some(ItlSummary { p50, p95 }),
+            _ => None,
+        };
+        let failure = (self.failure > 0).then(|| {
+            let reason = FailureReason::ALL
+                .get(usize::from(self.failure - 1))
+                .copied()
+                .unwrap_or(FailureReason::ALL[0]);
+            (
+                reason,
+                self.detail.as_deref().unwrap_or_default().to_string(),
+            )
+        });
+        RecentProbe {
+            target: rings.target.clone(),
+            scenario: rings.scenario.clone(),
+            started_at: self.started_at(),
+            ttft: from_ns(self.ttft_ns),
+            output_tokens_per_second: (self.flags & HAS_TPS != 0)
+                .then_some(self.output_tokens_per_second),
+            tpot: from_ns(self.tpot_ns),
+            itl,
+            e2e: from_ns(self.e2e_ns),
+            output_tokens: (self.flags & HAS_TOKENS != 0).then_some(self.output_tokens),
+            failure,
+            identity: self.identity.clone(),
+        }
+    }
+}
+
+/// `text` as an `Arc`: one of `earlier` if equal, else a new one.
+fn share<'a>(
+    text: Option<&str>,
+    mut earlier: impl Iterator<Item = &'a Arc<str>>,
+) -> Option<Arc<str>> {
+    text.map(|t| {
+        earlier
+            .find(|e| &***e == t)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(t))
+    })
+}
+
+/// How many of a pair's newest records a new one looks through for a text to share.
+const SHARED_LOOKBACK: usize = 16;
 
 /// The identity in one line: `model=… fingerprint=… server=… version=…`, the parts present.
 pub fn identity_line(id: &Identity) -> Option<String> {
@@ -132,10 +292,21 @@ impl From<&ProbeOutcome> for RecentProbe {
 }
 
 /// One pair's rings, newest last.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Rings {
-    recent: VecDeque<RecentProbe>,
-    failures: VecDeque<RecentProbe>,
+    target: Arc<str>,
+    scenario: Arc<str>,
+    recent: VecDeque<Record>,
+    failures: VecDeque<Record>,
+}
+
+impl Rings {
+    fn probes<'a>(&'a self, ring: &'a VecDeque<Record>, oldest: u64) -> Vec<RecentProbe> {
+        ring.iter()
+            .filter(|r| r.started_ns >= oldest)
+            .map(|r| r.probe(self))
+            .collect()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -155,12 +326,12 @@ pub struct History {
 /// Drops the front of `ring` beyond `count` entries (unless it started at or after `keep`)
 /// or older than `oldest`.
 fn prune(
-    ring: &mut VecDeque<RecentProbe>,
+    ring: &mut VecDeque<Record>,
     count: usize,
     oldest: Option<SystemTime>,
     keep: Option<SystemTime>,
 ) {
-    let before = |p: &RecentProbe, t: Option<SystemTime>| t.is_some_and(|t| p.started_at < t);
+    let before = |p: &Record, t: Option<SystemTime>| t.is_some_and(|t| p.started_ns < epoch_ns(t));
     while let Some(p) = ring.front() {
         if before(p, oldest) || (ring.len() > count && (keep.is_none() || before(p, keep))) {
             ring.pop_front();
@@ -197,7 +368,7 @@ impl History {
     }
 
     /// Adds a summarised probe (as [`History::push`]).
-    pub fn push_probe(&self, mut p: RecentProbe) {
+    pub fn push_probe(&self, p: RecentProbe) {
         let now = SystemTime::now();
         let age = |a: Duration| now.checked_sub(a);
         let (count, max_age) = (self.limits.max_probes, self.limits.max_age);
@@ -205,17 +376,18 @@ impl History {
         let rings = store
             .pairs
             .entry((p.target.to_string(), p.scenario.to_string()))
-            .or_default();
-        // One allocation per identity, not per probe: share the previous probe's.
-        if let Some(last) = rings.recent.back().and_then(|l| l.identity.as_ref()) {
-            if p.identity.as_deref() == Some(&**last) {
-                p.identity = Some(last.clone());
-            }
+            .or_insert_with(|| Rings {
+                target: p.target.clone(),
+                scenario: p.scenario.clone(),
+                recent: VecDeque::new(),
+                failures: VecDeque::new(),
+            });
+        // One allocation per distinct text, not per probe: shared with earlier probes.
+        let record = Record::new(p, rings);
+        if record.failure > 0 {
+            rings.failures.push_back(record.clone());
         }
-        if p.failure.is_some() {
-            rings.failures.push_back(p.clone());
-        }
-        rings.recent.push_back(p);
+        rings.recent.push_back(record);
         prune(&mut rings.recent, count, age(max_age), age(STATE_WINDOW));
         prune(
             &mut rings.failures,
@@ -253,41 +425,42 @@ impl History {
 
     /// One pair's recent probes within the limits, oldest first.
     pub fn probes(&self, target: &str, scenario: &str) -> Vec<RecentProbe> {
-        self.with_pair(target, scenario, |p, _| {
-            p.iter().map(|p| (*p).clone()).collect()
-        })
+        self.kept(target, scenario).0
     }
 
     /// One pair's recent failures (kept longer than its probes), oldest first.
     pub fn pair_failures(&self, target: &str, scenario: &str) -> Vec<RecentProbe> {
-        self.with_pair(target, scenario, |_, f| {
-            f.iter().map(|p| (*p).clone()).collect()
-        })
+        self.kept(target, scenario).1
     }
 
     /// Calls `f` with one pair's kept probes and kept failures (oldest first, within the
-    /// limits), without copying them; the history is locked meanwhile, so `f` should be quick.
+    /// limits).
     pub fn with_pair<R>(
         &self,
         target: &str,
         scenario: &str,
         f: impl FnOnce(&[&RecentProbe], &[&RecentProbe]) -> R,
     ) -> R {
-        fn keep(ring: &VecDeque<RecentProbe>, oldest: Option<SystemTime>) -> Vec<&RecentProbe> {
-            ring.iter()
-                .filter(|p| oldest.is_none_or(|o| p.started_at >= o))
-                .collect()
-        }
+        let (probes, failures) = self.kept(target, scenario);
+        let probes: Vec<&RecentProbe> = probes.iter().collect();
+        let failures: Vec<&RecentProbe> = failures.iter().collect();
+        f(&probes, &failures)
+    }
+
+    /// One pair's kept probes and kept failures, oldest first, within the limits.
+    fn kept(&self, target: &str, scenario: &str) -> (Vec<RecentProbe>, Vec<RecentProbe>) {
         let now = SystemTime::now();
-        let oldest =
-            |retention: u32| now.checked_sub(self.limits.max_age.saturating_mul(retention));
+        let oldest = |retention: u32| {
+            now.checked_sub(self.limits.max_age.saturating_mul(retention))
+                .map_or(0, epoch_ns)
+        };
         let store = self.lock();
         let key = (target.to_string(), scenario.to_string());
         match store.pairs.get(&key) {
-            None => f(&[], &[]),
-            Some(r) => f(
-                &keep(&r.recent, oldest(1)),
-                &keep(&r.failures, oldest(FAILURE_RETENTION)),
+            None => (Vec::new(), Vec::new()),
+            Some(r) => (
+                r.probes(&r.recent, oldest(1)),
+                r.probes(&r.failures, oldest(FAILURE_RETENTION)),
             ),
         }
     }
@@ -303,12 +476,12 @@ impl History {
         self.merged(|r| &r.failures)
     }
 
-    fn merged(&self, pick: fn(&Rings) -> &VecDeque<RecentProbe>) -> Vec<RecentProbe> {
+    fn merged(&self, pick: fn(&Rings) -> &VecDeque<Record>) -> Vec<RecentProbe> {
         let store = self.lock();
         let mut all: Vec<RecentProbe> = store
             .pairs
             .values()
-            .flat_map(|r| pick(r).iter().cloned())
+            .flat_map(|r| pick(r).iter().map(|p| p.probe(r)))
             .collect();
         all.sort_by_key(|p| p.started_at);
         all
@@ -441,6 +614,49 @@ mod tests {
         );
         assert_eq!(h.probes("u", "s").len(), 1, "pairs are bounded apart");
         assert_eq!(h.pairs().len(), 2);
+    }
+
+    /// Issue 31: a probe is stored in a fixed-size record and read back unchanged; repeated
+    /// failure details and identities are stored once per pair, not once per probe.
+    #[test]
+    fn compact_records_round_trip_and_share_repeated_texts() {
+        const { assert!(RECORD_BYTES <= 112, "a record grew") };
+        let h = History::new(limits(10, Duration::from_secs(3600)));
+        let mut ok = RecentProbe::from(&outcome(true));
+        ok.ttft = Some(Duration::new(1, 234_567_891));
+        ok.tpot = None;
+        ok.output_tokens_per_second = Some(f64::NAN);
+        ok.itl = Some(ItlSummary {
+            p50: Duration::from_nanos(7),
+            p95: Duration::from_millis(21),
+        });
+        ok.identity = Some("model=m server=s".into());
+        let mut failed = RecentProbe::from(&outcome(false));
+        failed.identity = Some("model=m server=s".into());
+        h.push_probe(ok.clone());
+        h.push_probe(failed.clone());
+        h.push_probe(failed.clone());
+        let kept = h.probes("t", "s");
+        assert_eq!(kept.len(), 3);
+        assert!(kept[0].output_tokens_per_second.unwrap().is_nan());
+        let mut expect_ok = ok.clone();
+        expect_ok.output_tokens_per_second = kept[0].output_tokens_per_second;
+        let mut got_ok = kept[0].clone();
+        got_ok.output_tokens_per_second = expect_ok.output_tokens_per_second;
+        assert_eq!(format!("{got_ok:?}"), format!("{expect_ok:?}"));
+        assert_eq!(kept[1], failed);
+        assert_eq!(kept[2], failed);
+        let store = h.lock();
+        let rings = store.pairs.values().next().unwrap();
+        let (a, b) = (&rings.failures[0], &rings.failures[1]);
+        assert!(Arc::ptr_eq(
+            a.detail.as_ref().unwrap(),
+            b.detail.as_ref().unwrap()
+        ));
+        assert!(Arc::ptr_eq(
+            rings.recent[0].identity.as_ref().unwrap(),
+            rings.recent[2].identity.as_ref().unwrap()
+        ));
     }
 
     #[test]

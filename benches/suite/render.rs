@@ -4,7 +4,9 @@
 //! the render row of `scale` (which needs 70 s of probing), and the thing to run under
 //! `perf record` when the render is slow. `--histograms classic|native|both` (default both, as
 //! `llm-probe run`) sets the histograms' buckets; the protobuf format (native histograms) is
-//! timed too.
+//! timed too. `--changed F` (0 to 1, default 0) observes a probe again on that share of the
+//! pairs before each round of renders (untimed), so that the per-pair exposition cache has
+//! that share to encode again: 1 is the steady state of pairs probed more often than scraped.
 
 use std::time::Instant;
 
@@ -59,17 +61,25 @@ pub fn main(opts: &Opts) {
         ..HistogramOptions::default()
     };
     let metrics = Metrics::with_histograms(std::slice::from_ref(&slo), histograms);
-    for i in 0..targets {
-        let mut o = outcome.clone();
-        o.target = format!("target-{i:04}").into();
+    let changed: f64 = opts.num("changed", 0.0);
+    let outcomes: Vec<_> = (0..targets)
+        .map(|i| {
+            let mut o = outcome.clone();
+            o.target = format!("target-{i:04}").into();
+            o
+        })
+        .collect();
+    for o in &outcomes {
         let labels = ProbeLabels {
             target: o.target.to_string(),
             model: o.model.to_string(),
             scenario: o.scenario.to_string(),
         };
         metrics.register_probe(&labels, &slo);
-        metrics.observe(&o);
+        metrics.observe(o);
     }
+    let per_round = ((changed.clamp(0.0, 1.0) * targets as f64).round() as usize).min(targets);
+    let mut next = 0;
 
     let rss_before = status_kib("VmRSS:");
     let load = loadavg();
@@ -78,21 +88,33 @@ pub fn main(opts: &Opts) {
     let mut pb = Dist::new("`Metrics::render_as`, protobuf");
     let (mut size, mut lines, mut om_size, mut pb_size) = (0, 0, 0, 0);
     for _ in 0..renders {
+        for _ in 0..per_round {
+            metrics.observe(&outcomes[next % targets]);
+            next += 1;
+        }
         let t = Instant::now();
         let (_, body) = metrics.render(None);
         text.push(ms(t.elapsed().as_secs_f64()));
         size = body.len();
         lines = body.lines().filter(|l| !l.starts_with('#')).count();
         drop(body);
+        for _ in 0..per_round {
+            metrics.observe(&outcomes[next % targets]);
+            next += 1;
+        }
         let t = Instant::now();
         om_size = metrics.render(Some("application/openmetrics-text")).1.len();
         om.push(ms(t.elapsed().as_secs_f64()));
+        for _ in 0..per_round {
+            metrics.observe(&outcomes[next % targets]);
+            next += 1;
+        }
         let t = Instant::now();
         pb_size = metrics.render_as(Exposition::Protobuf).unwrap().len();
         pb.push(ms(t.elapsed().as_secs_f64()));
     }
     println!(
-        "\n#### `/metrics` render: {targets} targets × 1 scenario, each observed once, histograms {kinds:?} (loadavg {load} → {})\n",
+        "\n#### `/metrics` render: {targets} targets × 1 scenario, each observed once, histograms {kinds:?}, {per_round} pairs observed again before each render (loadavg {load} → {})\n",
         loadavg()
     );
     let per = |n: usize| n / targets.max(1);
