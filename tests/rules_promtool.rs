@@ -302,7 +302,9 @@ fn the_ttft_alerts_name_the_ttft_component_in_their_description() {
         }
         n += 1;
         let a = &r["annotations"];
-        let cause = a["cause"].as_str().unwrap_or_else(|| panic!("{name}: no cause"));
+        let cause = a["cause"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no cause"));
         let description = a["description"].as_str().unwrap();
         assert!(
             description.trim_end().ends_with(cause),
@@ -316,8 +318,14 @@ fn the_ttft_alerts_name_the_ttft_component_in_their_description() {
             ),
             "{name}: {cause}"
         );
-        assert!(cause.contains("target=%q,model=%q,scenario=%q"), "{name}: {cause}");
-        assert!(cause.contains(r#"reReplaceAll "[^a-z_]" """#), "{name}: {cause}");
+        assert!(
+            cause.contains("target=%q,model=%q,scenario=%q"),
+            "{name}: {cause}"
+        );
+        assert!(
+            cause.contains(r#"reReplaceAll "[^a-z_]" """#),
+            "{name}: {cause}"
+        );
         assert!(cause.contains("the server reveals none"), "{name}: {cause}");
     }
     assert_eq!(n, 3, "three TTFT alerts");
