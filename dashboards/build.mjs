@@ -298,12 +298,28 @@ function detail() {
     timeseries('Connection setup (DNS, TCP, proxy, TLS)', 'Time to open the connection a probe used, part of its TTFT: every probe with connection: fresh (the default), only the ones that found no idle connection with connection: reuse. TTFT up with this up: a slow handshake, resolver or proxy, not the model.', 's',
       [0.5, 0.95].map((p) => q(`histogram_quantile(${p}, sum by (scenario, le) (rate(llm_probe_connection_setup_seconds_bucket{${s}}[$__rate_interval])))`, `setup P${p * 100} {{scenario}}`)),
       gp(12, 45, 12, 8), { min: 0 }),
-    row('Probe locations', 53),
+    timeseries('TTFT split by component (mean, stacked)', 'Where the TTFT goes, from the server\'s own numbers (docs/measurement.md "TTFT split"): the mean of each component per probe, stacked: engine_queue (the engine\'s queue wait), model_load, engine_prefill, and the rest, outside_engine (network, proxies, the server\'s HTTP frontend) or unattributed (where the server does not report its queue). A probe\'s components sum to its TTFT, so the stack meets the mean TTFT (dashed) when every probe carries the split. The component that grows is the cause the TTFT alerts name (their cause annotation). Empty for servers that reveal no split (vLLM without --enable-per-request-metrics, OpenAI-compatible APIs).', 's',
+      [
+        q(`sum by (component) (rate(llm_probe_ttft_component_seconds_sum{${s}}[$__rate_interval])) / sum by (component) (rate(llm_probe_ttft_component_seconds_count{${s}}[$__rate_interval]))`, '{{component}}'),
+        q(`sum(rate(llm_probe_time_to_first_token_seconds_sum{${s}}[$__rate_interval])) / sum(rate(llm_probe_time_to_first_token_seconds_count{${s}}[$__rate_interval]))`, 'mean TTFT'),
+      ], gp(0, 53, 24, 8), {
+        stack: true, min: 0,
+        overrides: [{
+          matcher: { id: 'byName', options: 'mean TTFT' },
+          properties: [
+            { id: 'custom.stacking', value: { mode: 'none', group: 'A' } },
+            { id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } },
+            { id: 'custom.fillOpacity', value: 0 },
+            { id: 'color', value: { mode: 'fixed', fixedColor: 'text' } },
+          ],
+        }],
+      }),
+    row('Probe locations', 61),
     timeseries('TTFT P95 by location vs SLO', 'P95 TTFT from each probe location (the `location` target label of the scrape config), summed over its shards, against the SLO (dashed). One location slow: its network path; all: the endpoint.', 's',
-      [ttftByLocation(s), ttftSlo], gp(0, 54, 12, 8), { overrides: [dashedRed('SLO')], min: 0 }),
+      [ttftByLocation(s), ttftSlo], gp(0, 62, 12, 8), { overrides: [dashedRed('SLO')], min: 0 }),
     timeseries('Connection setup P95 by location', 'Connection setup (DNS, TCP, proxy, TLS) from each probe location: the first thing to compare when one location sees a slower TTFT.', 's',
       [q(`histogram_quantile(0.95, sum by (location, le) (rate(llm_probe_connection_setup_seconds_bucket{${s}}[$__rate_interval])))`, 'setup P95 {{location}}')],
-      gp(12, 54, 12, 8), { min: 0 }),
+      gp(12, 62, 12, 8), { min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,

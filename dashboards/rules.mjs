@@ -104,6 +104,61 @@ or on (${L})
 (${fr} > (1 - ${q})) * 0 + Inf`;
 }
 
+// ---- TTFT split (issue 29): which component of the TTFT grew ----------------------------------
+const LC = `${L}, component`;
+/** A component's P95 over `w` (seconds), per pair and component. */
+export const compP95 = (w) => `target_model_scenario_component:llm_probe_ttft_component_seconds:p95_${w}`;
+/** A component's share of the mean TTFT over `w` (0..1), per pair and component. */
+export const compShare = (w) => `target_model_scenario_component:llm_probe_ttft_component_seconds:ttft_share_${w}`;
+/** The same two, over the long page window of the pair's interval class (the TTFT page's window). */
+export const COMP_P95 = compP95('page_window');
+export const COMP_SHARE = compShare('page_window');
+
+/**
+ * The component recording rules: P95 and share of the mean TTFT over every long page window,
+ * then the pair's own class window picked out (what the TTFT alerts' `cause` annotation reads).
+ */
+function componentRecords(put, short) {
+  const windows = uniq(SLO_CLASSES.map((c) => c.page[0]));
+  for (const w of windows) {
+    put(w, record(compP95(w), `histogram_quantile(0.95,
+  sum by (${LC}, le) (rate(llm_probe_ttft_component_seconds_bucket[${w}]))) >= 0`,
+    w === windows[0] ? 'TTFT split (docs/measurement.md "TTFT split"): each component\'s P95 and its share of the mean\nTTFT (mean component / mean TTFT), over each long page window. Pairs whose server reveals\nno split have no series.' : ''));
+    put(w, record(compShare(w), `(
+  sum by (${LC}) (rate(llm_probe_ttft_component_seconds_sum[${w}]))
+  /
+  sum by (${LC}) (rate(llm_probe_ttft_component_seconds_count[${w}]))
+)
+/ on (${L}) group_left ()
+(
+  sum by (${L}) (rate(llm_probe_time_to_first_token_seconds_sum[${w}]))
+  /
+  sum by (${L}) (rate(llm_probe_time_to_first_token_seconds_count[${w}]))
+) >= 0`));
+  }
+  const pick = (f) => anyClass(SLO_CLASSES.map((c) => `${f(c.page[0])}\nand on (${L})\n  ${inClass(c)}`));
+  short.push(record(COMP_P95, pick(compP95),
+    "Each component's P95 over the long page window of the pair's interval class: the window of\nthe TTFT page (LlmProbeTTFTP95AboveSLO), read by the TTFT alerts' cause annotation."));
+  short.push(record(COMP_SHARE, pick(compShare)));
+}
+
+/**
+ * The TTFT alerts' `cause` annotation (also the last paragraph of their description): the
+ * component with the largest P95 over the page window, its P95 and its share of the mean TTFT;
+ * or that the server reveals no split. One line; the component name is reduced to [a-z_] and
+ * the label values are quoted with %q, so the text stays bounded and the queries well formed.
+ */
+export function causeTemplate(withLocation) {
+  const sel = (extra) => `{target=%q,model=%q,scenario=%q${withLocation ? ',location=%q' : ''}${extra}}`;
+  const args = `$labels.target $labels.model $labels.scenario${withLocation ? ' $labels.location' : ''}`;
+  return `{{ with query (printf "topk(1, ${COMP_P95}${sel('')})" ${args}) }}`
+    + '{{ with first . }}{{ $c := .Labels.component | reReplaceAll "[^a-z_]" "" }}'
+    + 'TTFT split: the largest part is {{ $c }} (P95 {{ .Value | humanizeDuration }}'
+    + `{{ with query (printf "${COMP_SHARE}${sel(',component=%q')}" ${args} $c) }}{{ with first . }}, {{ .Value | humanizePercentage }} of the mean TTFT{{ end }}{{ end }}`
+    + ') over the page window.{{ end }}'
+    + '{{ else }}TTFT split: the server reveals none (no llm_probe_ttft_component_seconds for this pair), so the probe cannot say which part grew.{{ end }}';
+}
+
 function sloRecordingGroups() {
   const short = [];
   const long = [];
@@ -130,6 +185,7 @@ function sloRecordingGroups() {
     }
     put(w, record(failRatio(w), `sum by (${L}) (increase(llm_probe_probe_failures_total[${w}]))\n/\nsum by (${L}) (increase(llm_probe_probes_total[${w}]))`));
   }
+  componentRecords(put, short);
   // ratio10m is already in the 10m group
   const dedup = (xs) => xs.filter((x) => !x.includes(`record: ${failRatio('10m')}\n`));
   return [
@@ -147,13 +203,15 @@ function sloRecordingGroups() {
 }
 
 // ---- alerts -------------------------------------------------------------------------------------
-function alert({ name, expr, forD, keep, severity, summary, description, comment }) {
+function alert({ name, expr, forD, keep, severity, summary, description, comment, cause }) {
   const c = comment ? comment.split('\n').map((l) => `      # ${l}\n`).join('') : '';
   return `${c}      - alert: ${name}\n        expr: |\n${indent(expr.trim(), 10)}\n`
     + (forD ? `        for: ${forD}\n` : '')
     + (keep ? `        keep_firing_for: ${keep}\n` : '')
     + `        labels:\n          severity: ${severity}\n        annotations:\n`
-    + `          summary: ${JSON.stringify(summary)}\n          description: |\n${indent(description.trim(), 12)}\n`;
+    + `          summary: ${JSON.stringify(summary)}\n`
+    + (cause ? `          cause: ${JSON.stringify(cause)}\n` : '')
+    + `          description: |\n${indent(description.trim() + (cause ? `\n${cause}` : ''), 12)}\n`;
 }
 
 const anyClass = (parts) => parts.map((p) => `(\n${indent(p.trim(), 2)}\n)`).join('\nor\n');
@@ -275,6 +333,7 @@ function mainAlerts() {
     judgedRecord(),
     alert({
       name: 'LlmProbeTTFTP95AboveSLO',
+      cause: causeTemplate(false),
       comment: 'The page of the TTFT SLO (fast burn), from at least min(2, locations judged) locations.',
       expr: `max by (target, model, scenario) (target_model_scenario:llm_probe_ttft_slo:fast_burn)\nand on (target, model, scenario)\n(\n${indent(QUORUM, 2)}\n)`,
       forD: '2m',
@@ -292,6 +351,7 @@ and GPU utilisation, and whether prefill of long prompts got slower.`,
     }),
     alert({
       name: 'LlmProbeTTFTP95AboveSLOFromOneLocation',
+      cause: causeTemplate(true),
       comment: 'The same fast burn seen from fewer locations than the quorum: one alert per breaching location.',
       expr: `target_model_scenario:llm_probe_ttft_slo:fast_burn\nunless on (target, model, scenario)\n(\n${indent(QUORUM, 2)}\n)`,
       forD: '2m',
@@ -307,6 +367,7 @@ llm_probe_ttft_overhead_seconds.`,
     }),
     alert({
       name: 'LlmProbeTTFTErrorBudgetBurnSlow',
+      cause: causeTemplate(true),
       comment: 'The ticket of the TTFT SLO (slow burn): more than 5 % bad over both ticket windows.',
       expr: slowBurn(),
       forD: '15m',

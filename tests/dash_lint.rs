@@ -14,7 +14,7 @@ use dash_support::{
     all_panels, dashboard_exprs, dashboard_files, names_in, read_json, read_yaml, require_tool,
     rule_files, rules_of, run, substitute_grafana_vars, text,
 };
-use llm_probe::measure::Anomaly;
+use llm_probe::measure::{Anomaly, ServerTimingSource, ServerTimings, TtftSplit};
 use llm_probe::simulate::Script;
 
 /// Every (place, expression) of the dashboards and the rule files.
@@ -104,6 +104,16 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
     if let Ok(m) = &mut extra.result {
         m.server_prefill = Some(Duration::from_millis(15));
         m.ttft_overhead = Some(Duration::from_millis(5));
+        // And a TTFT split as vLLM's per-request metrics give it (llm_probe_ttft_component_seconds).
+        m.ttft_split = TtftSplit::new(
+            m.ttft,
+            &ServerTimings {
+                queue_seconds: Some(0.002),
+                prompt_seconds: Some(0.01),
+                source: Some(ServerTimingSource::VllmRequestMetrics),
+                ..ServerTimings::default()
+            },
+        );
     }
     daemon.metrics.observe(&extra);
     let (_, _, plain) = common::get(daemon.addr, "/metrics", None).await;
