@@ -40,6 +40,14 @@ struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CheckLabels {
+    target: String,
+    model: String,
+    scenario: String,
+    check: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnomalyLabels {
     target: String,
     model: String,
@@ -259,6 +267,9 @@ pub struct Metrics {
     server_prefill: Hist,
     ttft_overhead: Hist,
     connection_setup: Hist,
+    first_tool_call: Hist,
+    tool_arguments: Hist,
+    answer_checks: Family<CheckLabels, Counter>,
     /// The probe host's own delay, no per-pair labels (issue 15).
     read_delay: Histogram,
     probes: Family<ProbeLabels, Counter>,
@@ -326,6 +337,9 @@ impl Metrics {
             server_prefill: layout(&ttft_b),
             ttft_overhead: layout(&ttft_b),
             connection_setup: layout(&with_thresholds(CONNECTION_SETUP_BUCKETS, [])),
+            first_tool_call: layout(&ttft_b),
+            tool_arguments: layout(&with_thresholds(E2E_BUCKETS, [])),
+            answer_checks: Family::default(),
             read_delay: Histogram::new(READ_DELAY_BUCKETS.iter().copied()),
             probes: Family::default(),
             failures: Family::default(),
@@ -400,6 +414,23 @@ impl Metrics {
             "Client TTFT minus the server-reported model load and prefill time: network, TLS, gateways and queueing in front of the server",
             Unit::Seconds,
             m.ttft_overhead.clone(),
+        );
+        r.register_with_unit(
+            "time_to_first_tool_call",
+            "From request sent to the first stream event carrying a tool call (its name or arguments), successful probes that made a call",
+            Unit::Seconds,
+            m.first_tool_call.clone(),
+        );
+        r.register_with_unit(
+            "tool_call_arguments",
+            "From the first tool-call event to the last one carrying arguments (the arguments are complete), successful probes that made a call",
+            Unit::Seconds,
+            m.tool_arguments.clone(),
+        );
+        r.register(
+            "answer_check_failures",
+            "Probes whose answer failed a check (reason wrong_answer), by check: contains, regex, json, json_schema, min_output_tokens, max_output_tokens, repetition_loop, punctuation_only, special_tokens, empty_after_reasoning, tool_call_missing, tool_arguments",
+            m.answer_checks.clone(),
         );
         r.register_with_unit(
             "connection_setup",
@@ -629,8 +660,18 @@ impl Metrics {
             &self.server_prefill,
             &self.ttft_overhead,
             &self.connection_setup,
+            &self.first_tool_call,
+            &self.tool_arguments,
         ] {
             h.remove(labels);
+        }
+        for check in crate::check::CheckName::ALL {
+            self.answer_checks.remove(&CheckLabels {
+                target: labels.target.clone(),
+                model: labels.model.clone(),
+                scenario: labels.scenario.clone(),
+                check: check.as_str(),
+            });
         }
         for c in [
             &self.probes,
@@ -791,6 +832,18 @@ impl Metrics {
                         .get_or_create(&labels)
                         .observe(o.as_secs_f64());
                 }
+                let answer = &obs.answer;
+                if let Some(first) = answer.first_tool_call {
+                    let sent = obs.timeline.sent;
+                    self.first_tool_call
+                        .get_or_create(&labels)
+                        .observe(first.saturating_duration_since(sent).as_secs_f64());
+                    if let Some(last) = answer.last_tool_arguments {
+                        self.tool_arguments
+                            .get_or_create(&labels)
+                            .observe(last.saturating_duration_since(first).as_secs_f64());
+                    }
+                }
                 self.output_tokens
                     .get_or_create(&labels)
                     .inc_by(m.output_tokens);
@@ -800,6 +853,15 @@ impl Metrics {
                 self.failures
                     .get_or_create(&failure_labels(&labels, f.reason))
                     .inc();
+                if let Some(check) = obs.answer.failed_check {
+                    let l = CheckLabels {
+                        target: labels.target.clone(),
+                        model: labels.model.clone(),
+                        scenario: labels.scenario.clone(),
+                        check,
+                    };
+                    self.answer_checks.get_or_create(&l).inc();
+                }
                 // Tokens the server generated before failing were still spent.
                 if let Some(n) = obs.usage.completion_tokens {
                     self.output_tokens.get_or_create(&labels).inc_by(n);

@@ -3,12 +3,14 @@
 //! tokens per second and E2E. No async and no IO: everything here is tested on hand-built
 //! timelines.
 
+mod answer;
 mod derive;
 mod failure;
 mod observations;
 mod outcome;
 mod timeline;
 
+pub use answer::{Answer, ToolCall, MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
 pub use derive::{measure, Measurement, TokenCountSource};
 pub use failure::{Failure, FailureReason};
 pub use observations::{Anomaly, Identity, Observations, ServerTimings, Usage};

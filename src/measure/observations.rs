@@ -149,6 +149,9 @@ pub struct Observations {
     /// tokens the server reported; `None` when the target has no prices
     /// (`llm_probe_probe_cost_total`).
     pub cost: Option<f64>,
+    /// The answer text, kept apart from reasoning, and the tool calls, for the answer checks
+    /// ([`crate::check`]).
+    pub answer: super::answer::Answer,
 }
 
 impl Observations {
@@ -171,6 +174,7 @@ impl Observations {
             read_delays: Vec::new(),
             credentials_reloaded: false,
             cost: None,
+            answer: super::answer::Answer::default(),
         }
     }
 

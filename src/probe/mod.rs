@@ -401,14 +401,25 @@ impl Armed {
         obs: Observations,
         failure: Option<Failure>,
     ) -> ProbeOutcome {
-        ProbeOutcome::conclude(
+        let mut outcome = ProbeOutcome::conclude(
             self.target.name.as_str().into(),
             scenario.name.as_str().into(),
             self.target.model.as_str().into(),
             started_at,
             obs,
             failure,
-        )
+        );
+        // A complete, measured stream is then checked for being the right answer: a failed
+        // check makes it a `wrong_answer` failure (its timings are not observed as a success).
+        let checked = protocol::captures_answer(self.target.protocol);
+        if let (Ok(m), true) = (&outcome.result, checked) {
+            let answer = &outcome.observations.answer;
+            if let Err(f) = scenario.checks.evaluate(answer, m.output_tokens) {
+                outcome.observations.answer.failed_check = Some(f.check.as_str());
+                outcome.result = Err(f.into_failure(|t| self.redact(t)));
+            }
+        }
+        outcome
     }
 
     fn request(&self, spec: protocol::RequestSpec) -> Result<reqwest::Request, Failure> {

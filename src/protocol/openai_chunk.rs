@@ -96,6 +96,8 @@ pub(super) struct Delta<'a> {
 /// One of `delta.tool_calls`.
 #[derive(serde::Deserialize)]
 pub(super) struct ToolCall<'a> {
+    /// Which call of the message this delta continues (absent: the first).
+    pub index: Option<Number>,
     #[serde(borrow)]
     pub function: Option<Obj<Function<'a>>>,
 }

@@ -3,6 +3,7 @@
 
 mod baseline;
 mod defaults;
+mod expect;
 mod fields;
 mod headers;
 mod scenario;
