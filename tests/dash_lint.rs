@@ -106,6 +106,14 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
         m.ttft_overhead = Some(Duration::from_millis(5));
     }
     daemon.metrics.observe(&extra);
+    // Nor does it answer wrong: one more copy failing an answer check.
+    let mut wrong = (*seen[0]).clone();
+    wrong.observations.answer.failed_check = Some("contains");
+    wrong.result = Err(llm_probe::measure::Failure::new(
+        llm_probe::measure::FailureReason::WrongAnswer,
+        "check contains: expected \"x\"",
+    ));
+    daemon.metrics.observe(&wrong);
     let (_, _, plain) = common::get(daemon.addr, "/metrics", None).await;
     let (_, ct, om) = common::get(
         daemon.addr,
