@@ -101,15 +101,16 @@ pub fn main(opts: &Opts) {
         Some(r#"{"city": "Paris", "country": "France"}"#),
         Instant::now(),
     );
+    let builtin = Checks::default();
     let cases: Vec<(&str, &Checks, Answer)> = vec![
         (
             "built-in checks, 64-token answer (350 B)",
-            &Checks::default() as &Checks,
+            &builtin,
             answer(&prose(350)),
         ),
         (
             "built-in checks, 512-token answer (2.8 KB)",
-            &Checks::default(),
+            &builtin,
             answer(&prose(2800)),
         ),
         (
@@ -125,7 +126,7 @@ pub fn main(opts: &Opts) {
         ("tool call against its schema", &tools, call),
         (
             "built-in checks, 64 KiB answer (the cap)",
-            &Checks::default(),
+            &builtin,
             answer(&prose(64 << 10)),
         ),
     ];

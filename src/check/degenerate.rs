@@ -54,6 +54,9 @@ const MIN_CHAR_LOOP: usize = 120;
 /// words or characters. A model stuck in a loop runs until `max_tokens`, so the loop is at the
 /// end; a list or a table with repeated words in the middle does not trip it.
 pub fn repetition_loop(text: &str) -> Option<usize> {
+    // A loop long enough to count is within the last 2 KiB (96 words of up to 21 bytes, or
+    // 240 characters): the check reads that much whatever the answer's length.
+    let text = tail_bytes(text.trim_end(), LOOP_WINDOW);
     let words: Vec<&str> = text.split_whitespace().collect();
     if let Some(p) = trailing_period(&words, MAX_WORD_PERIOD, MIN_WORD_REPEATS) {
         // A unit of punctuation only is the punctuation check's (or a divider line).
@@ -62,7 +65,7 @@ pub fn repetition_loop(text: &str) -> Option<usize> {
             return Some(p);
         }
     }
-    let chars: Vec<char> = text.trim_end().chars().collect();
+    let chars: Vec<char> = text.chars().collect();
     if chars.len() < MIN_CHAR_LOOP {
         return None;
     }
@@ -70,6 +73,18 @@ pub fn repetition_loop(text: &str) -> Option<usize> {
     let run = periodic_suffix(&chars, p);
     let unit = &chars[chars.len() - p..];
     (run >= MIN_CHAR_LOOP && unit.iter().any(|c| c.is_alphanumeric())).then_some(p)
+}
+
+/// Bytes at the end of the answer the loop check reads.
+const LOOP_WINDOW: usize = 2048;
+
+/// The last `max` bytes of `text` (less, to start on a character boundary).
+fn tail_bytes(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 /// The smallest period `p ≤ max_period` whose periodic suffix holds at least `repeats` units.
@@ -119,6 +134,14 @@ mod tests {
         // Seven repeats are not yet a loop.
         assert_eq!(repetition_loop(&"yes no ".repeat(7)), None);
         assert_eq!(repetition_loop(""), None);
+    }
+
+    #[test]
+    fn a_loop_at_the_end_of_a_long_answer_is_found_in_the_window() {
+        let long = format!("{}{}", "Some varied prose, word number x. ".repeat(2000), "loop again ".repeat(20));
+        assert_eq!(repetition_loop(&long), Some(2));
+        let clean = "Some varied prose; ".repeat(10) + &"é".repeat(3000) + " end";
+        assert_eq!(repetition_loop(&clean), None);
     }
 
     #[test]
