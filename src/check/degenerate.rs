@@ -138,7 +138,11 @@ mod tests {
 
     #[test]
     fn a_loop_at_the_end_of_a_long_answer_is_found_in_the_window() {
-        let long = format!("{}{}", "Some varied prose, word number x. ".repeat(2000), "loop again ".repeat(20));
+        let long = format!(
+            "{}{}",
+            "Some varied prose, word number x. ".repeat(2000),
+            "loop again ".repeat(20)
+        );
         assert_eq!(repetition_loop(&long), Some(2));
         let clean = "Some varied prose; ".repeat(10) + &"é".repeat(3000) + " end";
         assert_eq!(repetition_loop(&clean), None);
