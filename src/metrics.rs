@@ -281,6 +281,8 @@ pub struct Metrics {
     last_success: Family<ProbeLabels, Gauge>,
     last_timestamp: Family<ProbeLabels, F64Gauge>,
     retry_after: Family<ProbeLabels, F64Gauge>,
+    cache_ratio: Family<ProbeLabels, F64Gauge>,
+    cache_warm_cached: Family<ProbeLabels, Gauge>,
     interval: Family<ProbeLabels, F64Gauge>,
     credential_reloads: Family<TargetLabels, Counter>,
     cost: Family<ProbeLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
@@ -350,6 +352,8 @@ impl Metrics {
             last_success: Family::default(),
             last_timestamp: Family::default(),
             retry_after: Family::default(),
+            cache_ratio: Family::default(),
+            cache_warm_cached: Family::default(),
             interval: Family::default(),
             credential_reloads: Family::default(),
             cost: Family::default(),
@@ -490,6 +494,16 @@ impl Metrics {
             "Unix time the last probe finished",
             Unit::Seconds,
             m.last_timestamp.clone(),
+        );
+        r.register(
+            "prefix_cache_warm_cold_ratio",
+            "Prefix-cache canary (cache_canary: true): TTFT of the same prompt sent again right after / TTFT of its first request, last probe whose both requests succeeded; below 1 when the server's prefix cache helps",
+            m.cache_ratio.clone(),
+        );
+        r.register(
+            "prefix_cache_warm_cached_tokens",
+            "Prefix-cache canary: prompt tokens the server reported serving from its cache on the second request of the last pair, where it reports them",
+            m.cache_warm_cached.clone(),
         );
         r.register_with_unit(
             "retry_after",
@@ -685,6 +699,8 @@ impl Metrics {
         self.last_timestamp.remove(labels);
         self.cost.remove(labels);
         self.retry_after.remove(labels);
+        self.cache_ratio.remove(labels);
+        self.cache_warm_cached.remove(labels);
         self.interval.remove(labels);
         for reason in FailureReason::ALL {
             self.failures.remove(&failure_labels(labels, reason));
@@ -867,6 +883,16 @@ impl Metrics {
                     self.output_tokens.get_or_create(&labels).inc_by(n);
                 }
                 self.last_success.get_or_create(&labels).set(0);
+            }
+        }
+        if let Some(c) = &obs.cache_canary {
+            if let Some(r) = c.ratio() {
+                self.cache_ratio.get_or_create(&labels).set(r);
+            }
+            if let Some(n) = c.warm_cached_tokens {
+                self.cache_warm_cached
+                    .get_or_create(&labels)
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
         self.last_timestamp

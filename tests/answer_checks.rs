@@ -303,3 +303,41 @@ fn config_errors_name_the_field_and_the_fix() {
     let e = load_error(&base("    expect: {contians: x}\n", "openai-chat"));
     assert!(e.contains("contians"), "{e}");
 }
+
+/// The prefix-cache canary sends its prompt twice with one fresh nonce: with the simulator's
+/// prefix cache on, the second request takes a quarter of the scripted TTFT, and the exported
+/// warm/cold ratio shows it; with the cache switched off the ratio is about 1.
+#[tokio::test]
+async fn the_cache_canary_ratio_shows_whether_the_prefix_cache_works() {
+    let scenario = "  - name: canary\n    messages: [{role: user, content: \"A long shared prefix.\"}]\n    max_tokens: 8\n    cache_canary: true\n";
+    let ratio_with = |prefix_cache: bool| async move {
+        let script = Script {
+            ttft: Duration::from_millis(400),
+            prefix_cache,
+            ..quick(Fault::None)
+        };
+        let sim = common::simulator(script).await;
+        let yaml = common::yaml(&sim.base_url(), "10s", scenario, "    timeout: 5s\n");
+        let cfg = common::parse(&yaml);
+        let t = cfg.targets[0].clone();
+        let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+        assert!(o.is_success(), "{:?}", o.result);
+        let bodies: Vec<_> = sim.received().into_iter().map(|r| r.body).collect();
+        assert_eq!(bodies.len(), 2, "two requests per canary probe");
+        assert_eq!(
+            bodies[0]["messages"], bodies[1]["messages"],
+            "one nonce for both"
+        );
+        let metrics = Metrics::new(&[]);
+        metrics.observe(&o);
+        let (_, text) = metrics.render(None);
+        let l = [("scenario", "canary")];
+        let gauge = common::sample(&text, "llm_probe_prefix_cache_warm_cold_ratio", &l);
+        assert_eq!(gauge, o.observations.cache_canary.unwrap().ratio());
+        gauge.unwrap()
+    };
+    let on = ratio_with(true).await;
+    let off = ratio_with(false).await;
+    assert!(on < 0.6, "cache on: warm/cold {on}");
+    assert!(off > 0.6, "cache off: warm/cold {off}");
+}

@@ -100,6 +100,12 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
     let mut extra = (*seen[0]).clone();
     extra.observations.usage.cached_prompt_tokens = Some(3);
     extra.observations.anomalies.push(Anomaly::MissingUsage);
+    // Nor runs a prefix-cache canary.
+    extra.observations.cache_canary = Some(llm_probe::measure::CacheCanary {
+        cold_ttft: Duration::from_millis(200),
+        warm_ttft: Some(Duration::from_millis(50)),
+        warm_cached_tokens: Some(24),
+    });
     // Nor does the OpenAI-chat simulator report server-side timing (llama.cpp and Ollama do).
     if let Ok(m) = &mut extra.result {
         m.server_prefill = Some(Duration::from_millis(15));

@@ -399,6 +399,14 @@ const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
         "llm_probe_tool_call_arguments_seconds",
         "\"tool_call_arguments\"",
     ),
+    (
+        "llm_probe_prefix_cache_warm_cold_ratio",
+        "\"prefix_cache_warm_cold_ratio\"",
+    ),
+    (
+        "llm_probe_prefix_cache_warm_cached_tokens",
+        "\"prefix_cache_warm_cached_tokens\"",
+    ),
 ];
 
 /// Whether the name `mentioned` in the docs is (a series of) an exported family.

@@ -102,6 +102,9 @@ pub struct Scenario {
     /// Whether the structured-output schema is made unique per probe (`cold`) so the engine
     /// compiles its grammar on every probe, or sent verbatim (`warm`, the default).
     pub schema_cache: SchemaCache,
+    /// A prefix-cache canary (`cache_canary: true`): every probe sends the prompt twice back to
+    /// back with one fresh nonce at its start, and the warm/cold TTFT ratio is exported.
+    pub cache_canary: bool,
 }
 
 /// How a structured-output scenario treats the engine's grammar (schema) cache.

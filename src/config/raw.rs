@@ -50,6 +50,7 @@ pub(crate) struct RawScenario {
     pub tool_choice: Option<serde_json::Value>,
     pub response_format: Option<serde_json::Value>,
     pub schema_cache: Option<String>,
+    pub cache_canary: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -13,6 +13,6 @@ mod timeline;
 pub use answer::{Answer, ToolCall, MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
 pub use derive::{measure, Measurement, TokenCountSource};
 pub use failure::{Failure, FailureReason};
-pub use observations::{Anomaly, Identity, Observations, ServerTimings, Usage};
+pub use observations::{Anomaly, CacheCanary, Identity, Observations, ServerTimings, Usage};
 pub use outcome::ProbeOutcome;
 pub use timeline::{Timeline, TimestampSource, TokenEvent, TokenKind};

@@ -162,6 +162,10 @@ pub struct Script {
     /// (`response_format`'s schema or tool parameters) the simulator has not seen before. A
     /// schema sent again verbatim (warm) pays it once; one with a fresh nonce (cold) every time.
     pub grammar_compile: Duration,
+    /// A prefix cache: a request whose prompt (its `messages`, `prompt`, `input` or `inputs`)
+    /// the simulator has seen before gets a quarter of the TTFT (its prefill is cached). Off by
+    /// default, so that every request follows the scripted TTFT.
+    pub prefix_cache: bool,
 }
 
 impl Default for Script {
@@ -177,6 +181,7 @@ impl Default for Script {
             load: Load::default(),
             answer: None,
             grammar_compile: Duration::ZERO,
+            prefix_cache: false,
         }
     }
 }
@@ -434,6 +439,8 @@ struct Shape {
     tool: Option<String>,
     /// Added to the TTFT: [`Script::grammar_compile`] for a schema not seen before.
     grammar: Duration,
+    /// The prompt was seen before and [`Script::prefix_cache`] is on: a quarter of the TTFT.
+    cache_hit: bool,
 }
 
 impl Shape {
@@ -465,6 +472,20 @@ impl Shape {
                 grammar = script.grammar_compile;
             }
         }
+        let mut cache_hit = false;
+        if script.prefix_cache {
+            let prompt = ["messages", "prompt", "input", "inputs"]
+                .iter()
+                .find_map(|k| body.get(*k))
+                .map(|p| format!("prompt:{p}"));
+            if let Some(key) = prompt {
+                let mut seen = grammars.lock().unwrap_or_else(|e| e.into_inner());
+                if seen.len() > 10_000 {
+                    seen.clear();
+                }
+                cache_hit = !seen.insert(key);
+            }
+        }
         let text = match (&script.answer, &tool) {
             (Some(a), _) => Some(a.clone()),
             (None, Some(_)) => Some("{}".to_string()),
@@ -474,6 +495,7 @@ impl Shape {
             chars: text.map(|t| t.chars().collect()),
             tool,
             grammar,
+            cache_hit,
         }
     }
 
@@ -549,7 +571,11 @@ async fn stream(
     }
     let (_slot, queued) = load.engine.admit().await;
     let origin = if queued { Instant::now() } else { arrival };
-    let ttft = load.engine.ttft(script.ttft, load.prompt) + load.shape.grammar;
+    let mut ttft = load.engine.ttft(script.ttft, load.prompt);
+    if load.shape.cache_hit {
+        ttft /= 4;
+    }
+    let ttft = ttft + load.shape.grammar;
     let _ = load.truth.set(Truth {
         queue_wait: origin - arrival,
         ttft,

@@ -77,6 +77,7 @@ impl Validator<'_> {
             tool_choice: structured.tool_choice,
             response_format: structured.response_format,
             schema_cache: structured.schema_cache,
+            cache_canary: raw.cache_canary.unwrap_or(false),
         })
     }
 
