@@ -502,6 +502,8 @@ export function rulesFiles(here, { runbookBase = DEFAULT_RUNBOOK_BASE, dashboard
     '',
     frag('self.yml').trimEnd(),
     '',
+    frag('answers.yml').trimEnd(),
+    '',
   ].join('\n');
   return {
     'llm-probe-recording.rules.yml': recording,

@@ -220,7 +220,7 @@ start() {
     say "already running (pid $pid), waiting for /health on port $port"
   else
     # fd 8 (the lock) stays with this script, not with the server.
-    setsid "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" --metrics --no-webui \
+    setsid "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" --metrics --no-webui --jinja \
       -t "${REAL_LLM_THREADS:-2}" -np "${REAL_LLM_PARALLEL:-4}" -c "${REAL_LLM_CTX:-8192}" \
       --alias smollm2-135m-instruct >"$log" 2>&1 </dev/null 8>&- &
     pid=$!

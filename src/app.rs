@@ -127,6 +127,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 reasoning_tokens,
                 model,
                 fault,
+                ..Script::default()
             };
             simulate(listen, script).await
         }

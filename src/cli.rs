@@ -129,7 +129,9 @@ pub enum Command {
         model: String,
         /// A fault to inject: none, error-after-tokens, error-only, done-only, http-500,
         /// http-429, no-usage, stall, reset, collapsed, no-terminator, keepalive, no-headers,
-        /// invalid-json, invalid-utf8, endless, huge-line.
+        /// invalid-json, invalid-utf8, endless, huge-line; degenerate answers (a stream that is
+        /// well formed, whose answer checks fail): repetition-loop, punctuation-only,
+        /// special-token, empty-after-reasoning.
         #[arg(long, default_value = "none")]
         fault: crate::simulate::Fault,
         /// The load model: slots, prefill, batch slowdown and jitter.

@@ -4,7 +4,8 @@
 //! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`,
 //! with `daemon` wiring them together, `simulate` the scripted test endpoint, `app`, `cli`,
 //! `demo` and `report` the command line, `sanitize` making server-sent text safe to print
-//! and URLs safe to quote, and `clock` the deadline arithmetic that cannot overflow.
+//! and URLs safe to quote, `clock` the deadline arithmetic that cannot overflow, and `check` the
+//! answer checks a scenario declares (`expect:`), run on the assembled answer after a probe.
 //!
 //! Imports go one way along that flow where it matters: `schedule` uses `probe` (never the
 //! reverse); `server` uses `metrics`, which owns the exposition formats and their `Accept`
@@ -13,6 +14,7 @@
 //! formats, `cli` maps the flags onto them, and nothing but `app` and `main` imports `cli`
 //! (`tests/layering.rs` checks these rules).
 
+pub mod check;
 pub mod clock;
 pub mod config;
 pub mod decode;

@@ -40,6 +40,14 @@ struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CheckLabels {
+    target: String,
+    model: String,
+    scenario: String,
+    check: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnomalyLabels {
     target: String,
     model: String,
@@ -269,6 +277,9 @@ pub struct Metrics {
     /// The TTFT split (issue 29), one series per component.
     ttft_component: Family<ComponentLabels, Histogram, Buckets>,
     connection_setup: Hist,
+    first_tool_call: Hist,
+    tool_arguments: Hist,
+    answer_checks: Family<CheckLabels, Counter>,
     /// The probe host's own delay, no per-pair labels (issue 15).
     read_delay: Histogram,
     probes: Family<ProbeLabels, Counter>,
@@ -280,6 +291,8 @@ pub struct Metrics {
     last_success: Family<ProbeLabels, Gauge>,
     last_timestamp: Family<ProbeLabels, F64Gauge>,
     retry_after: Family<ProbeLabels, F64Gauge>,
+    cache_ratio: Family<ProbeLabels, F64Gauge>,
+    cache_warm_cached: Family<ProbeLabels, Gauge>,
     interval: Family<ProbeLabels, F64Gauge>,
     credential_reloads: Family<TargetLabels, Counter>,
     cost: Family<ProbeLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
@@ -337,6 +350,9 @@ impl Metrics {
             ttft_overhead: layout(&ttft_b),
             ttft_component: Family::new_with_constructor(histograms.buckets(&ttft_b)),
             connection_setup: layout(&with_thresholds(CONNECTION_SETUP_BUCKETS, [])),
+            first_tool_call: layout(&ttft_b),
+            tool_arguments: layout(&with_thresholds(E2E_BUCKETS, [])),
+            answer_checks: Family::default(),
             read_delay: Histogram::new(READ_DELAY_BUCKETS.iter().copied()),
             probes: Family::default(),
             failures: Family::default(),
@@ -347,6 +363,8 @@ impl Metrics {
             last_success: Family::default(),
             last_timestamp: Family::default(),
             retry_after: Family::default(),
+            cache_ratio: Family::default(),
+            cache_warm_cached: Family::default(),
             interval: Family::default(),
             credential_reloads: Family::default(),
             cost: Family::default(),
@@ -419,6 +437,23 @@ impl Metrics {
             m.ttft_component.clone(),
         );
         r.register_with_unit(
+            "time_to_first_tool_call",
+            "From request sent to the first stream event carrying a tool call (its name or arguments), successful probes that made a call",
+            Unit::Seconds,
+            m.first_tool_call.clone(),
+        );
+        r.register_with_unit(
+            "tool_call_arguments",
+            "From the first tool-call event to the last one carrying arguments (the arguments are complete), successful probes that made a call",
+            Unit::Seconds,
+            m.tool_arguments.clone(),
+        );
+        r.register(
+            "answer_check_failures",
+            "Probes whose answer failed a check (reason wrong_answer), by check: contains, regex, json, json_schema, min_output_tokens, max_output_tokens, repetition_loop, punctuation_only, special_tokens, empty_after_reasoning, tool_call_missing, tool_arguments",
+            m.answer_checks.clone(),
+        );
+        r.register_with_unit(
             "connection_setup",
             "Time to open the connection a probe used (DNS, TCP, proxy CONNECT, TLS), part of its TTFT; every probe that opened a new connection, whatever its outcome (with connection: fresh, every probe that connected)",
             Unit::Seconds,
@@ -476,6 +511,16 @@ impl Metrics {
             "Unix time the last probe finished",
             Unit::Seconds,
             m.last_timestamp.clone(),
+        );
+        r.register(
+            "prefix_cache_warm_cold_ratio",
+            "Prefix-cache canary (cache_canary: true): TTFT of the same prompt sent again right after / TTFT of its first request, last probe whose both requests succeeded; below 1 when the server's prefix cache helps",
+            m.cache_ratio.clone(),
+        );
+        r.register(
+            "prefix_cache_warm_cached_tokens",
+            "Prefix-cache canary: prompt tokens the server reported serving from its cache on the second request of the last pair, where it reports them",
+            m.cache_warm_cached.clone(),
         );
         r.register_with_unit(
             "retry_after",
@@ -646,8 +691,18 @@ impl Metrics {
             &self.server_prefill,
             &self.ttft_overhead,
             &self.connection_setup,
+            &self.first_tool_call,
+            &self.tool_arguments,
         ] {
             h.remove(labels);
+        }
+        for check in crate::check::CheckName::ALL {
+            self.answer_checks.remove(&CheckLabels {
+                target: labels.target.clone(),
+                model: labels.model.clone(),
+                scenario: labels.scenario.clone(),
+                check: check.as_str(),
+            });
         }
         for c in [
             &self.probes,
@@ -661,6 +716,8 @@ impl Metrics {
         self.last_timestamp.remove(labels);
         self.cost.remove(labels);
         self.retry_after.remove(labels);
+        self.cache_ratio.remove(labels);
+        self.cache_warm_cached.remove(labels);
         self.interval.remove(labels);
         for reason in FailureReason::ALL {
             self.failures.remove(&failure_labels(labels, reason));
@@ -816,6 +873,18 @@ impl Metrics {
                         .get_or_create(&component_labels(&labels, c))
                         .observe(d.as_secs_f64());
                 }
+                let answer = &obs.answer;
+                if let Some(first) = answer.first_tool_call {
+                    let sent = obs.timeline.sent;
+                    self.first_tool_call
+                        .get_or_create(&labels)
+                        .observe(first.saturating_duration_since(sent).as_secs_f64());
+                    if let Some(last) = answer.last_tool_arguments {
+                        self.tool_arguments
+                            .get_or_create(&labels)
+                            .observe(last.saturating_duration_since(first).as_secs_f64());
+                    }
+                }
                 self.output_tokens
                     .get_or_create(&labels)
                     .inc_by(m.output_tokens);
@@ -825,11 +894,30 @@ impl Metrics {
                 self.failures
                     .get_or_create(&failure_labels(&labels, f.reason))
                     .inc();
+                if let Some(check) = obs.answer.failed_check {
+                    let l = CheckLabels {
+                        target: labels.target.clone(),
+                        model: labels.model.clone(),
+                        scenario: labels.scenario.clone(),
+                        check,
+                    };
+                    self.answer_checks.get_or_create(&l).inc();
+                }
                 // Tokens the server generated before failing were still spent.
                 if let Some(n) = obs.usage.completion_tokens {
                     self.output_tokens.get_or_create(&labels).inc_by(n);
                 }
                 self.last_success.get_or_create(&labels).set(0);
+            }
+        }
+        if let Some(c) = &obs.cache_canary {
+            if let Some(r) = c.ratio() {
+                self.cache_ratio.get_or_create(&labels).set(r);
+            }
+            if let Some(n) = c.warm_cached_tokens {
+                self.cache_warm_cached
+                    .get_or_create(&labels)
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
         self.last_timestamp

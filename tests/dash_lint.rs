@@ -100,6 +100,12 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
     let mut extra = (*seen[0]).clone();
     extra.observations.usage.cached_prompt_tokens = Some(3);
     extra.observations.anomalies.push(Anomaly::MissingUsage);
+    // Nor runs a prefix-cache canary.
+    extra.observations.cache_canary = Some(llm_probe::measure::CacheCanary {
+        cold_ttft: Duration::from_millis(200),
+        warm_ttft: Some(Duration::from_millis(50)),
+        warm_cached_tokens: Some(24),
+    });
     // Nor does the OpenAI-chat simulator report server-side timing (llama.cpp and Ollama do).
     if let Ok(m) = &mut extra.result {
         m.server_prefill = Some(Duration::from_millis(15));
@@ -116,6 +122,14 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
         );
     }
     daemon.metrics.observe(&extra);
+    // Nor does it answer wrong: one more copy failing an answer check.
+    let mut wrong = (*seen[0]).clone();
+    wrong.observations.answer.failed_check = Some("contains");
+    wrong.result = Err(llm_probe::measure::Failure::new(
+        llm_probe::measure::FailureReason::WrongAnswer,
+        "check contains: expected \"x\"",
+    ));
+    daemon.metrics.observe(&wrong);
     let (_, _, plain) = common::get(daemon.addr, "/metrics", None).await;
     let (_, ct, om) = common::get(
         daemon.addr,

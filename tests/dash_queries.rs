@@ -118,6 +118,8 @@ async fn every_dashboard_query_returns_data() {
     let prefill = common::simulator(script("sim-llama", Fault::None)).await;
     let failing = common::simulator(script("sim", Fault::Http500)).await;
     let anomalous = common::simulator(script("sim", Fault::NoUsage)).await;
+    // Complete streams whose answers fail a check (the wrong-answer panel).
+    let looping = common::simulator(script("sim", Fault::RepetitionLoop)).await;
     let upstream = Arc::new(AtomicU16::new(v1.addr.port()));
     let chat = relay(upstream.clone()).await;
     let cached = replay(include_bytes!("fixtures/captured/llama-cpp-anthropic.txt")).await;
@@ -128,13 +130,14 @@ async fn every_dashboard_query_returns_data() {
     };
     let baseline_dir = tempfile::tempdir().unwrap();
     let yaml = format!(
-        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}",
+        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}{}",
         target("chat", "openai-chat", format!("http://{chat}/v1")),
         // A pinned baseline for prefill/chat: the baseline lines of the panels have data.
         target("prefill", "llama-cpp", prefill.root_url())
             + &common::baseline_file_line(baseline_dir.path(), "prefill", "chat"),
         target("failing", "openai-chat", failing.base_url()),
         target("anomalous", "openai-chat", anomalous.base_url()),
+        target("looping", "openai-chat", looping.base_url()),
         target("cached", "anthropic", format!("http://{cached}/v1")),
     );
     let d = common::daemon(common::parse(&yaml)).await;

@@ -380,10 +380,34 @@ async fn exported_families() -> BTreeSet<String> {
 
 /// Families that exist only against servers the simulator does not imitate, with the name they
 /// are registered under in `src/metrics.rs` (checked, so a rename cannot leave this list stale).
-const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[(
-    "llm_probe_prompt_cached_tokens_total",
-    "\"prompt_cached_tokens\"",
-)];
+/// The answer-check and tool-call families exist once a probe answers wrong or makes a tool
+/// call, which the docs test's clean simulator stream does not.
+const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
+    (
+        "llm_probe_prompt_cached_tokens_total",
+        "\"prompt_cached_tokens\"",
+    ),
+    (
+        "llm_probe_answer_check_failures_total",
+        "\"answer_check_failures\"",
+    ),
+    (
+        "llm_probe_time_to_first_tool_call_seconds",
+        "\"time_to_first_tool_call\"",
+    ),
+    (
+        "llm_probe_tool_call_arguments_seconds",
+        "\"tool_call_arguments\"",
+    ),
+    (
+        "llm_probe_prefix_cache_warm_cold_ratio",
+        "\"prefix_cache_warm_cold_ratio\"",
+    ),
+    (
+        "llm_probe_prefix_cache_warm_cached_tokens",
+        "\"prefix_cache_warm_cached_tokens\"",
+    ),
+];
 
 /// Whether the name `mentioned` in the docs is (a series of) an exported family.
 fn is_exported(mentioned: &str, prefix: bool, families: &BTreeSet<String>) -> bool {

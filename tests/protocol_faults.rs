@@ -158,6 +158,21 @@ fn expected(p: Protocol, fault: Fault, per_event: u32) -> Option<Expect> {
         Fault::InvalidUtf8 => fail(FailureReason::Decode, "", None),
         Fault::Endless | Fault::HugeLine => fail(FailureReason::TooLarge, "", None),
         Fault::Http429 | Fault::NoHeaders => None, // protocol-independent: tests/faults.rs
+        // Degenerate answers: a complete stream whose answer check fails (issue 30).
+        Fault::RepetitionLoop => fail(FailureReason::WrongAnswer, "check repetition_loop", Some(t)),
+        Fault::PunctuationOnly => fail(
+            FailureReason::WrongAnswer,
+            "check punctuation_only",
+            Some(t),
+        ),
+        Fault::SpecialToken => fail(FailureReason::WrongAnswer, "check special_tokens", Some(t)),
+        // Without a reasoning field the "reasoning" is the answer text.
+        Fault::EmptyAfterReasoning if !has_reasoning(p) => None,
+        Fault::EmptyAfterReasoning => fail(
+            FailureReason::WrongAnswer,
+            "check empty_after_reasoning",
+            Some(t),
+        ),
     }
 }
 
@@ -471,4 +486,23 @@ async fn invalid_utf8_is_decode() {
 async fn endless_and_huge_lines_are_too_large() {
     run(Fault::Endless, same, all).await;
     run(Fault::HugeLine, same, all).await;
+}
+
+#[tokio::test]
+async fn degenerate_answers_fail_their_check_on_every_protocol() {
+    for fault in [
+        Fault::RepetitionLoop,
+        Fault::PunctuationOnly,
+        Fault::SpecialToken,
+        Fault::EmptyAfterReasoning,
+    ] {
+        let outs = run(fault, same, all).await;
+        for (p, o, _) in &outs {
+            assert!(
+                o.observations.answer.failed_check.is_some(),
+                "{} {fault:?}",
+                p.as_str()
+            );
+        }
+    }
 }

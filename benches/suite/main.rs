@@ -15,6 +15,7 @@
 //!   ground truth of the requests each sent.
 //! - `genceiling`: `llm-probe bench`'s per-request TTFT error at up to 256 streams.
 
+mod checks;
 mod decoder;
 mod fidelity;
 mod genceiling;
@@ -105,7 +106,7 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("usage: suite fidelity|real|scale|render|decoder|sim|loadtest|genceiling [--option value …]");
+        eprintln!("usage: suite fidelity|real|scale|render|decoder|sim|loadtest|genceiling|checks [--option value …]");
         std::process::exit(2);
     };
     let opts = Opts::parse(rest);
@@ -119,6 +120,7 @@ fn main() {
         "real" => real::main(&opts),
         "scale" => scale::main(&opts),
         "decoder" => decoder::main(&opts),
+        "checks" => checks::main(&opts),
         "render" => render::main(&opts),
         "sim" => sim::main(&opts),
         "loadtest" => loadtest::main(&opts),

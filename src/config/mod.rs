@@ -89,6 +89,35 @@ pub struct Scenario {
     /// Extra top-level keys merged into the request JSON; wins over the target's
     /// `extra_body`. See [`Target::extra_body_for`].
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// The answer checks (`expect:`, plus what `tools`/`tool_choice`/`response_format`
+    /// imply), compiled; the built-in degeneration checks when nothing is set.
+    /// See `docs/answer-checks.md`.
+    pub checks: crate::check::Checks,
+    /// Tool definitions sent with the request (`tools:`, OpenAI's shape:
+    /// `{type: function, function: {name, description, parameters}}`); empty: none.
+    pub tools: Vec<serde_json::Value>,
+    /// `tool_choice:` as given (`auto`, `required`, `none` or a named function).
+    pub tool_choice: Option<serde_json::Value>,
+    /// `response_format:` as given (e.g. `{type: json_schema, json_schema: {name, schema}}`).
+    pub response_format: Option<serde_json::Value>,
+    /// Whether the structured-output schema is made unique per probe (`cold`) so the engine
+    /// compiles its grammar on every probe, or sent verbatim (`warm`, the default).
+    pub schema_cache: SchemaCache,
+    /// A prefix-cache canary (`cache_canary: true`): every probe sends the prompt twice back to
+    /// back with one fresh nonce at its start, and the warm/cold TTFT ratio is exported.
+    pub cache_canary: bool,
+}
+
+/// How a structured-output scenario treats the engine's grammar (schema) cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SchemaCache {
+    /// The schema is sent verbatim: a cached grammar is measured.
+    #[default]
+    Warm,
+    /// A unique nonce goes into the schema's `description` on every probe (and into each
+    /// tool's parameters' `description`), so the engine compiles the grammar again: the
+    /// compilation is measured in TTFT.
+    Cold,
 }
 
 /// One chat message.

@@ -45,6 +45,52 @@ pub(crate) struct RawScenario {
     pub temperature: Option<f64>,
     pub prefix_cache: Option<String>,
     pub extra_body: Option<JsonObject>,
+    pub expect: Option<RawExpect>,
+    pub tools: Option<Vec<serde_json::Value>>,
+    pub tool_choice: Option<serde_json::Value>,
+    pub response_format: Option<serde_json::Value>,
+    pub schema_cache: Option<String>,
+    pub cache_canary: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExpect {
+    pub contains: Option<StringOrList>,
+    pub regex: Option<StringOrList>,
+    pub case_insensitive: Option<bool>,
+    pub json: Option<bool>,
+    pub json_schema: Option<serde_json::Value>,
+    pub json_schema_file: Option<String>,
+    pub min_output_tokens: Option<u64>,
+    pub max_output_tokens: Option<u64>,
+    pub degeneration: Option<RawDegeneration>,
+}
+
+/// One string or a list of them.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum StringOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StringOrList {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            StringOrList::One(s) => vec![s],
+            StringOrList::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDegeneration {
+    pub repetition_loop: Option<bool>,
+    pub punctuation_only: Option<bool>,
+    pub special_tokens: Option<bool>,
+    pub empty_after_reasoning: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -33,11 +33,18 @@ pub enum FailureReason {
     /// missing or unreadable `api_key_file` or TLS file): no request was sent. The detail names
     /// the variable or file, never a value.
     Credentials,
+    /// The stream was complete but the answer failed one of the scenario's answer checks
+    /// (`expect:`, a required tool call, tool arguments against their schema, or a built-in
+    /// degeneration check: a repetition loop, punctuation only, a leaked special token, an
+    /// empty answer after reasoning). The detail names the check and a short redacted excerpt;
+    /// `llm_probe_answer_check_failures_total{check}` counts which check. Its timings are not
+    /// observed into the success histograms.
+    WrongAnswer,
 }
 
 impl FailureReason {
     /// Every reason, in label order (for pre-registering series and documentation).
-    pub const ALL: [FailureReason; 12] = [
+    pub const ALL: [FailureReason; 13] = [
         FailureReason::Dns,
         FailureReason::Connect,
         FailureReason::Tls,
@@ -50,6 +57,7 @@ impl FailureReason {
         FailureReason::EmptyStream,
         FailureReason::TooLarge,
         FailureReason::Credentials,
+        FailureReason::WrongAnswer,
     ];
 
     /// The metric label value (snake_case, stable).
@@ -67,6 +75,7 @@ impl FailureReason {
             FailureReason::EmptyStream => "empty_stream",
             FailureReason::TooLarge => "too_large",
             FailureReason::Credentials => "credentials",
+            FailureReason::WrongAnswer => "wrong_answer",
         }
     }
 }

@@ -3,6 +3,7 @@
 //! tokens per second and E2E. No async and no IO: everything here is tested on hand-built
 //! timelines.
 
+mod answer;
 mod derive;
 mod failure;
 mod observations;
@@ -10,9 +11,10 @@ mod outcome;
 mod split;
 mod timeline;
 
+pub use answer::{Answer, ToolCall, MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
 pub use derive::{measure, Measurement, TokenCountSource};
 pub use failure::{Failure, FailureReason};
-pub use observations::{Anomaly, Identity, Observations, ServerTimings, Usage};
+pub use observations::{Anomaly, CacheCanary, Identity, Observations, ServerTimings, Usage};
 pub use outcome::ProbeOutcome;
 pub use split::{ServerTimingSource, TtftComponent, TtftSplit};
 pub use timeline::{Timeline, TimestampSource, TokenEvent, TokenKind};

@@ -165,6 +165,35 @@ pub struct Observations {
     pub traceparent: Option<String>,
     /// The `x-request-id` header this probe's request carried, at most 128 characters.
     pub request_id: Option<String>,
+    /// The answer text, kept apart from reasoning, and the tool calls, for the answer checks
+    /// ([`crate::check`]).
+    pub answer: super::answer::Answer,
+    /// A prefix-cache canary's pair (`cache_canary: true`): the TTFT of this (cold) request
+    /// and of the same prompt sent again right after it; `None` for other scenarios.
+    pub cache_canary: Option<CacheCanary>,
+}
+
+/// A prefix-cache canary: the same prompt, with a fresh nonce at its start, sent twice back to
+/// back; the second request's prefix is in the server's cache, so it should start faster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCanary {
+    /// TTFT of the first request (its prefix is new to the server).
+    pub cold_ttft: std::time::Duration,
+    /// TTFT of the second request; `None` when it failed.
+    pub warm_ttft: Option<std::time::Duration>,
+    /// Prompt tokens the server reported serving from its cache on the second request
+    /// (`usage.prompt_tokens_details.cached_tokens`), where it reports them.
+    pub warm_cached_tokens: Option<u64>,
+}
+
+impl CacheCanary {
+    /// Warm TTFT / cold TTFT: below 1 when the cache helps; `None` without a warm TTFT or
+    /// with a zero cold one.
+    pub fn ratio(&self) -> Option<f64> {
+        let cold = self.cold_ttft.as_secs_f64();
+        (cold > 0.0).then_some(())?;
+        Some(self.warm_ttft?.as_secs_f64() / cold)
+    }
 }
 
 impl Observations {
@@ -189,6 +218,8 @@ impl Observations {
             cost: None,
             traceparent: None,
             request_id: None,
+            answer: super::answer::Answer::default(),
+            cache_canary: None,
         }
     }
 

@@ -184,7 +184,21 @@ impl Prober {
     /// credentials cannot be read fails with the reason `credentials` without a request.
     pub async fn probe(&self, scenario: &Scenario) -> ProbeOutcome {
         let (armed, reloaded) = self.armed().await;
-        let mut outcome = armed.probe(scenario, &self.limits).await;
+        let nonce = (scenario.prefix_cache == PrefixCache::Cold || scenario.cache_canary)
+            .then(protocol::new_nonce);
+        let mut outcome = armed.probe(scenario, &self.limits, nonce.clone()).await;
+        if scenario.cache_canary {
+            // The same prompt again, right after: its prefix (nonce included) is now in the
+            // server's cache, so this request should start faster.
+            let warm = armed.probe(scenario, &self.limits, nonce).await;
+            if let Ok(cold) = &outcome.result {
+                outcome.observations.cache_canary = Some(crate::measure::CacheCanary {
+                    cold_ttft: cold.ttft,
+                    warm_ttft: warm.result.as_ref().ok().map(|m| m.ttft),
+                    warm_cached_tokens: warm.observations.usage.cached_prompt_tokens,
+                });
+            }
+        }
         outcome.observations.credentials_reloaded = reloaded;
         if let Some(cost) = &self.target.cost {
             // The tokens the server reports it processed; output tokens of a failed stream
@@ -269,14 +283,18 @@ impl Prober {
 
 impl Armed {
     /// One probe with these credentials (see [`Prober::probe`]).
-    async fn probe(&self, scenario: &Scenario, limits: &Limits) -> ProbeOutcome {
+    async fn probe(
+        &self,
+        scenario: &Scenario,
+        limits: &Limits,
+        nonce: Option<String>,
+    ) -> ProbeOutcome {
         let started_at = SystemTime::now();
         if let Some(e) = &self.error {
             let failure = Failure::new(FailureReason::Credentials, e.clone());
             let obs = Observations::new(Instant::now().into_std());
             return self.conclude(scenario, started_at, obs, Some(failure));
         }
-        let nonce = (scenario.prefix_cache == PrefixCache::Cold).then(protocol::new_nonce);
         let spec = protocol::build_request(&self.target, scenario, nonce.as_deref());
         let reader = StreamReader::new(self.target.protocol, limits);
 
@@ -415,14 +433,25 @@ impl Armed {
         obs: Observations,
         failure: Option<Failure>,
     ) -> ProbeOutcome {
-        ProbeOutcome::conclude(
+        let mut outcome = ProbeOutcome::conclude(
             self.target.name.as_str().into(),
             scenario.name.as_str().into(),
             self.target.model.as_str().into(),
             started_at,
             obs,
             failure,
-        )
+        );
+        // A complete, measured stream is then checked for being the right answer: a failed
+        // check makes it a `wrong_answer` failure (its timings are not observed as a success).
+        let checked = protocol::captures_answer(self.target.protocol);
+        if let (Ok(m), true) = (&outcome.result, checked) {
+            let answer = &outcome.observations.answer;
+            if let Err(f) = scenario.checks.evaluate(answer, m.output_tokens) {
+                outcome.observations.answer.failed_check = Some(f.check.as_str());
+                outcome.result = Err(f.into_failure(|t| self.redact(t)));
+            }
+        }
+        outcome
     }
 
     /// The HTTP request of `spec`, with `trace`'s `traceparent` and `x-request-id` unless the

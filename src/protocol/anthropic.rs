@@ -115,8 +115,11 @@ impl StreamProtocol for AnthropicStream {
                     let tool = str_at(block, "type").is_some_and(|t| t.ends_with("tool_use"));
                     if has_text(block, "text") || (tool && has_text(block, "name")) {
                         obs.token(at, TokenKind::Output);
+                        obs.answer.push_text(str_at(block, "text").unwrap_or(""));
                     } else if has_text(block, "thinking") {
                         obs.token(at, TokenKind::Reasoning);
+                        obs.answer
+                            .push_reasoning(str_at(block, "thinking").unwrap_or(""));
                     }
                 }
             }
@@ -124,13 +127,16 @@ impl StreamProtocol for AnthropicStream {
                 let delta = data.get("delta").unwrap_or(&Value::Null);
                 match str_at(delta, "type") {
                     Some("text_delta") if has_text(delta, "text") => {
-                        obs.token(at, TokenKind::Output)
+                        obs.token(at, TokenKind::Output);
+                        obs.answer.push_text(str_at(delta, "text").unwrap_or(""));
                     }
                     Some("input_json_delta") if has_text(delta, "partial_json") => {
                         obs.token(at, TokenKind::Output)
                     }
                     Some("thinking_delta") if has_text(delta, "thinking") => {
-                        obs.token(at, TokenKind::Reasoning)
+                        obs.token(at, TokenKind::Reasoning);
+                        obs.answer
+                            .push_reasoning(str_at(delta, "thinking").unwrap_or(""));
                     }
                     Some(
                         "text_delta" | "input_json_delta" | "thinking_delta" | "signature_delta"

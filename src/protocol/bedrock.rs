@@ -191,12 +191,25 @@ impl StreamProtocol for BedrockStream {
                 let tool = data.pointer("/start/toolUse").unwrap_or(&Value::Null);
                 if has_text(tool, "name") {
                     obs.token(at, TokenKind::Output);
+                    // A new call: Bedrock streams content blocks one after another.
+                    let index = obs.answer.tool_calls.len();
+                    obs.answer
+                        .push_tool_call(index, str_at(tool, "name"), None, at);
                 }
             }
             "contentBlockDelta" => {
                 let delta = data.get("delta").unwrap_or(&Value::Null);
                 let reasoning = delta.get("reasoningContent").unwrap_or(&Value::Null);
                 let tool = delta.get("toolUse").unwrap_or(&Value::Null);
+                obs.answer.push_text(str_at(delta, "text").unwrap_or(""));
+                obs.answer
+                    .push_reasoning(str_at(reasoning, "text").unwrap_or(""));
+                if has_text(tool, "input") {
+                    // The open call (the last one started).
+                    let index = obs.answer.tool_calls.len().saturating_sub(1);
+                    obs.answer
+                        .push_tool_call(index, None, str_at(tool, "input"), at);
+                }
                 if has_text(delta, "text") || has_text(tool, "input") {
                     obs.token(at, TokenKind::Output);
                 } else if has_text(reasoning, "text") {

@@ -155,6 +155,7 @@ impl StreamProtocol for GeminiStream {
                     obs.finish(&reason);
                 }
             }
+            collect_answer(candidate, at, obs);
             match candidate_kind(candidate) {
                 Some(TokenKind::Output) => kind = Some(TokenKind::Output),
                 Some(TokenKind::Reasoning) if kind.is_none() => kind = Some(TokenKind::Reasoning),
@@ -198,6 +199,30 @@ fn candidate_kind(candidate: &Value) -> Option<TokenKind> {
         }
     }
     kind
+}
+
+/// Adds one candidate's parts to [`Observations::answer`]: text parts to the answer, `thought`
+/// parts to reasoning, each `functionCall` as one whole tool call (Gemini sends a call complete,
+/// its `args` an object, kept as JSON text).
+fn collect_answer(candidate: &Value, at: Instant, obs: &mut Observations) {
+    let parts = candidate
+        .get("content")
+        .and_then(|c| c.get("parts"))
+        .and_then(Value::as_array);
+    for part in parts.into_iter().flatten() {
+        let text = str_at(part, "text").unwrap_or("");
+        if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            obs.answer.push_reasoning(text);
+        } else {
+            obs.answer.push_text(text);
+        }
+        if let Some(call) = part.get("functionCall") {
+            let index = obs.answer.tool_calls.len();
+            let args = call.get("args").map(Value::to_string);
+            obs.answer
+                .push_tool_call(index, str_at(call, "name"), args.as_deref(), at);
+        }
+    }
 }
 
 /// The finish reason as the other protocols name it (`None` for the unspecified default).

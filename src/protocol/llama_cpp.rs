@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::json::{has_text, u64_at};
+use super::json::{has_text, str_at, u64_at};
 use super::{Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
@@ -57,6 +57,8 @@ impl StreamProtocol for LlamaCppStream {
         }
         if has_text(&chunk, "content") {
             obs.token(at, TokenKind::Output);
+            obs.answer
+                .push_text(str_at(&chunk, "content").unwrap_or(""));
         }
         if chunk.get("stop").and_then(Value::as_bool) == Some(true) {
             let st = &mut obs.server_timings;

@@ -14,6 +14,7 @@ mod openai_chunk;
 mod openai_completions;
 mod openai_responses;
 mod prompt;
+mod structured;
 mod tgi;
 mod usage;
 
@@ -130,6 +131,26 @@ pub fn build_request(target: &Target, scenario: &Scenario, nonce: Option<&str>) 
         Protocol::Gemini | Protocol::VertexGemini => gemini::build_request(target, scenario, nonce),
         Protocol::Bedrock => bedrock::build_request(target, scenario, nonce),
     }
+}
+
+/// Whether `protocol`'s adapter assembles the answer text ([`crate::measure::Answer`]), so
+/// that the answer checks can run on it. A protocol that does not skips the checks (its probes
+/// are timed only); every protocol of PROTOCOLS.md §1 does.
+pub fn captures_answer(protocol: Protocol) -> bool {
+    matches!(
+        protocol,
+        Protocol::OpenAiChat
+            | Protocol::OpenAiCompletions
+            | Protocol::OpenAiResponses
+            | Protocol::Anthropic
+            | Protocol::Ollama
+            | Protocol::Tgi
+            | Protocol::AzureOpenAi
+            | Protocol::LlamaCpp
+            | Protocol::Gemini
+            | Protocol::VertexGemini
+            | Protocol::Bedrock
+    )
 }
 
 /// A fresh stream interpreter for `protocol`.

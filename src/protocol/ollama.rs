@@ -96,6 +96,9 @@ impl StreamProtocol for OllamaStream {
             } else if has_text(msg, "thinking") {
                 obs.token(at, TokenKind::Reasoning);
             }
+            obs.answer.push_text(str_at(msg, "content").unwrap_or(""));
+            obs.answer
+                .push_reasoning(str_at(msg, "thinking").unwrap_or(""));
         }
         match line.get("done").and_then(Value::as_bool) {
             Some(true) => {

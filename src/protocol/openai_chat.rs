@@ -20,7 +20,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::json::{error_message, has_text, number_u64, str_at};
-use super::openai_chunk::{self, Chunk, Delta, Obj, Str};
+use super::openai_chunk::{self, Choice, Chunk, Delta, Obj, Str};
 use super::{usage, Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
@@ -40,12 +40,14 @@ pub(super) fn build_request(
 /// The chat body without `model` (Azure names the model by its deployment in the URL) and
 /// without temperature.
 pub(super) fn chat_body(scenario: &Scenario, nonce: Option<&str>) -> Value {
-    json!({
+    let mut body = json!({
         "messages": super::render_messages(&scenario.messages, nonce),
         "max_tokens": scenario.max_tokens,
         "stream": true,
         "stream_options": { "include_usage": true },
-    })
+    });
+    super::structured::add_openai(&mut body, scenario);
+    body
 }
 
 /// Interprets an OpenAI chunk stream: chat completions (`choices[].delta`, also Azure) or
@@ -134,6 +136,10 @@ fn interpret_chunk(chunk: &Value, at: Instant, obs: &mut Observations, texts: Te
     }
     if interpret_common(chunk, obs) == Flow::Done {
         return Flow::Done;
+    }
+    let all = chunk.get("choices").and_then(Value::as_array);
+    for choice in all.into_iter().flatten() {
+        collect_value_answer(choice, texts, at, obs);
     }
     // `choices` may be absent, null or [] (usage chunks, Azure filter chunks): no token.
     let choices = chunk
@@ -292,6 +298,9 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
     if let Some(Obj(m)) = &chunk.metrics {
         super::merge_vllm_request_metrics(obs, m.queue_time_ms, m.time_to_first_token_ms);
     }
+    for Obj(choice) in chunk.choices.iter().flatten() {
+        collect_typed_answer(choice, texts, at, obs);
+    }
     let choices = chunk.choices.iter().flatten().map(|Obj(choice)| {
         let kind = match texts {
             Texts::Delta => choice.delta.as_ref().and_then(|Obj(d)| typed_delta_kind(d)),
@@ -300,6 +309,87 @@ fn interpret_typed(chunk: &Chunk<'_>, at: Instant, obs: &mut Observations, texts
         (Str::get(&choice.finish_reason), kind)
     });
     fold_choices(choices, at, obs)
+}
+
+/// Adds a choice's answer text, reasoning and tool-call deltas to [`Observations::answer`]
+/// (the `Value` path; [`collect_typed_answer`] is the typed one).
+fn collect_value_answer(choice: &Value, texts: Texts, at: Instant, obs: &mut Observations) {
+    let answer = &mut obs.answer;
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    match texts {
+        Texts::Text => answer.push_text(&text(choice, "text")),
+        Texts::Delta => {
+            let Some(delta) = choice.get("delta") else {
+                return;
+            };
+            answer.push_text(&text(delta, "content"));
+            // `content` as a list of typed parts (Mistral): `text` parts are answer text,
+            // `thinking` parts (a string or nested text parts) reasoning.
+            let parts = delta.get("content").and_then(Value::as_array);
+            for part in parts.into_iter().flatten() {
+                match str_at(part, "type") {
+                    Some("thinking") => match part.get("thinking") {
+                        Some(Value::String(t)) => answer.push_reasoning(t),
+                        Some(Value::Array(inner)) => {
+                            for p in inner {
+                                answer.push_reasoning(&text(p, "text"));
+                            }
+                        }
+                        _ => {}
+                    },
+                    Some("text") | None => answer.push_text(&text(part, "text")),
+                    Some(_) => {}
+                }
+            }
+            answer.push_text(&text(delta, "refusal"));
+            answer.push_reasoning(&text(delta, "reasoning_content"));
+            answer.push_reasoning(&text(delta, "reasoning"));
+            let details = delta.get("reasoning_details").and_then(Value::as_array);
+            for d in details.into_iter().flatten() {
+                answer.push_reasoning(&text(d, "text"));
+                answer.push_reasoning(&text(d, "summary"));
+            }
+            let calls = delta.get("tool_calls").and_then(Value::as_array);
+            for (i, call) in calls.into_iter().flatten().enumerate() {
+                let index = call.get("index").and_then(Value::as_u64);
+                let f = call.get("function");
+                let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
+                let args = f.and_then(|f| f.get("arguments")).and_then(Value::as_str);
+                let index = index.map_or(i, |n| usize::try_from(n).unwrap_or(usize::MAX));
+                answer.push_tool_call(index, name, args, at);
+            }
+        }
+    }
+}
+
+/// [`collect_value_answer`] over the typed view.
+fn collect_typed_answer(choice: &Choice<'_>, texts: Texts, at: Instant, obs: &mut Observations) {
+    let answer = &mut obs.answer;
+    match texts {
+        Texts::Text => answer.push_text(Str::get(&choice.text).unwrap_or("")),
+        Texts::Delta => {
+            let Some(Obj(delta)) = &choice.delta else {
+                return;
+            };
+            answer.push_text(Str::get(&delta.content).unwrap_or(""));
+            answer.push_text(Str::get(&delta.refusal).unwrap_or(""));
+            answer.push_reasoning(Str::get(&delta.reasoning_content).unwrap_or(""));
+            answer.push_reasoning(Str::get(&delta.reasoning).unwrap_or(""));
+            for Obj(d) in delta.reasoning_details.iter().flatten() {
+                answer.push_reasoning(Str::get(&d.text).unwrap_or(""));
+                answer.push_reasoning(Str::get(&d.summary).unwrap_or(""));
+            }
+            for (i, Obj(call)) in delta.tool_calls.iter().flatten().enumerate() {
+                let index = call.index.as_ref().and_then(number_u64);
+                let index = index.map_or(i, |n| usize::try_from(n).unwrap_or(usize::MAX));
+                let (name, args) = match &call.function {
+                    Some(Obj(f)) => (Str::get(&f.name), Str::get(&f.arguments)),
+                    None => (None, None),
+                };
+                answer.push_tool_call(index, name, args, at);
+            }
+        }
+    }
 }
 
 /// [`chat_choice_kind`] over the typed view (which declines a `content` list: those take the

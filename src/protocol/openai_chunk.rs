@@ -117,6 +117,8 @@ pub(super) struct ReasoningDetail<'a> {
 /// One of `delta.tool_calls`.
 #[derive(serde::Deserialize)]
 pub(super) struct ToolCall<'a> {
+    /// Which call of the message this delta continues (absent: the first).
+    pub index: Option<Number>,
     #[serde(borrow)]
     pub function: Option<Obj<Function<'a>>>,
 }

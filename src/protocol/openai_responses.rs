@@ -85,11 +85,16 @@ impl StreamProtocol for ResponsesStream {
             | "response.function_call_arguments.delta" => {
                 if has_text(&data, "delta") {
                     obs.token(at, TokenKind::Output);
+                    if kind != "response.function_call_arguments.delta" {
+                        obs.answer.push_text(str_at(&data, "delta").unwrap_or(""));
+                    }
                 }
             }
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
                 if has_text(&data, "delta") {
                     obs.token(at, TokenKind::Reasoning);
+                    obs.answer
+                        .push_reasoning(str_at(&data, "delta").unwrap_or(""));
                 }
             }
             "response.completed" | "response.incomplete" => {

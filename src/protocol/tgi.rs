@@ -86,6 +86,7 @@ impl StreamProtocol for TgiStream {
                 let special = token.get("special").and_then(Value::as_bool) == Some(true);
                 if !special && has_text(token, "text") {
                     obs.token(at, TokenKind::Output);
+                    obs.answer.push_text(str_at(token, "text").unwrap_or(""));
                 }
             }
             None => obs.anomaly(Anomaly::UnknownEvent),

@@ -83,11 +83,19 @@ pub enum Fault {
     Endless,
     /// One `data:` line of 100 MB, without a line end.
     HugeLine,
+    /// A degenerate answer: the same word on every token (` again again …`), a repetition loop.
+    RepetitionLoop,
+    /// A degenerate answer of punctuation only (`////…`).
+    PunctuationOnly,
+    /// The answer ends with a leaked special token (`<|im_end|>`) as text.
+    SpecialToken,
+    /// Every token is reasoning: no answer after it.
+    EmptyAfterReasoning,
 }
 
 impl Fault {
     /// Every fault mode and its command-line name.
-    pub const NAMES: [(&'static str, Fault); 17] = [
+    pub const NAMES: [(&'static str, Fault); 21] = [
         ("none", Fault::None),
         ("error-after-tokens", Fault::ErrorAfterTokens),
         ("error-only", Fault::ErrorOnly),
@@ -104,6 +112,10 @@ impl Fault {
         ("invalid-json", Fault::InvalidJson),
         ("invalid-utf8", Fault::InvalidUtf8),
         ("endless", Fault::Endless),
+        ("repetition-loop", Fault::RepetitionLoop),
+        ("punctuation-only", Fault::PunctuationOnly),
+        ("special-token", Fault::SpecialToken),
+        ("empty-after-reasoning", Fault::EmptyAfterReasoning),
         ("huge-line", Fault::HugeLine),
     ];
 }
@@ -145,6 +157,19 @@ pub struct Script {
     /// How load changes the timing (slots, prefill, batch slowdown, jitter); the default is
     /// none, and then event `k` is sent at exactly `arrival + ttft + k·itl`.
     pub load: Load,
+    /// What the answer says, spelled over the token events (one character per event, at most
+    /// `tokens` events); `None`: ` t0 t1 t2 …`. On the OpenAI chat path a request with `tools`
+    /// (and `tool_choice` not `none`) gets a call of its first tool with this text as the
+    /// arguments (`{}` when `None`).
+    pub answer: Option<String>,
+    /// Scripted grammar compilation: added to the TTFT of a request with a JSON schema
+    /// (`response_format`'s schema or tool parameters) the simulator has not seen before. A
+    /// schema sent again verbatim (warm) pays it once; one with a fresh nonce (cold) every time.
+    pub grammar_compile: Duration,
+    /// A prefix cache: a request whose prompt (its `messages`, `prompt`, `input` or `inputs`)
+    /// the simulator has seen before gets a quarter of the TTFT (its prefill is cached). Off by
+    /// default, so that every request follows the scripted TTFT.
+    pub prefix_cache: bool,
 }
 
 impl Default for Script {
@@ -158,6 +183,9 @@ impl Default for Script {
             model: "llm-probe-simulator".into(),
             fault: Fault::None,
             load: Load::default(),
+            answer: None,
+            grammar_compile: Duration::ZERO,
+            prefix_cache: false,
         }
     }
 }
@@ -216,10 +244,14 @@ impl Simulator {
         let engine = Arc::new(Engine::new(script.load.clone()));
         let script = Arc::new(script);
         let rec = received.clone();
+        let grammars = Arc::new(Mutex::new(std::collections::HashSet::new()));
         tokio::spawn(crate::server::serve(
             listener,
             shutdown.clone(),
-            move |req| handle(req, script.clone(), engine.clone(), rec.clone()),
+            move |req| {
+                let grammars = grammars.clone();
+                handle(req, script.clone(), engine.clone(), rec.clone(), grammars)
+            },
         ));
         Ok(Simulator {
             addr,
@@ -299,6 +331,7 @@ async fn handle(
     script: Arc<Script>,
     engine: Arc<Engine>,
     received: Arc<Mutex<VecDeque<ReceivedRequest>>>,
+    grammars: Arc<Mutex<std::collections::HashSet<String>>>,
 ) -> Response<ChannelBody> {
     let path = req.uri().path().to_string();
     let headers = req
@@ -336,6 +369,7 @@ async fn handle(
     let truth = Arc::new(OnceLock::new());
     let prompt = prompt_tokens(&body);
     let max_tokens = wire.max_tokens(&body).unwrap_or(u64::MAX);
+    let shape = Shape::of(&script, wire, &body, &grammars);
     record(
         &received,
         ReceivedRequest {
@@ -378,7 +412,10 @@ async fn handle(
         }
         _ => {}
     }
-    let tokens = u64::from(script.tokens).min(max_tokens) as u32;
+    let mut tokens = u64::from(script.tokens).min(max_tokens) as u32;
+    if let Some(chars) = &shape.chars {
+        tokens = tokens.min(u32::try_from(chars.len()).unwrap_or(u32::MAX));
+    }
     let (tx, resp) = response(
         StatusCode::OK,
         wire.content_type(),
@@ -388,6 +425,7 @@ async fn handle(
         engine,
         truth,
         prompt,
+        shape,
     };
     tokio::spawn(stream(script, wire, tokens, arrival, tx, events_sent, load));
     resp
@@ -398,6 +436,104 @@ struct LoadCtx {
     engine: Arc<Engine>,
     truth: Arc<OnceLock<Truth>>,
     prompt: u64,
+    shape: Shape,
+}
+
+/// What one request's answer looks like: scripted text or a tool call, and the grammar
+/// compilation it pays.
+struct Shape {
+    /// The answer (or tool arguments) to spell, one character per event; `None`: ` t{k}`.
+    chars: Option<Vec<char>>,
+    /// The tool to call (OpenAI chat with `tools`), by name.
+    tool: Option<String>,
+    /// Added to the TTFT: [`Script::grammar_compile`] for a schema not seen before.
+    grammar: Duration,
+    /// The prompt was seen before and [`Script::prefix_cache`] is on: a quarter of the TTFT.
+    cache_hit: bool,
+}
+
+impl Shape {
+    fn of(
+        script: &Script,
+        wire: Wire,
+        body: &serde_json::Value,
+        grammars: &Mutex<std::collections::HashSet<String>>,
+    ) -> Shape {
+        let tools = body.get("tools").and_then(|t| t.as_array());
+        let first_tool = tools
+            .and_then(|t| t.first())
+            .and_then(|t| t.pointer("/function/name"))
+            .and_then(|n| n.as_str());
+        let choice_none = body.get("tool_choice").and_then(|c| c.as_str()) == Some("none");
+        let tool = match (wire, first_tool) {
+            (Wire::OpenAiChat, Some(n)) if !choice_none => Some(n.to_string()),
+            _ => None,
+        };
+        let schema = body.pointer("/response_format/json_schema/schema");
+        let mut grammar = Duration::ZERO;
+        if !script.grammar_compile.is_zero() && (schema.is_some() || tools.is_some()) {
+            let key = format!("{schema:?}{tools:?}");
+            let mut seen = grammars.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.len() > 10_000 {
+                seen.clear();
+            }
+            if seen.insert(key) {
+                grammar = script.grammar_compile;
+            }
+        }
+        let mut cache_hit = false;
+        if script.prefix_cache {
+            let prompt = ["messages", "prompt", "input", "inputs"]
+                .iter()
+                .find_map(|k| body.get(*k))
+                .map(|p| format!("prompt:{p}"));
+            if let Some(key) = prompt {
+                let mut seen = grammars.lock().unwrap_or_else(|e| e.into_inner());
+                if seen.len() > 10_000 {
+                    seen.clear();
+                }
+                cache_hit = !seen.insert(key);
+            }
+        }
+        let text = match (&script.answer, &tool) {
+            (Some(a), _) => Some(a.clone()),
+            (None, Some(_)) => Some("{}".to_string()),
+            (None, None) => None,
+        };
+        Shape {
+            chars: text.map(|t| t.chars().collect()),
+            tool,
+            grammar,
+            cache_hit,
+        }
+    }
+
+    /// The text of the event carrying tokens `from .. from + n`.
+    fn text(&self, script: &Script, from: u32, n: u32, last: bool) -> String {
+        if let Some(chars) = &self.chars {
+            let (a, b) = (from as usize, (from + n) as usize);
+            let mut t: String = chars[a.min(chars.len())..b.min(chars.len())]
+                .iter()
+                .collect();
+            if last {
+                // The last event carries whatever the token cap left over.
+                t.extend(chars.iter().skip(b));
+            }
+            return t;
+        }
+        match script.fault {
+            Fault::RepetitionLoop => " again".repeat(n as usize),
+            Fault::PunctuationOnly => "/".repeat(n as usize),
+            Fault::SpecialToken if last => {
+                let mut t: String = (0..n.saturating_sub(1))
+                    .map(|i| format!(" t{}", from + i))
+                    .collect();
+                t.push_str("<|im_end|>");
+                t
+            }
+            _ => (0..n).map(|i| format!(" t{}", from + i)).collect(),
+        }
+    }
 }
 
 /// Writes the scripted stream in `wire`'s shapes, recording when each token event was handed to
@@ -421,8 +557,13 @@ async fn stream(
     let ctx = Ctx {
         model: script.model.clone(),
         tokens,
-        reasoning: script.reasoning_tokens > 0 && tokens > 0,
-        reasoning_tokens: script.reasoning_tokens.min(tokens),
+        reasoning: (script.reasoning_tokens > 0 || script.fault == Fault::EmptyAfterReasoning)
+            && tokens > 0,
+        reasoning_tokens: if script.fault == Fault::EmptyAfterReasoning {
+            tokens
+        } else {
+            script.reasoning_tokens.min(tokens)
+        },
         ttft: script.ttft,
         decode: script.itl * events.saturating_sub(1),
     };
@@ -444,7 +585,11 @@ async fn stream(
     }
     let (_slot, queued) = load.engine.admit().await;
     let origin = if queued { Instant::now() } else { arrival };
-    let ttft = load.engine.ttft(script.ttft, load.prompt);
+    let mut ttft = load.engine.ttft(script.ttft, load.prompt);
+    if load.shape.cache_hit {
+        ttft /= 4;
+    }
+    let ttft = ttft + load.shape.grammar;
     let _ = load.truth.set(Truth {
         queue_wait: origin - arrival,
         ttft,
@@ -470,13 +615,17 @@ async fn stream(
         }
         pace::sleep_until(at).await;
         let n = per_event.min(tokens - sent_tokens);
-        let text: String = (0..n).map(|i| format!(" t{}", sent_tokens + i)).collect();
-        let reasoning = sent_tokens < script.reasoning_tokens;
+        let text = load.shape.text(&script, sent_tokens, n, k + 1 == events);
+        let reasoning =
+            sent_tokens < script.reasoning_tokens || script.fault == Fault::EmptyAfterReasoning;
         let switch = !reasoning && ctx.reasoning && sent_tokens > 0 && {
             // The previous event was the last reasoning one.
             sent_tokens - per_event.min(sent_tokens) < script.reasoning_tokens
         };
-        let c = wire.token(&ctx, &text, reasoning, switch, sent_tokens);
+        let c = match &load.shape.tool {
+            Some(name) => wire.tool_call(&ctx, (k == 0).then_some(name.as_str()), &text),
+            None => wire.token(&ctx, &text, reasoning, switch, sent_tokens),
+        };
         sent_tokens += n;
         if script.fault == Fault::Collapsed {
             held.push(c);

@@ -364,6 +364,27 @@ impl Wire {
         self.frame(&msgs)
     }
 
+    /// An OpenAI chat tool-call delta: the call's `name` on its first event, then argument
+    /// fragments (other wires have no tool calls here: they get the text as a token).
+    pub(super) fn tool_call(self, ctx: &Ctx, name: Option<&str>, arguments: &str) -> Bytes {
+        if self != Wire::OpenAiChat {
+            return self.token(ctx, arguments, false, false, 0);
+        }
+        let mut call = json!({"index": 0, "function": {"arguments": arguments}});
+        if let Some(n) = name {
+            call["id"] = json!("call_sim");
+            call["type"] = json!("function");
+            call["function"]["name"] = json!(n);
+        }
+        let msg = Self::chunk(
+            ctx,
+            "chat.completion.chunk",
+            json!([{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]),
+            None,
+        );
+        self.frame(&[msg])
+    }
+
     /// A token event whose JSON breaks off (it starts as JSON: a `decode` failure, not an
     /// anomaly).
     pub(super) fn broken_json(self, ctx: &Ctx) -> Bytes {

@@ -4,6 +4,7 @@
 mod aws;
 mod baseline;
 mod defaults;
+mod expect;
 mod fields;
 mod headers;
 mod scenario;

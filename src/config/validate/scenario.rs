@@ -7,11 +7,12 @@ impl Validator<'_> {
         &mut self,
         path: &str,
         i: usize,
-        raw: RawScenario,
+        mut raw: RawScenario,
         seen: &HashMap<String, usize>,
     ) -> Option<Scenario> {
         let before = self.problems.len();
         let pre = entity_prefix("scenario", raw.name.as_deref(), i);
+        let structured = self.structured(path, &pre, &mut raw);
         let name = self.name(
             path,
             &pre,
@@ -71,6 +72,12 @@ impl Validator<'_> {
             temperature,
             prefix_cache,
             extra_body,
+            checks: structured.checks,
+            tools: structured.tools,
+            tool_choice: structured.tool_choice,
+            response_format: structured.response_format,
+            schema_cache: structured.schema_cache,
+            cache_canary: raw.cache_canary.unwrap_or(false),
         })
     }
 

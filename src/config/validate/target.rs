@@ -66,6 +66,9 @@ impl Validator<'_> {
             scenario_names,
             scenarios,
         );
+        if let (Some(protocol), Some(list)) = (protocol, &resolved) {
+            self.structured_support(path, &pre, protocol, list);
+        }
 
         let slo = self.slo(&format!("{path}.slo"), &pre, raw.slo.as_ref(), d.slo);
         let cost = self.cost(path, &pre, raw.cost.as_ref());
@@ -334,5 +337,28 @@ impl Validator<'_> {
             }
         }
         ok.then_some(out)
+    }
+
+    /// Tools and `response_format` are sent by the OpenAI chat shapes only (`openai-chat`,
+    /// `azure-openai`): a scenario with them on another protocol would probe something else
+    /// than it says.
+    fn structured_support(
+        &mut self,
+        path: &str,
+        pre: &str,
+        protocol: Protocol,
+        scenarios: &[Arc<Scenario>],
+    ) {
+        if matches!(protocol, Protocol::OpenAiChat | Protocol::AzureOpenAi) {
+            return;
+        }
+        for s in scenarios {
+            if !s.tools.is_empty() || s.response_format.is_some() {
+                self.problem(
+                    format!("{path}.scenarios"),
+                    format!("{pre}scenario \"{}\" declares tools or response_format, which llm-probe sends on openai-chat and azure-openai targets only; list this target's scenarios: without it.", s.name),
+                );
+            }
+        }
     }
 }

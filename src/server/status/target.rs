@@ -46,6 +46,16 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
                         ": " strong { (why.as_str()) } " — " span.detail { (detail) }
                     }
                 }
+                @let checks = checks_failed(kept);
+                @if !checks.is_empty() {
+                    p.reason {
+                        "Wrong answers (reason wrong_answer) among the kept failures, by answer check: "
+                        @for (j, (check, n)) in checks.iter().enumerate() {
+                            @if j > 0 { ", " }
+                            strong { (check) } " × " (n)
+                        }
+                    }
+                }
                 p {
                     "Last " (humantime::format_duration(super::WINDOW)) ": TTFT P50 " (ms(s.ttft_p50_ms)) ", P95 " (ms(s.ttft_p95_ms))
                     " (SLO ≤ " (format!("{:.0}", s.slo_ms())) " ms) · tokens/s P5 " (rate(s.tokens_per_second_p5))
@@ -336,6 +346,36 @@ fn series_chart(
     c.finish(&id, &title, &desc, unit)
 }
 
+/// The kept `wrong_answer` failures of a pair counted by answer check (the fixed set of
+/// [`crate::check::CheckName`], read from the detail's `check NAME:` prefix), most frequent
+/// first.
+fn checks_failed(s: &Kept) -> Vec<(&'static str, usize)> {
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    let wrong = s.failures.iter().filter_map(|f| match &f.failure {
+        Some((crate::measure::FailureReason::WrongAnswer, detail)) => Some(detail),
+        _ => None,
+    });
+    for detail in wrong {
+        let named = crate::check::CheckName::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .find(|c| {
+                detail
+                    .strip_prefix("check ")
+                    .and_then(|d| d.strip_prefix(c))
+                    .is_some_and(|rest| rest.starts_with(':'))
+            });
+        if let Some(c) = named {
+            match counts.iter_mut().find(|(n, _)| *n == c) {
+                Some((_, k)) => *k += 1,
+                None => counts.push((c, 1)),
+            }
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    counts
+}
+
 fn failure_table(s: &Kept) -> Markup {
     html! {
         details {
@@ -394,6 +434,35 @@ mod tests {
         assert_eq!(
             (small.probes.len(), small.failures.len(), small.hidden),
             (10, 11, 0)
+        );
+    }
+
+    #[test]
+    fn wrong_answers_are_counted_by_check_only_from_the_fixed_set() {
+        use crate::measure::FailureReason::{Timeout, WrongAnswer};
+        let failed = |s, reason, detail: &str| RecentProbe {
+            failure: Some((reason, detail.to_string())),
+            ..at(s, true)
+        };
+        let failures = vec![
+            failed(1, WrongAnswer, "check contains: expected \"Paris\""),
+            failed(
+                2,
+                WrongAnswer,
+                "check repetition_loop: the answer ends in a loop",
+            ),
+            failed(
+                3,
+                WrongAnswer,
+                "check repetition_loop: the answer ends in a loop",
+            ),
+            failed(4, Timeout, "check contains: not a wrong answer"),
+            failed(5, WrongAnswer, "check <script>: made up"),
+        ];
+        let k = Kept::newest(Vec::new(), failures);
+        assert_eq!(
+            checks_failed(&k),
+            vec![("repetition_loop", 2), ("contains", 1)]
         );
     }
 }
