@@ -33,20 +33,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `scripts/real-vllm.sh start` (installs first when the cache is empty): the base URL.
 fn real_vllm() -> String {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-vllm.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .arg("start")
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} start failed (vLLM is required, never skipped):\n{}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    common::start_real_engine("scripts/real-vllm.sh")
 }
 
 fn probes_yaml(v1: &str) -> String {

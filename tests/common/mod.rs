@@ -159,7 +159,14 @@ pub fn free_port() -> u16 {
 /// and returns its OpenAI-compatible base URL, `http://127.0.0.1:18080/v1`. Blocking. Never
 /// skipped: a server that does not start fails the test with the script's reason.
 pub fn real_server() -> String {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-llm.sh");
+    start_real_engine("scripts/real-llm.sh")
+}
+
+/// Runs `bash SCRIPT start` (a path under the repository: `scripts/real-llm.sh`,
+/// `scripts/real-vllm.sh`) and returns the base URL it prints on stdout. Blocking; panics with
+/// the script's stderr when it fails (a real engine is required, never skipped).
+pub fn start_real_engine(script: &str) -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let out = std::process::Command::new("bash")
         .arg(&script)
         .arg("start")
@@ -168,7 +175,7 @@ pub fn real_server() -> String {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     assert!(
         out.status.success(),
-        "{} start failed:\n{}",
+        "{} start failed (a real engine is required, never skipped):\n{}",
         script.display(),
         String::from_utf8_lossy(&out.stderr)
     );
