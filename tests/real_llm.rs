@@ -24,7 +24,7 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
     // A 20 s deadline: the server (2 CPU threads) may be shared with other work on the machine,
     // and 48 tokens have taken more than 10 s under a parallel build.
     let yaml = format!(
-        "defaults:\n  interval: 20s\n  timeout: 20s\nscenarios:\n{scenarios}targets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
+        "defaults:\n  interval: 60s\n  timeout: 60s\nscenarios:\n{scenarios}targets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
     );
     let d = common::daemon(common::parse(&yaml)).await;
     let mut rx = d.subscribe();
