@@ -116,6 +116,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             reasoning_tokens,
             model,
             fault,
+            prefix_cache,
             load,
         } => {
             let script = Script {
@@ -127,6 +128,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 reasoning_tokens,
                 model,
                 fault,
+                prefix_cache: prefix_cache.is_on(),
                 ..Script::default()
             };
             simulate(listen, script).await

@@ -134,6 +134,11 @@ pub enum Command {
         /// special-token, empty-after-reasoning.
         #[arg(long, default_value = "none")]
         fault: crate::simulate::Fault,
+        /// The prefix cache: `on` serves a prompt seen before with a quarter of the TTFT (its
+        /// prefill is cached); `off` gives every request the scripted TTFT, as a server whose
+        /// prefix cache is disabled or broken (the prefix-cache canary's ratio stays near 1).
+        #[arg(long = "prefix-cache", value_enum, default_value = "off")]
+        prefix_cache: OnOff,
         /// The load model: slots, prefill, batch slowdown and jitter.
         #[command(flatten)]
         load: SimLoad,
@@ -948,5 +953,21 @@ mod tests {
             let e = Cli::try_parse_from(["llm-probe", "run", bad[0], bad[1]]).unwrap_err();
             assert!(e.to_string().contains(bad[0]), "{e}");
         }
+    }
+}
+
+/// A switch given as `on` or `off` on the command line (`simulate --prefix-cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// Switched on.
+    On,
+    /// Switched off.
+    Off,
+}
+
+impl OnOff {
+    /// `true` for [`OnOff::On`].
+    pub fn is_on(self) -> bool {
+        self == OnOff::On
     }
 }

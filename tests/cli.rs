@@ -426,3 +426,67 @@ async fn http_proxy_from_the_environment_is_used() {
         .map(|(_, v)| v.as_str());
     assert_eq!(host, Some("llm.internal.invalid:8000"));
 }
+
+/// `simulate --prefix-cache on` serves a prompt it has seen before with a quarter of the TTFT;
+/// `off` (the default) gives every request the scripted TTFT. Two `probe-once` runs of a
+/// `prefix_cache: warm` scenario (the same prompt verbatim) against each.
+#[test]
+fn simulate_prefix_cache_switch() {
+    let ttfts = |switch: &str| {
+        let mut child = common::ChildGuard(
+            Command::new(BIN)
+                .args([
+                    "simulate",
+                    "--web.listen-address",
+                    "127.0.0.1:0",
+                    "--ttft",
+                    "400ms",
+                    "--itl",
+                    "1ms",
+                    "--tokens",
+                    "4",
+                    "--prefix-cache",
+                    switch,
+                ])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut err = BufReader::new(child.0.stderr.take().unwrap());
+        let line = read_until(&mut err, "endpoint at ");
+        let base_url = line.split("endpoint at ").nth(1).unwrap();
+        let base_url = base_url.split_whitespace().next().unwrap();
+        let scenario = "  - name: warm\n    messages: [{role: user, content: \"A shared prefix.\"}]\n    max_tokens: 4\n    prefix_cache: warm\n";
+        let dir = tempfile::tempdir().unwrap();
+        let p = write_config(&dir, &common::yaml(base_url, "5s", scenario, ""));
+        let once = || {
+            let out = Command::new(BIN)
+                .args(["probe-once", "--output", "json", "--config.file"])
+                .arg(&p)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{err}");
+            let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            o["ttft_seconds"].as_f64().unwrap()
+        };
+        (once(), once())
+    };
+    let (first, second) = ttfts("on");
+    assert!(first >= 0.4, "cache on, first request: {first}");
+    assert!(
+        (0.1..0.3).contains(&second),
+        "cache on, the prompt seen before: a quarter of 400 ms, measured {second}"
+    );
+    let (first, second) = ttfts("off");
+    assert!(
+        first >= 0.4 && second >= 0.4,
+        "cache off: every request 400 ms ({first}, {second})"
+    );
+    let bad = Command::new(BIN)
+        .args(["simulate", "--prefix-cache", "maybe"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--prefix-cache"));
+}

