@@ -1,0 +1,103 @@
+//! Hostile input against the features of issues 28–30 (Gemini, Bedrock, answer checks, the
+//! TTFT split, trace context): schemas that point elsewhere or at themselves, schema files that
+//! are not small regular files, names that carry terminal escapes into messages.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use llm_probe::check::Schema;
+use serde_json::json;
+
+fn scenario_with(extra: &str) -> String {
+    format!("{}{extra}", common::scenario("s", 8))
+}
+
+fn problems(extra: &str) -> String {
+    let yaml = common::yaml("http://127.0.0.1:9", "10s", &scenario_with(extra), "");
+    match llm_probe::config::parse(&yaml, "<test>", &|_| None) {
+        Ok(_) => panic!("config should be refused:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_schema_that_refers_to_itself_neither_hangs_nor_overflows() {
+    let s = Schema::compile(json!({"$ref": "#"})).unwrap();
+    let _ = s.validate(&json!({"a": [1, 2, {"b": null}]}));
+    let s = Schema::compile(json!({"properties": {"a": {"$ref": "#"}}})).unwrap();
+    let mut deep = json!(1);
+    for _ in 0..100 {
+        deep = json!({ "a": deep });
+    }
+    assert!(s.validate(&deep).is_ok());
+}
+
+#[test]
+fn remote_and_file_refs_are_never_fetched() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let r = Schema::compile(json!({"$ref": format!("http://127.0.0.1:{port}/s.json")}));
+    eprintln!("remote: {:?}", r.as_ref().err());
+    if let Ok(s) = &r { eprintln!("validate: {:?}", s.validate(&json!(1))); }
+    assert!(listener.accept().is_err(), "the schema's $ref was fetched");
+    let r = Schema::compile(json!({"$ref": "file:///etc/hostname"}));
+    eprintln!("file: {:?}", r.as_ref().err());
+}
+
+#[test]
+fn a_backtracking_pattern_in_a_schema_is_bounded() {
+    let s = Schema::compile(json!({"type": "string", "pattern": "^(?=(a+)+b)"})).unwrap();
+    let t = Instant::now();
+    let r = s.validate(&json!("a".repeat(40)));
+    eprintln!("pattern: {r:?} in {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_json_schema_file_that_is_not_a_small_regular_file_is_refused_briefly() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // 4 MiB of valid JSON that is no schema: refused for its size, not read and echoed.
+    std::fs::write(&big, format!("[{}1]", "1,".repeat(2 << 20))).unwrap();
+    let fifo = dir.path().join("fifo.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    let mut cases = vec![(dir.path().to_path_buf(), "not a regular file"), (big, "larger than 1 MiB")];
+    if made.is_ok_and(|s| s.success()) {
+        // Nobody writes to it: a plain read would block for ever.
+        cases.push((fifo, "not a regular file"));
+    }
+    for (f, why) in cases {
+        let t = Instant::now();
+        let p = problems(&format!("    expect: {{json_schema_file: {}}}\n", f.display()));
+        assert!(p.contains("json_schema_file") && p.contains(why), "{}", &p[..p.len().min(600)]);
+        assert!(p.len() < 2000, "the message is {} bytes", p.len());
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn a_huge_invalid_inline_schema_is_not_echoed_whole() {
+    let junk = format!("[{}1]", "1,".repeat(100_000));
+    for extra in [
+        format!("    expect: {{json_schema: {junk}}}\n"),
+        format!("    response_format: {{type: json_schema, json_schema: {{name: x, schema: {junk}}}}}\n"),
+        format!("    tools: [{{type: function, function: {{name: f, parameters: {junk}}}}}]\n"),
+    ] {
+        let p = problems(&extra);
+        assert!(p.contains("is not a valid JSON Schema"), "{}", &p[..p.len().min(600)]);
+        assert!(p.len() < 2000, "the message is {} bytes", p.len());
+    }
+}
+
+#[test]
+fn an_overlong_regex_is_refused_before_it_is_compiled() {
+    // 100,000 nested groups would take the compiler a while (and its stack): the length
+    // check comes first.
+    let re = format!("{}a{}", "(".repeat(50_000), ")".repeat(50_000));
+    let t = Instant::now();
+    let p = problems(&format!("    expect: {{regex: \"{re}\"}}\n"));
+    assert!(p.contains("longer than 1024 characters"), "{}", &p[..p.len().min(600)]);
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
