@@ -101,3 +101,51 @@ fn an_overlong_regex_is_refused_before_it_is_compiled() {
     assert!(p.contains("longer than 1024 characters"), "{}", &p[..p.len().min(600)]);
     assert!(t.elapsed() < Duration::from_secs(10));
 }
+
+/// One probe of a target with the extra target keys `extra` against a quick simulator.
+async fn probe_with(extra: &str) -> llm_probe::measure::ProbeOutcome {
+    let sim = common::simulator(llm_probe::simulate::Script {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        tokens: 3,
+        ..Default::default()
+    })
+    .await;
+    let yaml = common::yaml(&sim.base_url(), "10s", &common::scenario("s", 8), extra);
+    let t = common::parse(&yaml).targets[0].clone();
+    let prober = llm_probe::probe::Prober::new(t.clone()).unwrap();
+    prober.probe(&t.scenarios[0]).await
+}
+
+#[tokio::test]
+async fn a_trace_header_declared_secret_is_never_recorded() {
+    let o = probe_with(
+        "    headers: {x-request-id: tok-s3cr3t-0123456789, traceparent: tp-s3cr3t-0123456789}\n    secret_headers: [x-request-id, traceparent]\n",
+    )
+    .await;
+    assert!(o.is_success(), "{:?}", o.result);
+    let obs = &o.observations;
+    for v in [&obs.request_id, &obs.traceparent].into_iter().flatten() {
+        assert!(!v.contains("s3cr3t"), "a secret header value was recorded: {v}");
+    }
+    let report = llm_probe::report::to_json(&o).to_string();
+    assert!(!report.contains("s3cr3t"), "{report}");
+}
+
+#[tokio::test]
+async fn a_targets_own_malformed_traceparent_is_kept_but_has_no_trace_id() {
+    let o = probe_with("    headers: {traceparent: \"00-xyz-zz-01\"}\n").await;
+    assert!(o.is_success(), "{:?}", o.result);
+    let report = llm_probe::report::to_json(&o);
+    assert_eq!(report["trace_id"], serde_json::Value::Null, "{report}");
+}
+
+#[tokio::test]
+async fn a_trace_header_declared_secret_stays_out_of_the_text_report() {
+    let o = probe_with(
+        "    headers: {x-request-id: tok-s3cr3t-0123456789}\n    secret_headers: [x-request-id]\n",
+    )
+    .await;
+    let text = llm_probe::report::to_text(&o);
+    assert!(!text.contains("s3cr3t"), "{text}");
+}
