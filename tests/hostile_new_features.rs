@@ -21,38 +21,42 @@ fn problems(extra: &str) -> String {
     }
 }
 
+/// Regression guard (held before this pass): `{"$ref": "#"}` and a recursive property
+/// validate without hanging or overflowing the stack.
 #[test]
 fn a_schema_that_refers_to_itself_neither_hangs_nor_overflows() {
     let s = Schema::compile(json!({"$ref": "#"})).unwrap();
-    let _ = s.validate(&json!({"a": [1, 2, {"b": null}]}));
-    let s = Schema::compile(json!({"properties": {"a": {"$ref": "#"}}})).unwrap();
-    let mut deep = json!(1);
+    assert!(s.validate(&json!({"a": [1, 2, {"b": null}]})).is_ok());
+    let s = Schema::compile(json!({"properties": {"a": {"$ref": "#"}, "b": {"type": "string"}}}))
+        .unwrap();
+    let mut deep = json!({"b": 1});
     for _ in 0..100 {
         deep = json!({ "a": deep });
     }
-    assert!(s.validate(&deep).is_ok());
+    assert!(s.validate(&deep).is_err(), "the innermost b is no string");
 }
 
+/// Regression guard: a remote or file `$ref` is refused at load time and never fetched (the
+/// schema crate is built without its HTTP and file resolvers).
 #[test]
-fn remote_and_file_refs_are_never_fetched() {
+fn remote_and_file_refs_are_refused_and_never_fetched() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let r = Schema::compile(json!({"$ref": format!("http://127.0.0.1:{port}/s.json")}));
-    eprintln!("remote: {:?}", r.as_ref().err());
-    if let Ok(s) = &r { eprintln!("validate: {:?}", s.validate(&json!(1))); }
+    let remote = Schema::compile(json!({"$ref": format!("http://127.0.0.1:{port}/s.json")}));
+    assert!(remote.is_err());
     assert!(listener.accept().is_err(), "the schema's $ref was fetched");
-    let r = Schema::compile(json!({"$ref": "file:///etc/hostname"}));
-    eprintln!("file: {:?}", r.as_ref().err());
+    assert!(Schema::compile(json!({"$ref": "file:///etc/hostname"})).is_err());
 }
 
+/// Regression guard: a backtracking `pattern` (lookahead over nested repetition) in a schema
+/// is bounded, not exponential, on an answer built to trigger it.
 #[test]
 fn a_backtracking_pattern_in_a_schema_is_bounded() {
     let s = Schema::compile(json!({"type": "string", "pattern": "^(?=(a+)+b)"})).unwrap();
     let t = Instant::now();
-    let r = s.validate(&json!("a".repeat(40)));
-    eprintln!("pattern: {r:?} in {:?}", t.elapsed());
-    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(s.validate(&json!("a".repeat(40))).is_err());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
 #[test]
@@ -63,15 +67,25 @@ fn a_json_schema_file_that_is_not_a_small_regular_file_is_refused_briefly() {
     std::fs::write(&big, format!("[{}1]", "1,".repeat(2 << 20))).unwrap();
     let fifo = dir.path().join("fifo.json");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-    let mut cases = vec![(dir.path().to_path_buf(), "not a regular file"), (big, "larger than 1 MiB")];
+    let mut cases = vec![
+        (dir.path().to_path_buf(), "not a regular file"),
+        (big, "larger than 1 MiB"),
+    ];
     if made.is_ok_and(|s| s.success()) {
         // Nobody writes to it: a plain read would block for ever.
         cases.push((fifo, "not a regular file"));
     }
     for (f, why) in cases {
         let t = Instant::now();
-        let p = problems(&format!("    expect: {{json_schema_file: {}}}\n", f.display()));
-        assert!(p.contains("json_schema_file") && p.contains(why), "{}", &p[..p.len().min(600)]);
+        let p = problems(&format!(
+            "    expect: {{json_schema_file: {}}}\n",
+            f.display()
+        ));
+        assert!(
+            p.contains("json_schema_file") && p.contains(why),
+            "{}",
+            &p[..p.len().min(600)]
+        );
         assert!(p.len() < 2000, "the message is {} bytes", p.len());
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }
@@ -98,7 +112,11 @@ fn an_overlong_regex_is_refused_before_it_is_compiled() {
     let re = format!("{}a{}", "(".repeat(50_000), ")".repeat(50_000));
     let t = Instant::now();
     let p = problems(&format!("    expect: {{regex: \"{re}\"}}\n"));
-    assert!(p.contains("longer than 1024 characters"), "{}", &p[..p.len().min(600)]);
+    assert!(
+        p.contains("longer than 1024 characters"),
+        "{}",
+        &p[..p.len().min(600)]
+    );
     assert!(t.elapsed() < Duration::from_secs(10));
 }
 
@@ -126,7 +144,10 @@ async fn a_trace_header_declared_secret_is_never_recorded() {
     assert!(o.is_success(), "{:?}", o.result);
     let obs = &o.observations;
     for v in [&obs.request_id, &obs.traceparent].into_iter().flatten() {
-        assert!(!v.contains("s3cr3t"), "a secret header value was recorded: {v}");
+        assert!(
+            !v.contains("s3cr3t"),
+            "a secret header value was recorded: {v}"
+        );
     }
     let report = llm_probe::report::to_json(&o).to_string();
     assert!(!report.contains("s3cr3t"), "{report}");

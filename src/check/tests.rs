@@ -280,7 +280,11 @@ fn arguments_cut_at_the_cap_say_so() {
     a.push_tool_call(0, Some("f"), Some(&args), Instant::now());
     let f = checks.evaluate(&a, 1).unwrap_err();
     assert_eq!(f.check, CheckName::ToolArguments);
-    assert!(f.detail.contains("kept only the first 64 KiB"), "{}", f.detail);
+    assert!(
+        f.detail.contains("kept only the first 64 KiB"),
+        "{}",
+        f.detail
+    );
     assert!(f.detail.len() < 1000, "{}", f.detail.len());
     // The same for a text answer checked as JSON.
     let json = Checks {
@@ -288,7 +292,11 @@ fn arguments_cut_at_the_cap_say_so() {
         ..Checks::default()
     };
     let f = json.evaluate(&answer(&args), 1).unwrap_err();
-    assert!(f.detail.contains("kept only the first 64 KiB"), "{}", f.detail);
+    assert!(
+        f.detail.contains("kept only the first 64 KiB"),
+        "{}",
+        f.detail
+    );
     // Short broken JSON beside a cut text is just broken.
     let quiet = Checks {
         degeneration: Some(Degeneration {

@@ -444,14 +444,18 @@ mod tests {
         b.extend_from_slice(&c.to_be_bytes());
         assert!(label(&b).to_string().contains("unknown value type 12"));
         // 10,000 headers (empty booleans, 2 bytes each): refused, not 10,000 allocations.
-        let many: Vec<(String, HeaderValue)> =
-            (0..10_000).map(|_| (String::new(), HeaderValue::Bool(true))).collect();
+        let many: Vec<(String, HeaderValue)> = (0..10_000)
+            .map(|_| (String::new(), HeaderValue::Bool(true)))
+            .collect();
         let many: Vec<(&str, HeaderValue)> =
             many.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
         let e = label(&encode(&many, b"{}")).to_string();
         assert!(e.contains("more than 64 headers"), "{e}");
         let few = &many[..MAX_HEADERS];
-        assert_eq!(decode_all(&encode(few, b"{}")).unwrap()[0].headers.len(), MAX_HEADERS);
+        assert_eq!(
+            decode_all(&encode(few, b"{}")).unwrap()[0].headers.len(),
+            MAX_HEADERS
+        );
         // Over the cap: refused at the prelude, before the bytes arrive.
         let mut d = EventStreamDecoder::with_max_message_bytes(20);
         let e = d.feed(&good[..12], &mut Vec::new()).unwrap_err();

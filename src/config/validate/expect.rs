@@ -230,7 +230,10 @@ impl Validator<'_> {
                 Ok(s) => checks.json_schema = Some(s),
                 Err(e) => self.problem(
                     at,
-                    format!("{pre}expect.{what} is not a valid JSON Schema ({}); fix the schema.", schema_error(&e)),
+                    format!(
+                        "{pre}expect.{what} is not a valid JSON Schema ({}); fix the schema.",
+                        schema_error(&e)
+                    ),
                 ),
             }
         }
