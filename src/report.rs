@@ -73,17 +73,25 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
 /// The text block's line for the TTFT split: each component in milliseconds (they sum to
 /// TTFT), or what the server did not say.
 fn split_line(split: &crate::measure::TtftSplit) -> String {
+    let source = split.source.map_or("unknown source", |s| s.as_str());
+    let excess = split.excess.as_secs_f64() * 1e3;
+    if split.remainder.is_none() && excess > 0.0 {
+        return format!("  ttft split  not split: every part the server reported ({source}) is longer than the TTFT (by {excess:.1} ms in all)\n");
+    }
     if split.remainder.is_none() {
         return "  ttft split  not split: the server reported no queue, load or prefill time\n"
             .to_string();
     }
-    let source = split.source.map_or("unknown source", |s| s.as_str());
     let parts: Vec<String> = split
         .components()
         .iter()
         .map(|(c, d)| format!("{} {:.1} ms", c.as_str(), d.as_secs_f64() * 1e3))
         .collect();
-    format!("  ttft split  {} ({source})\n", parts.join(" + "))
+    let over = match excess > 0.0 {
+        true => format!(", the server's parts exceed TTFT by {excess:.1} ms"),
+        false => String::new(),
+    };
+    format!("  ttft split  {} ({source}{over})\n", parts.join(" + "))
 }
 
 /// [`to_json`] as one line of [`json_text`].

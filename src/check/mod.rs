@@ -285,7 +285,11 @@ impl Checks {
                         };
                         return fail(
                             check,
-                            format!("the answer is not JSON ({e}): {}", excerpt(text)),
+                            format!(
+                                "the answer is not JSON ({e}){}: {}",
+                                cut_note(text, answer),
+                                excerpt(text)
+                            ),
                         );
                     }
                 };
@@ -361,14 +365,14 @@ impl Checks {
         }
         if self.has_tools() {
             for call in &answer.tool_calls {
-                self.check_call(call)
+                self.check_call(call, answer)
                     .or_else(|d| fail(CheckName::ToolArguments, d))?;
             }
         }
         Ok(())
     }
 
-    fn check_call(&self, call: &crate::measure::ToolCall) -> Result<(), String> {
+    fn check_call(&self, call: &crate::measure::ToolCall, answer: &Answer) -> Result<(), String> {
         let Some(tool) = self.tools.iter().find(|t| t.name == call.name) else {
             let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
             return Err(format!(
@@ -384,8 +388,9 @@ impl Checks {
         };
         let doc: Value = serde_json::from_str(args).map_err(|e| {
             format!(
-                "the arguments of {} are not JSON ({e}): {}",
+                "the arguments of {} are not JSON ({e}){}: {}",
                 tool.name,
+                cut_note(args, answer),
                 excerpt(args)
             )
         })?;
@@ -416,6 +421,22 @@ fn strip_fence(text: &str) -> &str {
         Some((_, inner)) => inner.trim(),
         None => body.trim(),
     }
+}
+
+/// When the probe kept only part of `kept` (the answer's text or a call's arguments, each cut
+/// at [`crate::measure::MAX_ANSWER_BYTES`]): why its JSON does not parse, so a long valid answer is
+/// not reported as broken JSON without saying so. Empty otherwise.
+fn cut_note(kept: &str, answer: &Answer) -> String {
+    // A cut string ends at most 3 bytes short of the cap (on a character boundary).
+    let at_cap = kept.len() + 3 >= crate::measure::MAX_ANSWER_BYTES;
+    if answer.dropped_bytes == 0 || !at_cap {
+        return String::new();
+    }
+    format!(
+        "; the probe kept only the first {} KiB and dropped {} bytes, so the JSON is cut: ask for a shorter answer",
+        crate::measure::MAX_ANSWER_BYTES >> 10,
+        answer.dropped_bytes
+    )
 }
 
 /// The last `n` characters of `text`.

@@ -263,3 +263,54 @@ fn check_names_are_distinct_labels() {
     names.dedup();
     assert_eq!(names.len(), CheckName::ALL.len());
 }
+
+/// Tool-call arguments of 10 MB (valid JSON) are kept up to the answer cap: the failure says
+/// that the probe cut them, not just that they are not JSON.
+#[test]
+fn arguments_cut_at_the_cap_say_so() {
+    let checks = Checks {
+        tools: vec![Tool {
+            name: "f".into(),
+            parameters: None,
+        }],
+        ..Checks::default()
+    };
+    let mut a = Answer::default();
+    let args = format!("{{\"a\": \"{}\"}}", "x".repeat(10 << 20));
+    a.push_tool_call(0, Some("f"), Some(&args), Instant::now());
+    let f = checks.evaluate(&a, 1).unwrap_err();
+    assert_eq!(f.check, CheckName::ToolArguments);
+    assert!(
+        f.detail.contains("kept only the first 64 KiB"),
+        "{}",
+        f.detail
+    );
+    assert!(f.detail.len() < 1000, "{}", f.detail.len());
+    // The same for a text answer checked as JSON.
+    let json = Checks {
+        json: true,
+        ..Checks::default()
+    };
+    let f = json.evaluate(&answer(&args), 1).unwrap_err();
+    assert!(
+        f.detail.contains("kept only the first 64 KiB"),
+        "{}",
+        f.detail
+    );
+    // Short broken JSON beside a cut text is just broken.
+    let quiet = Checks {
+        degeneration: Some(Degeneration {
+            repetition_loop: false,
+            punctuation_only: false,
+            special_tokens: false,
+            empty_after_reasoning: false,
+        }),
+        ..checks
+    };
+    let mut short = Answer::default();
+    short.push_text(&"y".repeat(100 << 10));
+    short.push_tool_call(0, Some("f"), Some("{"), Instant::now());
+    let f = quiet.evaluate(&short, 1).unwrap_err();
+    assert_eq!(f.check, CheckName::ToolArguments);
+    assert!(!f.detail.contains("kept only"), "{}", f.detail);
+}

@@ -39,6 +39,10 @@ use super::{DecodeError, DEFAULT_MAX_EVENT_BYTES};
 const PRELUDE_BYTES: usize = 12;
 /// Smallest possible message: prelude, prelude CRC and message CRC with no headers or payload.
 const MIN_MESSAGE_BYTES: usize = PRELUDE_BYTES + 4;
+/// Most headers one message may carry. AWS sends three or four (`:event-type`,
+/// `:content-type`, `:message-type`, …); a 1 MiB message of 2-byte empty boolean headers would
+/// otherwise become half a million `(String, HeaderValue)` pairs (tens of MiB) per message.
+pub const MAX_HEADERS: usize = 64;
 
 /// One header value, typed as on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,6 +231,11 @@ fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
 fn parse_headers(mut b: &[u8]) -> Result<Vec<(String, HeaderValue)>, DecodeError> {
     let mut out = Vec::new();
     while !b.is_empty() {
+        if out.len() == MAX_HEADERS {
+            return Err(bad(format!(
+                "a message has more than {MAX_HEADERS} headers"
+            )));
+        }
         let name_len = take(&mut b, 1)?[0] as usize;
         let name = std::str::from_utf8(take(&mut b, name_len)?)
             .map_err(|_| bad("a header name is not UTF-8"))?
@@ -434,6 +443,19 @@ mod tests {
         let c = crc32fast::hash(&b);
         b.extend_from_slice(&c.to_be_bytes());
         assert!(label(&b).to_string().contains("unknown value type 12"));
+        // 10,000 headers (empty booleans, 2 bytes each): refused, not 10,000 allocations.
+        let many: Vec<(String, HeaderValue)> = (0..10_000)
+            .map(|_| (String::new(), HeaderValue::Bool(true)))
+            .collect();
+        let many: Vec<(&str, HeaderValue)> =
+            many.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+        let e = label(&encode(&many, b"{}")).to_string();
+        assert!(e.contains("more than 64 headers"), "{e}");
+        let few = &many[..MAX_HEADERS];
+        assert_eq!(
+            decode_all(&encode(few, b"{}")).unwrap()[0].headers.len(),
+            MAX_HEADERS
+        );
         // Over the cap: refused at the prelude, before the bytes arrive.
         let mut d = EventStreamDecoder::with_max_message_bytes(20);
         let e = d.feed(&good[..12], &mut Vec::new()).unwrap_err();

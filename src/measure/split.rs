@@ -105,26 +105,45 @@ pub struct TtftSplit {
     /// What the remainder is: [`TtftComponent::OutsideEngine`] when the server reported both its
     /// queue and its prefill, else [`TtftComponent::Unattributed`].
     pub remainder_component: Option<TtftComponent>,
-    /// How much the reported parts exceed TTFT (0 when they do not): clocks that disagree, or a
-    /// server whose "first token" is later than the first byte the probe read.
+    /// How much the reported parts (those left out for being longer than TTFT included) exceed
+    /// TTFT (0 when they do not): clocks that disagree, a server whose "first token" is later
+    /// than the first byte the probe read, or an absurd report.
     pub excess: Duration,
 }
 
 impl TtftSplit {
     /// Splits `ttft` with what `timings` reports. Server numbers are untrusted input: a
     /// negative, NaN or absurd value counts as not reported.
+    ///
+    /// A single part longer than the whole TTFT cannot lie inside it (a server that reports
+    /// `x-queue-time: 1e9`): it is left out of the split, so the components still sum to TTFT,
+    /// and counted in [`TtftSplit::excess`], so the record says so.
     pub fn new(ttft: Duration, timings: &ServerTimings) -> TtftSplit {
         let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());
-        let engine_queue = secs(timings.queue_seconds);
-        let model_load = secs(timings.load_seconds);
-        let engine_prefill = secs(timings.prompt_seconds);
-        if engine_queue.is_none() && model_load.is_none() && engine_prefill.is_none() {
+        let raw = [
+            secs(timings.queue_seconds),
+            secs(timings.load_seconds),
+            secs(timings.prompt_seconds),
+        ];
+        if raw.iter().all(Option::is_none) {
             return TtftSplit::default();
         }
-        let reported = [engine_queue, model_load, engine_prefill]
-            .into_iter()
-            .flatten()
-            .fold(Duration::ZERO, Duration::saturating_add);
+        let sum = |parts: &[Option<Duration>]| {
+            parts
+                .iter()
+                .flatten()
+                .fold(Duration::ZERO, |a, b| a.saturating_add(*b))
+        };
+        let excess = sum(&raw).saturating_sub(ttft);
+        let [engine_queue, model_load, engine_prefill] = raw.map(|d| d.filter(|d| *d <= ttft));
+        if engine_queue.is_none() && model_load.is_none() && engine_prefill.is_none() {
+            return TtftSplit {
+                source: timings.source,
+                excess,
+                ..TtftSplit::default()
+            };
+        }
+        let reported = sum(&[engine_queue, model_load, engine_prefill]);
         let remainder_component = if engine_queue.is_some() && engine_prefill.is_some() {
             TtftComponent::OutsideEngine
         } else {
@@ -137,7 +156,7 @@ impl TtftSplit {
             engine_prefill,
             remainder: Some(ttft.saturating_sub(reported)),
             remainder_component: Some(remainder_component),
-            excess: reported.saturating_sub(ttft),
+            excess,
         }
     }
 
@@ -161,6 +180,13 @@ impl TtftSplit {
     /// component, `source`, `excess_seconds`; `{"source": null, "note": …}` when the server
     /// revealed nothing.
     pub fn to_json(&self) -> serde_json::Value {
+        if self.remainder.is_none() && self.excess > Duration::ZERO {
+            return serde_json::json!({
+                "source": self.source.map(|s| s.as_str()),
+                "excess_seconds": self.excess.as_secs_f64(),
+                "note": "every part the server reported is longer than the TTFT: TTFT is not split",
+            });
+        }
         if self.remainder.is_none() {
             return serde_json::json!({
                 "source": null,
@@ -273,5 +299,35 @@ mod tests {
         let s = TtftSplit::new(ms(350), &t);
         assert_eq!(s.remainder, Some(Duration::ZERO));
         assert_eq!(s.excess, ms(50));
+    }
+
+    /// Hostile server numbers (vLLM `queue_time_ms`, TGI `x-queue-time: 1e9`): a part longer
+    /// than the whole TTFT is left out, so the components (what the metric observes) still sum
+    /// to TTFT, and `excess` says by how much the report overshot.
+    #[test]
+    fn a_part_longer_than_ttft_is_left_out_and_counted_as_excess() {
+        let t = timings(
+            Some(1e6),
+            None,
+            Some(0.1),
+            ServerTimingSource::VllmRequestMetrics,
+        );
+        let s = TtftSplit::new(ms(300), &t);
+        assert_eq!(s.engine_queue, None);
+        assert_eq!(s.engine_prefill, Some(ms(100)));
+        assert_eq!(s.remainder_component, Some(TtftComponent::Unattributed));
+        let sum: Duration = s.components().iter().map(|(_, d)| *d).sum();
+        assert_eq!(sum, ms(300));
+        assert!(s.excess > Duration::from_secs(999_999), "{:?}", s.excess);
+
+        let tgi = timings(Some(1e6), None, None, ServerTimingSource::TgiHeaders);
+        let s = TtftSplit::new(ms(300), &tgi);
+        assert!(s.components().is_empty());
+        let j = s.to_json();
+        assert_eq!(j["source"], "tgi_headers");
+        assert!(j["excess_seconds"].as_f64().unwrap() > 999_999.0, "{j}");
+        // 1e308 ms does not fit a Duration: not reported at all.
+        let huge = timings(Some(1e305), None, None, ServerTimingSource::TgiHeaders);
+        assert_eq!(TtftSplit::new(ms(300), &huge), TtftSplit::default());
     }
 }

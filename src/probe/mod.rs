@@ -311,9 +311,11 @@ impl Armed {
         };
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
+        // Recorded for the reports, unless the target declared the header a secret (a value
+        // marked sensitive is never shown).
         let sent_header = |name: &str| {
-            let value = request.headers().get(name)?.to_str().ok()?;
-            Some(value.chars().take(128).collect::<String>())
+            let value = request.headers().get(name).filter(|v| !v.is_sensitive())?;
+            Some(value.to_str().ok()?.chars().take(128).collect::<String>())
         };
         obs.traceparent = sent_header("traceparent");
         obs.request_id = sent_header("x-request-id");

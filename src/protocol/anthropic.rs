@@ -189,7 +189,11 @@ fn read_input_usage(u: &Value, obs: &mut Observations) {
     let input = u64_at(u, "input_tokens");
     let read = u64_at(u, "cache_read_input_tokens");
     let created = u64_at(u, "cache_creation_input_tokens");
-    let prompt = input.map(|input| input + read.unwrap_or(0) + created.unwrap_or(0));
+    let prompt = input.map(|input| {
+        input
+            .saturating_add(read.unwrap_or(0))
+            .saturating_add(created.unwrap_or(0))
+    });
     usage::record(obs, None, prompt, read);
 }
 
@@ -366,5 +370,16 @@ mod tests {
         let (obs, _) = run(&[("error", "upstream connect error")]);
         assert_eq!(obs.stream_error.as_deref(), Some("upstream connect error"));
         assert!(obs.anomalies.is_empty());
+    }
+
+    /// Hostile counts at the top of u64 saturate instead of overflowing (a debug build
+    /// panicked, a release build wrapped to a tiny prompt).
+    #[test]
+    fn usage_counts_at_the_top_of_u64_saturate() {
+        let (obs, _) = run(&[(
+            "message_start",
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":18446744073709551615,"cache_read_input_tokens":3}}}"#,
+        )]);
+        assert_eq!(obs.usage.prompt_tokens, Some(u64::MAX));
     }
 }

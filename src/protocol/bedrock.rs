@@ -157,7 +157,11 @@ pub(crate) fn as_event(msg: Message) -> Result<SseEvent, DecodeError> {
 
 /// Interprets a Bedrock ConverseStream event stream.
 #[derive(Debug, Default)]
-pub(super) struct BedrockStream;
+pub(super) struct BedrockStream {
+    /// The open tool call was dropped (beyond [`crate::measure::MAX_TOOL_CALLS`]): its
+    /// argument deltas belong to no kept call.
+    dropped_tool_open: bool,
+}
 
 impl StreamProtocol for BedrockStream {
     fn framing(&self) -> Framing {
@@ -193,6 +197,7 @@ impl StreamProtocol for BedrockStream {
                     obs.token(at, TokenKind::Output);
                     // A new call: Bedrock streams content blocks one after another.
                     let index = obs.answer.tool_calls.len();
+                    self.dropped_tool_open = index >= crate::measure::MAX_TOOL_CALLS;
                     obs.answer
                         .push_tool_call(index, str_at(tool, "name"), None, at);
                 }
@@ -204,7 +209,7 @@ impl StreamProtocol for BedrockStream {
                 obs.answer.push_text(str_at(delta, "text").unwrap_or(""));
                 obs.answer
                     .push_reasoning(str_at(reasoning, "text").unwrap_or(""));
-                if has_text(tool, "input") {
+                if has_text(tool, "input") && !self.dropped_tool_open {
                     // The open call (the last one started).
                     let index = obs.answer.tool_calls.len().saturating_sub(1);
                     obs.answer
@@ -231,7 +236,10 @@ impl StreamProtocol for BedrockStream {
                     let input = u64_at(u, "inputTokens");
                     let read = u64_at(u, "cacheReadInputTokens");
                     let written = u64_at(u, "cacheWriteInputTokens");
-                    let prompt = input.map(|i| i + read.unwrap_or(0) + written.unwrap_or(0));
+                    let prompt = input.map(|i| {
+                        i.saturating_add(read.unwrap_or(0))
+                            .saturating_add(written.unwrap_or(0))
+                    });
                     usage::record(obs, u64_at(u, "outputTokens"), prompt, read);
                 }
                 let latency = data.get("metrics").and_then(|m| f64_at(m, "latencyMs"));
@@ -258,7 +266,7 @@ mod tests {
     use crate::measure::{measure, TokenCountSource};
 
     fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
-        super::super::testing::feed(&mut BedrockStream, events)
+        super::super::testing::feed(&mut BedrockStream::default(), events)
     }
 
     /// A stream as the ConverseStream docs show it: reasoning, text, a tool call, the stop
@@ -410,5 +418,32 @@ mod tests {
         let mut bad = msg(vec![(":event-type", "contentBlockDelta")], "");
         bad.payload = b"{\"delta\":{\"text\":\"\xff\"}}".to_vec();
         assert_eq!(as_event(bad), Err(DecodeError::InvalidUtf8));
+    }
+
+    /// Hostile usage numbers: token counts at u64::MAX add up without overflowing (a debug
+    /// build panicked, a release build wrapped to a tiny prompt).
+    #[test]
+    fn usage_counts_at_the_top_of_u64_saturate() {
+        let (obs, _) = run(&[(
+            "metadata",
+            r#"{"usage":{"inputTokens":18446744073709551615,"outputTokens":1,"cacheReadInputTokens":5,"cacheWriteInputTokens":18446744073709551615}}"#,
+        )]);
+        assert_eq!(obs.usage.prompt_tokens, Some(u64::MAX));
+    }
+
+    /// More tool calls than are kept: the arguments of a dropped call are not appended to the
+    /// last kept one.
+    #[test]
+    fn arguments_of_dropped_tool_calls_stay_out_of_kept_ones() {
+        let n = crate::measure::MAX_TOOL_CALLS + 2;
+        let start = r#"{"start":{"toolUse":{"toolUseId":"t","name":"f"}}}"#;
+        let input = r#"{"delta":{"toolUse":{"input":"{}"}}}"#;
+        let events: Vec<(&str, &str)> = (0..n)
+            .flat_map(|_| [("contentBlockStart", start), ("contentBlockDelta", input)])
+            .collect();
+        let (obs, _) = run(&events);
+        let calls = &obs.answer.tool_calls;
+        assert_eq!(calls.len(), crate::measure::MAX_TOOL_CALLS);
+        assert!(calls.iter().all(|c| c.arguments == "{}"), "{calls:?}");
     }
 }

@@ -243,7 +243,7 @@ fn read_usage(u: &Value, obs: &mut Observations) {
     let thoughts = u64_at(u, "thoughtsTokenCount");
     let completion = match (candidates, thoughts) {
         (None, None) => None,
-        (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
+        (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
     };
     usage::record(
         obs,
@@ -390,5 +390,15 @@ mod tests {
         assert_eq!(obs.anomalies, [Anomaly::UnknownEvent]);
         let (_, flow) = run(&[r#"{"candidates":[{"content""#]);
         assert!(matches!(flow, Flow::Fail(_)));
+    }
+
+    /// Hostile counts at the top of u64 saturate instead of overflowing (a debug build
+    /// panicked, a release build wrapped to a tiny count).
+    #[test]
+    fn usage_counts_at_the_top_of_u64_saturate() {
+        let (obs, _) = run(&[
+            r#"{"usageMetadata":{"candidatesTokenCount":18446744073709551615,"thoughtsTokenCount":7}}"#,
+        ]);
+        assert_eq!(obs.usage.completion_tokens, Some(u64::MAX));
     }
 }

@@ -164,7 +164,7 @@ pub fn stream_for(protocol: Protocol) -> Box<dyn StreamProtocol> {
         Protocol::Tgi => Box::new(tgi::TgiStream),
         Protocol::LlamaCpp => Box::new(llama_cpp::LlamaCppStream),
         Protocol::Gemini | Protocol::VertexGemini => Box::<gemini::GeminiStream>::default(),
-        Protocol::Bedrock => Box::new(bedrock::BedrockStream),
+        Protocol::Bedrock => Box::new(bedrock::BedrockStream::default()),
     }
 }
 

@@ -21,6 +21,11 @@ pub(super) struct Structured {
 /// checks expensive by accident.
 const MAX_LIST: usize = 32;
 const MAX_REGEX_LEN: usize = 1024;
+/// Largest `json_schema_file` read.
+const MAX_SCHEMA_FILE_BYTES: u64 = crate::config::files::MAX_SMALL_FILE_BYTES;
+/// Characters of a schema compiler's error shown (its messages quote the offending schema,
+/// which may be megabytes).
+const MAX_SCHEMA_ERROR_CHARS: usize = 300;
 
 impl Validator<'_> {
     pub(super) fn structured(
@@ -103,7 +108,7 @@ impl Validator<'_> {
                             }
                             Err(e) => self.problem(
                                 rp,
-                                format!("{pre}response_format.json_schema.schema is not a valid JSON Schema ({e}); fix the schema."),
+                                format!("{pre}response_format.json_schema.schema is not a valid JSON Schema ({}); fix the schema.", schema_error(&e)),
                             ),
                         },
                         None => self.problem(
@@ -165,16 +170,21 @@ impl Validator<'_> {
             );
         }
         for (i, r) in regexes.iter().enumerate() {
+            // The length first: a long pattern is not compiled at all.
+            if r.len() > MAX_REGEX_LEN {
+                self.problem(
+                    format!("{path}.regex[{i}]"),
+                    format!("{pre}expect.regex[{i}] is longer than {MAX_REGEX_LEN} characters; shorten it."),
+                );
+                continue;
+            }
             let built = regex::RegexBuilder::new(r)
                 .case_insensitive(checks.case_insensitive)
                 .size_limit(1 << 20)
+                .dfa_size_limit(1 << 20)
                 .build();
             match built {
-                Ok(re) if r.len() <= MAX_REGEX_LEN => checks.regex.push(Pattern(re)),
-                Ok(_) => self.problem(
-                    format!("{path}.regex[{i}]"),
-                    format!("{pre}expect.regex[{i}] is longer than {MAX_REGEX_LEN} characters; shorten it."),
-                ),
+                Ok(re) => checks.regex.push(Pattern(re)),
                 Err(e) => self.problem(
                     format!("{path}.regex[{i}]"),
                     format!("{pre}expect.regex[{i}] is not a valid regular expression (Rust regex syntax): {}", one_line(&e.to_string())),
@@ -193,9 +203,11 @@ impl Validator<'_> {
             (Some(s), None) => Some((s, format!("{path}.json_schema"), "json_schema".to_string())),
             (None, Some(file)) => {
                 let full = self.relative_to_config(&file);
-                let read = std::fs::read_to_string(&full)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| serde_json::from_str::<Json>(&t).map_err(|e| e.to_string()));
+                // Bounded like every file a config names: a regular file of at most 1 MiB,
+                // read within the time limit (not a FIFO, a device or a directory).
+                let read = crate::config::files::read(&full, MAX_SCHEMA_FILE_BYTES)
+                    .map_err(|e| format!("{e}; {}", e.fix()))
+                    .and_then(|b| serde_json::from_slice::<Json>(&b).map_err(|e| e.to_string()));
                 match read {
                     Ok(s) => Some((
                         s,
@@ -218,7 +230,10 @@ impl Validator<'_> {
                 Ok(s) => checks.json_schema = Some(s),
                 Err(e) => self.problem(
                     at,
-                    format!("{pre}expect.{what} is not a valid JSON Schema ({e}); fix the schema."),
+                    format!(
+                        "{pre}expect.{what} is not a valid JSON Schema ({}); fix the schema.",
+                        schema_error(&e)
+                    ),
                 ),
             }
         }
@@ -261,7 +276,7 @@ impl Validator<'_> {
                 Err(e) => {
                     self.problem(
                         format!("{path}.function.parameters"),
-                        format!("{pre}tools[{i}].function.parameters is not a valid JSON Schema ({e}); fix the schema."),
+                        format!("{pre}tools[{i}].function.parameters is not a valid JSON Schema ({}); fix the schema.", schema_error(&e)),
                     );
                     return None;
                 }
@@ -277,4 +292,19 @@ impl Validator<'_> {
 /// `text` on one line (regex errors are multi-line drawings).
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `text` cut to `max` characters, `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A schema compiler's error for a config message: on one line, at most
+/// [`MAX_SCHEMA_ERROR_CHARS`] characters (its messages quote the schema).
+fn schema_error(e: &str) -> String {
+    one_line(&cut(e, MAX_SCHEMA_ERROR_CHARS))
 }
