@@ -609,6 +609,9 @@ fn golden_captured_every_file_is_covered() {
             "llm-mock-api_anthropic.txt",
             "mockllm.txt",
             "mockllm_anthropic.txt",
+            "vllm-chat.txt",
+            "vllm-completions.txt",
+            "vllm-responses.txt",
         ],
         "a new captured file needs its own golden test below"
     );
@@ -994,4 +997,41 @@ proptest! {
         prop_assert_eq!(out.comments, comments);
         prop_assert_eq!(out.trailing, Trailing::default());
     }
+}
+
+/// A real vLLM (CPU build 0.32.0, `--enable-per-request-metrics`): extra keys on the first chunk,
+/// usage and the per-request `metrics` object on the last chunk before `[DONE]`.
+#[test]
+fn golden_captured_vllm_chat() {
+    let out = golden("captured/vllm-chat.txt");
+    assert_openai_like(&out, 9);
+    assert!(out.events[0].data.contains("\"prompt_token_ids\":null"));
+    assert!(out.events[1].data.contains("\"content\":\"Hello\""));
+    assert!(out.events[7].data.contains("\"queue_time_ms\":"));
+    assert!(out.events[7]
+        .data
+        .contains("\"system_fingerprint\":\"vllm-0.32.0-"));
+}
+
+#[test]
+fn golden_captured_vllm_completions() {
+    let out = golden("captured/vllm-completions.txt");
+    assert_openai_like(&out, 6);
+    assert!(out.events[0].data.contains("\"text\":\"am\""));
+    assert!(out.events[4].data.contains("\"time_to_first_token_ms\":"));
+}
+
+#[test]
+fn golden_captured_vllm_responses() {
+    let out = golden("captured/vllm-responses.txt");
+    assert_eq!(out.events.len(), 12);
+    let t = types(&out);
+    assert_eq!(t[0], Some("response.created"));
+    assert_eq!(t[11], Some("response.completed"));
+    for e in &out.events {
+        let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+        assert_eq!(v["type"].as_str(), e.event.as_deref());
+    }
+    assert!(out.events[11].data.contains("\"queue_time_ms\":"));
+    assert_eq!(out.trailing, Trailing::default());
 }
