@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what it needs (scripts/install-test-deps.sh:
-# Prometheus, Node.js, Chromium, kubectl, hadolint, cargo-audit, the PyPI mocks, the real
-# llama.cpp server), then runs every test, the real-component ones included.
+# Prometheus, Alertmanager, Node.js, Chromium, kubectl, hadolint, cargo-audit, the PyPI mocks
+# and llmock, the AWS SDK for JavaScript, the real llama.cpp server and the real vLLM), then runs
+# every test, the real-component ones included.
 #
 # Needs: Rust (cargo) — the suite checks that rustc is the version the Dockerfile pins (the
 # `FROM rust:X.Y.Z-…` line, 1.95.0 today; the crate itself builds with 1.88 or newer); python3

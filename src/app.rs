@@ -636,7 +636,7 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
     );
     let sim = Simulator::start(listen, script).await?;
     stderr_line(format_args!(
-        "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc}); also /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion and /openai/deployments/{{d}}/chat/completions at {}",
+        "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc}); also /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, Gemini (/v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent) and Bedrock (/model/{{id}}/converse-stream) at {}",
         sim.base_url(),
         sim.root_url()
     ));
@@ -647,6 +647,7 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
 fn load_summary(l: &crate::simulate::Load) -> String {
     let slots = match l.slots {
         0 => "unlimited slots".to_string(),
+        1 => "1 slot".to_string(),
         n => format!("{n} slots"),
     };
     format!(

@@ -104,7 +104,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: Output,
     },
-    /// Serve a built-in OpenAI-compatible streaming endpoint with scripted timing.
+    /// Serve a built-in streaming endpoint with scripted timing (every protocol on its own path).
     Simulate {
         /// Address to listen on.
         #[arg(long = "web.listen-address", default_value = "127.0.0.1:8000", value_parser = crate::listen::parse)]

@@ -350,8 +350,12 @@ async fn exported_families() -> BTreeSet<String> {
         no_usage.base_url(),
     );
     let d = common::daemon(common::parse(&yaml)).await;
+    // Every family a successful probe exports, so the scrape is not taken between the first
+    // series' registration and the rest (a race seen on a loaded machine).
     let wanted = [
         "llm_probe_time_to_first_token_seconds",
+        "llm_probe_time_per_output_token_seconds",
+        "llm_probe_output_tokens_per_second",
         "llm_probe_server_prefill_seconds",
         "llm_probe_stream_anomalies_total",
     ];

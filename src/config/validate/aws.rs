@@ -85,7 +85,13 @@ impl Validator<'_> {
             _ => match source.read(self.env) {
                 Ok(c) => Some(c),
                 Err(e) => {
-                    self.credential_problem(format!("{path}.aws_profile"), format!("{pre}{e}"));
+                    // Point at aws_profile only when it is set: without one, the credentials
+                    // came from the environment or the default profile, which no field names.
+                    let field = match raw.aws_profile {
+                        Some(_) => format!("{path}.aws_profile"),
+                        None => path.to_string(),
+                    };
+                    self.credential_problem(field, format!("{pre}{e}"));
                     None
                 }
             },
