@@ -10,10 +10,9 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use llm_probe::measure::{FailureReason, ProbeOutcome, TokenCountSource};
 use llm_probe::probe::Prober;
@@ -47,20 +46,7 @@ fn llmock(args: &[&str]) -> Llmock {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut child = common::GroupGuard::spawn(&mut cmd).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            let mut err = String::new();
-            let _ = child.0.stderr.take().unwrap().read_to_string(&mut err);
-            panic!("{cmd:?} exited with {status} before listening:\n{err}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "llmock is not listening after 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let child = common::spawn_listening(&mut cmd, port);
     Llmock {
         port,
         _child: child,

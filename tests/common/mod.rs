@@ -192,6 +192,27 @@ impl Drop for ChildGuard {
     }
 }
 
+/// Spawns `cmd` (stderr piped) as a [`GroupGuard`] and blocks until `port` on 127.0.0.1
+/// accepts connections; panics with the child's stderr if it exits first, or after 30 s.
+pub fn spawn_listening(cmd: &mut std::process::Command, port: u16) -> GroupGuard {
+    use std::io::Read;
+    let mut child = GroupGuard::spawn(cmd).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            let mut err = String::new();
+            let _ = child.0.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("{cmd:?} exited with {status} before listening:\n{err}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{cmd:?} is not listening on {port} after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
 /// Starts `cmd` as the leader of a new process group and kills the whole group on drop, so a
 /// server that forks helpers (uvicorn's multiprocessing workers and resource tracker) leaves
 /// none running after the test.
