@@ -338,8 +338,10 @@ fn simulate_subcommand_serves_a_probeable_endpoint() {
         "--tokens 10 caps the answer below max_tokens 16"
     );
     let ttft = o["ttft_seconds"].as_f64().unwrap();
+    // Far from the default 200 ms; the margin is a fresh process's first connection on a busy
+    // machine (54 ms seen at load average 8).
     assert!(
-        (0.030..0.050).contains(&ttft),
+        (0.030..0.120).contains(&ttft),
         "--ttft 30ms, measured {ttft}"
     );
 }

@@ -156,13 +156,17 @@ fn probe_while_blocked(
     }
 }
 
-/// `at` is within 1 ms after `truth` (an arrival comes after the send; loopback takes µs).
+/// `at` is within 5 ms after `truth`: an arrival comes after the send, and loopback takes µs,
+/// but the server thread takes its `Instant` before `write` (and, over TLS, encrypts the record
+/// in a debug build) and may be preempted in between. Measured on the 2-core VM at load average
+/// 8: at most 0.55 ms in 28 runs (308 marks), yet a CI run once saw more than 1 ms. A mark taken
+/// at the read instead would be ≥ 30 ms late in every test here.
 fn just_after(at: Instant, truth: Instant) -> bool {
-    at >= truth && at - truth < Duration::from_millis(1)
+    at >= truth && at - truth < Duration::from_millis(5)
 }
 
 /// The first token arrives while the runtime is blocked (sent at 100 ms, blocked 80–150 ms, next
-/// token at 200 ms): TTFT ends within 1 ms of the actual send, not at the read ≈ 50 ms later,
+/// token at 200 ms): TTFT ends within 5 ms of the actual send, not at the read ≈ 50 ms later,
 /// and the read delay reports those ≈ 50 ms.
 #[test]
 fn a_blocked_runtime_does_not_delay_ttft() {
@@ -170,7 +174,7 @@ fn a_blocked_runtime_does_not_delay_ttft() {
 }
 
 /// The same over TLS: the mark of a decrypted read is the arrival of the segment that completed
-/// its record, so TTFT is still within 1 ms of the true send and the read delay ≈ the block.
+/// its record, so TTFT is still within 5 ms of the true send and the read delay ≈ the block.
 #[test]
 fn a_blocked_runtime_does_not_delay_ttft_over_tls() {
     let pki = pki();
@@ -228,8 +232,9 @@ fn tokens_queued_during_a_block_share_the_newest_arrival() {
     let b = probe_while_blocked(Duration::from_millis(30), None, "");
     let obs = &b.outcome.observations;
     let events = &obs.timeline.token_events;
-    // (On a loaded machine the simulator may send the second token after the block: then the
-    // tokens were not queued together, and each is marked at its own arrival.)
+    // (On a loaded machine the server may send the second token about when the block ends or
+    // after it: then the tokens may or may not be read together; either way each mark is the
+    // arrival of the newest data its read returned.)
     let queued = b.sent[1] + Duration::from_millis(2) < b.unblocked;
     if queued {
         assert!(
@@ -239,6 +244,13 @@ fn tokens_queued_during_a_block_share_the_newest_arrival() {
         );
         assert_eq!(events[0].at, events[1].at);
         assert!(obs.read_delays[0] > Duration::ZERO);
+    } else if events[0].at == events[1].at {
+        // Sent at about the unblocking: the read that followed may still have found both.
+        assert!(
+            just_after(events[0].at, b.sent[1]),
+            "{:?}",
+            events[0].at.checked_duration_since(b.sent[1])
+        );
     } else {
         assert!(just_after(events[0].at, b.sent[0]));
         assert!(just_after(events[1].at, b.sent[1]));

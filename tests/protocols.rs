@@ -1472,6 +1472,23 @@ fn example_file_has_a_loading_target_per_protocol() {
         out.push_str(line);
         out.push('\n');
     }
+    // Key files are read at load: the example's paths (e.g. a Kubernetes secret mount) point
+    // at a temporary file here.
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("token");
+    std::fs::write(&key, "k\n").unwrap();
+    let mut files = 0;
+    let out: String = out
+        .lines()
+        .map(|l| match l.split_once("api_key_file: ") {
+            Some((indent, _)) => {
+                files += 1;
+                format!("{indent}api_key_file: {}\n", key.display())
+            }
+            None => format!("{l}\n"),
+        })
+        .collect();
+    assert!(files > 0, "the example shows api_key_file on some target");
     let cfg = config::parse(&out, "probes.example.yaml", &|_| Some("k".into()))
         .unwrap_or_else(|e| panic!("{e}"));
     for p in Protocol::ALL {
