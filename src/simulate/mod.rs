@@ -344,6 +344,12 @@ async fn handle(
             )
         })
         .collect();
+    if path == "/metrics" {
+        // The engine's own metrics, in vLLM's names (`server_metrics_url:` tests).
+        let (tx, resp) = response(StatusCode::OK, "text/plain; version=0.0.4", &[]);
+        let _ = tx.try_send(Ok(Frame::data(Bytes::from(engine.exposition(&script.model)))));
+        return resp;
+    }
     if path.ends_with("/models") {
         let (tx, resp) = response(StatusCode::OK, "application/json", &[]);
         let body = json!({"object": "list", "data": [{"id": script.model, "object": "model", "owned_by": "llm-probe"}]});
