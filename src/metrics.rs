@@ -719,11 +719,13 @@ impl Metrics {
     /// zero (every reason), so that `rate()` and `increase()` see the first failure.
     pub fn register_server_metrics(&self, target: &str, model: &str) {
         for reason in crate::engine::ScrapeFailureReason::ALL {
-            let _ = self.server_scrape_failures.get_or_create(&ScrapeFailureLabels {
-                target: target.into(),
-                model: model.into(),
-                reason: reason.as_str(),
-            });
+            let _ = self
+                .server_scrape_failures
+                .get_or_create(&ScrapeFailureLabels {
+                    target: target.into(),
+                    model: model.into(),
+                    reason: reason.as_str(),
+                });
         }
     }
 
@@ -755,7 +757,11 @@ impl Metrics {
             model: labels.model.clone(),
         };
         let (waiting, running, kv) = match scrape {
-            Ok(l) => (l.requests_waiting, l.requests_running, l.kv_cache_usage_ratio),
+            Ok(l) => (
+                l.requests_waiting,
+                l.requests_running,
+                l.kv_cache_usage_ratio,
+            ),
             Err(f) => {
                 let l = ScrapeFailureLabels {
                     target: t.target.clone(),

@@ -122,14 +122,8 @@ impl Engine {
 
 impl Adapter {
     /// Every configuration value, for error messages: `auto`, then each engine.
-    pub const VALUES: [&'static str; 6] = [
-        "auto",
-        "vllm",
-        "sglang",
-        "tgi",
-        "llama-cpp",
-        "tensorrt-llm",
-    ];
+    pub const VALUES: [&'static str; 6] =
+        ["auto", "vllm", "sglang", "tgi", "llama-cpp", "tensorrt-llm"];
 
     /// The configuration value.
     pub fn as_str(self) -> &'static str {
@@ -200,10 +194,13 @@ pub fn read(adapter: Adapter, text: &str) -> EngineScrape {
             if bad {
                 return Err(ScrapeFailure::new(
                     ScrapeFailureReason::InvalidValue,
-                    format!("{name} is {v}, not a {}", match fold {
-                        Fold::Sum => "count (finite, not negative)",
-                        Fold::Max => "ratio between 0 and 1",
-                    }),
+                    format!(
+                        "{name} is {v}, not a {}",
+                        match fold {
+                            Fold::Sum => "count (finite, not negative)",
+                            Fold::Max => "ratio between 0 and 1",
+                        }
+                    ),
                 ));
             }
             acc = Some(match (acc, fold) {
@@ -264,26 +261,51 @@ mod tests {
         let l = read(Adapter::Auto, "vllm:gpu_cache_usage_perc 0.1\n").unwrap();
         assert_eq!(l.kv_cache_usage_ratio, Some(0.1));
         assert_eq!(l.requests_waiting, None);
-        let l = read(Adapter::Auto, "tgi_queue_size 4\ntgi_batch_current_size 2\n").unwrap();
+        let l = read(
+            Adapter::Auto,
+            "tgi_queue_size 4\ntgi_batch_current_size 2\n",
+        )
+        .unwrap();
         assert_eq!(
-            (l.engine, l.requests_waiting, l.requests_running, l.kv_cache_usage_ratio),
+            (
+                l.engine,
+                l.requests_waiting,
+                l.requests_running,
+                l.kv_cache_usage_ratio
+            ),
             (Engine::Tgi, Some(4.0), Some(2.0), None)
         );
     }
 
     #[test]
     fn failures_are_typed() {
-        let reason = |a, t| read(a, t).unwrap_err().reason;
-        assert_eq!(reason(Adapter::Auto, "up 1\n"), ScrapeFailureReason::UnknownEngine);
-        assert_eq!(reason(Adapter::Auto, ""), ScrapeFailureReason::UnknownEngine);
+        let reason = |a: Adapter, t: &str| read(a, t).unwrap_err().reason;
         assert_eq!(
-            reason(Adapter::Engine(Engine::Sglang), "vllm:num_requests_waiting 1\n"),
+            reason(Adapter::Auto, "up 1\n"),
+            ScrapeFailureReason::UnknownEngine
+        );
+        assert_eq!(
+            reason(Adapter::Auto, ""),
+            ScrapeFailureReason::UnknownEngine
+        );
+        assert_eq!(
+            reason(
+                Adapter::Engine(Engine::Sglang),
+                "vllm:num_requests_waiting 1\n"
+            ),
             ScrapeFailureReason::MissingMetrics
         );
-        assert_eq!(reason(Adapter::Auto, "<html>oops</html>\n"), ScrapeFailureReason::Malformed);
+        assert_eq!(
+            reason(Adapter::Auto, "<html>oops</html>\n"),
+            ScrapeFailureReason::Malformed
+        );
         for v in ["NaN", "+Inf", "-1"] {
             let t = format!("vllm:num_requests_waiting {v}\n");
-            assert_eq!(reason(Adapter::Auto, &t), ScrapeFailureReason::InvalidValue, "{v}");
+            assert_eq!(
+                reason(Adapter::Auto, &t),
+                ScrapeFailureReason::InvalidValue,
+                "{v}"
+            );
         }
         assert_eq!(
             reason(Adapter::Auto, "sglang:token_usage 85\n"),
@@ -291,7 +313,10 @@ mod tests {
             "a percentage is not a ratio"
         );
         let f = read(Adapter::Auto, "vllm:kv_cache_usage_perc NaN\n").unwrap_err();
-        assert_eq!(f.detail, "vllm:kv_cache_usage_perc is NaN, not a ratio between 0 and 1");
+        assert_eq!(
+            f.detail,
+            "vllm:kv_cache_usage_perc is NaN, not a ratio between 0 and 1"
+        );
     }
 
     #[test]

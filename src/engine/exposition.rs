@@ -39,7 +39,10 @@ pub fn parse<'a>(
 ) -> Result<Vec<Sample<'a>>, ExpositionError> {
     let mut out = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {
-        let line = raw.strip_suffix('\r').unwrap_or(raw).trim_start_matches([' ', '\t']);
+        let line = raw
+            .strip_suffix('\r')
+            .unwrap_or(raw)
+            .trim_start_matches([' ', '\t']);
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -177,20 +180,40 @@ mod tests {
     #[test]
     fn malformed_lines_name_their_line() {
         for (text, line, what) in [
-            ("ok 1\n{x=\"1\"} 2\n", 2, "a sample line does not start with a metric name"),
+            (
+                "ok 1\n{x=\"1\"} 2\n",
+                2,
+                "a sample line does not start with a metric name",
+            ),
             ("a{x=\"1} 2\n", 1, "a label value is not closed"),
             ("a{x=1} 2\n", 1, "a label value is not quoted"),
             ("a{x} 2\n", 1, "a label has no '='"),
             ("a{x=\"\\q\"} 2\n", 1, "a label value has an invalid escape"),
-            ("a{x=\"1\" y=\"2\"} 2\n", 1, "labels are not separated by ','"),
+            (
+                "a{x=\"1\" y=\"2\"} 2\n",
+                1,
+                "labels are not separated by ','",
+            ),
             ("a{=\"1\"} 2\n", 1, "a label name is missing or invalid"),
             ("a\n", 1, "a sample has no value"),
             ("a{} \n", 1, "a sample has no value"),
             ("a twelve\n", 1, "a sample value is not a number"),
             ("a 1 soon\n", 1, "a sample's timestamp is not a number"),
-            ("a 1 2 3\n", 1, "a sample line has more than a value and a timestamp"),
-            ("a-b 1\n", 1, "a metric name is followed by an unexpected character"),
-            ("\u{1F600} 1\n", 1, "a sample line does not start with a metric name"),
+            (
+                "a 1 2 3\n",
+                1,
+                "a sample line has more than a value and a timestamp",
+            ),
+            (
+                "a-b 1\n",
+                1,
+                "a metric name is followed by an unexpected character",
+            ),
+            (
+                "\u{1F600} 1\n",
+                1,
+                "a sample line does not start with a metric name",
+            ),
         ] {
             assert_eq!(all(text), Err(ExpositionError { line, what }), "{text:?}");
         }

@@ -58,7 +58,10 @@ pub async fn scrape(
                 format!("the body is larger than {} MiB", MAX_BODY_BYTES >> 20),
             )
         };
-        if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        if resp
+            .content_length()
+            .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+        {
             return Err(too_large());
         }
         let mut body = Vec::new();

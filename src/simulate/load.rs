@@ -151,7 +151,10 @@ impl Engine {
             0 => 0.0,
             n => (running as f64 / f64::from(n)).min(1.0),
         };
-        let model = model.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        let model = model
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
         format!(
             "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"{model}\"}} {waiting}.0\n\
              # TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"{model}\"}} {running}.0\n\

@@ -347,7 +347,9 @@ async fn handle(
     if path == "/metrics" {
         // The engine's own metrics, in vLLM's names (`server_metrics_url:` tests).
         let (tx, resp) = response(StatusCode::OK, "text/plain; version=0.0.4", &[]);
-        let _ = tx.try_send(Ok(Frame::data(Bytes::from(engine.exposition(&script.model)))));
+        let _ = tx.try_send(Ok(Frame::data(Bytes::from(
+            engine.exposition(&script.model),
+        ))));
         return resp;
     }
     if path.ends_with("/models") {

@@ -114,8 +114,14 @@ impl Validator<'_> {
         };
         let Some(s) = raw.server_metrics_url.as_deref() else {
             for (key, set) in [
-                ("server_metrics_adapter", raw.server_metrics_adapter.is_some()),
-                ("server_metrics_send_api_key", raw.server_metrics_send_api_key.is_some()),
+                (
+                    "server_metrics_adapter",
+                    raw.server_metrics_adapter.is_some(),
+                ),
+                (
+                    "server_metrics_send_api_key",
+                    raw.server_metrics_send_api_key.is_some(),
+                ),
             ] {
                 if set {
                     self.problem(
