@@ -449,3 +449,55 @@ fn bad_server_metrics_keys_name_the_field_and_the_fix() {
     assert_eq!(sm.adapter, Adapter::Engine(Engine::TensorrtLlm));
     assert!(!sm.send_api_key);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_exports_the_engine_load_and_zeroed_failure_counters() {
+    let sim = common::simulator(quick()).await;
+    let yaml = format!(
+        "defaults:\n  interval: 1s\n  timeout: 1s\nscenarios:\n{}targets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {}\n    model: sim-model\n    server_metrics_url: {}/metrics\n  - name: plain\n    protocol: openai-chat\n    base_url: {}\n    model: sim-model\n",
+        common::scenario("s", 4),
+        sim.base_url(),
+        sim.root_url(),
+        sim.base_url()
+    );
+    let d = common::daemon(common::parse(&yaml)).await;
+    let mut rx = d.subscribe();
+    let outs = common::outcomes(&mut rx, 4, Duration::from_secs(20)).await;
+    let with = outs
+        .iter()
+        .find(|o| &*o.target == "sim")
+        .expect("a probe of sim");
+    let load = with.observations.server_load.clone().unwrap().unwrap();
+    assert_eq!(
+        (load.requests_waiting, load.requests_running),
+        (Some(0.0), Some(0.0))
+    );
+    let without = outs
+        .iter()
+        .find(|o| &*o.target == "plain")
+        .expect("a probe of plain");
+    assert!(without.observations.server_load.is_none());
+    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    let sim_l = [("target", "sim"), ("model", "sim-model")];
+    assert_eq!(
+        common::sample(&text, "llm_probe_server_requests_waiting", &sim_l),
+        Some(0.0)
+    );
+    assert_eq!(
+        common::sample(&text, "llm_probe_server_kv_cache_usage_ratio", &sim_l),
+        Some(0.0)
+    );
+    let failures = "llm_probe_server_metrics_scrape_failures_total";
+    for reason in ScrapeFailureReason::ALL {
+        let l = [("target", "sim"), ("reason", reason.as_str())];
+        assert_eq!(common::sample(&text, failures, &l), Some(0.0), "{reason:?}");
+    }
+    // A target without server_metrics_url has none of these series.
+    let plain = [("target", "plain")];
+    assert_eq!(common::sample(&text, failures, &plain), None);
+    assert_eq!(
+        common::sample(&text, "llm_probe_server_requests_waiting", &plain),
+        None
+    );
+    d.stop().await;
+}

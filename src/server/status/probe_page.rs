@@ -259,6 +259,24 @@ mod tests {
     }
 
     #[test]
+    fn the_engine_load_shows_its_numbers_or_why_it_was_not_read() {
+        let ok = serde_json::json!({"engine": "tgi", "requests_waiting": 37.0,
+            "requests_running": 2.0, "kv_cache_usage_ratio": null, "error": null});
+        let html = server_load(&ok).into_string();
+        assert!(
+            html.contains("<dd>tgi</dd>") && html.contains("<dd>37</dd>"),
+            "{html}"
+        );
+        assert!(html.contains("<dd>not published</dd>"), "{html}");
+        let failed = serde_json::json!({"engine": null, "requests_waiting": null,
+            "requests_running": null, "kv_cache_usage_ratio": null,
+            "error": {"reason": "timeout", "detail": "no complete answer within 2s <b>"}});
+        let html = server_load(&failed).into_string();
+        assert!(html.contains("<strong>timeout</strong>"), "{html}");
+        assert!(html.contains("2s &lt;b&gt;"), "escaped: {html}");
+    }
+
+    #[test]
     fn browsers_get_the_page_and_scripts_the_json() {
         let browser = Some("text/html,application/xhtml+xml,*/*;q=0.8");
         assert!(wants_html(None, browser));
