@@ -360,7 +360,7 @@ async fn handle(
     }
     let Some(wire) = Wire::for_path(&path) else {
         let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
-        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent and /model/{{id}}/converse-stream)", crate::sanitize::terminal_safe(&path));
+        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent and /model/{{id}}/converse-stream; /metrics: its load in vLLM's names)", crate::sanitize::terminal_safe(&path));
         let body = json!({"error": {"message": message}});
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;
