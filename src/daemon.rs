@@ -431,6 +431,10 @@ impl Supervisor {
             self.metrics.register_probe(&run.labels(), &t.slo);
             self.metrics
                 .set_schedule(&run.labels(), t.effective_interval(), t.cost.is_some());
+            match &t.server_metrics {
+                Some(_) => self.metrics.register_server_metrics(&t.name, &t.model),
+                None => self.metrics.forget_server_metrics(&t.name, &t.model),
+            }
             self.spawn(probers[&t.name].clone(), &run);
             self.running.insert(key, run);
             started += 1;

@@ -18,6 +18,7 @@ pub mod check;
 pub mod clock;
 pub mod config;
 pub mod decode;
+pub mod engine;
 pub mod measure;
 pub mod metrics;
 pub mod probe;

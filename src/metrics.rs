@@ -70,6 +70,13 @@ struct TargetLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScrapeFailureLabels {
+    target: String,
+    model: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EndpointLabels {
     target: String,
     model: String,
@@ -296,6 +303,11 @@ pub struct Metrics {
     interval: Family<ProbeLabels, F64Gauge>,
     credential_reloads: Family<TargetLabels, Counter>,
     cost: Family<ProbeLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    /// The engine's own load before the last probe (`server_metrics_url:`, issue 29).
+    server_waiting: Family<TargetLabels, F64Gauge>,
+    server_running: Family<TargetLabels, F64Gauge>,
+    server_kv_ratio: Family<TargetLabels, F64Gauge>,
+    server_scrape_failures: Family<ScrapeFailureLabels, Counter>,
     slo_ttft: Family<TargetLabels, F64Gauge>,
     slo_tokens_per_second: Family<TargetLabels, F64Gauge>,
     endpoint_info: Family<EndpointLabels, Gauge>,
@@ -368,6 +380,10 @@ impl Metrics {
             interval: Family::default(),
             credential_reloads: Family::default(),
             cost: Family::default(),
+            server_waiting: Family::default(),
+            server_running: Family::default(),
+            server_kv_ratio: Family::default(),
+            server_scrape_failures: Family::default(),
             slo_ttft: Family::default(),
             slo_tokens_per_second: Family::default(),
             endpoint_info: Family::default(),
@@ -534,6 +550,26 @@ impl Metrics {
             m.cost.clone(),
         );
         r.register(
+            "server_requests_waiting",
+            "Requests waiting in the engine's queue, from the engine's own /metrics read just before the last probe (server_metrics_url:; summed over the engine's label sets); absent after a failed read",
+            m.server_waiting.clone(),
+        );
+        r.register(
+            "server_requests_running",
+            "Requests the engine was running, from its own /metrics read just before the last probe (server_metrics_url:; summed over the engine's label sets); absent after a failed read",
+            m.server_running.clone(),
+        );
+        r.register(
+            "server_kv_cache_usage_ratio",
+            "Share of the engine's KV cache in use (0 to 1), from its own /metrics read just before the last probe (server_metrics_url:; the largest over the engine's label sets); absent when the engine does not publish it or the read failed",
+            m.server_kv_ratio.clone(),
+        );
+        r.register(
+            "server_metrics_scrape_failures",
+            "Reads of the engine's own /metrics (server_metrics_url:) that gave no numbers, by reason; the probe itself is not affected",
+            m.server_scrape_failures.clone(),
+        );
+        r.register(
             "credential_reloads",
             "Times the target's credentials (api_key_file, TLS files) were read again because a file changed, and the next probes used them (never the value)",
             m.credential_reloads.clone(),
@@ -679,6 +715,79 @@ impl Metrics {
         }
     }
 
+    /// Creates the engine-metrics failure counters of a target with a `server_metrics_url` at
+    /// zero (every reason), so that `rate()` and `increase()` see the first failure.
+    pub fn register_server_metrics(&self, target: &str, model: &str) {
+        for reason in crate::engine::ScrapeFailureReason::ALL {
+            let _ = self
+                .server_scrape_failures
+                .get_or_create(&ScrapeFailureLabels {
+                    target: target.into(),
+                    model: model.into(),
+                    reason: reason.as_str(),
+                });
+        }
+    }
+
+    /// Removes a target's engine-metrics gauges and failure counters (its `server_metrics_url`
+    /// was removed, or the target left the config).
+    pub fn forget_server_metrics(&self, target: &str, model: &str) {
+        let t = TargetLabels {
+            target: target.into(),
+            model: model.into(),
+        };
+        self.server_waiting.remove(&t);
+        self.server_running.remove(&t);
+        self.server_kv_ratio.remove(&t);
+        for reason in crate::engine::ScrapeFailureReason::ALL {
+            self.server_scrape_failures.remove(&ScrapeFailureLabels {
+                target: target.into(),
+                model: model.into(),
+                reason: reason.as_str(),
+            });
+        }
+    }
+
+    /// The engine's load read before a probe: sets the gauges it published and removes the
+    /// others (an absent series, not a stale or made-up value); a failed read counts in
+    /// `llm_probe_server_metrics_scrape_failures_total{reason}` and removes all three gauges.
+    fn observe_server_load(&self, labels: &ProbeLabels, scrape: &crate::engine::EngineScrape) {
+        let t = TargetLabels {
+            target: labels.target.clone(),
+            model: labels.model.clone(),
+        };
+        let (waiting, running, kv) = match scrape {
+            Ok(l) => (
+                l.requests_waiting,
+                l.requests_running,
+                l.kv_cache_usage_ratio,
+            ),
+            Err(f) => {
+                let l = ScrapeFailureLabels {
+                    target: t.target.clone(),
+                    model: t.model.clone(),
+                    reason: f.reason.as_str(),
+                };
+                self.server_scrape_failures.get_or_create(&l).inc();
+                (None, None, None)
+            }
+        };
+        for (family, value) in [
+            (&self.server_waiting, waiting),
+            (&self.server_running, running),
+            (&self.server_kv_ratio, kv),
+        ] {
+            match value {
+                Some(v) => {
+                    family.get_or_create(&t).set(v);
+                }
+                None => {
+                    family.remove(&t);
+                }
+            }
+        }
+    }
+
     /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
     pub fn forget(&self, labels: &ProbeLabels) {
         for h in [
@@ -739,6 +848,7 @@ impl Metrics {
         self.slo_ttft.remove(&t);
         self.slo_tokens_per_second.remove(&t);
         self.credential_reloads.remove(&t);
+        self.forget_server_metrics(target, model);
         if let Some(old) = self
             .current_identity
             .lock()
@@ -820,6 +930,9 @@ impl Metrics {
                 .inc();
         }
         self.update_identity(&labels, &obs.identity);
+        if let Some(scrape) = &obs.server_load {
+            self.observe_server_load(&labels, scrape);
+        }
         if let Some(c) = obs.cost {
             self.cost.get_or_create(&labels).inc_by(c);
         }

@@ -21,6 +21,9 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// per component, or `source: null` and a `note` when the server reported nothing),
 /// `traceparent`, `trace_id` and `request_id` (the W3C trace context and `x-request-id` the
 /// request carried, `null` when none was sent),
+/// `server_load` (`null` without `server_metrics_url`; else what the engine's own `/metrics`
+/// said just before the request, [`crate::engine::to_json`]: `engine`, `requests_waiting`,
+/// `requests_running`, `kv_cache_usage_ratio`, `error`),
 /// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
 /// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
 /// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
@@ -63,6 +66,7 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "traceparent": obs.traceparent,
         "trace_id": obs.traceparent.as_deref().and_then(crate::probe::trace::trace_id_of),
         "request_id": obs.request_id,
+        "server_load": obs.server_load.as_ref().map(crate::engine::to_json),
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
         "timestamp_source": obs.timeline.timestamp_source.as_str(),
         "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
@@ -92,6 +96,26 @@ fn split_line(split: &crate::measure::TtftSplit) -> String {
         false => String::new(),
     };
     format!("  ttft split  {} ({source}{over})\n", parts.join(" + "))
+}
+
+/// The text block's line for the engine's own load before the request.
+fn server_load_line(scrape: &crate::engine::EngineScrape) -> String {
+    let n = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v}"));
+    match scrape {
+        Ok(l) => format!(
+            "  engine      {}: {} waiting, {} running, KV cache {} (its /metrics, just before the request)\n",
+            l.engine.as_str(),
+            n(l.requests_waiting),
+            n(l.requests_running),
+            l.kv_cache_usage_ratio
+                .map_or("-".to_string(), |r| format!("{:.1} %", r * 100.0)),
+        ),
+        Err(f) => format!(
+            "  engine      metrics not read ({}): {}\n",
+            f.reason.as_str(),
+            terminal_safe(&f.detail)
+        ),
+    }
 }
 
 /// [`to_json`] as one line of [`json_text`].
@@ -230,6 +254,9 @@ pub fn to_text(o: &ProbeOutcome) -> String {
             terminal_safe(tp),
             terminal_safe(id)
         );
+    }
+    if let Some(scrape) = &obs.server_load {
+        s += &server_load_line(scrape);
     }
     let id = &obs.identity;
     if id.response_model.is_some()

@@ -38,7 +38,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     ),
     (
         "02_unknown_key.yaml",
-        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, secret_headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection, baseline_file, cost, aws_region, aws_profile."#,
+        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, secret_headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection, baseline_file, cost, aws_region, aws_profile, server_metrics_url, server_metrics_adapter, server_metrics_send_api_key."#,
     ),
     (
         "03_missing_base_url.yaml",

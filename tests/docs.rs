@@ -387,6 +387,23 @@ async fn exported_families() -> BTreeSet<String> {
 /// The answer-check and tool-call families exist once a probe answers wrong or makes a tool
 /// call, which the docs test's clean simulator stream does not.
 const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
+    // Targets with server_metrics_url only (engine metrics beside the probe).
+    (
+        "llm_probe_server_requests_waiting",
+        "\"server_requests_waiting\"",
+    ),
+    (
+        "llm_probe_server_requests_running",
+        "\"server_requests_running\"",
+    ),
+    (
+        "llm_probe_server_kv_cache_usage_ratio",
+        "\"server_kv_cache_usage_ratio\"",
+    ),
+    (
+        "llm_probe_server_metrics_scrape_failures_total",
+        "\"server_metrics_scrape_failures\"",
+    ),
     (
         "llm_probe_prompt_cached_tokens_total",
         "\"prompt_cached_tokens\"",

@@ -189,3 +189,42 @@ async fn bench_sweep_on_llama_cpp() {
     );
     assert_eq!(r.identity.server_header.as_deref(), Some("llama.cpp"));
 }
+
+/// Engine metrics beside the probe on the real llama.cpp (`--metrics`): the record carries the
+/// server's own `requests_deferred` / `requests_processing` (counts ≥ 0) read by the
+/// auto-detected llama.cpp adapter; this build publishes no KV-cache ratio, so it is absent
+/// (`None`), not 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_records_llama_cpps_own_load() {
+    let _serial = SERIAL.lock().await;
+    let base_url = tokio::task::spawn_blocking(common::real_server)
+        .await
+        .unwrap();
+    let root = base_url.trim_end_matches("/v1");
+    let yaml = format!(
+        "defaults:\n  interval: 30s\n  timeout: 30s\nscenarios:\n  - name: hi\n    messages: [{{role: user, content: \"Say hi.\"}}]\n    max_tokens: 8\ntargets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n    server_metrics_url: {root}/metrics\n"
+    );
+    let cfg = common::parse(&yaml);
+    let t = cfg.targets[0].clone();
+    let o = llm_probe::probe::Prober::new(t.clone())
+        .unwrap()
+        .probe(&t.scenarios[0])
+        .await;
+    assert!(o.is_success(), "{:?}", o.result);
+    let load = o
+        .observations
+        .server_load
+        .clone()
+        .expect("server_metrics_url is set")
+        .unwrap_or_else(|f| panic!("{f:?}"));
+    assert_eq!(load.engine, llm_probe::engine::Engine::LlamaCpp);
+    assert!(load.requests_waiting.is_some_and(|v| v >= 0.0), "{load:?}");
+    assert!(load.requests_running.is_some_and(|v| v >= 0.0), "{load:?}");
+    assert!(
+        load.kv_cache_usage_ratio
+            .is_none_or(|r| (0.0..=1.0).contains(&r)),
+        "{load:?}"
+    );
+    let json = llm_probe::report::to_json(&o);
+    assert_eq!(json["server_load"]["engine"], "llama-cpp");
+}

@@ -263,3 +263,48 @@ fn start_on_a_taken_port_fails_with_the_reason() {
         "the reason names the port: {err}"
     );
 }
+
+/// Engine metrics beside the probe on the real vLLM: with `server_metrics_url` pointing at
+/// vLLM's own `/metrics`, the probe record (`probe-once` JSON) carries what vLLM said just
+/// before the request — counts ≥ 0 and a KV-cache ratio in [0, 1] — read by the auto-detected
+/// vLLM adapter, and the probe itself succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_once_records_vllms_own_load() {
+    let _serial = SERIAL.lock().await;
+    let v1 = tokio::task::spawn_blocking(real_vllm).await.unwrap();
+    let root = v1.trim_end_matches("/v1");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    let yaml = format!(
+        "defaults:\n  interval: 5m\n  timeout: 4m\nscenarios:\n  - name: short\n    messages: [{{role: user, content: \"Say hi.\"}}]\n    max_tokens: {MAX_TOKENS}\ntargets:\n  - name: vllm\n    protocol: openai-chat\n    base_url: {v1}\n    model: smollm2-135m-instruct\n    server_metrics_url: {root}/metrics\n"
+    );
+    std::fs::write(&path, yaml).unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["probe-once", "--output", "json", "--config.file"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(o["success"], true, "{o}");
+    let load = &o["server_load"];
+    assert_eq!(load["error"], serde_json::Value::Null, "{o}");
+    assert_eq!(load["engine"], "vllm", "{o}");
+    let waiting = load["requests_waiting"]
+        .as_f64()
+        .expect("vLLM publishes its queue");
+    let running = load["requests_running"]
+        .as_f64()
+        .expect("vLLM publishes its batch");
+    let kv = load["kv_cache_usage_ratio"]
+        .as_f64()
+        .expect("vLLM publishes its KV cache usage");
+    assert!(waiting >= 0.0 && running >= 0.0, "{load}");
+    assert!((0.0..=1.0).contains(&kv), "{load}");
+}

@@ -318,6 +318,34 @@ pub struct Target {
     /// AWS signing (region and credentials) of a `bedrock` target that has no API key (`Some`
     /// exactly then); see [`aws`].
     pub aws: Option<aws::AwsAuth>,
+    /// The engine's own Prometheus `/metrics` to read at each probe (`server_metrics_url:`,
+    /// issue 29); `None` when not configured.
+    pub server_metrics: Option<ServerMetrics>,
+}
+
+/// Where and how a target's engine metrics are read before each probe ([`crate::engine`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerMetrics {
+    /// Absolute `http`/`https` URL of the engine's `/metrics` (e.g.
+    /// `http://127.0.0.1:8000/metrics`), without user-info or fragment. Requested with the
+    /// target's TLS settings; never shown unredacted.
+    pub url: reqwest::Url,
+    /// Which engine's metric names to read (`server_metrics_adapter:`, default `auto`).
+    pub adapter: crate::engine::Adapter,
+    /// Send the target's API key (`Authorization: Bearer …`) with the request
+    /// (`server_metrics_send_api_key: true`); off by default, so a key never goes to a
+    /// metrics endpoint the user did not mean it for.
+    pub send_api_key: bool,
+}
+
+impl std::fmt::Debug for ServerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerMetrics")
+            .field("url", &crate::sanitize::redact_url(self.url.as_str()))
+            .field("adapter", &self.adapter.as_str())
+            .field("send_api_key", &self.send_api_key)
+            .finish()
+    }
 }
 
 impl Target {
@@ -352,6 +380,7 @@ impl Target {
             baselines: _,
             cost,
             aws,
+            server_metrics,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -376,6 +405,7 @@ impl Target {
             && *connection == other.connection
             && *cost == other.cost
             && *aws == other.aws
+            && *server_metrics == other.server_metrics
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
@@ -524,6 +554,7 @@ impl fmt::Debug for Target {
             .field("connection", &self.connection)
             .field("cost", &self.cost)
             .field("aws", &self.aws)
+            .field("server_metrics", &self.server_metrics)
             .field(
                 "baselines",
                 &self

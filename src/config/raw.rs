@@ -127,6 +127,9 @@ pub(crate) struct RawTarget {
     pub cost: Option<RawCost>,
     pub aws_region: Option<String>,
     pub aws_profile: Option<String>,
+    pub server_metrics_url: Option<String>,
+    pub server_metrics_adapter: Option<String>,
+    pub server_metrics_send_api_key: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -171,6 +171,10 @@ pub struct Observations {
     /// A prefix-cache canary's pair (`cache_canary: true`): the TTFT of this (cold) request
     /// and of the same prompt sent again right after it; `None` for other scenarios.
     pub cache_canary: Option<CacheCanary>,
+    /// What the engine's own `/metrics` said just before the request (`server_metrics_url:`,
+    /// [`crate::engine`]): its load, or why it could not be read; `None` when the target has
+    /// no `server_metrics_url`.
+    pub server_load: Option<crate::engine::EngineScrape>,
 }
 
 /// A prefix-cache canary: the same prompt, with a fresh nonce at its start, sent twice back to
@@ -220,6 +224,7 @@ impl Observations {
             request_id: None,
             answer: super::answer::Answer::default(),
             cache_canary: None,
+            server_load: None,
         }
     }
 

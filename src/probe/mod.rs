@@ -6,6 +6,7 @@ pub mod arrival;
 mod body;
 mod client;
 mod connect;
+pub mod engine_scrape;
 mod errors;
 mod resolve;
 mod route;
@@ -186,7 +187,22 @@ impl Prober {
         let (armed, reloaded) = self.armed().await;
         let nonce = (scenario.prefix_cache == PrefixCache::Cold || scenario.cache_canary)
             .then(protocol::new_nonce);
+        // The engine's own account of its load, read just before the request (outside every
+        // measurement; bounded, and never a reason for the probe to fail).
+        let server_load = match &self.target.server_metrics {
+            Some(sm) => {
+                let budget = engine_scrape::budget(self.target.timeout);
+                let key = armed.target.api_key.as_ref();
+                let mut scraped = engine_scrape::scrape(&armed.client, sm, key, budget).await;
+                if let Err(f) = &mut scraped {
+                    armed.redact(&mut f.detail);
+                }
+                Some(scraped)
+            }
+            None => None,
+        };
         let mut outcome = armed.probe(scenario, &self.limits, nonce.clone()).await;
+        outcome.observations.server_load = server_load;
         if scenario.cache_canary {
             // The same prompt again, right after: its prefix (nonce included) is now in the
             // server's cache, so this request should start faster.

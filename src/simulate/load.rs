@@ -76,6 +76,8 @@ pub(crate) struct Engine {
     load: Load,
     slots: Option<Arc<Semaphore>>,
     active: Arc<AtomicUsize>,
+    /// Requests waiting for a slot now.
+    waiting: AtomicUsize,
     jitter: Option<(LogNormal<f64>, Mutex<StdRng>)>,
 }
 
@@ -104,6 +106,7 @@ impl Engine {
             load,
             slots,
             active: Arc::new(AtomicUsize::new(0)),
+            waiting: AtomicUsize::new(0),
             jitter,
         }
     }
@@ -114,7 +117,18 @@ impl Engine {
         let (permit, queued) = match &self.slots {
             Some(s) => match s.clone().try_acquire_owned() {
                 Ok(p) => (Some(p), false),
-                Err(_) => (s.clone().acquire_owned().await.ok(), true),
+                Err(_) => {
+                    // Counted while it waits, also when the client gives up meanwhile.
+                    struct Waiting<'a>(&'a AtomicUsize);
+                    impl Drop for Waiting<'_> {
+                        fn drop(&mut self) {
+                            self.0.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                    self.waiting.fetch_add(1, Ordering::SeqCst);
+                    let _waiting = Waiting(&self.waiting);
+                    (s.clone().acquire_owned().await.ok(), true)
+                }
             },
             None => (None, false),
         };
@@ -124,6 +138,28 @@ impl Engine {
             active: self.active.clone(),
         };
         (admission, queued)
+    }
+
+    /// The engine's load as vLLM's `/metrics` names it (ground truth for the engine-metrics
+    /// adapters, `crate::engine`): requests waiting for a slot, streams active, and the share
+    /// of slots in use as the KV-cache ratio (0 without slots). `model` is the `model_name`
+    /// label.
+    pub(crate) fn exposition(&self, model: &str) -> String {
+        let waiting = self.waiting.load(Ordering::SeqCst);
+        let running = self.active.load(Ordering::SeqCst);
+        let ratio = match self.load.slots {
+            0 => 0.0,
+            n => (running as f64 / f64::from(n)).min(1.0),
+        };
+        let model = model
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        format!(
+            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"{model}\"}} {waiting}.0\n\
+             # TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"{model}\"}} {running}.0\n\
+             # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name=\"{model}\"}} {ratio}\n"
+        )
     }
 
     fn factor(&self) -> f64 {

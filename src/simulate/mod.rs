@@ -344,6 +344,14 @@ async fn handle(
             )
         })
         .collect();
+    if path == "/metrics" {
+        // The engine's own metrics, in vLLM's names (`server_metrics_url:` tests).
+        let (tx, resp) = response(StatusCode::OK, "text/plain; version=0.0.4", &[]);
+        let _ = tx.try_send(Ok(Frame::data(Bytes::from(
+            engine.exposition(&script.model),
+        ))));
+        return resp;
+    }
     if path.ends_with("/models") {
         let (tx, resp) = response(StatusCode::OK, "application/json", &[]);
         let body = json!({"object": "list", "data": [{"id": script.model, "object": "model", "owned_by": "llm-probe"}]});
@@ -352,7 +360,7 @@ async fn handle(
     }
     let Some(wire) = Wire::for_path(&path) else {
         let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
-        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent and /model/{{id}}/converse-stream)", crate::sanitize::terminal_safe(&path));
+        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent and /model/{{id}}/converse-stream; /metrics: its load in vLLM's names)", crate::sanitize::terminal_safe(&path));
         let body = json!({"error": {"message": message}});
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;

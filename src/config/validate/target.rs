@@ -40,6 +40,7 @@ impl Validator<'_> {
         let (deployment, api_version) = self.azure_fields(path, &pre, protocol, &raw);
         let aws = self.aws(path, &pre, protocol, &raw, api_key_source.is_some());
         let version_path = self.version_path(path, &pre, raw.version_path.as_deref());
+        let server_metrics = self.server_metrics(path, &pre, &raw);
         let tls = self.tls(path, &pre, raw.tls.as_ref(), base_url.as_ref());
         let connect_timeout = raw
             .connect_timeout
@@ -115,6 +116,7 @@ impl Validator<'_> {
             baselines,
             cost,
             aws,
+            server_metrics,
         })
     }
 

@@ -1,4 +1,5 @@
-//! A target's URLs: `base_url`, `version_path` and Azure's `deployment` / `api_version`.
+//! A target's URLs: `base_url`, `version_path`, `server_metrics_url` (with its adapter) and
+//! Azure's `deployment` / `api_version`.
 
 use super::*;
 
@@ -82,6 +83,92 @@ impl Validator<'_> {
             return None;
         }
         Some(v.to_string())
+    }
+
+    /// `server_metrics_url` (absent, or an absolute http(s) URL without user-info or fragment),
+    /// `server_metrics_adapter` (one of [`crate::engine::Adapter::VALUES`], default `auto`) and
+    /// `server_metrics_send_api_key` (default false); the last two need the first.
+    pub(super) fn server_metrics(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: &RawTarget,
+    ) -> Option<crate::config::ServerMetrics> {
+        use crate::engine::Adapter;
+        let adapter = match raw.server_metrics_adapter.as_deref() {
+            None => Some(Adapter::Auto),
+            Some(a) => match a.parse::<Adapter>() {
+                Ok(a) => Some(a),
+                Err(()) => {
+                    self.problem(
+                        format!("{path}.server_metrics_adapter"),
+                        format!(
+                            "{pre}server_metrics_adapter \"{}\" is not known; use one of: {} (auto picks the engine by its metric names).",
+                            crate::sanitize::terminal_safe(a),
+                            Adapter::VALUES.join(", ")
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let Some(s) = raw.server_metrics_url.as_deref() else {
+            for (key, set) in [
+                (
+                    "server_metrics_adapter",
+                    raw.server_metrics_adapter.is_some(),
+                ),
+                (
+                    "server_metrics_send_api_key",
+                    raw.server_metrics_send_api_key.is_some(),
+                ),
+            ] {
+                if set {
+                    self.problem(
+                        format!("{path}.{key}"),
+                        format!("{pre}{key} is set but server_metrics_url is not; add server_metrics_url (the engine's /metrics, e.g. http://127.0.0.1:8000/metrics) or remove {key}."),
+                    );
+                }
+            }
+            return None;
+        };
+        let at = format!("{path}.server_metrics_url");
+        let shown = redact_url(s);
+        let url = match reqwest::Url::parse(s) {
+            Ok(u)
+                if matches!(u.scheme(), "http" | "https")
+                    && u.host_str().is_some()
+                    && u.port() != Some(0) =>
+            {
+                u
+            }
+            _ => {
+                self.problem(
+                    at,
+                    format!("{pre}server_metrics_url \"{shown}\" is not an absolute http(s) URL with a host and a port from 1 to 65535; write the engine's metrics URL, e.g. http://127.0.0.1:8000/metrics."),
+                );
+                return None;
+            }
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            self.problem(
+                at,
+                format!("{pre}server_metrics_url contains a user name or password, which would end up in logs; remove it (server_metrics_send_api_key: true sends the target's API key instead)."),
+            );
+            return None;
+        }
+        if url.fragment().is_some() {
+            self.problem(
+                at,
+                format!("{pre}server_metrics_url \"{shown}\" has a fragment (#…), which is never sent; remove it."),
+            );
+            return None;
+        }
+        Some(crate::config::ServerMetrics {
+            url,
+            adapter: adapter?,
+            send_api_key: raw.server_metrics_send_api_key.unwrap_or(false),
+        })
     }
 
     pub(super) fn base_url(

@@ -143,6 +143,27 @@ fn visible_lines(raw: &str) -> String {
         .join("\n")
 }
 
+/// What the engine's own `/metrics` said just before the request (`body["server_load"]`,
+/// [`crate::engine::to_json`]): its three numbers, or why they could not be read.
+fn server_load(load: &Value) -> Markup {
+    let count = |v: &Value| v.as_f64().map_or("–".to_string(), |v| format!("{v}"));
+    html! {
+        @if load["error"].is_object() {
+            p.server-load.reason {
+                "not read: " strong { (load["error"]["reason"].as_str().unwrap_or("unknown")) } " — "
+                span.detail { (load["error"]["detail"].as_str().unwrap_or("")) }
+            }
+        } @else {
+            dl.probe.server-load {
+                dt { "engine" } dd { (load["engine"].as_str().unwrap_or("–")) }
+                dt { "requests waiting" } dd { (count(&load["requests_waiting"])) }
+                dt { "requests running" } dd { (count(&load["requests_running"])) }
+                dt { "KV cache in use" } dd { (load["kv_cache_usage_ratio"].as_f64().map_or("not published".to_string(), |r| format!("{:.1} %", r * 100.0))) }
+            }
+        }
+    }
+}
+
 /// The page of probe answer `body` (as `/probe` answers it in JSON; `debug` adds `timeline`
 /// and `raw_excerpt`), the JSON text being `json`.
 pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<Bytes>> {
@@ -179,6 +200,10 @@ pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<
             dt { "tokens/s" } dd { (body["output_tokens_per_second"].as_f64().map_or("–".into(), |v| format!("{v:.1}"))) }
             dt { "token events" } dd { (body["token_events"]) }
             dt { "backend" } dd.identity { @if identity.is_empty() { "unknown" } @else { (identity.join(" ")) } }
+        }
+        @if body["server_load"].is_object() {
+            h2 { "Engine load before the request" }
+            (server_load(&body["server_load"]))
         }
         @if ok && body["ttft_split"].is_object() {
             h2 { "TTFT split" }
@@ -231,6 +256,24 @@ mod tests {
         let none = serde_json::json!({"source": null, "note": "the server reported nothing"});
         let html = waterfall(&none).into_string();
         assert!(!html.contains("<rect") && html.contains("the server reported nothing"));
+    }
+
+    #[test]
+    fn the_engine_load_shows_its_numbers_or_why_it_was_not_read() {
+        let ok = serde_json::json!({"engine": "tgi", "requests_waiting": 37.0,
+            "requests_running": 2.0, "kv_cache_usage_ratio": null, "error": null});
+        let html = server_load(&ok).into_string();
+        assert!(
+            html.contains("<dd>tgi</dd>") && html.contains("<dd>37</dd>"),
+            "{html}"
+        );
+        assert!(html.contains("<dd>not published</dd>"), "{html}");
+        let failed = serde_json::json!({"engine": null, "requests_waiting": null,
+            "requests_running": null, "kv_cache_usage_ratio": null,
+            "error": {"reason": "timeout", "detail": "no complete answer within 2s <b>"}});
+        let html = server_load(&failed).into_string();
+        assert!(html.contains("<strong>timeout</strong>"), "{html}");
+        assert!(html.contains("2s &lt;b&gt;"), "escaped: {html}");
     }
 
     #[test]
