@@ -417,6 +417,7 @@ mod tests {
             output_tokens: None,
             failure: failed.then(|| (crate::measure::FailureReason::Timeout, String::new())),
             identity: None,
+            trace_id: None,
         }
     }
 
