@@ -353,9 +353,33 @@ async fn the_record_url_honours_the_route_prefix() {
     d.stop().await;
 }
 
-/// Acceptance 4 of issue 29.
+/// Acceptance 4 of issue 29: Prometheus scrapes OpenMetrics (its default with exemplar
+/// storage alone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_prometheus_returns_ttft_exemplars_that_resolve_to_probe_records() {
+    let series = prometheus_exemplars_resolve(&["--enable-feature=exemplar-storage"]).await;
+    assert!(
+        series.iter().all(|s| s == &format!("{TTFT}_bucket")),
+        "{series:?}"
+    );
+}
+
+/// The same over the protobuf exposition: with native histograms on, Prometheus asks for
+/// protobuf first and reads the native histogram's exemplars.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_prometheus_scraping_protobuf_returns_native_histogram_exemplars() {
+    let series =
+        prometheus_exemplars_resolve(&["--enable-feature=exemplar-storage,native-histograms"])
+            .await;
+    assert!(
+        series.iter().all(|s| s == TTFT),
+        "the native series: {series:?}"
+    );
+}
+
+/// Starts a daemon and a Prometheus with `flags`, waits for two TTFT exemplars and checks
+/// each resolves to its probe's record; returns the names of the series they came on.
+async fn prometheus_exemplars_resolve(flags: &[&str]) -> Vec<String> {
     common::require_tool("prometheus", "apt-get install prometheus");
     let sim = common::simulator(Script {
         ttft: Duration::from_millis(120),
@@ -372,15 +396,9 @@ async fn real_prometheus_returns_ttft_exemplars_that_resolve_to_probe_records() 
     ));
     let d = common::daemon(cfg).await;
     let dir = tempfile::tempdir().unwrap();
-    let prom = Prometheus::start_with(
-        dir.path(),
-        &[],
-        d.addr,
-        &["--enable-feature=exemplar-storage"],
-    )
-    .await;
+    let prom = Prometheus::start_with(dir.path(), &[], d.addr, flags).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let exemplars = loop {
+    let (exemplars, series) = loop {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap()
@@ -390,7 +408,7 @@ async fn real_prometheus_returns_ttft_exemplars_that_resolve_to_probe_records() 
             .api(
                 "/api/v1/query_exemplars",
                 &[
-                    ("query", &format!("{TTFT}_bucket")),
+                    ("query", &format!("{{__name__=~\"{TTFT}(_bucket)?\"}}")),
                     ("start", &start),
                     ("end", &end),
                 ],
@@ -403,7 +421,13 @@ async fn real_prometheus_returns_ttft_exemplars_that_resolve_to_probe_records() 
             .flat_map(|s| s["exemplars"].as_array().cloned().unwrap_or_default())
             .collect();
         if found.len() >= 2 {
-            break found;
+            let names = data
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| s["seriesLabels"]["__name__"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>();
+            break (found, names);
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -435,4 +459,5 @@ async fn real_prometheus_returns_ttft_exemplars_that_resolve_to_probe_records() 
         );
     }
     d.stop().await;
+    series
 }
