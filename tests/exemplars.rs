@@ -7,6 +7,7 @@
 //! `/api/v1/query_exemplars`, each resolving to a record the exporter serves.
 
 mod common;
+mod dash_support;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -460,4 +461,42 @@ async fn prometheus_exemplars_resolve(flags: &[&str]) -> Vec<String> {
     }
     d.stop().await;
     series
+}
+
+/// Every dashboard panel titled TTFT that shows the TTFT distribution from the histogram
+/// itself (quantiles or a heatmap, not only recorded series) asks Grafana for exemplars on exactly one target, and that target reads the raw
+/// series (a recorded series has none).
+#[test]
+fn dashboards_enable_exemplars_on_the_ttft_panels() {
+    let mut enabled = 0;
+    for file in dash_support::dashboard_files() {
+        let dash = dash_support::read_json(&file);
+        for panel in dash["panels"].as_array().unwrap() {
+            let title = panel["title"].as_str().unwrap_or("");
+            let targets = panel["targets"].as_array().cloned().unwrap_or_default();
+            // A TTFT distribution (quantiles or heatmap) read from the histogram itself.
+            let raw = |t: &serde_json::Value| {
+                let e = t["expr"].as_str().unwrap_or("");
+                let distribution = e.contains("histogram_quantile") || t["format"] == "heatmap";
+                distribution && e.contains(TTFT) && !e.contains(&format!(":{TTFT}"))
+            };
+            let with: Vec<&serde_json::Value> =
+                targets.iter().filter(|t| t["exemplar"] == true).collect();
+            for t in &with {
+                assert!(
+                    raw(t),
+                    "{}: {title}: exemplars from {}",
+                    file.display(),
+                    t["expr"]
+                );
+            }
+            if title.starts_with("TTFT") && targets.iter().any(raw) {
+                assert_eq!(with.len(), 1, "{}: {title}", file.display());
+                enabled += 1;
+            }
+        }
+    }
+    // Fleet: the per-scenario TTFT panel; target detail: TTFT quantiles, heatmap and P95 by
+    // location; each in the classic and the native variant.
+    assert_eq!(enabled, 8);
 }
