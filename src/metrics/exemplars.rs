@@ -312,23 +312,29 @@ pub fn add_to_openmetrics(text: &mut String, traced: &[(&str, &TracedFamily)]) {
         let mut series: Option<(String, Vec<Exemplar>, f64)> = None;
         for line in text[start..end].split_inclusive('\n') {
             let body = line.strip_suffix('\n').unwrap_or(line);
-            let parsed = body
+            let Some(label_text) = body
                 .strip_prefix(&bucket[..bucket.len() - 1])
-                .and_then(parse_labels);
-            let Some((labels, _)) = parsed.filter(|_| body.starts_with(&bucket)) else {
+                .filter(|l| l.starts_with('{'))
+            else {
                 block.push_str(line);
                 continue;
             };
-            let le = labels
-                .iter()
-                .find(|(k, _)| k == "le")
-                .and_then(|(_, v)| parse_le(v));
-            let key: String = labels
-                .iter()
-                .filter(|(k, _)| k != "le")
-                .map(|(k, v)| format!("{k}={v:?},"))
-                .collect();
+            // The label set ends at the line's last `}` (the count after it has none). The
+            // encoder writes `le` first: then the rest of the set is the series' key, and the
+            // labels are parsed once per series, not once per bucket.
+            let set = &label_text[..label_text.rfind('}').map_or(label_text.len(), |i| i + 1)];
+            let (le, key) = match set.strip_prefix("{le=\"").and_then(|r| r.split_once('"')) {
+                Some((le, rest)) => (parse_le(le), rest.to_string()),
+                None => {
+                    let le = parse_labels(set).and_then(|(labels, _)| {
+                        let (_, v) = labels.into_iter().find(|(k, _)| k == "le")?;
+                        parse_le(&v)
+                    });
+                    (le, set.to_string())
+                }
+            };
             if series.as_ref().is_none_or(|(k, _, _)| *k != key) {
+                let labels = parse_labels(set).map(|(l, _)| l).unwrap_or_default();
                 let kept =
                     series_exemplars(family, labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 series = Some((key, kept, f64::NEG_INFINITY));
