@@ -4,7 +4,8 @@
 //! nothing in the Prometheus text 0.0.4; `/probes/{trace_id}` serves the kept probe (HTML or
 //! JSON), 404s once it is gone and 400s for anything but a trace id. And a real Prometheus
 //! with `--enable-feature=exemplar-storage` scraping the daemon returns the TTFT exemplars from
-//! `/api/v1/query_exemplars`, each resolving to a record the exporter serves.
+//! `/api/v1/query_exemplars`, each resolving to a record the exporter serves; `promtool check
+//! metrics` stays clean.
 
 mod common;
 mod dash_support;
@@ -459,8 +460,39 @@ async fn prometheus_exemplars_resolve(flags: &[&str]) -> Vec<String> {
             "{v} vs {e}"
         );
     }
+    // `promtool check metrics` (it reads the text format 0.0.4, which has no exemplars) stays
+    // clean with exemplars kept.
+    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    assert!(!text.contains(" # {"));
+    promtool_check_metrics(&text);
     d.stop().await;
     series
+}
+
+fn promtool_check_metrics(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let promtool = common::require_tool("promtool", "apt-get install prometheus");
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Every dashboard panel titled TTFT that shows the TTFT distribution from the histogram
