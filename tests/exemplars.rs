@@ -352,6 +352,40 @@ async fn the_record_url_honours_the_route_prefix() {
     assert!(page.contains("href=\"/llm/targets/sim#chat\""), "{page}");
     let (status, _, _) = fetch(&format!("http://{}/probes/{id}", d.addr), "text/html").await;
     assert_eq!(status, 404, "outside the prefix");
+    // A kept failure's start on the target page links to its record, under the prefix.
+    let failed_id = "0af7651916cd43dd8448eb211c80319c";
+    d.history.push_probe(llm_probe::history::RecentProbe {
+        target: Arc::from("sim"),
+        scenario: Arc::from("chat"),
+        started_at: SystemTime::now(),
+        ttft: None,
+        output_tokens_per_second: None,
+        tpot: None,
+        itl: None,
+        e2e: None,
+        output_tokens: None,
+        failure: Some((
+            llm_probe::measure::FailureReason::Timeout,
+            "no token in 30 s".into(),
+        )),
+        identity: None,
+        trace_id: llm_probe::measure::TraceId::parse(failed_id),
+    });
+    let (status, _, target) =
+        fetch(&format!("http://{}/llm/targets/sim", d.addr), "text/html").await;
+    assert_eq!(status, 200);
+    let link = format!("href=\"/llm/probes/{failed_id}\"");
+    assert!(target.contains(&link), "{target}");
+    let (status, _, record) = fetch(
+        &format!("http://{}/llm/probes/{failed_id}", d.addr),
+        "text/html",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        record.contains("timeout") && record.contains("no token in 30 s"),
+        "{record}"
+    );
     d.stop().await;
 }
 
