@@ -165,6 +165,9 @@ fn metrics_after_three_probes(kinds: HistogramKinds) -> Metrics {
         let mut o = common::synthetic::success(Duration::from_millis(ttft));
         o.observations.traceparent = Some(format!("00-{:032x}-00f067aa0ba902b7-01", k + 1));
         o.observations.request_id = Some(format!("req-{k}"));
+        // A fixed start (the exemplars' timestamp): two of these renders compare equal.
+        o.started_at =
+            std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + k as u64);
         m.observe(&o);
     }
     m
