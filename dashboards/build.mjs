@@ -60,6 +60,11 @@ const backendAnnotation = {
 
 // ---- panels ----------------------------------------------------------------------------------
 let nextId = 1;
+// Exemplars (issue 29): Grafana fetches them for a target with `exemplar: true` from the
+// series it reads (never from a recorded series), so they go on one raw-bucket TTFT target
+// per panel; each carries trace_id and request_id, linked to the exporter's
+// /probes/{trace_id} by the datasource's exemplarTraceIdDestinations (docs/dashboards.md).
+const EXEMPLARS = { exemplar: true };
 function q(expr, legendFormat, extra = {}) {
   return { datasource: DS, editorMode: 'code', expr, legendFormat, range: true, instant: false, ...extra };
 }
@@ -114,7 +119,7 @@ function stat(title, description, unit, expr, gridPos, steps, { decimals, legend
     targets: withRefIds([q(expr, legend, { range: false, instant: true })]),
   };
 }
-function heatmap(title, description, unit, metric, gridPos) {
+function heatmap(title, description, unit, metric, gridPos, extra = {}) {
   return {
     type: 'heatmap', id: nextId++, title, description, datasource: DS, gridPos,
     fieldConfig: { defaults: { unit }, overrides: [] },
@@ -132,20 +137,21 @@ function heatmap(title, description, unit, metric, gridPos) {
       exemplars: { color: 'rgba(255,0,255,0.7)' },
       selectionMode: 'x',
     },
-    targets: withRefIds([q(`sum by (le) (increase(${metric}_bucket{${SEL}}[$__rate_interval]))`, '{{le}}', { format: 'heatmap' })]),
+    targets: withRefIds([q(`sum by (le) (increase(${metric}_bucket{${SEL}}[$__rate_interval]))`, '{{le}}', { format: 'heatmap', ...extra })]),
   };
 }
 function row(title, y, extra = {}) {
   return { type: 'row', id: nextId++, title, collapsed: false, gridPos: gp(0, y, 24, 1), panels: [], ...extra };
 }
-const quantiles = (metric, sel, by = '') => [0.5, 0.95, 0.99].map((p) =>
+const quantiles = (metric, sel, by = '', exemplarAt) => [0.5, 0.95, 0.99].map((p) =>
   q(`histogram_quantile(${p}, sum by (${by}le) (rate(${metric}_bucket{${sel}}[$__rate_interval])))`,
-    `P${Math.round(p * 100)}${by ? ' {{' + by.replace(', ', '') + '}}' : ''}`));
+    `P${Math.round(p * 100)}${by ? ' {{' + by.replace(', ', '') + '}}' : ''}`,
+    p === exemplarAt ? EXEMPLARS : {}));
 // P95 TTFT per probe location (one line per `location` target label; one unlabelled line
 // where the scrape config sets none), summed across the shards of each location.
 const ttftByLocation = (sel) => q(
   `histogram_quantile(0.95, sum by (location, le) (rate(llm_probe_time_to_first_token_seconds_bucket{${sel}}[$__rate_interval])))`,
-  'P95 {{location}}');
+  'P95 {{location}}', EXEMPLARS);
 const ttftSlo = q('max(llm_probe_slo_time_to_first_token_seconds{target=~"$target",model=~"$model"})', 'SLO');
 const tpsFloor = q('min(llm_probe_slo_output_tokens_per_second{target=~"$target",model=~"$model"})', 'floor');
 // The pinned baselines (`baseline_file:` in the probes file, `llm-probe baseline save`): one line
@@ -184,9 +190,9 @@ function dashboard({ uid, title, description, panels, targetMulti, tags }) {
 // over the alert window (the recorded 10-minute series, or a fixed [10m]), never $__rate_interval,
 // whose few probes swing far more than what the alerts judge.
 const REC = (name) => `target_model_scenario:${name}{${SEL}}`;
-const perScenario = (p, metric) => q(
+const perScenario = (p, metric, extra = {}) => q(
   `histogram_quantile(${p}, sum by (scenario, location, le) (rate(${metric}_bucket{${SEL}}[10m])))`,
-  `P${Math.round(p * 100)} {{scenario}} {{location}}`);
+  `P${Math.round(p * 100)} {{scenario}} {{location}}`, extra);
 function fleet() {
   nextId = 1;
   const s = SEL;
@@ -217,7 +223,7 @@ function fleet() {
     timeseries('TTFT P50 / P95 / P99 by scenario vs SLO and baseline', 'Time to first token per scenario over the alert window (10 minutes; P95 is the recorded series the alerts read), against the target\'s TTFT SLO (dashed) and the pinned baseline\'s P95 (dotted, where a baseline_file is set). Exact at the SLO: the SLO is a histogram bucket boundary.', 's',
       [perScenario(0.5, 'llm_probe_time_to_first_token_seconds'),
         q(REC('llm_probe_time_to_first_token_seconds:p95_10m'), 'P95 {{scenario}} {{location}}'),
-        perScenario(0.99, 'llm_probe_time_to_first_token_seconds'), ttftSlo, ttftBaseline], gp(0, 20, 9, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
+        perScenario(0.99, 'llm_probe_time_to_first_token_seconds', EXEMPLARS), ttftSlo, ttftBaseline], gp(0, 20, 9, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
     timeseries('Output tokens/s P5 / P50 by scenario vs floor and baseline', 'Decode speed per probe, (N-1)/(last token - first token), per scenario over the alert window (the recorded 10-minute series), against the target\'s floor (dashed) and the pinned baseline\'s median (dotted, where a baseline_file is set).', TPS,
       [
         q(REC('llm_probe_output_tokens_per_second:p05_10m'), 'P5 {{scenario}} {{location}}'),
@@ -255,13 +261,13 @@ function detail() {
   const panels = [
     row('Latency', 0),
     timeseries('TTFT P50 / P95 / P99 by scenario', 'Time to first token (reasoning included) per scenario (never mixed across scenarios), against the SLO (dashed) and the pinned baseline\'s P95 per scenario (dotted, where a baseline_file is set).', 's',
-      [...quantiles('llm_probe_time_to_first_token_seconds', s, 'scenario, '), ttftSlo, ttftBaseline], gp(0, 1, 8, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
+      [...quantiles('llm_probe_time_to_first_token_seconds', s, 'scenario, ', 0.95), ttftSlo, ttftBaseline], gp(0, 1, 8, 8), { overrides: [dashedRed('SLO'), dottedBaseline], min: 0 }),
     timeseries('Time to first output token P50 / P95 / P99 by scenario', 'First non-reasoning token, per scenario. Equals TTFT for non-reasoning models; the gap is the thinking time.', 's',
       quantiles('llm_probe_time_to_first_output_token_seconds', s, 'scenario, '), gp(8, 1, 8, 8), { min: 0 }),
     timeseries('E2E request duration P50 / P95 / P99 by scenario', 'Request sent to stream end, per scenario.', 's',
       quantiles('llm_probe_request_duration_seconds', s, 'scenario, '), gp(16, 1, 8, 8), { min: 0 }),
     heatmap('TTFT heatmap', 'Probes per TTFT bucket per interval. A second band appearing means a bimodal TTFT (queueing, cold cache, a slow replica).', 's',
-      'llm_probe_time_to_first_token_seconds', gp(0, 9, 12, 8)),
+      'llm_probe_time_to_first_token_seconds', gp(0, 9, 12, 8), EXEMPLARS),
     heatmap('Inter-token latency heatmap', 'Every gap between consecutive token events. Stalls show as a band far above the rest.', 's',
       'llm_probe_inter_token_latency_seconds', gp(12, 9, 12, 8)),
     row('Decode', 17),

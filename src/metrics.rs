@@ -18,7 +18,9 @@ use crate::config::Slo;
 use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome, TtftComponent};
 
 pub mod accept;
+pub mod exemplars;
 pub use accept::{negotiate, negotiate_text};
+use exemplars::{Exemplar, TracedFamily};
 
 /// Labels of every probe series: the config's names, never a URL or prompt text.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
@@ -216,11 +218,13 @@ impl std::str::FromStr for NativeBucketFactor {
 }
 
 /// The bucket layout of one histogram family: classic bounds (without `+Inf`) and, if
-/// enabled, the native configuration.
+/// enabled, the native configuration; and the bounds whose buckets keep one exemplar each
+/// (the configured classic bounds, also when only native buckets are exported).
 #[derive(Clone)]
-struct Buckets {
+pub struct Buckets {
     classic: Arc<[f64]>,
     native: Option<NativeHistogramConfig>,
+    exemplar_slots: Arc<[f64]>,
 }
 
 impl MetricConstructor<Histogram> for Buckets {
@@ -254,14 +258,17 @@ impl HistogramOptions {
             HistogramKinds::Classic => Buckets {
                 classic: bounds.clone(),
                 native: None,
+                exemplar_slots: bounds.clone(),
             },
             HistogramKinds::Native => Buckets {
                 classic: Arc::new([]),
                 native: Some(native),
+                exemplar_slots: bounds.clone(),
             },
             HistogramKinds::Both => Buckets {
                 classic: bounds.clone(),
                 native: Some(native),
+                exemplar_slots: bounds.clone(),
             },
         }
     }
@@ -273,12 +280,13 @@ type F64Gauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 /// The exporter's metrics. Cheap to share (`Arc<Metrics>`); all methods take `&self`.
 pub struct Metrics {
     registry: Registry,
-    ttft: Hist,
+    /// TTFT, TPOT and E2E carry exemplars ([`exemplars`]).
+    ttft: TracedFamily,
     ttfo: Hist,
-    tpot: Hist,
+    tpot: TracedFamily,
     itl: Hist,
     tokens_per_second: Hist,
-    e2e: Hist,
+    e2e: TracedFamily,
     server_prefill: Hist,
     ttft_overhead: Hist,
     /// The TTFT split (issue 29), one series per component.
@@ -352,12 +360,14 @@ impl Metrics {
         let token_b = with_thresholds(TOKEN_TIME_BUCKETS, []);
         let mut m = Metrics {
             registry: Registry::with_prefix("llm_probe"),
-            ttft: layout(&ttft_b),
+            ttft: Family::new_with_constructor(histograms.buckets(&ttft_b)),
             ttfo: layout(&ttft_b),
-            tpot: layout(&token_b),
+            tpot: Family::new_with_constructor(histograms.buckets(&token_b)),
             itl: layout(&token_b),
             tokens_per_second: layout(&tps_b),
-            e2e: layout(&with_thresholds(E2E_BUCKETS, [])),
+            e2e: Family::new_with_constructor(
+                histograms.buckets(&with_thresholds(E2E_BUCKETS, [])),
+            ),
             server_prefill: layout(&ttft_b),
             ttft_overhead: layout(&ttft_b),
             ttft_component: Family::new_with_constructor(histograms.buckets(&ttft_b)),
@@ -790,13 +800,13 @@ impl Metrics {
 
     /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
     pub fn forget(&self, labels: &ProbeLabels) {
+        for h in [&self.ttft, &self.tpot, &self.e2e] {
+            h.remove(labels);
+        }
         for h in [
-            &self.ttft,
             &self.ttfo,
-            &self.tpot,
             &self.itl,
             &self.tokens_per_second,
-            &self.e2e,
             &self.server_prefill,
             &self.ttft_overhead,
             &self.connection_setup,
@@ -953,14 +963,26 @@ impl Metrics {
         }
         match &outcome.result {
             Ok(m) => {
+                // The probe's exemplar of an observation `v` (none without a W3C trace id).
+                let trace_id = obs.trace_id();
+                let exemplar = |v: f64| {
+                    let id = trace_id?;
+                    Some(Exemplar::new(
+                        id,
+                        obs.request_id.as_deref(),
+                        v,
+                        outcome.started_at,
+                    ))
+                };
+                let ttft = m.ttft.as_secs_f64();
                 self.ttft
                     .get_or_create(&labels)
-                    .observe(m.ttft.as_secs_f64());
+                    .observe(ttft, exemplar(ttft));
                 if let Some(t) = m.time_to_first_output_token {
                     self.ttfo.get_or_create(&labels).observe(t.as_secs_f64());
                 }
-                if let Some(t) = m.tpot {
-                    self.tpot.get_or_create(&labels).observe(t.as_secs_f64());
+                if let Some(t) = m.tpot.map(|t| t.as_secs_f64()) {
+                    self.tpot.get_or_create(&labels).observe(t, exemplar(t));
                 }
                 if let Some(r) = m.output_tokens_per_second {
                     self.tokens_per_second.get_or_create(&labels).observe(r);
@@ -970,7 +992,8 @@ impl Metrics {
                     itl.observe(gap.as_secs_f64());
                 }
                 drop(itl);
-                self.e2e.get_or_create(&labels).observe(m.e2e.as_secs_f64());
+                let e2e = m.e2e.as_secs_f64();
+                self.e2e.get_or_create(&labels).observe(e2e, exemplar(e2e));
                 if let Some(p) = m.server_prefill {
                     self.server_prefill
                         .get_or_create(&labels)
@@ -1111,12 +1134,16 @@ impl Metrics {
                     prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
                 };
                 written.map_err(|_| RenderError(format))?;
+                if format == Exposition::OpenMetrics {
+                    exemplars::add_to_openmetrics(&mut out, &self.traced());
+                }
                 out.into_bytes()
             }
             Exposition::Protobuf => {
                 use prometheus_client::encoding::prometheus_protobuf::encode;
                 use prost::Message;
-                let families = encode(&self.registry).map_err(|_| RenderError(format))?;
+                let mut families = encode(&self.registry).map_err(|_| RenderError(format))?;
+                exemplars::add_to_protobuf(&mut families, &self.traced());
                 let mut out = Vec::with_capacity(capacity);
                 for family in families {
                     family
@@ -1128,6 +1155,17 @@ impl Metrics {
         };
         last_len.store(out.len(), Ordering::Relaxed);
         Ok(out)
+    }
+}
+
+impl Metrics {
+    /// The families with exemplars, by full metric name.
+    fn traced(&self) -> [(&'static str, &TracedFamily); 3] {
+        [
+            ("llm_probe_time_to_first_token_seconds", &self.ttft),
+            ("llm_probe_time_per_output_token_seconds", &self.tpot),
+            ("llm_probe_request_duration_seconds", &self.e2e),
+        ]
     }
 }
 

@@ -176,6 +176,7 @@ async fn a_long_failing_pair_keeps_its_target_page_bounded() {
                 detail.clone(),
             )),
             identity: None,
+            trace_id: None,
         });
     }
     let t = std::time::Instant::now();

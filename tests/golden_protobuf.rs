@@ -2,7 +2,8 @@
 //! scenario) pair after three probes with fixed numbers, decoded and printed in a normalized
 //! text form, compared with the committed `tests/fixtures/golden/one_pair_protobuf.txt`: every
 //! family's name, type and help, every label set, the classic buckets and the native schema,
-//! zero bucket, spans and deltas (and the bucket boundaries they decode to) are pinned. Only
+//! zero bucket, spans and deltas (and the bucket boundaries they decode to), and the exemplars
+//! (on classic buckets and native histograms) are pinned. Only
 //! clock readings (timestamps, a histogram's start time) and the crate version are replaced.
 //! Regenerate after an intended change with `LLM_PROBE_REGENERATE_GOLDEN=1 cargo test --test
 //! golden_protobuf`, and review the diff.
@@ -57,8 +58,29 @@ fn native_buckets(h: &Histogram) -> Vec<(f64, f64, i64)> {
 
 fn write_histogram(out: &mut String, h: &Histogram) {
     writeln!(out, "  count {} sum {}", h.sample_count, h.sample_sum).unwrap();
+    let exemplar =
+        |e: &prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::Exemplar| {
+            let labels: Vec<String> = e
+                .label
+                .iter()
+                .map(|l| format!("{}={:?}", l.name, l.value))
+                .collect();
+            format!(
+                "# {{{}}} {} <t>:{}",
+                labels.join(","),
+                e.value,
+                e.timestamp.is_some()
+            )
+        };
     for b in &h.bucket {
-        writeln!(out, "  le {} {}", b.upper_bound, b.cumulative_count).unwrap();
+        write!(out, "  le {} {}", b.upper_bound, b.cumulative_count).unwrap();
+        if let Some(e) = &b.exemplar {
+            write!(out, " {}", exemplar(e)).unwrap();
+        }
+        writeln!(out).unwrap();
+    }
+    for e in &h.exemplars {
+        writeln!(out, "  native exemplar {}", exemplar(e)).unwrap();
     }
     let native = h.schema != 0 || h.zero_threshold != 0.0 || !h.positive_span.is_empty();
     if native {
@@ -138,8 +160,15 @@ fn metrics_after_three_probes(kinds: HistogramKinds) -> Metrics {
             ..HistogramOptions::default()
         },
     );
-    for ttft in [250, 310, 1700] {
-        m.observe(&common::synthetic::success(Duration::from_millis(ttft)));
+    // Each with its own trace id and request id: the TTFT, TPOT and E2E exemplars.
+    for (k, ttft) in [250, 310, 1700].into_iter().enumerate() {
+        let mut o = common::synthetic::success(Duration::from_millis(ttft));
+        o.observations.traceparent = Some(format!("00-{:032x}-00f067aa0ba902b7-01", k + 1));
+        o.observations.request_id = Some(format!("req-{k}"));
+        // A fixed start (the exemplars' timestamp): two of these renders compare equal.
+        o.started_at =
+            std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + k as u64);
+        m.observe(&o);
     }
     m
 }

@@ -95,6 +95,7 @@ fn kept(target: &str, scenario: &str, age: Duration) -> llm_probe::history::Rece
         output_tokens: Some(4),
         failure: None,
         identity: None,
+        trace_id: None,
     }
 }
 

@@ -786,6 +786,7 @@ async fn wall_view_fits_50_pairs_on_1920_by_1080() {
                     )
                 }),
                 identity: None,
+                trace_id: None,
             });
         }
     }

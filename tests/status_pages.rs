@@ -73,6 +73,7 @@ async fn hostile_names_and_details_are_escaped_on_every_page_api_and_badge() {
         output_tokens: None,
         failure: Some((FailureReason::Decode, HOSTILE_DETAIL.into())),
         identity: Some(format!("model={HOSTILE_SERVED}").into()),
+        trace_id: None,
     });
     for path in pages() {
         let (status, headers, body) = get_full(d.addr, path).await;
@@ -383,6 +384,7 @@ async fn status_pages_at_1000_pairs() {
                     )
                 }),
                 identity: Some("model=bench-model fingerprint=b4242 server=llama.cpp".into()),
+                trace_id: None,
             });
         }
     }

@@ -10,6 +10,7 @@ mod observations;
 mod outcome;
 mod split;
 mod timeline;
+mod trace_id;
 
 pub use answer::{Answer, ToolCall, MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
 pub use derive::{measure, Measurement, TokenCountSource};
@@ -18,3 +19,4 @@ pub use observations::{Anomaly, CacheCanary, Identity, Observations, ServerTimin
 pub use outcome::ProbeOutcome;
 pub use split::{ServerTimingSource, TtftComponent, TtftSplit};
 pub use timeline::{Timeline, TimestampSource, TokenEvent, TokenKind};
+pub use trace_id::TraceId;

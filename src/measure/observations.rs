@@ -201,6 +201,14 @@ impl CacheCanary {
 }
 
 impl Observations {
+    /// The trace id of the `traceparent` this probe sent ([`Observations::traceparent`]), when
+    /// it has the W3C shape (a target's own non-W3C value, or none sent: `None`).
+    pub fn trace_id(&self) -> Option<super::TraceId> {
+        self.traceparent
+            .as_deref()
+            .and_then(super::TraceId::of_traceparent)
+    }
+
     /// Empty observations for a request sent at `sent`.
     pub fn new(sent: Instant) -> Self {
         Observations {

@@ -622,7 +622,14 @@ async fn route(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<
             text(StatusCode::OK, "text/plain", "Ready\n")
         }
         "/-/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "Not ready\n"),
-        path => match rendered(state, path, req.uri().query().unwrap_or("")).await {
+        path => match rendered(
+            state,
+            path,
+            req.uri().query().unwrap_or(""),
+            req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()),
+        )
+        .await
+        {
             Some(r) => r,
             None => text(
                 StatusCode::NOT_FOUND,
@@ -648,16 +655,18 @@ async fn rendered(
     state: &Arc<ExporterState>,
     path: &str,
     query: &str,
+    accept: Option<&str>,
 ) -> Option<Response<Full<Bytes>>> {
     let Ok(turn) = state.status_renders.clone().acquire_owned().await else {
-        return status::route(state, path, query);
+        return status::route(state, path, query, accept);
     };
     let (st, p, q) = (state.clone(), path.to_string(), query.to_string());
+    let a = accept.map(str::to_string);
     // The turn goes with the render: a client that leaves does not free it while the render
     // still runs (clients that connect and leave would otherwise pile renders up).
     let render = move || {
         let _turn = turn;
-        status::route(&st, &p, &q)
+        status::route(&st, &p, &q, a.as_deref())
     };
     match tokio::task::spawn_blocking(render).await {
         Ok(r) => r,

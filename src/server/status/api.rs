@@ -26,7 +26,7 @@ fn ms(d: Option<std::time::Duration>) -> Value {
 /// `v` as JSON with `<`, `>` and `&` written as `\u003c`, `\u003e`, `\u0026` (they occur only
 /// inside strings), so that no name or detail reads as markup even where the answer is
 /// embedded in a page or sniffed as HTML.
-fn respond(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
+pub(super) fn respond(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
     let body = v
         .to_string()
         .replace('<', "\\u003c")
@@ -116,6 +116,7 @@ pub(super) fn probe(p: &RecentProbe) -> Value {
         "output_tokens": p.output_tokens,
         "failure": p.failure.as_ref().map(|(r, d)| json!({ "reason": r.as_str(), "detail": d })),
         "identity": p.identity.as_deref(),
+        "trace_id": p.trace_id.map(|id| id.to_string()),
     })
 }
 

@@ -1,7 +1,8 @@
 //! The status pages: the overview (`/`, filtered by `?state=&target=&location=`, dense with
 //! `?view=wall`), one page per target (`/targets/{target}`), the JSON API (`/api/v1/targets`,
-//! `/api/v1/probes`), SVG badges (`/badge/{target}/{scenario}/…`) and the readable page of an
-//! on-demand probe ([`probe_page`]). Every pair's state comes from one function,
+//! `/api/v1/probes`), SVG badges (`/badge/{target}/{scenario}/…`), the readable page of an
+//! on-demand probe ([`probe_page`]) and the record of a kept probe by its trace id
+//! (`/probes/{trace_id}`, [`record`]). Every pair's state comes from one function,
 //! [`state::judge`], over the alerts' 10-minute window.
 //!
 //! Everything is rendered on the server from the in-memory [`crate::history::History`]: HTML
@@ -18,6 +19,7 @@ mod api;
 mod badge;
 mod overview;
 pub mod probe_page;
+pub mod record;
 pub mod state;
 mod summary;
 mod svg;
@@ -46,12 +48,13 @@ const REFRESH_SECONDS: u32 = 30;
 
 const CSS: &str = include_str!("status.css");
 
-/// Answers the status routes (`path` is the request's path under the route prefix); `None`
-/// for any other path.
+/// Answers the status routes (`path` is the request's path under the route prefix, `accept`
+/// its `Accept` header); `None` for any other path.
 pub(super) fn route(
     state: &ExporterState,
     path: &str,
     query: &str,
+    accept: Option<&str>,
 ) -> Option<Response<Full<Bytes>>> {
     let now = SystemTime::now();
     let r = match path {
@@ -70,6 +73,8 @@ pub(super) fn route(
                         state.urls.link("/")
                     )),
                 }
+            } else if let Some(id) = path.strip_prefix("/probes/") {
+                record::serve(state, id, query, accept)
             } else if let Some(rest) = path.strip_prefix("/badge/") {
                 let mut parts = rest.split('/');
                 let (t, s, kind) = (parts.next()?, parts.next()?, parts.next()?);

@@ -188,6 +188,7 @@ mod tests {
                 .is_none()
                 .then(|| (FailureReason::Connect, format!("refused {ago_s}"))),
             identity: None,
+            trace_id: None,
         }
     }
 

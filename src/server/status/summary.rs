@@ -162,6 +162,7 @@ mod tests {
             output_tokens: None,
             failure: None,
             identity: Some(id.into()),
+            trace_id: None,
         }
     }
 

@@ -78,7 +78,7 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
                     figure { figcaption { "Output tokens/s per probe" } (series_chart(s, kept, &reloads, i, Series::Tps)) }
                     figure { figcaption { "TPOT and ITL P95 (ms)" } (series_chart(s, kept, &reloads, i, Series::Tpot)) }
                 }
-                (failure_table(kept))
+                (failure_table(state, kept))
             }
         }
     };
@@ -376,7 +376,9 @@ fn checks_failed(s: &Kept) -> Vec<(&'static str, usize)> {
     counts
 }
 
-fn failure_table(s: &Kept) -> Markup {
+/// The kept failures, newest first; each one's start links to its record
+/// (`/probes/{trace_id}`) when it sent a trace id.
+fn failure_table(state: &ExporterState, s: &Kept) -> Markup {
     html! {
         details {
             summary {
@@ -388,7 +390,12 @@ fn failure_table(s: &Kept) -> Markup {
                 @for f in s.failures.iter().rev() {
                     @if let Some((reason, detail)) = &f.failure {
                         tr {
-                            td { (humantime::format_rfc3339_seconds(f.started_at)) }
+                            td {
+                                @let when = humantime::format_rfc3339_seconds(f.started_at);
+                                @if let Some(id) = f.trace_id {
+                                    a href=(state.urls.link(&super::record::path(id))) title=(format!("trace id {id}")) { (when) }
+                                } @else { (when) }
+                            }
                             td { (reason.as_str()) }
                             td.detail { (detail) }
                         }
@@ -417,6 +424,7 @@ mod tests {
             output_tokens: None,
             failure: failed.then(|| (crate::measure::FailureReason::Timeout, String::new())),
             identity: None,
+            trace_id: None,
         }
     }
 

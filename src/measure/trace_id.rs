@@ -1,0 +1,89 @@
+//! A probe's W3C trace id (issue 29) as 16 bytes: what the history keeps per probe, what the
+//! TTFT, TPOT and E2E exemplars carry (`trace_id`), and the key of the probe-record URL
+//! (`/probes/{trace_id}`).
+
+use std::fmt;
+
+/// A W3C Trace Context trace id (§3.2.2.3): 16 bytes, never all zero; written as 32 lowercase
+/// hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TraceId([u8; 16]);
+
+impl TraceId {
+    /// The id written as `hex`: exactly 32 hex digits (either case), not all zero; `None` for
+    /// anything else (shorter, longer, other characters, the invalid all-zero id).
+    pub fn parse(hex: &str) -> Option<TraceId> {
+        let digits = hex.as_bytes();
+        if digits.len() != 32 {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, pair) in digits.chunks_exact(2).enumerate() {
+            let nibble = |c: u8| char::from(c).to_digit(16);
+            bytes[i] = u8::try_from(nibble(pair[0])? * 16 + nibble(pair[1])?).ok()?;
+        }
+        TraceId::from_bytes(bytes)
+    }
+
+    /// The trace id of a `traceparent` value (`00-TRACEID-PARENT-FLAGS`), if it has that shape.
+    pub fn of_traceparent(traceparent: &str) -> Option<TraceId> {
+        let mut parts = traceparent.split('-');
+        let (_version, id) = (parts.next()?, parts.next()?);
+        TraceId::parse(id)
+    }
+
+    /// `bytes` as an id; `None` when all zero (W3C: an invalid trace id).
+    pub fn from_bytes(bytes: [u8; 16]) -> Option<TraceId> {
+        (bytes != [0; 16]).then_some(TraceId(bytes))
+    }
+
+    /// The 16 bytes.
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0
+    }
+}
+
+impl fmt::Display for TraceId {
+    /// 32 lowercase hex digits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TraceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TraceId({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_32_hex_digits_only_and_writes_them_back_lowercase() {
+        let id = TraceId::parse("0AF7651916CD43DD8448EB211C80319C").unwrap();
+        assert_eq!(id.to_string(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(TraceId::parse(&id.to_string()), Some(id));
+        for bad in [
+            "",
+            "0af7651916cd43dd8448eb211c80319",
+            "0af7651916cd43dd8448eb211c80319c0",
+            "0af7651916cd43dd8448eb211c80319g",
+            "00000000000000000000000000000000",
+            "+af7651916cd43dd8448eb211c80319c",
+            "0af7651916cd43dd8448eb211c8031é",
+            "../../../../../../../etc/passwd.",
+        ] {
+            assert_eq!(TraceId::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            TraceId::of_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+            Some(id)
+        );
+        assert_eq!(TraceId::of_traceparent("garbage"), None);
+    }
+}
