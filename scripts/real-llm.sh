@@ -12,12 +12,20 @@
 #   scripts/real-llm.sh stop [PORT]    stop the server this cache started on PORT (default 18080)
 #   scripts/real-llm.sh status [PORT]  exit 0 if a server answers /health on PORT
 #
+# The server runs with --jinja and the chat template scripts/chatml-tools.jinja (SmolLM2's own
+# ChatML template plus a tools section, so that tool_choice "required" yields a real tool call;
+# chats without tools render exactly as with the built-in template). Its flags, the template's
+# content included, are fingerprinted in llama-server.PORT.flags: a server this cache started
+# with other flags (an older copy of this script, another template) is restarted by `start`.
+#
 # Environment: REAL_LLM_CACHE (default ~/.cache/llm-probe-real-llm), REAL_LLM_PORT (default 18080),
 # REAL_LLM_THREADS (default 2), REAL_LLM_PARALLEL (server slots, default 4), REAL_LLM_CTX
 # (context tokens shared by the slots, default 8192).
 #
 # The cache holds bin/llama-server and SmolLM2-135M-Instruct.Q4_1.gguf, shared by every user of
-# the cache, llama-server.lock, and per port llama-server.PORT.pid and llama-server.PORT.log.
+# the cache, chatml-tools.SHA.jinja (the template, named by its content's hash, so that every
+# checkout of this script passes the same path), llama-server.lock, and per port
+# llama-server.PORT.pid, llama-server.PORT.flags and llama-server.PORT.log.
 # Servers on different ports run side by side; starting and stopping hold the lock (not while
 # waiting for /health), so two starts on one port start one server. A server built or started earlier with the same cache is
 # reused, never rebuilt or started twice. `stop PORT` signals only the PID in that port's PID
@@ -32,6 +40,7 @@ CACHE=$(realpath -m -- "${REAL_LLM_CACHE:-$HOME/.cache/llm-probe-real-llm}")
 BIN=$CACHE/bin/llama-server
 MODEL=$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
 PORT=${REAL_LLM_PORT:-18080}
+TEMPLATE_SRC=$(cd "$(dirname "$0")" && pwd)/chatml-tools.jinja
 # Written by copies of this script before the per-port files: honoured by `stop` for its port.
 LEGACY_PIDFILE=$CACHE/llama-server.pid
 
@@ -157,6 +166,30 @@ port_of() {
 }
 
 pidfile() { echo "$CACHE/llama-server.$1.pid"; }
+flagsfile() { echo "$CACHE/llama-server.$1.flags"; }
+
+# The server's arguments for port $1 into the array SERVER_ARGS, and their fingerprint (the
+# arguments and the chat template's content) into FLAGS_FINGERPRINT. The template is copied into
+# the cache under its hash, so the command line is the same from every checkout of this script.
+server_args() {
+  [[ -f $TEMPLATE_SRC ]] || die "the chat template $TEMPLATE_SRC is missing (it ships with this script)"
+  local sha; sha=$(sha256sum "$TEMPLATE_SRC" | cut -c1-16)
+  local template=$CACHE/chatml-tools.$sha.jinja
+  if [[ ! -f $template ]]; then
+    cp "$TEMPLATE_SRC" "$template.tmp.$$" && mv "$template.tmp.$$" "$template"
+  fi
+  SERVER_ARGS=(-m "$MODEL" --host 127.0.0.1 --port "$1" --metrics --no-webui --jinja
+    --chat-template-file "$template"
+    -t "${REAL_LLM_THREADS:-2}" -np "${REAL_LLM_PARALLEL:-4}" -c "${REAL_LLM_CTX:-8192}"
+    --alias smollm2-135m-instruct)
+  FLAGS_FINGERPRINT=$(printf '%s\n' "${SERVER_ARGS[@]}" | sha256sum | cut -c1-16)
+}
+
+# Whether the server on port $1 was started with the flags this script would give now (the
+# fingerprint file it wrote then; none, from an older copy of the script, is a difference).
+same_flags() {
+  [[ -f $(flagsfile "$1") ]] && [[ $(cat "$(flagsfile "$1")") == "$FLAGS_FINGERPRINT" ]]
+}
 logfile() { echo "$CACHE/llama-server.$1.log"; }
 
 # The cache's server lock on fd 8, around reading a PID file and starting or stopping what it
@@ -205,26 +238,39 @@ start() {
   local port pid log
   port=$(port_of "${1:-}")
   log=$(logfile "$port")
+  mkdir -p "$CACHE"
+  server_args "$port"
   if healthy "$port"; then
     if pid=$(named_pid "$(pidfile "$port")" "$port"); then
-      say "already running (pid $pid, port $port); stop it with: $(stop_hint "$port")"
+      if same_flags "$port"; then
+        say "already running (pid $pid, port $port); stop it with: $(stop_hint "$port")"
+        echo "http://127.0.0.1:$port/v1"
+        return 0
+      fi
+      say "the server on port $port (pid $pid) was started with other flags or another chat template: restarting it"
+      stop "$port"
     else
-      say "a server already answers on 127.0.0.1:$port; using it (not started from this cache: stop leaves it alone)"
+      say "a server already answers on 127.0.0.1:$port; using it (not started from this cache: stop leaves it alone; its flags are its own)"
+      echo "http://127.0.0.1:$port/v1"
+      return 0
     fi
-    echo "http://127.0.0.1:$port/v1"
-    return 0
   fi
   install
   lock_servers
-  if pid=$(named_pid "$(pidfile "$port")" "$port"); then
+  if pid=$(named_pid "$(pidfile "$port")" "$port") && same_flags "$port"; then
     say "already running (pid $pid), waiting for /health on port $port"
   else
+    if [[ -n ${pid:-} ]]; then
+      unlock_servers
+      say "the server on port $port (pid $pid) was started with other flags: restarting it"
+      stop "$port"
+      lock_servers
+    fi
     # fd 8 (the lock) stays with this script, not with the server.
-    setsid "$BIN" -m "$MODEL" --host 127.0.0.1 --port "$port" --metrics --no-webui --jinja \
-      -t "${REAL_LLM_THREADS:-2}" -np "${REAL_LLM_PARALLEL:-4}" -c "${REAL_LLM_CTX:-8192}" \
-      --alias smollm2-135m-instruct >"$log" 2>&1 </dev/null 8>&- &
+    setsid "$BIN" "${SERVER_ARGS[@]}" >"$log" 2>&1 </dev/null 8>&- &
     pid=$!
     echo "$pid" >"$(pidfile "$port")"
+    echo "$FLAGS_FINGERPRINT" >"$(flagsfile "$port")"
     say "started llama-server (pid $pid, port $port); stop it with: $(stop_hint "$port")"
   fi
   unlock_servers
@@ -235,7 +281,7 @@ start() {
       return 0
     fi
     if ! running "$pid"; then
-      rm -f "$(pidfile "$port")"
+      rm -f "$(pidfile "$port")" "$(flagsfile "$port")"
       tail -20 "$log" >&2
       die "llama-server exited (log: $log)"
     fi
@@ -254,7 +300,8 @@ stop() {
     if pid=$(named_pid "$LEGACY_PIDFILE" "$port"); then
       file=$LEGACY_PIDFILE
     else
-      rm -f "$file"
+      rm -f "$file" "$(flagsfile "$port")"
+      unlock_servers
       say "no llama-server started from $file is running on port $port"
       return 0
     fi
@@ -262,7 +309,8 @@ stop() {
   kill "$pid"
   for _ in $(seq 1 40); do running "$pid" || break; sleep 0.25; done
   if running "$pid"; then kill -9 "$pid"; fi
-  rm -f "$file"
+  rm -f "$file" "$(flagsfile "$port")"
+  unlock_servers
   say "stopped llama-server (pid $pid, port $port)"
 }
 
@@ -271,5 +319,5 @@ case ${1:-} in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
   status) healthy "$(port_of "${2:-}")" ;;
-  *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
 esac

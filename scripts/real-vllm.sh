@@ -22,7 +22,11 @@
 # REAL_LLM_CACHE (where a GGUF fetched by scripts/real-llm.sh is reused from).
 #
 # The server always runs with --enable-per-request-metrics (the TTFT split of tests/real_vllm.rs
-# reads it). The cache holds the venv, the model folder, vllm.lock, and per port vllm.PORT.pid
+# reads it) and --enable-auto-tool-choice --tool-call-parser pythonic (vLLM refuses
+# tool_choice "required" or a named function without a tool-call parser; it then constrains the
+# call with structured outputs, so SmolLM2's template, which has no tools section, still yields a
+# valid call). A server this cache started with other arguments (an older copy of this script,
+# other REAL_VLLM_EXTRA_ARGS: its command line says so) is restarted by `start`. The cache holds the venv, the model folder, vllm.lock, and per port vllm.PORT.pid
 # and vllm.PORT.log. `stop PORT` signals only the process group of the PID in that port's PID
 # file, and only while that process is this cache's server on PORT.
 #
@@ -199,6 +203,22 @@ named_pid() {
   return 1
 }
 
+# The server's arguments for port $1 (after the python interpreter) into the array SERVER_ARGS.
+server_args() {
+  # shellcheck disable=SC2206 # REAL_VLLM_EXTRA_ARGS is a list of flags, split on spaces
+  SERVER_ARGS=(-m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$SERVED"
+    --host 127.0.0.1 --port "$1" --dtype bfloat16 --max-model-len 4096
+    --max-num-seqs "${REAL_VLLM_MAX_NUM_SEQS:-2}" --enable-per-request-metrics
+    --enable-auto-tool-choice --tool-call-parser pythonic ${REAL_VLLM_EXTRA_ARGS:-})
+}
+
+# Whether process $1 runs with exactly the arguments SERVER_ARGS (its command line).
+same_args() {
+  local -a argv
+  mapfile -d '' -t argv <"/proc/$1/cmdline" 2>/dev/null || return 1
+  [[ "${argv[*]:1}" == "${SERVER_ARGS[*]}" ]]
+}
+
 stop_hint() {
   local env=""
   [[ -n ${REAL_VLLM_CACHE:-} ]] && env="REAL_VLLM_CACHE=$(printf %q "$CACHE") "
@@ -209,6 +229,13 @@ start() {
   local port pid log
   port=$(port_of "${1:-}")
   log=$(logfile "$port")
+  server_args "$port"
+  if healthy "$port"; then
+    if pid=$(named_pid "$(pidfile "$port")" "$port") && ! same_args "$pid"; then
+      say "the server on port $port (pid $pid) runs with other arguments than this script gives: restarting it (2-5 minutes)"
+      stop "$port"
+    fi
+  fi
   if healthy "$port"; then
     if pid=$(named_pid "$(pidfile "$port")" "$port"); then
       say "already running (pid $pid, port $port); stop it with: $(stop_hint "$port")"
@@ -230,10 +257,7 @@ start() {
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 \
       VLLM_HOST_IP=127.0.0.1 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} \
       VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-nobind} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} \
-      setsid "$PY" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$SERVED" \
-      --host 127.0.0.1 --port "$port" --dtype bfloat16 --max-model-len 4096 \
-      --max-num-seqs "${REAL_VLLM_MAX_NUM_SEQS:-2}" --enable-per-request-metrics \
-      ${REAL_VLLM_EXTRA_ARGS:-} >"$log" 2>&1 </dev/null 8>&- &
+      setsid "$PY" "${SERVER_ARGS[@]}" >"$log" 2>&1 </dev/null 8>&- &
     pid=$!
     echo "$pid" >"$(pidfile "$port")"
     say "started vLLM (pid $pid, port $port, log $log); stop it with: $(stop_hint "$port")"
@@ -268,6 +292,7 @@ stop() {
   lock_servers
   if ! pid=$(named_pid "$file" "$port"); then
     rm -f "$file"
+    unlock_servers
     say "no vLLM started from $file is running on port $port"
     return 0
   fi
@@ -276,6 +301,7 @@ stop() {
   for _ in $(seq 1 60); do running "$pid" || break; sleep 0.5; done
   if running "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"; fi
   rm -f "$file"
+  unlock_servers
   say "stopped vLLM (process group $pid, port $port)"
 }
 
@@ -284,5 +310,5 @@ case ${1:-} in
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
   status) healthy "$(port_of "${2:-}")" ;;
-  *) sed -n '2,32p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,38p' "$0" >&2; exit 2 ;;
 esac

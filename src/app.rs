@@ -117,6 +117,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             model,
             fault,
             prefix_cache,
+            answer,
             load,
         } => {
             let script = Script {
@@ -129,6 +130,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 model,
                 fault,
                 prefix_cache: prefix_cache.is_on(),
+                answer,
                 ..Script::default()
             };
             simulate(listen, script).await

@@ -139,6 +139,12 @@ pub enum Command {
         /// prefix cache is disabled or broken (the prefix-cache canary's ratio stays near 1).
         #[arg(long = "prefix-cache", value_enum, default_value = "off")]
         prefix_cache: OnOff,
+        /// What every answer says, spelled one character per token event (at most --tokens
+        /// events; the last carries the rest), e.g. `42` for an exact-answer canary; to a request
+        /// with tools, the tool call's arguments, e.g. `{"city":"Paris"}`. Default: ` t0 t1 …`
+        /// (and `{}` as arguments).
+        #[arg(long)]
+        answer: Option<String>,
         /// The load model: slots, prefill, batch slowdown and jitter.
         #[command(flatten)]
         load: SimLoad,

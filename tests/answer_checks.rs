@@ -292,6 +292,14 @@ fn config_errors_name_the_field_and_the_fix() {
     assert!(e.contains("tool_choice names the function \"g\""), "{e}");
     let e = load_error(&base(
         "    tools: [{type: function, function: {name: f}}]\n",
+        "tgi",
+    ));
+    assert!(
+        e.contains("declares tools, which this protocol has no field for"),
+        "{e}"
+    );
+    let e = load_error(&base(
+        "    response_format: {type: json_schema, json_schema: {name: c, schema: {type: object}}}\n",
         "anthropic",
     ));
     assert!(

@@ -209,6 +209,43 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     assert!(!healthy(a) && !healthy(b));
 }
 
+/// A server this cache started with other flags (an older copy of the script, another chat
+/// template: its `llama-server.PORT.flags` fingerprint differs or is missing) is restarted by
+/// `start`, with the chat template with tools; one started with the same flags is reused.
+#[test]
+fn a_server_started_with_other_flags_is_restarted() {
+    let port = common::free_port();
+    let _guard = StopOnDrop(port);
+    let (_, err) = start(port);
+    assert!(err.contains("started llama-server"), "{err}");
+    let first = pid_file(port).unwrap();
+    let argv = cmdline(first);
+    let template = argv
+        .windows(2)
+        .find(|w| w[0] == "--chat-template-file")
+        .map(|w| w[1].clone())
+        .unwrap_or_else(|| panic!("no --chat-template-file in {argv:?}"));
+    assert_eq!(
+        std::fs::read(&template).unwrap(),
+        std::fs::read(repo().join("scripts/chatml-tools.jinja")).unwrap(),
+        "the cache's copy of the template is the repository's"
+    );
+    let (_, again) = start(port);
+    assert!(again.contains("already running"), "{again}");
+    assert_eq!(pid_file(port), Some(first));
+
+    // What an older copy of the script leaves: a server without a fingerprint.
+    std::fs::remove_file(cache().join(format!("llama-server.{port}.flags"))).unwrap();
+    let (url, err) = start(port);
+    assert!(err.contains("started with other flags"), "{err}");
+    assert_eq!(url, format!("http://127.0.0.1:{port}/v1"));
+    assert!(wait_gone(first), "the old server (pid {first}) was stopped");
+    let second = pid_file(port).unwrap();
+    assert_ne!(second, first);
+    assert!(running(second) && healthy(port));
+    assert_eq!(servers_on(port), 1);
+}
+
 /// Acceptance 3: for each scenario of `examples/llama-cpp.yaml`, the prompt size `bench` prints
 /// before the sweep is within 20 % of the server's own count (`usage.prompt_tokens` of the
 /// sweep's request, `metadata.prompt_tokens` of the JSON report). The text estimate alone was

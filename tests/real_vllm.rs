@@ -1,7 +1,8 @@
 //! The second real engine of the suite (issue 29): vLLM's CPU build serving SmolLM2-135M from
 //! `scripts/real-vllm.sh` (started here on 127.0.0.1:18090 if it is not running: installing
 //! takes about 6 minutes and starting 2–5, both cached/kept by the script; it runs with
-//! `--enable-per-request-metrics` and `--max-num-seqs 2`).
+//! `--enable-per-request-metrics`, `--max-num-seqs 2` and `--enable-auto-tool-choice
+//! --tool-call-parser pythonic`; `REAL_VLLM_PORT` picks another port).
 //!
 //! - `probe-once` (the binary, `--output json`) on `openai-chat`, `openai-completions` and
 //!   `openai-responses` succeeds, N comes from vLLM's usage, and the TTFT split (outside the
@@ -13,6 +14,10 @@
 //!   `vllm:request_queue_time_seconds`, `vllm:request_prefill_time_seconds`) for the same
 //!   requests (BENCHMARKS.md, "TTFT split on a real vLLM"), and their output tokens (from
 //!   usage) with vLLM's `vllm:generation_tokens_total`.
+//!
+//! - Answer checks: `tool_choice: required` and a named function each yield a call whose
+//!   arguments validate, a `json_schema` scenario valid JSON, an impossible `expect`
+//!   `wrong_answer`.
 //!
 //! Never skipped: a server that cannot be installed or started fails the test with the reason.
 
@@ -307,4 +312,105 @@ async fn probe_once_records_vllms_own_load() {
         .expect("vLLM publishes its KV cache usage");
     assert!(waiting >= 0.0 && running >= 0.0, "{load}");
     assert!((0.0..=1.0).contains(&kv), "{load}");
+}
+
+/// Answer checks on vLLM (issue 30, acceptance 1): a tool scenario with `tool_choice:
+/// required` and one naming the function each yield a call whose arguments validate against the
+/// tool's schema (vLLM constrains both with structured outputs; it accepts them only when started
+/// with `--tool-call-parser`, which `scripts/real-vllm.sh` passes), a `json_schema` scenario
+/// yields valid JSON, and an `expect` that cannot match fails with `wrong_answer`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_structured_output_and_an_impossible_expect_on_vllm() {
+    let _one = SERIAL.lock().await;
+    let v1 = tokio::task::spawn_blocking(real_vllm).await.unwrap();
+    let tool = |name: &str, choice: &str| {
+        format!(
+            r#"  - name: {name}
+    messages: [{{role: user, content: "What is the weather in Paris? Use the tool."}}]
+    max_tokens: 96
+    temperature: 0
+    tools:
+      - type: function
+        function:
+          name: get_weather
+          description: Current weather in a city
+          parameters:
+            type: object
+            properties: {{city: {{type: string, maxLength: 24}}}}
+            required: [city]
+            additionalProperties: false
+    tool_choice: {choice}
+"#
+        )
+    };
+    let scenarios = format!(
+        r#"{}{}  - name: structured
+    messages: [{{role: user, content: "Name the capital of France as JSON."}}]
+    max_tokens: 48
+    temperature: 0
+    response_format:
+      type: json_schema
+      json_schema:
+        name: capital
+        schema:
+          type: object
+          properties: {{city: {{type: string, maxLength: 24}}}}
+          required: [city]
+          additionalProperties: false
+  - name: impossible
+    messages: [{{role: user, content: "Say hello."}}]
+    max_tokens: 8
+    temperature: 0
+    expect: {{contains: "zq-no-model-says-this-qz"}}
+"#,
+        tool("required", "required"),
+        tool("named", "{type: function, function: {name: get_weather}}"),
+    );
+    let yaml = format!(
+        "defaults:\n  interval: 5m\n  timeout: 4m\nscenarios:\n{scenarios}targets:\n  - name: vllm\n    protocol: openai-chat\n    base_url: {v1}\n    model: smollm2-135m-instruct\n"
+    );
+    let cfg = common::parse(&yaml);
+    let t = cfg.targets[0].clone();
+    let prober = Prober::new(t.clone()).unwrap();
+
+    for s in &t.scenarios[..2] {
+        let o = prober.probe(s).await;
+        let answer = &o.observations.answer;
+        assert!(
+            o.is_success(),
+            "{}: {:?} (check {:?}, text {:?})",
+            s.name,
+            o.result,
+            answer.failed_check,
+            answer.text
+        );
+        assert_eq!(answer.tool_calls.len(), 1, "{}: {:?}", s.name, answer);
+        assert_eq!(answer.tool_calls[0].name, "get_weather");
+        let args: serde_json::Value =
+            serde_json::from_str(&answer.tool_calls[0].arguments).unwrap();
+        assert!(args["city"].is_string(), "{}: {args}", s.name);
+        assert!(answer.first_tool_call.is_some() && answer.last_tool_arguments.is_some());
+    }
+
+    let structured = prober.probe(&t.scenarios[2]).await;
+    assert!(
+        structured.is_success(),
+        "structured: {:?}",
+        structured.result
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(structured.observations.answer.text.trim()).unwrap();
+    assert!(doc["city"].is_string(), "{doc}");
+
+    let impossible = prober.probe(&t.scenarios[3]).await;
+    assert_eq!(
+        impossible.failure_reason(),
+        Some(llm_probe::measure::FailureReason::WrongAnswer),
+        "{:?}",
+        impossible.result
+    );
+    assert_eq!(
+        impossible.observations.answer.failed_check,
+        Some("contains")
+    );
 }

@@ -63,6 +63,7 @@ pub(super) fn build_request(
     if let Some(t) = target.temperature_for(scenario) {
         body["temperature"] = json!(t);
     }
+    super::structured::add_anthropic(&mut body, scenario);
     super::merge_extra_body(&mut body, target, scenario);
     let mut headers = super::common_headers(target);
     super::default_header(&mut headers, "anthropic-version", ANTHROPIC_VERSION);
@@ -78,7 +79,11 @@ pub(super) fn build_request(
 
 /// Interprets an Anthropic Messages event stream.
 #[derive(Debug, Default)]
-pub(super) struct AnthropicStream;
+pub(super) struct AnthropicStream {
+    /// The content-block `index` of each `tool_use` block opened, in order: a block's position
+    /// here is its index in [`crate::measure::Answer::tool_calls`].
+    tool_blocks: Vec<u64>,
+}
 
 impl StreamProtocol for AnthropicStream {
     fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
@@ -113,9 +118,17 @@ impl StreamProtocol for AnthropicStream {
                 // tool-call rule of docs/measurement.md, as on openai-chat).
                 if let Some(block) = data.get("content_block") {
                     let tool = str_at(block, "type").is_some_and(|t| t.ends_with("tool_use"));
+                    if tool {
+                        self.tool_blocks.push(u64_at(&data, "index").unwrap_or(0));
+                    }
                     if has_text(block, "text") || (tool && has_text(block, "name")) {
                         obs.token(at, TokenKind::Output);
                         obs.answer.push_text(str_at(block, "text").unwrap_or(""));
+                        if tool {
+                            let index = self.tool_blocks.len() - 1;
+                            obs.answer
+                                .push_tool_call(index, str_at(block, "name"), None, at);
+                        }
                     } else if has_text(block, "thinking") {
                         obs.token(at, TokenKind::Reasoning);
                         obs.answer
@@ -131,7 +144,12 @@ impl StreamProtocol for AnthropicStream {
                         obs.answer.push_text(str_at(delta, "text").unwrap_or(""));
                     }
                     Some("input_json_delta") if has_text(delta, "partial_json") => {
-                        obs.token(at, TokenKind::Output)
+                        obs.token(at, TokenKind::Output);
+                        let block = u64_at(&data, "index").unwrap_or(0);
+                        if let Some(index) = self.tool_blocks.iter().position(|b| *b == block) {
+                            let json = str_at(delta, "partial_json");
+                            obs.answer.push_tool_call(index, None, json, at);
+                        }
                     }
                     Some("thinking_delta") if has_text(delta, "thinking") => {
                         obs.token(at, TokenKind::Reasoning);
@@ -203,7 +221,7 @@ mod tests {
     use super::*;
 
     fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
-        super::super::testing::feed(&mut AnthropicStream, events)
+        super::super::testing::feed(&mut AnthropicStream::default(), events)
     }
 
     /// The tool-call rule (docs/measurement.md): the `tool_use` block's start names the
@@ -239,6 +257,10 @@ mod tests {
                 r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_2","name":"","input":{}}}"#,
             ),
         ]);
+        // The first call is assembled for the answer checks; the nameless one stays empty.
+        assert_eq!(obs.answer.tool_calls[0].name, "get_weather");
+        assert_eq!(obs.answer.tool_calls[0].arguments, "{\"city\":");
+        assert!(obs.answer.text.is_empty());
         let tl = &obs.timeline;
         assert_eq!(tl.token_events.len(), 2);
         assert!(tl.token_events.iter().all(|e| e.kind == TokenKind::Output));

@@ -84,6 +84,7 @@ pub(crate) fn build_request_at(
     if !system.is_empty() {
         body["system"] = json!(system);
     }
+    super::structured::add_bedrock(&mut body, scenario);
     super::merge_extra_body(&mut body, target, scenario);
     let mut headers = super::common_headers(target);
     headers[0].1 = CONTENT_TYPE.into();

@@ -67,6 +67,7 @@ pub(super) fn build_request(
     if !system.is_empty() {
         body["systemInstruction"] = json!({ "parts": [{ "text": system.join("\n\n") }] });
     }
+    super::structured::add_gemini(&mut body, scenario);
     super::merge_extra_body(&mut body, target, scenario);
     let mut headers = super::common_headers(target);
     let prefix = match target.protocol {

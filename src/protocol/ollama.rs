@@ -39,6 +39,7 @@ pub(super) fn build_request(
         "stream": true,
         "options": options,
     });
+    super::structured::add_ollama(&mut body, scenario);
     super::merge_extra_body(&mut body, target, scenario);
     let mut headers = super::common_headers(target);
     headers[0].1 = "application/x-ndjson".into();
@@ -91,6 +92,23 @@ impl StreamProtocol for OllamaStream {
                 .flatten()
                 .filter_map(|c| c.get("function"))
                 .any(|f| has_text(f, "name") || f.get("arguments").is_some_and(has_arguments));
+            // Ollama sends each call whole, its `arguments` an object (kept as JSON text).
+            for f in (msg.get("tool_calls").and_then(Value::as_array))
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get("function"))
+            {
+                let index = obs.answer.tool_calls.len();
+                let args = f
+                    .get("arguments")
+                    .filter(|a| has_arguments(a))
+                    .map(|a| match a {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                obs.answer
+                    .push_tool_call(index, str_at(f, "name"), args.as_deref(), at);
+            }
             if has_text(msg, "content") || tools {
                 obs.token(at, TokenKind::Output);
             } else if has_text(msg, "thinking") {
@@ -161,6 +179,15 @@ mod tests {
             tl.first_token(),
             Some(tl.sent + std::time::Duration::from_millis(2))
         );
+        // Each call arrives whole and is kept whole: the empty entry is none, the named one has
+        // no arguments, the last one's object is kept as JSON text.
+        let calls = &obs.answer.tool_calls;
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(
+            (calls[0].name.as_str(), calls[0].arguments.as_str()),
+            ("get_weather", "")
+        );
+        assert_eq!(calls[1].arguments, r#"{"city":"Paris"}"#);
     }
 
     #[test]

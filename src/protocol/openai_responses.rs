@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::json::{error_message, has_text, str_at};
+use super::json::{error_message, has_text, str_at, u64_at};
 use super::{usage, Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
@@ -33,12 +33,13 @@ pub(super) fn build_request(
     scenario: &Scenario,
     nonce: Option<&str>,
 ) -> RequestSpec {
-    let body = json!({
+    let mut body = json!({
         "model": target.model,
         "input": super::render_messages(&scenario.messages, nonce),
         "max_output_tokens": scenario.max_tokens,
         "stream": true,
     });
+    super::structured::add_responses(&mut body, scenario);
     super::bearer_json_request(target, scenario, "responses", body)
 }
 
@@ -63,7 +64,37 @@ const QUIET: &[&str] = &[
 
 /// Interprets a Responses event stream.
 #[derive(Debug, Default)]
-pub(super) struct ResponsesStream;
+pub(super) struct ResponsesStream {
+    /// Each `function_call` item seen, in order, by its id (`#N` for its `output_index` when it
+    /// has none): a call's position here is its index in
+    /// [`crate::measure::Answer::tool_calls`].
+    tool_items: Vec<String>,
+}
+
+impl ResponsesStream {
+    /// The tool-call index of the item `key` ([`item_key`]): a new one for an item added now;
+    /// an arguments delta of an item never announced belongs to the last call (a new one when
+    /// there is none).
+    fn tool_index(&mut self, key: String, added: bool) -> usize {
+        if let Some(i) = self.tool_items.iter().position(|k| *k == key) {
+            return i;
+        }
+        if !added && !self.tool_items.is_empty() {
+            return self.tool_items.len() - 1;
+        }
+        self.tool_items.push(key);
+        self.tool_items.len() - 1
+    }
+}
+
+/// How a Responses event names its output item: the item's `id` (`item.id` on
+/// `output_item.added`, `item_id` on deltas), else `#` and its `output_index`.
+fn item_key(id: Option<&str>, data: &Value) -> String {
+    match id.filter(|i| !i.is_empty()) {
+        Some(i) => i.to_string(),
+        None => format!("#{}", u64_at(data, "output_index").unwrap_or(0)),
+    }
+}
 
 impl StreamProtocol for ResponsesStream {
     fn on_event(&mut self, event: &SseEvent, at: Instant, obs: &mut Observations) -> Flow {
@@ -85,8 +116,13 @@ impl StreamProtocol for ResponsesStream {
             | "response.function_call_arguments.delta" => {
                 if has_text(&data, "delta") {
                     obs.token(at, TokenKind::Output);
+                    let delta = str_at(&data, "delta").unwrap_or("");
                     if kind != "response.function_call_arguments.delta" {
-                        obs.answer.push_text(str_at(&data, "delta").unwrap_or(""));
+                        obs.answer.push_text(delta);
+                    } else {
+                        let key = item_key(str_at(&data, "item_id"), &data);
+                        let index = self.tool_index(key, false);
+                        obs.answer.push_tool_call(index, None, Some(delta), at);
                     }
                 }
             }
@@ -132,6 +168,9 @@ impl StreamProtocol for ResponsesStream {
                 let item = data.get("item").unwrap_or(&Value::Null);
                 if str_at(item, "type") == Some("function_call") && has_text(item, "name") {
                     obs.token(at, TokenKind::Output);
+                    let index = self.tool_index(item_key(str_at(item, "id"), &data), true);
+                    obs.answer
+                        .push_tool_call(index, str_at(item, "name"), None, at);
                 }
             }
             k if QUIET.contains(&k) => {}
@@ -168,7 +207,7 @@ mod tests {
     use super::*;
 
     fn run(events: &[(&str, &str)]) -> (Observations, Flow) {
-        super::super::testing::feed(&mut ResponsesStream, events)
+        super::super::testing::feed(&mut ResponsesStream::default(), events)
     }
 
     /// The tool-call rule (docs/measurement.md): a `function_call` item added with its name is
@@ -199,6 +238,15 @@ mod tests {
         assert!(tl.token_events.iter().all(|e| e.kind == TokenKind::Output));
         assert_eq!(tl.first_token(), Some(tl.sent + Duration::from_millis(2)));
         assert!(obs.anomalies.is_empty(), "{:?}", obs.anomalies);
+        // The call is assembled for the answer checks: its name and arguments.
+        assert_eq!(
+            obs.answer.tool_calls.len(),
+            1,
+            "{:?}",
+            obs.answer.tool_calls
+        );
+        assert_eq!(obs.answer.tool_calls[0].name, "get_weather");
+        assert_eq!(obs.answer.tool_calls[0].arguments, "{}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The structured parts of a request: tool definitions, `tool_choice` and `response_format`
-//! (OpenAI chat's shape), and the per-probe nonce that makes a schema unique for
-//! `schema_cache: cold` (`docs/answer-checks.md`).
+//! (OpenAI chat's shape, as a scenario declares them), their mapping onto the other protocols
+//! with tools (Responses, Anthropic, Ollama, Gemini, Bedrock), and the per-probe nonce that makes
+//! a schema unique for `schema_cache: cold` (`docs/answer-checks.md`).
 
 use serde_json::{json, Value};
 
@@ -35,6 +36,200 @@ pub(super) fn add_openai(body: &mut Value, scenario: &Scenario) {
         }
         body["response_format"] = rf;
     }
+}
+
+/// One declared tool, protocol-neutral: its name, description and parameters schema (with the
+/// cold nonce already in it).
+struct Function {
+    name: Value,
+    description: Option<Value>,
+    parameters: Value,
+}
+
+/// The scenario's tools as [`Function`]s, each `parameters` marked with the cold nonce when the
+/// scenario asks for a cold schema. A tool without `parameters` takes `{type: object}`.
+fn functions(scenario: &Scenario) -> Vec<Function> {
+    let nonce = (scenario.schema_cache == SchemaCache::Cold).then(super::new_nonce);
+    scenario
+        .tools
+        .iter()
+        .map(|t| {
+            let f = t.get("function").unwrap_or(&Value::Null);
+            let mut parameters = f
+                .get("parameters")
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"}));
+            if let Some(n) = &nonce {
+                mark(&mut parameters, n);
+            }
+            Function {
+                name: f.get("name").cloned().unwrap_or(Value::Null),
+                description: f.get("description").cloned(),
+                parameters,
+            }
+        })
+        .collect()
+}
+
+/// A scenario's `tool_choice`, protocol-neutral.
+#[derive(Debug, PartialEq)]
+enum Choice<'a> {
+    Auto,
+    None,
+    /// `required` (OpenAI) or `any` (Anthropic, Bedrock).
+    Required,
+    /// One function by name.
+    Named(&'a Value),
+}
+
+/// The scenario's `tool_choice` (`None` when it gives none: the server's default, `auto`).
+fn choice(scenario: &Scenario) -> Option<Choice<'_>> {
+    let c = scenario.tool_choice.as_ref()?;
+    Some(match c {
+        Value::String(s) if s == "none" => Choice::None,
+        Value::String(s) if s == "required" || s == "any" => Choice::Required,
+        Value::Object(o) => match o
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .or_else(|| o.get("name"))
+        {
+            Some(n) => Choice::Named(n),
+            None => Choice::Auto,
+        },
+        _ => Choice::Auto,
+    })
+}
+
+/// Adds the scenario's tools to an OpenAI Responses body: `tools: [{type: function, name,
+/// description, parameters}]` (flat, not nested in `function`), `tool_choice` `auto`, `none`,
+/// `required` or `{type: function, name}`.
+pub(super) fn add_responses(body: &mut Value, scenario: &Scenario) {
+    let tools: Vec<Value> = functions(scenario)
+        .into_iter()
+        .map(|f| {
+            let mut t = json!({"type": "function", "name": f.name, "parameters": f.parameters});
+            if let Some(d) = f.description {
+                t["description"] = d;
+            }
+            t
+        })
+        .collect();
+    if tools.is_empty() {
+        return;
+    }
+    body["tools"] = Value::Array(tools);
+    if let Some(c) = choice(scenario) {
+        body["tool_choice"] = match c {
+            Choice::Auto => json!("auto"),
+            Choice::None => json!("none"),
+            Choice::Required => json!("required"),
+            Choice::Named(n) => json!({"type": "function", "name": n}),
+        };
+    }
+}
+
+/// Adds the scenario's tools to an Anthropic Messages body: `tools: [{name, description,
+/// input_schema}]`, `tool_choice` `{type: auto | none | any | tool (with name)}`.
+pub(super) fn add_anthropic(body: &mut Value, scenario: &Scenario) {
+    let tools: Vec<Value> = functions(scenario)
+        .into_iter()
+        .map(|f| {
+            let mut t = json!({"name": f.name, "input_schema": f.parameters});
+            if let Some(d) = f.description {
+                t["description"] = d;
+            }
+            t
+        })
+        .collect();
+    if tools.is_empty() {
+        return;
+    }
+    body["tools"] = Value::Array(tools);
+    if let Some(c) = choice(scenario) {
+        body["tool_choice"] = match c {
+            Choice::Auto => json!({"type": "auto"}),
+            Choice::None => json!({"type": "none"}),
+            Choice::Required => json!({"type": "any"}),
+            Choice::Named(n) => json!({"type": "tool", "name": n}),
+        };
+    }
+}
+
+/// Adds the scenario's tools to an Ollama chat body: `tools` in OpenAI chat's shape. Ollama has
+/// no `tool_choice`: it is not sent (the answer checks still require a call when the scenario
+/// does).
+pub(super) fn add_ollama(body: &mut Value, scenario: &Scenario) {
+    let tools: Vec<Value> = functions(scenario)
+        .into_iter()
+        .map(|f| {
+            let mut func = json!({"name": f.name, "parameters": f.parameters});
+            if let Some(d) = f.description {
+                func["description"] = d;
+            }
+            json!({"type": "function", "function": func})
+        })
+        .collect();
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
+    }
+}
+
+/// Adds the scenario's tools to a Gemini body: `tools: [{functionDeclarations: [{name,
+/// description, parametersJsonSchema}]}]` (the full JSON Schema field, not the OpenAPI subset of
+/// `parameters`), and `toolConfig.functionCallingConfig.mode` `AUTO`, `NONE` or `ANY` (with
+/// `allowedFunctionNames` for a named function).
+pub(super) fn add_gemini(body: &mut Value, scenario: &Scenario) {
+    let decls: Vec<Value> = functions(scenario)
+        .into_iter()
+        .map(|f| {
+            let mut d = json!({"name": f.name, "parametersJsonSchema": f.parameters});
+            if let Some(text) = f.description {
+                d["description"] = text;
+            }
+            d
+        })
+        .collect();
+    if decls.is_empty() {
+        return;
+    }
+    body["tools"] = json!([{ "functionDeclarations": decls }]);
+    if let Some(c) = choice(scenario) {
+        let config = match c {
+            Choice::Auto => json!({"mode": "AUTO"}),
+            Choice::None => json!({"mode": "NONE"}),
+            Choice::Required => json!({"mode": "ANY"}),
+            Choice::Named(n) => json!({"mode": "ANY", "allowedFunctionNames": [n]}),
+        };
+        body["toolConfig"] = json!({ "functionCallingConfig": config });
+    }
+}
+
+/// Adds the scenario's tools to a Bedrock Converse body: `toolConfig.tools[].toolSpec` with
+/// `inputSchema.json`, and `toolConfig.toolChoice` `{auto: {}}`, `{any: {}}` or `{tool: {name}}`.
+/// Converse has no `none`: with `tool_choice: none` no `toolChoice` is sent (the model's
+/// default, auto).
+pub(super) fn add_bedrock(body: &mut Value, scenario: &Scenario) {
+    let tools: Vec<Value> = functions(scenario)
+        .into_iter()
+        .map(|f| {
+            let mut spec = json!({"name": f.name, "inputSchema": {"json": f.parameters}});
+            if let Some(d) = f.description {
+                spec["description"] = d;
+            }
+            json!({ "toolSpec": spec })
+        })
+        .collect();
+    if tools.is_empty() {
+        return;
+    }
+    let mut config = json!({ "tools": tools });
+    match choice(scenario) {
+        Some(Choice::Auto) => config["toolChoice"] = json!({"auto": {}}),
+        Some(Choice::Required) => config["toolChoice"] = json!({"any": {}}),
+        Some(Choice::Named(n)) => config["toolChoice"] = json!({"tool": {"name": n}}),
+        Some(Choice::None) | None => {}
+    }
+    body["toolConfig"] = config;
 }
 
 /// `tool_choice` in OpenAI's spelling: `any` (Anthropic's word) is `required`, and a bare

@@ -81,6 +81,28 @@ pub(super) fn token(
     concat(parts)
 }
 
+/// One tool-call event: `contentBlockStart` of a `toolUse` block (its id and name) when `name`
+/// is given (the first event), then a `contentBlockDelta` with an input fragment. The call's
+/// block follows the reasoning block when there is one.
+pub(super) fn tool_call(ctx: &Ctx, name: Option<&str>, input: &str) -> Bytes {
+    let index = usize::from(ctx.reasoning);
+    let mut parts = Vec::new();
+    if let Some(n) = name {
+        if ctx.reasoning {
+            parts.push(event("contentBlockStop", &json!({"contentBlockIndex": 0})));
+        }
+        parts.push(event(
+            "contentBlockStart",
+            &json!({"contentBlockIndex": index, "start": {"toolUse": {"toolUseId": "tooluse_sim", "name": n}}}),
+        ));
+    }
+    parts.push(event(
+        "contentBlockDelta",
+        &json!({"contentBlockIndex": index, "delta": {"toolUse": {"input": input}}}),
+    ));
+    concat(parts)
+}
+
 /// A token event whose JSON payload breaks off (a valid frame: a `decode` failure of the JSON).
 pub(super) fn broken_json(ctx: &Ctx) -> Bytes {
     let s = delta(ctx, "x", false).to_string();

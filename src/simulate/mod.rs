@@ -158,9 +158,10 @@ pub struct Script {
     /// none, and then event `k` is sent at exactly `arrival + ttft + k·itl`.
     pub load: Load,
     /// What the answer says, spelled over the token events (one character per event, at most
-    /// `tokens` events); `None`: ` t0 t1 t2 …`. On the OpenAI chat path a request with `tools`
-    /// (and `tool_choice` not `none`) gets a call of its first tool with this text as the
-    /// arguments (`{}` when `None`).
+    /// `tokens` events); `None`: ` t0 t1 t2 …`. On every wire with tools (OpenAI chat and
+    /// Responses, Anthropic, Ollama, Gemini, Bedrock) a request with tools (and a tool choice
+    /// other than none) gets a call of its first tool with this text as the arguments (`{}`
+    /// when `None`; Ollama and Gemini send the call whole on the first event).
     pub answer: Option<String>,
     /// Scripted grammar compilation: added to the TTFT of a request with a JSON schema
     /// (`response_format`'s schema or tool parameters) the simulator has not seen before. A
@@ -452,7 +453,7 @@ struct LoadCtx {
 struct Shape {
     /// The answer (or tool arguments) to spell, one character per event; `None`: ` t{k}`.
     chars: Option<Vec<char>>,
-    /// The tool to call (OpenAI chat with `tools`), by name.
+    /// The tool to call (a request with tools on a wire that has them), by name.
     tool: Option<String>,
     /// Added to the TTFT: [`Script::grammar_compile`] for a schema not seen before.
     grammar: Duration,
@@ -467,14 +468,29 @@ impl Shape {
         body: &serde_json::Value,
         grammars: &Mutex<std::collections::HashSet<String>>,
     ) -> Shape {
-        let tools = body.get("tools").and_then(|t| t.as_array());
-        let first_tool = tools
-            .and_then(|t| t.first())
-            .and_then(|t| t.pointer("/function/name"))
-            .and_then(|n| n.as_str());
-        let choice_none = body.get("tool_choice").and_then(|c| c.as_str()) == Some("none");
-        let tool = match (wire, first_tool) {
-            (Wire::OpenAiChat, Some(n)) if !choice_none => Some(n.to_string()),
+        let tools = body
+            .get("tools")
+            .or_else(|| body.pointer("/toolConfig/tools"))
+            .and_then(|t| t.as_array());
+        let first_tool = tools.and_then(|t| t.first()).and_then(|t| {
+            [
+                "/function/name",
+                "/name",
+                "/functionDeclarations/0/name",
+                "/toolSpec/name",
+            ]
+            .iter()
+            .find_map(|p| t.pointer(p))
+            .and_then(|n| n.as_str())
+        });
+        let choice_none = body.get("tool_choice").and_then(|c| c.as_str()) == Some("none")
+            || body.pointer("/tool_choice/type").and_then(|c| c.as_str()) == Some("none")
+            || body
+                .pointer("/toolConfig/functionCallingConfig/mode")
+                .and_then(|c| c.as_str())
+                == Some("NONE");
+        let tool = match first_tool {
+            Some(n) if wire.has_tools() && !choice_none => Some(n.to_string()),
             _ => None,
         };
         let schema = body.pointer("/response_format/json_schema/schema");
@@ -631,6 +647,11 @@ async fn stream(
             sent_tokens - per_event.min(sent_tokens) < script.reasoning_tokens
         };
         let c = match &load.shape.tool {
+            // Ollama and Gemini send the call whole, on the first event.
+            Some(name) if wire.whole_tool_calls() => match (k, &load.shape.chars) {
+                (0, Some(all)) => wire.tool_call(&ctx, Some(name), &all.iter().collect::<String>()),
+                _ => wire.tool_call(&ctx, None, ""),
+            },
             Some(name) => wire.tool_call(&ctx, (k == 0).then_some(name.as_str()), &text),
             None => wire.token(&ctx, &text, reasoning, switch, sent_tokens),
         };

@@ -364,11 +364,78 @@ impl Wire {
         self.frame(&msgs)
     }
 
-    /// An OpenAI chat tool-call delta: the call's `name` on its first event, then argument
-    /// fragments (other wires have no tool calls here: they get the text as a token).
+    /// Whether the protocol sends a tool call whole in one event (Ollama, Gemini: `arguments`
+    /// / `args` is an object), rather than its arguments in fragments.
+    pub(super) fn whole_tool_calls(self) -> bool {
+        matches!(self, Wire::Ollama | Wire::Gemini)
+    }
+
+    /// Whether the protocol has tool calls (the wires of `tool_call`).
+    pub(super) fn has_tools(self) -> bool {
+        matches!(
+            self,
+            Wire::OpenAiChat
+                | Wire::OpenAiResponses
+                | Wire::Anthropic
+                | Wire::Ollama
+                | Wire::Gemini
+                | Wire::Bedrock
+        )
+    }
+
+    /// One tool-call event in the protocol's shape: the call opens with its `name` on its first
+    /// event, then argument fragments (OpenAI chat `tool_calls` deltas, a Responses
+    /// `function_call` item and `function_call_arguments.delta`, an Anthropic `tool_use` block
+    /// and `input_json_delta`, Bedrock `toolUse`). Ollama and Gemini send a call whole: the first
+    /// event carries the name with all of `arguments` parsed as a JSON object (kept as a string
+    /// when it is not JSON). Wires without tools get the text as a token.
     pub(super) fn tool_call(self, ctx: &Ctx, name: Option<&str>, arguments: &str) -> Bytes {
-        if self != Wire::OpenAiChat {
-            return self.token(ctx, arguments, false, false, 0);
+        let open = usize::from(ctx.reasoning);
+        match self {
+            Wire::OpenAiChat => {}
+            Wire::Bedrock => return super::bedrock::tool_call(ctx, name, arguments),
+            Wire::OpenAiResponses => {
+                let output = open + 1;
+                let mut msgs = Vec::new();
+                if let Some(n) = name {
+                    msgs.push(json!({"type": "response.output_item.added", "output_index": output, "item": {"id": "fc_sim", "type": "function_call", "call_id": "call_sim", "name": n, "arguments": "", "status": "in_progress"}}));
+                }
+                msgs.push(json!({"type": "response.function_call_arguments.delta", "item_id": "fc_sim", "output_index": output, "delta": arguments}));
+                return self.frame(&msgs);
+            }
+            Wire::Anthropic => {
+                let index = open + 1;
+                let mut msgs = Vec::new();
+                if let Some(n) = name {
+                    msgs.push(json!({"type": "content_block_stop", "index": open}));
+                    msgs.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": "toolu_sim", "name": n, "input": {}}}));
+                }
+                msgs.push(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": arguments}}));
+                return self.frame(&msgs);
+            }
+            Wire::Ollama | Wire::Gemini => {
+                let Some(n) = name else {
+                    return self.token(ctx, "", false, false, 0);
+                };
+                let args: Value = serde_json::from_str(arguments)
+                    .unwrap_or_else(|_| Value::String(arguments.to_string()));
+                let msg = if self == Wire::Ollama {
+                    Self::ollama_line(
+                        ctx,
+                        json!({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": n, "arguments": args}}]}),
+                        false,
+                    )
+                } else {
+                    Self::gemini_chunk(
+                        ctx,
+                        json!([{"functionCall": {"name": n, "args": args}}]),
+                        None,
+                        json!({"promptTokenCount": PROMPT_TOKENS, "totalTokenCount": PROMPT_TOKENS}),
+                    )
+                };
+                return self.frame(&[msg]);
+            }
+            _ => return self.token(ctx, arguments, false, false, 0),
         }
         let mut call = json!({"index": 0, "function": {"arguments": arguments}});
         if let Some(n) = name {

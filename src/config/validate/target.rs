@@ -341,9 +341,10 @@ impl Validator<'_> {
         ok.then_some(out)
     }
 
-    /// Tools and `response_format` are sent by the OpenAI chat shapes only (`openai-chat`,
-    /// `azure-openai`): a scenario with them on another protocol would probe something else
-    /// than it says.
+    /// Tools are sent on every protocol that has them (OpenAI chat, Azure, Responses,
+    /// Anthropic, Ollama, Gemini, Vertex Gemini, Bedrock); `response_format` by the OpenAI chat
+    /// shapes only (`openai-chat`, `azure-openai`). A scenario with them on another protocol
+    /// would probe something else than it says.
     fn structured_support(
         &mut self,
         path: &str,
@@ -351,14 +352,28 @@ impl Validator<'_> {
         protocol: Protocol,
         scenarios: &[Arc<Scenario>],
     ) {
-        if matches!(protocol, Protocol::OpenAiChat | Protocol::AzureOpenAi) {
-            return;
-        }
+        let chat = matches!(protocol, Protocol::OpenAiChat | Protocol::AzureOpenAi);
+        let tools = chat
+            || matches!(
+                protocol,
+                Protocol::OpenAiResponses
+                    | Protocol::Anthropic
+                    | Protocol::Ollama
+                    | Protocol::Gemini
+                    | Protocol::VertexGemini
+                    | Protocol::Bedrock
+            );
         for s in scenarios {
-            if !s.tools.is_empty() || s.response_format.is_some() {
+            if !s.tools.is_empty() && !tools {
                 self.problem(
                     format!("{path}.scenarios"),
-                    format!("{pre}scenario \"{}\" declares tools or response_format, which llm-probe sends on openai-chat and azure-openai targets only; list this target's scenarios: without it.", s.name),
+                    format!("{pre}scenario \"{}\" declares tools, which this protocol has no field for (llm-probe sends tools on openai-chat, azure-openai, openai-responses, anthropic, ollama, gemini, vertex-gemini and bedrock targets); list this target's scenarios: without it.", s.name),
+                );
+            }
+            if s.response_format.is_some() && !chat {
+                self.problem(
+                    format!("{path}.scenarios"),
+                    format!("{pre}scenario \"{}\" declares response_format, which llm-probe sends on openai-chat and azure-openai targets only; list this target's scenarios: without it.", s.name),
                 );
             }
         }
