@@ -135,3 +135,33 @@ async fn a_hostile_request_id_round_trips_through_openmetrics_protobuf_and_prome
     assert_eq!(up["result"][0]["value"][1], "1", "{up}");
     d.stop().await;
 }
+
+/// A target's own request id longer than 128 characters is recorded whole (up to 1 KiB), not
+/// cut: a cut id names a request that was never sent. Longer than 1 KiB: not recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_request_id_is_recorded_whole_or_not_at_all() {
+    let sim = common::simulator(Script {
+        tokens: 2,
+        ..Script::default()
+    })
+    .await;
+    for (len, recorded) in [(200, true), (1024, true), (1025, false)] {
+        let id: String = (0..len)
+            .map(|i| if i % 2 == 0 { 'a' } else { 'B' })
+            .collect();
+        let cfg = common::parse(&common::yaml(
+            &sim.base_url(),
+            "1s",
+            &common::scenario("chat", 4),
+            &format!("    headers:\n      x-request-id: {id}\n"),
+        ));
+        let t = cfg.targets[0].clone();
+        let s = t.scenarios[0].clone();
+        let o = llm_probe::probe::Prober::new(t).unwrap().probe(&s).await;
+        assert!(o.is_success(), "{:?}", o.result);
+        let want = recorded.then_some(id.as_str());
+        assert_eq!(o.observations.request_id.as_deref(), want, "{len}");
+        let json = llm_probe::report::to_json(&o);
+        assert_eq!(json["request_id"].as_str(), want, "{len}");
+    }
+}
