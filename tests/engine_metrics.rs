@@ -667,3 +667,62 @@ async fn a_reload_that_changes_the_metrics_url_leaves_no_stale_gauges() {
     );
     d.stop().await;
 }
+
+#[test]
+fn hostile_server_metrics_urls_are_refused_without_echoing_secrets_or_escapes() {
+    let parse = |url: &str| {
+        let text = format!(
+            "scenarios:\n{}targets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    server_metrics_url: {url}\n",
+            common::scenario("s", 4)
+        );
+        llm_probe::config::parse(&text, "f.yaml", &|_| None)
+    };
+    let huge = format!("\"http://h/{}\"", "a".repeat(100_000));
+    for url in [
+        "ftp://h/metrics",
+        "file:///etc/passwd",
+        "unix:/run/vllm.sock",
+        "http://h:0/metrics",
+        "http://h:70000/metrics",
+        "\"http://user@h/metrics\"",
+        "\"http://:pw-s3cret@h/metrics\"",
+        "\"http://h/metrics?token=tok-s3cret#frag\"",
+        "\"http://\\e[31mred/metrics\"",
+        "\"//h/metrics\"",
+    ] {
+        let e = parse(url)
+            .err()
+            .unwrap_or_else(|| panic!("{url} accepted"))
+            .to_string();
+        assert!(e.contains("server_metrics_url"), "{url}: {e}");
+        assert!(!e.contains("s3cret"), "{url}: {e}");
+        assert!(
+            !e.contains('\u{1b}') && !e.contains('\u{7}'),
+            "{url}: {e:?}"
+        );
+    }
+    // Long but valid: accepted (a URL is not a secret), and never logged whole by a failure.
+    assert!(parse(&huge).is_ok());
+    // Control characters in the path are percent-encoded by the URL parser, so they never
+    // reach a log or a request line as bytes.
+    let cfg = parse("\"http://h/\\e]0;title\\a\"").unwrap();
+    let url = cfg.targets[0]
+        .server_metrics
+        .as_ref()
+        .unwrap()
+        .url
+        .as_str()
+        .to_string();
+    assert_eq!(
+        url, "http://h/%1B]0;title",
+        "inner ones encoded, trailing ones stripped"
+    );
+    // IPv6 literals and a query are fine.
+    for url in [
+        "http://[::1]:8000/metrics",
+        "https://[fe80::1]:9400/m?x=1",
+    ] {
+        let cfg = parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(cfg.targets[0].server_metrics.is_some());
+    }
+}
