@@ -137,7 +137,8 @@ async fn a_hostile_request_id_round_trips_through_openmetrics_protobuf_and_prome
 }
 
 /// A target's own request id longer than 128 characters is recorded whole (up to 1 KiB), not
-/// cut: a cut id names a request that was never sent. Longer than 1 KiB: not recorded.
+/// cut: a cut id names a request that was never sent. Longer than 1 KiB, or not visible ASCII:
+/// sent, not recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_request_id_is_recorded_whole_or_not_at_all() {
     let sim = common::simulator(Script {
@@ -145,10 +146,15 @@ async fn a_long_request_id_is_recorded_whole_or_not_at_all() {
         ..Script::default()
     })
     .await;
-    for (len, recorded) in [(200, true), (1024, true), (1025, false)] {
-        let id: String = (0..len)
-            .map(|i| if i % 2 == 0 { 'a' } else { 'B' })
-            .collect();
+    let cases = [(200, true), (1024, true), (1025, false), (0, false)];
+    for (len, recorded) in cases {
+        // 0: a non-ASCII id (sent as UTF-8 bytes; not recorded, as it is not visible ASCII).
+        let id: String = match len {
+            0 => "r\u{e9}q-\u{202e}1".to_string(),
+            _ => (0..len)
+                .map(|i| if i % 2 == 0 { 'a' } else { 'B' })
+                .collect(),
+        };
         let cfg = common::parse(&common::yaml(
             &sim.base_url(),
             "1s",

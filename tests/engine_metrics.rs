@@ -718,10 +718,7 @@ fn hostile_server_metrics_urls_are_refused_without_echoing_secrets_or_escapes() 
         "inner ones encoded, trailing ones stripped"
     );
     // IPv6 literals and a query are fine.
-    for url in [
-        "http://[::1]:8000/metrics",
-        "https://[fe80::1]:9400/m?x=1",
-    ] {
+    for url in ["http://[::1]:8000/metrics", "https://[fe80::1]:9400/m?x=1"] {
         let cfg = parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
         assert!(cfg.targets[0].server_metrics.is_some());
     }
