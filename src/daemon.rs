@@ -413,7 +413,13 @@ impl Supervisor {
         for (name, old) in &self.probers {
             match config.targets.iter().find(|t| &t.name == name) {
                 Some(t)
-                    if t.model == old.target().model && owned_targets.contains(name.as_str()) => {}
+                    if t.model == old.target().model && owned_targets.contains(name.as_str()) =>
+                {
+                    // Another engine (or adapter): its load is unknown until its first read.
+                    if t.server_metrics != old.target().server_metrics {
+                        self.metrics.forget_server_load(name, &t.model);
+                    }
+                }
                 _ => self.metrics.forget_target(name, &old.target().model),
             }
         }

@@ -742,13 +742,7 @@ impl Metrics {
     /// Removes a target's engine-metrics gauges and failure counters (its `server_metrics_url`
     /// was removed, or the target left the config).
     pub fn forget_server_metrics(&self, target: &str, model: &str) {
-        let t = TargetLabels {
-            target: target.into(),
-            model: model.into(),
-        };
-        self.server_waiting.remove(&t);
-        self.server_running.remove(&t);
-        self.server_kv_ratio.remove(&t);
+        self.forget_server_load(target, model);
         for reason in crate::engine::ScrapeFailureReason::ALL {
             self.server_scrape_failures.remove(&ScrapeFailureLabels {
                 target: target.into(),
@@ -756,6 +750,19 @@ impl Metrics {
                 reason: reason.as_str(),
             });
         }
+    }
+
+    /// Removes a target's three engine-load gauges (its `server_metrics_url` or adapter
+    /// changed: the old engine's numbers must not stand for the new one until its first read).
+    /// The failure counters stay.
+    pub fn forget_server_load(&self, target: &str, model: &str) {
+        let t = TargetLabels {
+            target: target.into(),
+            model: model.into(),
+        };
+        self.server_waiting.remove(&t);
+        self.server_running.remove(&t);
+        self.server_kv_ratio.remove(&t);
     }
 
     /// The engine's load read before a probe: sets the gauges it published and removes the

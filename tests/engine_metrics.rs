@@ -237,6 +237,15 @@ enum Hostile {
     Status503,
     Unknown,
     Valid,
+    /// A 302 to the given address (another host name: `localhost` instead of `127.0.0.1`).
+    Redirect(SocketAddr),
+    /// A gzip body declared with `Content-Encoding: gzip` (a bomb would be the same bytes).
+    Gzip,
+    /// A valid exposition, one byte per 200 ms.
+    Drip,
+    /// Valid but awkward: CRLF line ends, comments with odd bytes, duplicate families,
+    /// exponent floats, `+Inf` on a metric nobody reads, a huge label value.
+    Awkward,
 }
 
 /// A raw HTTP/1.1 server on a loopback port 0 that answers every request as `how` says, and
@@ -294,6 +303,40 @@ async fn hostile(how: Hostile) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                     Hostile::Status503 => b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
                     Hostile::Unknown => ok(b"# TYPE up gauge\nup 1\nprocess_open_fds 12\n"),
                     Hostile::Valid => ok(b"vllm:num_requests_waiting{engine=\"0\"} 4\nvllm:num_requests_running{engine=\"0\"} 2\n"),
+                    Hostile::Redirect(to) => format!("HTTP/1.1 302 Found\r\nlocation: http://localhost:{}/metrics\r\ncontent-length: 0\r\nconnection: close\r\n\r\n", to.port()).into_bytes(),
+                    Hostile::Gzip => {
+                        // The gzip of "vllm:num_requests_waiting 1\n" is not needed: any
+                        // gzip stream (here its 10-byte header and an empty deflate block).
+                        let body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00";
+                        let mut r = format!("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len()).into_bytes();
+                        r.extend_from_slice(body);
+                        r
+                    }
+                    Hostile::Drip => {
+                        let body = b"vllm:num_requests_waiting 1\nvllm:num_requests_running 1\n";
+                        let headers = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                        let _ = sock.write_all(headers.as_bytes()).await;
+                        for b in body {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            if sock.write_all(&[*b]).await.is_err() {
+                                return;
+                            }
+                        }
+                        return;
+                    }
+                    Hostile::Awkward => {
+                        let mut body = b"# HELP vllm:num_requests_waiting \xc3\xa9\xe2\x80\x8b \\ odd \"bytes\"\r\n\
+                            # TYPE vllm:num_requests_waiting gauge\r\n\
+                            # TYPE vllm:num_requests_waiting gauge\r\n\
+                            #\x01\x7f comment\r\n\
+                            vllm:num_requests_waiting{engine=\"0\"} 1.5e1\r\n\
+                            vllm:num_requests_waiting{engine=\"1\"} 2E0 1700000000000\r\n\
+                            vllm:num_requests_running{engine=\"0\"} -0\r\n\
+                            vllm:kv_cache_usage_perc{engine=\"0\"} 2.5e-1\r\n\
+                            vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} +Inf\r\n".to_vec();
+                        body.extend_from_slice(format!("vllm:iteration_tokens_total{{x=\"{}\"}} 1\r\n", "\u{e9}".repeat(100_000)).as_bytes());
+                        ok(&body)
+                    }
                 };
                 let _ = sock.write_all(&reply).await;
                 let _ = sock.shutdown().await;
@@ -500,4 +543,183 @@ async fn the_daemon_exports_the_engine_load_and_zeroed_failure_counters() {
         None
     );
     d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_gzip_and_slow_drips_are_typed_failures_and_the_key_does_not_follow() {
+    let sim = common::simulator(quick()).await;
+    // The redirect's destination: it must see no request at all (a redirect is not followed,
+    // so the API key cannot leak to another host).
+    let (elsewhere, elsewhere_heads) = hostile(Hostile::Valid).await;
+    for (how, reason) in [
+        (
+            Hostile::Redirect(elsewhere),
+            ScrapeFailureReason::HttpStatus,
+        ),
+        (Hostile::Gzip, ScrapeFailureReason::Malformed),
+        (Hostile::Drip, ScrapeFailureReason::Timeout),
+    ] {
+        let (addr, heads) = hostile(how).await;
+        let text = format!(
+            "scenarios:\n{}targets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {}\n    model: m\n    timeout: 1s\n    api_key_env: ENGINE_KEY\n    server_metrics_url: http://{addr}/metrics\n    server_metrics_send_api_key: true\n",
+            common::scenario("s", 4),
+            sim.base_url()
+        );
+        let cfg = llm_probe::config::parse(&text, "<test>", &|k| {
+            (k == "ENGINE_KEY").then(|| "sk-engine-secret".to_string())
+        })
+        .unwrap();
+        let (p, s) = prober(&cfg);
+        let started = Instant::now();
+        let o = p.probe(&s).await;
+        let took = started.elapsed();
+        assert!(o.is_success(), "{reason:?}: {:?}", o.result);
+        let f = o.observations.server_load.clone().unwrap().unwrap_err();
+        assert_eq!(f.reason, reason, "{}", f.detail);
+        // The drip's 56 bytes take 11 s; the budget is the 1 s timeout.
+        assert!(took < Duration::from_secs(4), "{reason:?} took {took:?}");
+        let json = llm_probe::report::to_json(&o).to_string();
+        assert!(!json.contains("sk-engine-secret"), "{json}");
+        assert!(!f.detail.contains("localhost"), "{}", f.detail);
+        // The first server got the key (opt-in) …
+        let head = heads.lock().unwrap().join("").to_ascii_lowercase();
+        assert!(
+            head.contains("authorization: bearer sk-engine-secret"),
+            "{head}"
+        );
+    }
+    // … the redirect's destination nothing.
+    assert!(
+        elsewhere_heads.lock().unwrap().is_empty(),
+        "{:?}",
+        elsewhere_heads.lock().unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awkward_but_valid_expositions_are_read() {
+    let sim = common::simulator(quick()).await;
+    let (addr, _) = hostile(Hostile::Awkward).await;
+    let cfg = config(
+        &sim.base_url(),
+        &format!("    server_metrics_url: http://{addr}/metrics\n"),
+    );
+    let (p, s) = prober(&cfg);
+    let o = p.probe(&s).await;
+    let l = o.observations.server_load.clone().unwrap().unwrap();
+    assert_eq!(
+        (
+            l.requests_waiting,
+            l.requests_running,
+            l.kv_cache_usage_ratio
+        ),
+        (Some(17.0), Some(0.0), Some(0.25))
+    );
+    let json = llm_probe::report::to_json(&o);
+    assert_eq!(json["server_load"]["requests_running"].to_string(), "0.0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_the_metrics_url_leaves_no_stale_gauges() {
+    let sim = common::simulator(quick()).await;
+    let (valid, _) = hostile(Hostile::Valid).await;
+    // The new URL answers after 30 s (the scrape's budget is 2 s): right after the reload no
+    // read of it has ended, so a gauge then is left from the old URL.
+    let (slow, _) = hostile(Hostile::Slow).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    let file = |url: Option<String>| {
+        format!(
+            "defaults:\n  interval: 3s\n  timeout: 3s\nscenarios:\n{}targets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {}\n    model: sim-model\n{}",
+            common::scenario("s", 4),
+            sim.base_url(),
+            url.map_or(String::new(), |u| format!("    server_metrics_url: {u}\n"))
+        )
+    };
+    std::fs::write(&path, file(Some(format!("http://{valid}/metrics")))).unwrap();
+    let cfg = llm_probe::config::load(&path).unwrap();
+    let d =
+        llm_probe::daemon::Daemon::start(cfg, "127.0.0.1:0".parse().unwrap(), Some(path.clone()))
+            .await
+            .unwrap();
+    let mut rx = d.subscribe();
+    common::outcomes(&mut rx, 1, Duration::from_secs(20)).await;
+    let l = [("target", "sim")];
+    let waiting = |text: &str| common::sample(text, "llm_probe_server_requests_waiting", &l);
+    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    assert_eq!(waiting(&text), Some(4.0), "the first URL's number");
+    // Another engine: its numbers are not known until its first read.
+    std::fs::write(&path, file(Some(format!("http://{slow}/metrics")))).unwrap();
+    d.reload().await.unwrap();
+    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    assert_eq!(waiting(&text), None, "a gauge left from the old URL");
+    // The URL removed: gauges and failure counters go.
+    std::fs::write(&path, file(None)).unwrap();
+    d.reload().await.unwrap();
+    let (_, _, text) = common::get(d.addr, "/metrics", None).await;
+    assert!(
+        !text.contains("llm_probe_server_"),
+        "{}",
+        text.lines()
+            .filter(|l| l.contains("llm_probe_server_"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    d.stop().await;
+}
+
+#[test]
+fn hostile_server_metrics_urls_are_refused_without_echoing_secrets_or_escapes() {
+    let parse = |url: &str| {
+        let text = format!(
+            "scenarios:\n{}targets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    server_metrics_url: {url}\n",
+            common::scenario("s", 4)
+        );
+        llm_probe::config::parse(&text, "f.yaml", &|_| None)
+    };
+    let huge = format!("\"http://h/{}\"", "a".repeat(100_000));
+    for url in [
+        "ftp://h/metrics",
+        "file:///etc/passwd",
+        "unix:/run/vllm.sock",
+        "http://h:0/metrics",
+        "http://h:70000/metrics",
+        "\"http://user@h/metrics\"",
+        "\"http://:pw-s3cret@h/metrics\"",
+        "\"http://h/metrics?token=tok-s3cret#frag\"",
+        "\"http://\\e[31mred/metrics\"",
+        "\"//h/metrics\"",
+    ] {
+        let e = parse(url)
+            .err()
+            .unwrap_or_else(|| panic!("{url} accepted"))
+            .to_string();
+        assert!(e.contains("server_metrics_url"), "{url}: {e}");
+        assert!(!e.contains("s3cret"), "{url}: {e}");
+        assert!(
+            !e.contains('\u{1b}') && !e.contains('\u{7}'),
+            "{url}: {e:?}"
+        );
+    }
+    // Long but valid: accepted (a URL is not a secret), and never logged whole by a failure.
+    assert!(parse(&huge).is_ok());
+    // Control characters in the path are percent-encoded by the URL parser, so they never
+    // reach a log or a request line as bytes.
+    let cfg = parse("\"http://h/\\e]0;title\\a\"").unwrap();
+    let url = cfg.targets[0]
+        .server_metrics
+        .as_ref()
+        .unwrap()
+        .url
+        .as_str()
+        .to_string();
+    assert_eq!(
+        url, "http://h/%1B]0;title",
+        "inner ones encoded, trailing ones stripped"
+    );
+    // IPv6 literals and a query are fine.
+    for url in ["http://[::1]:8000/metrics", "https://[fe80::1]:9400/m?x=1"] {
+        let cfg = parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(cfg.targets[0].server_metrics.is_some());
+    }
 }

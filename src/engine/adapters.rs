@@ -161,7 +161,7 @@ enum Fold {
 /// the caller). Errors: [`ScrapeFailureReason::Malformed`] (the text is not the exposition
 /// format), `UnknownEngine` (auto found no known name), `MissingMetrics` (none of the
 /// configured engine's names), `InvalidValue` (a read sample is NaN, infinite or negative, or a
-/// ratio above 1).
+/// ratio above 1, or a count's label sets sum past `f64::MAX`). A `-0` sample reads as 0.
 pub fn read(adapter: Adapter, text: &str) -> EngineScrape {
     let samples = exposition::parse(text, |name| Engine::ALL.iter().any(|e| e.knows(name)))
         .map_err(|e| {
@@ -203,11 +203,22 @@ pub fn read(adapter: Adapter, text: &str) -> EngineScrape {
                     ),
                 ));
             }
+            // `+ 0.0` turns a `-0` sample into 0 (IEEE 754: -0 + 0 = +0), so no gauge or JSON
+            // field reads `-0`.
             acc = Some(match (acc, fold) {
-                (None, _) => v,
+                (None, _) => v + 0.0,
                 (Some(a), Fold::Sum) => a + v,
-                (Some(a), Fold::Max) => a.max(v),
+                (Some(a), Fold::Max) => a.max(v + 0.0),
             });
+        }
+        // Finite samples may still sum past f64::MAX (a broken or hostile engine).
+        if let Some(total) = acc.filter(|t| !t.is_finite()) {
+            return Err(ScrapeFailure::new(
+                ScrapeFailureReason::InvalidValue,
+                format!(
+                    "{name} sums to {total} over its label sets, not a count (finite, not negative)"
+                ),
+            ));
         }
         Ok(acc)
     };
@@ -317,6 +328,34 @@ mod tests {
             f.detail,
             "vllm:kv_cache_usage_perc is NaN, not a ratio between 0 and 1"
         );
+    }
+
+    #[test]
+    fn a_sum_that_overflows_is_invalid_not_infinite() {
+        // Each sample is finite; their sum is not (a hostile or broken engine).
+        let t = "vllm:num_requests_waiting{engine=\"0\"} 1e308\n\
+                 vllm:num_requests_waiting{engine=\"1\"} 1e308\n";
+        let f = read(Adapter::Auto, t).unwrap_err();
+        assert_eq!(f.reason, ScrapeFailureReason::InvalidValue, "{}", f.detail);
+        assert_eq!(
+            f.detail,
+            "vllm:num_requests_waiting sums to inf over its label sets, not a count (finite, not negative)"
+        );
+    }
+
+    #[test]
+    fn negative_zero_reads_as_zero() {
+        let t = "vllm:num_requests_waiting -0\nvllm:num_requests_running -0.0\n\
+                 vllm:kv_cache_usage_perc -0e0\n";
+        let l = read(Adapter::Auto, t).unwrap();
+        for v in [
+            l.requests_waiting,
+            l.requests_running,
+            l.kv_cache_usage_ratio,
+        ] {
+            let v = v.unwrap();
+            assert!(v == 0.0 && v.is_sign_positive(), "{v:?}");
+        }
     }
 
     #[test]

@@ -160,10 +160,11 @@ pub struct Observations {
     /// tokens the server reported; `None` when the target has no prices
     /// (`llm_probe_probe_cost_total`).
     pub cost: Option<f64>,
-    /// The W3C `traceparent` header this probe's request carried (`00-TRACEID-SPANID-01`), at
-    /// most 128 characters; `None` when no request was sent.
+    /// The W3C `traceparent` header this probe's request carried (`00-TRACEID-SPANID-01`);
+    /// `None` when no request was sent, or the target's own value is secret, not visible
+    /// ASCII or longer than 1 KiB (never cut).
     pub traceparent: Option<String>,
-    /// The `x-request-id` header this probe's request carried, at most 128 characters.
+    /// The `x-request-id` header this probe's request carried; `None` as for `traceparent`.
     pub request_id: Option<String>,
     /// The answer text, kept apart from reasoning, and the tool calls, for the answer checks
     /// ([`crate::check`]).

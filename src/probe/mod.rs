@@ -71,6 +71,10 @@ impl Default for Limits {
 /// Longest wait for the `version_path` answer after a probe.
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Longest `traceparent` or `x-request-id` value recorded on a probe (1 KiB; a target's own
+/// longer value is sent but not recorded).
+const MAX_RECORDED_HEADER: usize = 1024;
+
 /// Probes one target: owns its HTTP clients (connections are reused between probes). An
 /// `http://` or `https://` target (direct, or through an HTTP proxy from the environment)
 /// streams over the probe's own kernel-stamped client (`src/probe/transport.rs`); every other
@@ -328,10 +332,15 @@ impl Armed {
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
         // Recorded for the reports, unless the target declared the header a secret (a value
-        // marked sensitive is never shown).
+        // marked sensitive is never shown), is not visible ASCII, or is longer than 1 KiB
+        // (then not recorded rather than cut: a cut id names a request never sent).
         let sent_header = |name: &str| {
             let value = request.headers().get(name).filter(|v| !v.is_sensitive())?;
-            Some(value.to_str().ok()?.chars().take(128).collect::<String>())
+            let value = value
+                .to_str()
+                .ok()
+                .filter(|v| v.len() <= MAX_RECORDED_HEADER)?;
+            Some(value.to_string())
         };
         obs.traceparent = sent_header("traceparent");
         obs.request_id = sent_header("x-request-id");

@@ -1,0 +1,324 @@
+//! Break-it pass on exemplars (issue 29): a target whose own `x-request-id` header is hostile
+//! (quotes, backslashes, braces, `#`, `=`, commas, a tab: every visible-ASCII trick a header
+//! may carry) keeps the OpenMetrics exposition parseable by a real Prometheus (which fails a
+//! whole scrape on one bad line), round-trips exactly through the protobuf exposition, reaches
+//! Prometheus' exemplar storage, and leads to the probe's record.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::prometheus::Prometheus;
+use llm_probe::metrics::Exposition;
+use llm_probe::simulate::Script;
+use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::MetricFamily;
+use prost::Message;
+
+const TTFT: &str = "llm_probe_time_to_first_token_seconds";
+
+/// The request id as the header carries it (YAML single quotes: backslashes literal, `''` a
+/// quote). 55 characters, within the exemplar's 78 left for it.
+const HOSTILE: &str = "r\"q\\\"e\\n} # {trace_id=\"x\"} 1 2\t,le=\"0.1\",\\\\'end";
+const HOSTILE_YAML: &str = "'r\"q\\\"e\\n} # {trace_id=\"x\"} 1 2\t,le=\"0.1\",\\\\''end'";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_request_id_round_trips_through_openmetrics_protobuf_and_prometheus() {
+    common::require_tool("prometheus", "apt-get install prometheus");
+    assert!(HOSTILE.chars().count() <= 78);
+    let sim = common::simulator(Script {
+        ttft: Duration::from_millis(120),
+        itl: Duration::from_millis(5),
+        tokens: 5,
+        ..Script::default()
+    })
+    .await;
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "500ms",
+        &common::scenario("chat", 8),
+        &format!("    headers:\n      x-request-id: {HOSTILE_YAML}\n"),
+    ));
+    let d = common::daemon(cfg).await;
+    let mut rx = d.subscribe();
+    let o = common::outcomes(&mut rx, 1, Duration::from_secs(20)).await;
+    assert_eq!(o[0].observations.request_id.as_deref(), Some(HOSTILE));
+
+    // OpenMetrics: the request id escaped (`\\`, `\"`), nothing else changed.
+    let (_, _, om) = common::get(
+        d.addr,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    )
+    .await;
+    let escaped = HOSTILE.replace('\\', "\\\\").replace('"', "\\\"");
+    let line = om
+        .lines()
+        .find(|l| l.starts_with(&format!("{TTFT}_bucket{{")) && l.contains(" # {"))
+        .unwrap_or_else(|| panic!("no TTFT exemplar: {om}"));
+    assert!(
+        line.contains(&format!(",request_id=\"{escaped}\"}} 0.")),
+        "{line}"
+    );
+
+    // Protobuf: the label value exactly.
+    let body = d.metrics.render_as(Exposition::Protobuf).unwrap();
+    let mut rest = &body[..];
+    let mut seen = 0;
+    while !rest.is_empty() {
+        let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+        for m in f.metric.iter().filter_map(|m| m.histogram.as_ref()) {
+            for e in m.bucket.iter().filter_map(|b| b.exemplar.as_ref()) {
+                let r = e.label.iter().find(|l| l.name == "request_id").unwrap();
+                assert_eq!(r.value, HOSTILE);
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 3, "TTFT, TPOT and E2E exemplars: {seen}");
+
+    // A real Prometheus scraping OpenMetrics stores them (one bad line would fail the scrape)
+    // and returns the request id exactly.
+    let dir = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start_with(
+        dir.path(),
+        &[],
+        d.addr,
+        &["--enable-feature=exemplar-storage"],
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let exemplars = loop {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let (start, end) = ((now - 600.0).to_string(), (now + 60.0).to_string());
+        let data = prom
+            .api(
+                "/api/v1/query_exemplars",
+                &[
+                    ("query", &format!("{TTFT}_bucket")),
+                    ("start", &start),
+                    ("end", &end),
+                ],
+            )
+            .await;
+        let found: Vec<serde_json::Value> = data
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["exemplars"].as_array().cloned().unwrap_or_default())
+            .collect();
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no TTFT exemplars from Prometheus in 60 s: {data}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for e in &exemplars {
+        // Prometheus' OpenMetrics parser (2.42 here) keeps exemplar label values as written,
+        // escapes included (its series labels are unescaped); newer ones may unescape.
+        let r = e["labels"]["request_id"].as_str().unwrap();
+        assert!(r == HOSTILE || r == escaped, "{e}");
+        let id = e["labels"]["trace_id"].as_str().unwrap();
+        let (status, _, body) =
+            common::get(d.addr, &format!("/probes/{id}"), Some("application/json")).await;
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["trace_id"], id);
+    }
+    // The scrape itself stayed healthy.
+    let up = prom.api("/api/v1/query", &[("query", "up")]).await;
+    assert_eq!(up["result"][0]["value"][1], "1", "{up}");
+    d.stop().await;
+}
+
+/// A target's own request id longer than 128 characters is recorded whole (up to 1 KiB), not
+/// cut: a cut id names a request that was never sent. Longer than 1 KiB, or not visible ASCII:
+/// sent, not recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_request_id_is_recorded_whole_or_not_at_all() {
+    let sim = common::simulator(Script {
+        tokens: 2,
+        ..Script::default()
+    })
+    .await;
+    let cases = [(200, true), (1024, true), (1025, false), (0, false)];
+    for (len, recorded) in cases {
+        // 0: a non-ASCII id (sent as UTF-8 bytes; not recorded, as it is not visible ASCII).
+        let id: String = match len {
+            0 => "r\u{e9}q-\u{202e}1".to_string(),
+            _ => (0..len)
+                .map(|i| if i % 2 == 0 { 'a' } else { 'B' })
+                .collect(),
+        };
+        let cfg = common::parse(&common::yaml(
+            &sim.base_url(),
+            "1s",
+            &common::scenario("chat", 4),
+            &format!("    headers:\n      x-request-id: {id}\n"),
+        ));
+        let t = cfg.targets[0].clone();
+        let s = t.scenarios[0].clone();
+        let o = llm_probe::probe::Prober::new(t).unwrap().probe(&s).await;
+        assert!(o.is_success(), "{:?}", o.result);
+        let want = recorded.then_some(id.as_str());
+        assert_eq!(o.observations.request_id.as_deref(), want, "{len}");
+        let json = llm_probe::report::to_json(&o);
+        assert_eq!(json["request_id"].as_str(), want, "{len}");
+    }
+}
+
+fn kept(trace: &str, failed: bool) -> llm_probe::history::RecentProbe {
+    llm_probe::history::RecentProbe {
+        target: std::sync::Arc::from("sim"),
+        scenario: std::sync::Arc::from("chat"),
+        started_at: SystemTime::now(),
+        ttft: (!failed).then_some(Duration::from_millis(100)),
+        output_tokens_per_second: None,
+        tpot: None,
+        itl: None,
+        e2e: None,
+        output_tokens: None,
+        failure: failed.then(|| {
+            (
+                llm_probe::measure::FailureReason::Timeout,
+                "<script>alert(1)</script>".into(),
+            )
+        }),
+        identity: None,
+        trace_id: llm_probe::measure::TraceId::parse(trace),
+    }
+}
+
+async fn raw_get(addr: std::net::SocketAddr, path: &str, accept: &str) -> (u16, String, String) {
+    // reqwest would normalise `.` segments; a raw request sends the path as written.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req =
+        format!("GET {path} HTTP/1.1\r\nhost: x\r\naccept: {accept}\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+    let ct = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type: ")
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    (status, ct, body.to_string())
+}
+
+/// `/probes/{trace_id}` under `--web.route-prefix`: hostile paths and queries are 400 or 404
+/// (never another page, never a reflected script), and a probe that rolled out of the history
+/// is a 404 that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_urls_under_a_route_prefix_refuse_hostile_paths_and_say_when_a_probe_rolled_out() {
+    let cfg = common::parse(&common::yaml(
+        "http://127.0.0.1:1/v1",
+        "1h",
+        &common::scenario("chat", 4),
+        "",
+    ));
+    let options = llm_probe::server::ServerOptions {
+        urls: llm_probe::server::WebUrls::new(Some("https://probe.example/llm/"), None).unwrap(),
+        ..Default::default()
+    };
+    let d =
+        llm_probe::daemon::Daemon::start_with(cfg, "127.0.0.1:0".parse().unwrap(), None, options)
+            .await
+            .unwrap();
+    // A probe 1.5 s short of the history's age limit; then enough later probes of the pair to
+    // go past its count (the 10-minute state window keeps recent ones beyond it).
+    let first = "0af7651916cd43dd8448eb211c80319c";
+    let max_age = d.history.limits().max_age;
+    let mut old = kept(first, false);
+    old.started_at = SystemTime::now() - max_age + Duration::from_millis(1500);
+    d.history.push_probe(old);
+    let (status, _, _) = raw_get(d.addr, &format!("/llm/probes/{first}"), "application/json").await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let n = d.history.limits().max_probes;
+    let last = format!("{:032x}", n + 1);
+    for i in 1..=n + 1 {
+        d.history.push_probe(kept(&format!("{i:032x}"), i == n + 1));
+    }
+    let (status, _, body) =
+        raw_get(d.addr, &format!("/llm/probes/{first}"), "application/json").await;
+    assert_eq!(status, 404, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("rolled out of the history"),
+        "{v}"
+    );
+    let (status, ct, body) = raw_get(d.addr, &format!("/llm/probes/{first}"), "text/html").await;
+    assert_eq!(
+        (status, ct.as_str()),
+        (404, "text/plain; charset=utf-8"),
+        "{body}"
+    );
+    assert!(
+        body.contains(first) && body.contains("rolled out"),
+        "{body}"
+    );
+    // The failed one is served, its hostile detail escaped on the page and in the JSON.
+    let (status, ct, page) = raw_get(d.addr, &format!("/llm/probes/{last}"), "text/html").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(ct.starts_with("text/html"), "{ct}");
+    assert!(
+        !page.contains("<script>") && page.contains("&lt;script&gt;"),
+        "{page}"
+    );
+    let (_, _, json) = raw_get(d.addr, &format!("/llm/probes/{last}"), "application/json").await;
+    assert!(
+        !json.contains('<') && json.contains("\\u003cscript"),
+        "{json}"
+    );
+    // The first `format` wins; an unknown one falls back to Accept.
+    let (_, ct, _) = raw_get(
+        d.addr,
+        &format!("/llm/probes/{last}?format=html&format=json"),
+        "application/json",
+    )
+    .await;
+    assert!(ct.starts_with("text/html"), "{ct}");
+    let (_, ct, _) = raw_get(
+        d.addr,
+        &format!("/llm/probes/{last}?format=%3Cx%3E"),
+        "application/json",
+    )
+    .await;
+    assert_eq!(ct, "application/json");
+    let long = "a".repeat(4000);
+    for (path, want) in [
+        (format!("/llm/probes/{last}/"), 400),
+        (format!("/llm/probes/{last}%2F"), 400),
+        (format!("/llm/probes/./{last}"), 400),
+        (format!("/llm/probes/{last}/../../metrics"), 400),
+        (format!("/llm/probes/%2e%2e/{last}"), 400),
+        (format!("/llm/probes/{last};x=1"), 400),
+        (format!("/llm/probes/{long}"), 400),
+        (format!("/llm/probes/{}", last.replace('0', "%30")), 400),
+        (format!("/llm//probes/{last}"), 404),
+        (format!("/llm/../probes/{last}"), 404),
+        (format!("/llmprobes/{last}"), 404),
+        (format!("/probes/{last}"), 404),
+    ] {
+        let (status, _, body) = raw_get(d.addr, &path, "text/html").await;
+        assert_eq!(status, want, "{path}: {body}");
+        assert!(!body.contains("<script"), "{path}: {body}");
+        assert!(body.len() < 2000, "{path}: {} bytes echoed", body.len());
+    }
+    d.stop().await;
+}
