@@ -50,7 +50,7 @@ pub(super) fn serve(
             html,
             StatusCode::NOT_FOUND,
             &format!(
-                "no probe with trace id {id} is kept here: it rolled out of the history (the last {} probes per pair, at most {} back; failures 4× as long), or another exporter sent it",
+                "no probe with trace id {id} is kept here: it rolled out of the history (the last {} probes per pair, and every probe of the last 10 minutes, at most {} back; failures 4× as long), or another exporter sent it",
                 limits.max_probes,
                 humantime::format_duration(limits.max_age)
             ),
