@@ -638,8 +638,9 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
     );
     let sim = Simulator::start(listen, script).await?;
     stderr_line(format_args!(
-        "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc}); also /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, Gemini (/v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent) and Bedrock (/model/{{id}}/converse-stream) at {}",
+        "llm-probe simulator: OpenAI-compatible endpoint at {} ({desc}); also /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, Gemini (/v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent) and Bedrock (/model/{{id}}/converse-stream) at {}; its load in vLLM's metric names (for server_metrics_url) at {}/metrics",
         sim.base_url(),
+        sim.root_url(),
         sim.root_url()
     ));
     shutdown_signal().cancelled().await;

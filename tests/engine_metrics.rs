@@ -723,3 +723,32 @@ fn hostile_server_metrics_urls_are_refused_without_echoing_secrets_or_escapes() 
         assert!(cfg.targets[0].server_metrics.is_some());
     }
 }
+
+/// A `server_metrics_url` under the API's `/v1` (a common slip: the engine serves `/metrics` at
+/// its root) fails as `http_status` with a detail that says where metrics live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_url_under_v1_says_where_metrics_live() {
+    let sim = common::simulator(quick()).await;
+    let cfg = config(
+        &sim.base_url(),
+        &format!("    server_metrics_url: {}/metrics\n", sim.base_url()),
+    );
+    let (p, s) = prober(&cfg);
+    let o = p.probe(&s).await;
+    assert!(o.is_success(), "{:?}", o.result);
+    let f = o.observations.server_load.clone().unwrap().unwrap_err();
+    assert_eq!(f.reason, ScrapeFailureReason::HttpStatus);
+    assert!(
+        f.detail.starts_with("HTTP 404") && f.detail.contains("root, /metrics, not under"),
+        "{}",
+        f.detail
+    );
+    // The same URL at the root is read.
+    let cfg = config(
+        &sim.base_url(),
+        &format!("    server_metrics_url: {}/metrics\n", sim.root_url()),
+    );
+    let (p, s) = prober(&cfg);
+    let o = p.probe(&s).await;
+    assert!(o.observations.server_load.clone().unwrap().is_ok());
+}

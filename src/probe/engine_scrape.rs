@@ -47,9 +47,15 @@ pub async fn scrape(
         })?;
         let status = resp.status();
         if !status.is_success() {
+            let hint = if status == reqwest::StatusCode::NOT_FOUND {
+                " (engines serve their metrics at the server's root, /metrics, not under the \
+                 API's /v1; TensorRT-LLM at /prometheus/metrics)"
+            } else {
+                ""
+            };
             return Err(ScrapeFailure::new(
                 ScrapeFailureReason::HttpStatus,
-                format!("HTTP {}", status.as_u16()),
+                format!("HTTP {}{hint}", status.as_u16()),
             ));
         }
         let too_large = || {
