@@ -150,7 +150,11 @@ pub fn json_text(v: &Value, pretty: bool) -> String {
 pub const MAX_TIMELINE_EVENTS: usize = 2000;
 
 /// The probe's marks as offsets from `sent`, seconds: `connect_started_seconds` and
-/// `connected_seconds` (null when the probe opened no connection), `headers_seconds`, `ended_seconds`
+/// `connected_seconds` (null when the probe opened no connection); the client phases
+/// (issue 29, each null when it did not happen or is not known, never 0 in its place):
+/// `dns_resolved_seconds`, `tcp_connected_seconds`, `tls_done_seconds` (null on a reused
+/// connection, an IP literal for DNS, plain HTTP for TLS), `request_written_seconds` and
+/// `first_byte_seconds` (HTTP/1.x on the stamped client); `headers_seconds`, `ended_seconds`
 /// (null when not reached) and `events` (each token event's `offset_seconds` and `kind`,
 /// `output` or `reasoning`; at most [`MAX_TIMELINE_EVENTS`], `events_truncated` says if cut).
 pub fn timeline_json(o: &ProbeOutcome) -> Value {
@@ -171,11 +175,38 @@ pub fn timeline_json(o: &ProbeOutcome) -> Value {
     json!({
         "connect_started_seconds": tl.connect_started.map(offset),
         "connected_seconds": tl.connected.map(offset),
+        "dns_resolved_seconds": tl.dns_resolved.map(offset),
+        "tcp_connected_seconds": tl.tcp_connected.map(offset),
+        "tls_done_seconds": tl.tls_done.map(offset),
+        "request_written_seconds": tl.request_written.map(offset),
+        "first_byte_seconds": tl.first_byte.map(offset),
         "headers_seconds": tl.headers.map(offset),
         "ended_seconds": tl.ended.map(offset),
         "events": events,
         "events_truncated": tl.token_events.len() > MAX_TIMELINE_EVENTS,
     })
+}
+
+/// The client phases of a timeline that happened, in words, offsets from `sent` in ms: `dns
+/// 0.4 · tcp 0.6 · tls 3.1 · written 3.2 · first byte 40.1 · head 40.1 · first token 52.0`;
+/// `None` when none did.
+fn client_phases(tl: &crate::measure::Timeline) -> Option<String> {
+    let parts: Vec<String> = [
+        ("dns", tl.dns_resolved),
+        ("tcp", tl.tcp_connected),
+        ("tls", tl.tls_done),
+        ("written", tl.request_written),
+        ("first byte", tl.first_byte),
+        ("head", tl.headers),
+        ("first token", tl.first_token()),
+    ]
+    .into_iter()
+    .filter_map(|(name, at)| {
+        let ms = at?.saturating_duration_since(tl.sent).as_secs_f64() * 1e3;
+        Some(format!("{name} {ms:.1}"))
+    })
+    .collect();
+    (!parts.is_empty()).then(|| format!("{} ms after sent", parts.join(" · ")))
 }
 
 /// A few human-readable lines for one probe. Every string from the server (failure detail,
@@ -220,6 +251,9 @@ pub fn to_text(o: &ProbeOutcome) -> String {
     }
     if let Some(c) = obs.timeline.connection_setup() {
         s += &format!("  connection  opened in {} (part of TTFT)\n", ms(c));
+    }
+    if let Some(phases) = client_phases(&obs.timeline) {
+        s += &format!("  phases      {phases}\n");
     }
     if let Some(p) = obs.usage.prompt_tokens {
         s += &format!(

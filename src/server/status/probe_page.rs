@@ -42,7 +42,12 @@ fn timeline(t: &Value) -> Markup {
         .unwrap_or_default();
     let mut marks: Vec<(&str, f64)> = [
         ("connect", &t["connect_started_seconds"]),
+        ("dns", &t["dns_resolved_seconds"]),
+        ("tcp", &t["tcp_connected_seconds"]),
+        ("tls", &t["tls_done_seconds"]),
         ("connected", &t["connected_seconds"]),
+        ("written", &t["request_written_seconds"]),
+        ("first byte", &t["first_byte_seconds"]),
         ("headers", &t["headers_seconds"]),
         ("end", &t["ended_seconds"]),
     ]
