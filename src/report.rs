@@ -24,7 +24,8 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// `server_load` (`null` without `server_metrics_url`; else what the engine's own `/metrics`
 /// said just before the request, [`crate::engine::to_json`]: `engine`, `requests_waiting`,
 /// `requests_running`, `kv_cache_usage_ratio`, `error`),
-/// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
+/// `connection_setup_seconds` (probes that opened a connection), `client_phases`
+/// ([`client_phases_json`]), `timestamp_source` (`kernel`:
 /// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
 /// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
 /// token events, `null` without kernel stamps), `anomalies`. Times in seconds.
@@ -68,6 +69,7 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "request_id": obs.request_id,
         "server_load": obs.server_load.as_ref().map(crate::engine::to_json),
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
+        "client_phases": client_phases_json(&obs.timeline),
         "timestamp_source": obs.timeline.timestamp_source.as_str(),
         "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
         "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
@@ -144,6 +146,30 @@ pub fn json_text(v: &Value, pretty: bool) -> String {
     }
     out.push('\n');
     out
+}
+
+/// The client phases of a probe (issue 29) as offsets from `sent`, seconds, each `null` when
+/// it did not happen or is not known (never 0 in its place): `dns_resolved_seconds` (the
+/// probe's connection resolved a host name: not for an IP literal or a reused connection),
+/// `tcp_connected_seconds` (its TCP connection was established; not on a reused connection),
+/// `tls_done_seconds` (its TLS handshake was done: `https` only, not on a reused connection),
+/// `request_written_seconds` (the request's last byte handed to the socket) and
+/// `first_byte_seconds` (the kernel arrival of the response's first byte; both HTTP/1.x on the
+/// probe's stamped client), `headers_seconds` (response head parsed) and
+/// `first_token_seconds` (= TTFT). In order when present; none is later than TTFT.
+pub fn client_phases_json(tl: &crate::measure::Timeline) -> Value {
+    let offset = |t: Option<std::time::Instant>| {
+        t.map(|t| t.saturating_duration_since(tl.sent).as_secs_f64())
+    };
+    json!({
+        "dns_resolved_seconds": offset(tl.dns_resolved),
+        "tcp_connected_seconds": offset(tl.tcp_connected),
+        "tls_done_seconds": offset(tl.tls_done),
+        "request_written_seconds": offset(tl.request_written),
+        "first_byte_seconds": offset(tl.first_byte),
+        "headers_seconds": offset(tl.headers),
+        "first_token_seconds": offset(tl.first_token()),
+    })
 }
 
 /// Most token events listed in a timeline.

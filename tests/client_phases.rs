@@ -137,6 +137,14 @@ async fn a_reused_connection_has_no_connect_phases() {
     for k in ["request_written_seconds", "first_byte_seconds", "headers_seconds"] {
         assert!(json[k].as_f64().is_some(), "{k}: {json}");
     }
+    // The same in probe-once's `client_phases`.
+    let phases = &llm_probe::report::to_json(&o[1])["client_phases"];
+    assert!(phases["dns_resolved_seconds"].is_null(), "{phases}");
+    assert!(phases["tcp_connected_seconds"].is_null(), "{phases}");
+    let ttft = o[1].result.as_ref().unwrap().ttft.as_secs_f64();
+    assert!((phases["first_token_seconds"].as_f64().unwrap() - ttft).abs() < 1e-9);
+    let first_phases = &llm_probe::report::to_json(&o[0])["client_phases"];
+    assert!(first_phases["dns_resolved_seconds"].as_f64().is_some(), "{first_phases}");
     let first = llm_probe::report::timeline_json(&o[0]);
     let (dns, tcp) = (
         first["dns_resolved_seconds"].as_f64().unwrap(),
