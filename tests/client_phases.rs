@@ -91,7 +91,10 @@ fn assert_ordered(o: &ProbeOutcome) {
     // wait comes after the request was written (which is not, then, stamped at the end).
     if let Some(w) = tl.request_written {
         let wait = first_token - w;
-        assert!(wait >= Duration::from_millis(15), "first token {wait:?} after written");
+        assert!(
+            wait >= Duration::from_millis(15),
+            "first token {wait:?} after written"
+        );
     }
 }
 
@@ -122,7 +125,10 @@ async fn a_reused_connection_has_no_connect_phases() {
     let sim = common::simulator(script()).await;
     let by_name = sim.base_url().replace("127.0.0.1", "localhost");
     let o = probes(&by_name, "    connection: reuse\n", 2).await;
-    assert_eq!(present(&o[0].observations.timeline), [true, true, false, true, true]);
+    assert_eq!(
+        present(&o[0].observations.timeline),
+        [true, true, false, true, true]
+    );
     assert_eq!(
         present(&o[1].observations.timeline),
         [false, false, false, true, true],
@@ -131,10 +137,18 @@ async fn a_reused_connection_has_no_connect_phases() {
     assert_ordered(&o[1]);
     // probe-once's JSON: null, never 0, for the phases that did not happen.
     let json = llm_probe::report::timeline_json(&o[1]);
-    for k in ["dns_resolved_seconds", "tcp_connected_seconds", "tls_done_seconds"] {
+    for k in [
+        "dns_resolved_seconds",
+        "tcp_connected_seconds",
+        "tls_done_seconds",
+    ] {
         assert!(json[k].is_null(), "{k}: {json}");
     }
-    for k in ["request_written_seconds", "first_byte_seconds", "headers_seconds"] {
+    for k in [
+        "request_written_seconds",
+        "first_byte_seconds",
+        "headers_seconds",
+    ] {
         assert!(json[k].as_f64().is_some(), "{k}: {json}");
     }
     // The same in probe-once's `client_phases`.
@@ -144,7 +158,10 @@ async fn a_reused_connection_has_no_connect_phases() {
     let ttft = o[1].result.as_ref().unwrap().ttft.as_secs_f64();
     assert!((phases["first_token_seconds"].as_f64().unwrap() - ttft).abs() < 1e-9);
     let first_phases = &llm_probe::report::to_json(&o[0])["client_phases"];
-    assert!(first_phases["dns_resolved_seconds"].as_f64().is_some(), "{first_phases}");
+    assert!(
+        first_phases["dns_resolved_seconds"].as_f64().is_some(),
+        "{first_phases}"
+    );
     let first = llm_probe::report::timeline_json(&o[0]);
     let (dns, tcp) = (
         first["dns_resolved_seconds"].as_f64().unwrap(),
@@ -204,8 +221,15 @@ async fn over_tls_by_ip_and_by_name() {
         let o = probes(&url, &keys, 1).await.remove(0);
         assert_ordered(&o);
         let tl = &o.observations.timeline;
-        assert_eq!(present(tl), [dns, true, true, true, true], "{host} over TLS");
-        assert_eq!(tl.tls_done, tl.connected, "TLS done is when the connection was ready");
+        assert_eq!(
+            present(tl),
+            [dns, true, true, true, true],
+            "{host} over TLS"
+        );
+        assert_eq!(
+            tl.tls_done, tl.connected,
+            "TLS done is when the connection was ready"
+        );
         assert!(tl.tcp_connected < tl.tls_done, "the handshake takes time");
     }
 }

@@ -345,8 +345,7 @@ impl Armed {
             tl.connected = Some(setup.ready);
             tl.dns_resolved = setup.resolved;
             tl.tcp_connected = setup.tcp;
-            tl.tls_done =
-                (self.target.base_url.scheme() == "https").then_some(setup.ready);
+            tl.tls_done = (self.target.base_url.scheme() == "https").then_some(setup.ready);
         }
         let failure = match exchanged {
             Ok(result) => result.err(),
@@ -687,10 +686,7 @@ fn request_phases(
     headers: std::time::Instant,
     tl: &mut crate::measure::Timeline,
 ) {
-    let Some(written) = a
-        .last_write()
-        .filter(|w| *w >= tl.sent && *w <= headers)
-    else {
+    let Some(written) = a.last_write().filter(|w| *w >= tl.sent && *w <= headers) else {
         return;
     };
     tl.request_written = Some(written);
