@@ -24,7 +24,8 @@ use crate::sanitize::{is_unsafe_char, terminal_safe};
 /// `server_load` (`null` without `server_metrics_url`; else what the engine's own `/metrics`
 /// said just before the request, [`crate::engine::to_json`]: `engine`, `requests_waiting`,
 /// `requests_running`, `kv_cache_usage_ratio`, `error`),
-/// `connection_setup_seconds` (probes that opened a connection), `timestamp_source` (`kernel`:
+/// `connection_setup_seconds` (probes that opened a connection), `client_phases`
+/// ([`client_phases_json`]), `timestamp_source` (`kernel`:
 /// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
 /// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
 /// token events, `null` without kernel stamps), `anomalies`. Times in seconds.
@@ -68,6 +69,7 @@ pub fn to_json(o: &ProbeOutcome) -> Value {
         "request_id": obs.request_id,
         "server_load": obs.server_load.as_ref().map(crate::engine::to_json),
         "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
+        "client_phases": client_phases_json(&obs.timeline),
         "timestamp_source": obs.timeline.timestamp_source.as_str(),
         "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
         "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
@@ -146,11 +148,39 @@ pub fn json_text(v: &Value, pretty: bool) -> String {
     out
 }
 
+/// The client phases of a probe (issue 29) as offsets from `sent`, seconds, each `null` when
+/// it did not happen or is not known (never 0 in its place): `dns_resolved_seconds` (the
+/// probe's connection resolved a host name: not for an IP literal or a reused connection),
+/// `tcp_connected_seconds` (its TCP connection was established; not on a reused connection),
+/// `tls_done_seconds` (its TLS handshake was done: `https` only, not on a reused connection),
+/// `request_written_seconds` (the request's last byte handed to the socket) and
+/// `first_byte_seconds` (the kernel arrival of the response's first byte; both HTTP/1.x on the
+/// probe's stamped client), `headers_seconds` (response head parsed) and
+/// `first_token_seconds` (= TTFT). In order when present; none is later than TTFT.
+pub fn client_phases_json(tl: &crate::measure::Timeline) -> Value {
+    let offset = |t: Option<std::time::Instant>| {
+        t.map(|t| t.saturating_duration_since(tl.sent).as_secs_f64())
+    };
+    json!({
+        "dns_resolved_seconds": offset(tl.dns_resolved),
+        "tcp_connected_seconds": offset(tl.tcp_connected),
+        "tls_done_seconds": offset(tl.tls_done),
+        "request_written_seconds": offset(tl.request_written),
+        "first_byte_seconds": offset(tl.first_byte),
+        "headers_seconds": offset(tl.headers),
+        "first_token_seconds": offset(tl.first_token()),
+    })
+}
+
 /// Most token events listed in a timeline.
 pub const MAX_TIMELINE_EVENTS: usize = 2000;
 
 /// The probe's marks as offsets from `sent`, seconds: `connect_started_seconds` and
-/// `connected_seconds` (null when the probe opened no connection), `headers_seconds`, `ended_seconds`
+/// `connected_seconds` (null when the probe opened no connection); the client phases
+/// (issue 29, each null when it did not happen or is not known, never 0 in its place):
+/// `dns_resolved_seconds`, `tcp_connected_seconds`, `tls_done_seconds` (null on a reused
+/// connection, an IP literal for DNS, plain HTTP for TLS), `request_written_seconds` and
+/// `first_byte_seconds` (HTTP/1.x on the stamped client); `headers_seconds`, `ended_seconds`
 /// (null when not reached) and `events` (each token event's `offset_seconds` and `kind`,
 /// `output` or `reasoning`; at most [`MAX_TIMELINE_EVENTS`], `events_truncated` says if cut).
 pub fn timeline_json(o: &ProbeOutcome) -> Value {
@@ -171,11 +201,38 @@ pub fn timeline_json(o: &ProbeOutcome) -> Value {
     json!({
         "connect_started_seconds": tl.connect_started.map(offset),
         "connected_seconds": tl.connected.map(offset),
+        "dns_resolved_seconds": tl.dns_resolved.map(offset),
+        "tcp_connected_seconds": tl.tcp_connected.map(offset),
+        "tls_done_seconds": tl.tls_done.map(offset),
+        "request_written_seconds": tl.request_written.map(offset),
+        "first_byte_seconds": tl.first_byte.map(offset),
         "headers_seconds": tl.headers.map(offset),
         "ended_seconds": tl.ended.map(offset),
         "events": events,
         "events_truncated": tl.token_events.len() > MAX_TIMELINE_EVENTS,
     })
+}
+
+/// The client phases of a timeline that happened, in words, offsets from `sent` in ms: `dns
+/// 0.4 · tcp 0.6 · tls 3.1 · written 3.2 · first byte 40.1 · head 40.1 · first token 52.0`;
+/// `None` when none did.
+fn client_phases(tl: &crate::measure::Timeline) -> Option<String> {
+    let parts: Vec<String> = [
+        ("dns", tl.dns_resolved),
+        ("tcp", tl.tcp_connected),
+        ("tls", tl.tls_done),
+        ("written", tl.request_written),
+        ("first byte", tl.first_byte),
+        ("head", tl.headers),
+        ("first token", tl.first_token()),
+    ]
+    .into_iter()
+    .filter_map(|(name, at)| {
+        let ms = at?.saturating_duration_since(tl.sent).as_secs_f64() * 1e3;
+        Some(format!("{name} {ms:.1}"))
+    })
+    .collect();
+    (!parts.is_empty()).then(|| format!("{} ms after sent", parts.join(" · ")))
 }
 
 /// A few human-readable lines for one probe. Every string from the server (failure detail,
@@ -220,6 +277,9 @@ pub fn to_text(o: &ProbeOutcome) -> String {
     }
     if let Some(c) = obs.timeline.connection_setup() {
         s += &format!("  connection  opened in {} (part of TTFT)\n", ms(c));
+    }
+    if let Some(phases) = client_phases(&obs.timeline) {
+        s += &format!("  phases      {phases}\n");
     }
     if let Some(p) = obs.usage.prompt_tokens {
         s += &format!(

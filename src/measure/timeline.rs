@@ -64,6 +64,25 @@ pub struct Timeline {
     pub connect_started: Option<Instant>,
     /// That connection was ready to carry the request. Set together with `connect_started`.
     pub connected: Option<Instant>,
+    /// Client phase (issue 29): the host name resolved, on the connection the probe opened.
+    /// `None` for an IP literal, a reused connection, or a connector not using the probe's
+    /// resolver.
+    pub dns_resolved: Option<Instant>,
+    /// Client phase: the TCP connection (to the target or its proxy) was established. `None`
+    /// for a reused connection, or a client that does not expose it (reqwest's, used for
+    /// `https://` and SOCKS proxies and outside Linux).
+    pub tcp_connected: Option<Instant>,
+    /// Client phase: the TLS handshake was done (`https` only; the same instant as
+    /// `connected`). `None` for plain HTTP or a reused connection.
+    pub tls_done: Option<Instant>,
+    /// Client phase: the last byte of the request was handed to the socket (the last write on
+    /// the connection before the response head). HTTP/1.x on the stamped client only: `None`
+    /// on HTTP/2 (whose control frames share the connection) and on reqwest's client.
+    pub request_written: Option<Instant>,
+    /// Client phase: the kernel arrival of the first byte of the response (the first data
+    /// that arrived after `request_written`), at or before `headers`. Same availability as
+    /// `request_written`, and kernel timestamps only.
+    pub first_byte: Option<Instant>,
     /// Status line and headers received.
     pub headers: Option<Instant>,
     /// Every token-bearing event, in arrival order (non-decreasing instants).
@@ -81,6 +100,11 @@ impl Timeline {
             sent,
             connect_started: None,
             connected: None,
+            dns_resolved: None,
+            tcp_connected: None,
+            tls_done: None,
+            request_written: None,
+            first_byte: None,
             headers: None,
             token_events: Vec::new(),
             ended: None,

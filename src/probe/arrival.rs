@@ -138,11 +138,16 @@ impl Stamper {
 /// What arrived on one connection, shared between the stream that reads it ([`StampedStream`])
 /// and whoever stamps what was read: the latest kernel receive stamp (nanoseconds since the
 /// Unix epoch, `0`: none yet), and the bytes read since the last write (on a plain HTTP/1.1
-/// connection: how much of the answer to the request written last has come).
+/// connection: how much of the answer to the request written last has come); when the last
+/// write was handed to the socket, and the kernel arrival of the first data received after it.
 #[derive(Debug, Default)]
 pub struct Arrivals {
     latest: AtomicU64,
     since_write: AtomicU64,
+    /// The last write's monotonic instant and its wall-clock (`CLOCK_REALTIME`) nanoseconds.
+    written: std::sync::Mutex<Option<(Instant, u64)>>,
+    /// The kernel stamp (ns) of the first stamped read whose data arrived after the last write.
+    first_after_write: AtomicU64,
 }
 
 impl Arrivals {
@@ -160,11 +165,36 @@ impl Arrivals {
         self.since_write.load(Ordering::Acquire)
     }
 
+    /// When the last write to the socket returned (its bytes handed to the kernel): for an
+    /// HTTP/1.x request read at its response head, the instant its last byte was written.
+    /// `None` before any write.
+    pub fn last_write(&self) -> Option<Instant> {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|w| w.0)
+    }
+
+    /// The `CLOCK_REALTIME` kernel arrival of the first data read since the last write that
+    /// arrived after it (data that arrived before the write, such as a TLS session ticket read
+    /// late, does not count): for an HTTP/1.x request, the first byte of its response. `None`
+    /// before such a stamped read.
+    pub fn first_since_write(&self) -> Option<SystemTime> {
+        match self.first_after_write.load(Ordering::Acquire) {
+            0 => None,
+            ns => Some(UNIX_EPOCH + Duration::from_nanos(ns)),
+        }
+    }
+
     fn record(&self, stamp: SystemTime) {
-        let ns = stamp
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let ns = nanos(stamp);
         self.latest.fetch_max(ns, Ordering::AcqRel);
+        let written = *self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if written.is_some_and(|w| ns >= w.1) {
+            let _ =
+                self.first_after_write
+                    .compare_exchange(0, ns, Ordering::AcqRel, Ordering::Acquire);
+        }
     }
 
     fn read(&self, bytes: usize) {
@@ -172,8 +202,18 @@ impl Arrivals {
     }
 
     fn wrote(&self) {
+        let at = Instant::now();
+        let wall = nanos(SystemTime::now());
+        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = Some((at, wall));
+        self.first_after_write.store(0, Ordering::Release);
         self.since_write.store(0, Ordering::Release);
     }
+}
+
+/// `t` in nanoseconds since the Unix epoch (0 before it).
+fn nanos(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 #[cfg(target_os = "linux")]
@@ -591,5 +631,26 @@ mod tests {
         a.record(t);
         a.record(t - Duration::from_millis(1));
         assert_eq!(a.latest(), Some(t));
+    }
+
+    /// The first arrival after a write is kept until the next write; data stamped before the
+    /// write (a TLS session ticket read late) does not count.
+    #[test]
+    fn the_first_arrival_after_the_last_write() {
+        let a = Arrivals::default();
+        a.record(SystemTime::now());
+        assert_eq!((a.last_write(), a.first_since_write()), (None, None));
+        let before = SystemTime::now() - Duration::from_millis(50);
+        a.wrote();
+        let written = a.last_write().expect("a write");
+        a.record(before);
+        assert_eq!(a.first_since_write(), None, "arrived before the write");
+        let first = SystemTime::now() + Duration::from_millis(1);
+        a.record(first);
+        a.record(first + Duration::from_millis(2));
+        assert_eq!(a.first_since_write(), Some(first));
+        a.wrote();
+        assert!(a.last_write().unwrap() >= written);
+        assert_eq!(a.first_since_write(), None, "reset by the next write");
     }
 }

@@ -30,11 +30,25 @@ tokio::task_local! {
     static SLOT: Arc<Slot>;
 }
 
+/// How the connection a probe's request went out on was opened (monotonic clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    /// The connect started.
+    pub started: Instant,
+    /// The host name resolved (the last resolution of this connect); `None` for an IP literal,
+    /// or a connector that does not use the probe's resolver.
+    pub resolved: Option<Instant>,
+    /// The TCP connection (to the target or its proxy) was established; `None` on a client
+    /// whose connector gives no access to it (reqwest's).
+    pub tcp: Option<Instant>,
+    /// The connection was ready to carry the request (after the TLS handshake for `https`).
+    pub ready: Instant,
+}
+
 /// A connection the probe's task opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Opened {
-    started: Instant,
-    ready: Instant,
+    setup: Setup,
     /// Its local address (`None` for a transport without one, e.g. some TLS-in-TLS tunnels).
     local: Option<SocketAddr>,
 }
@@ -42,6 +56,9 @@ struct Opened {
 #[derive(Debug, Default)]
 struct Marks {
     opened: Option<Opened>,
+    /// Phases of the connect under way, taken into `opened` when it finishes.
+    resolved: Option<Instant>,
+    tcp: Option<Instant>,
     /// The local address of the connection the response came on: `None` before a response,
     /// `Some(None)` for a response from a transport without an address.
     response_on: Option<Option<SocketAddr>>,
@@ -58,10 +75,10 @@ impl Slot {
 }
 
 /// Runs `exchange` so that a connection it opens is recorded; returns its output and, if it
-/// opened the connection its request went out on, the instants the connect started and the
-/// connection was ready (monotonic clock). Without a response (a failure before the headers)
-/// a connection the probe opened is taken to be the one its request used.
-pub async fn attribute<F: Future>(exchange: F) -> (F::Output, Option<(Instant, Instant)>) {
+/// opened the connection its request went out on, how that connect went ([`Setup`]). Without
+/// a response (a failure before the headers) a connection the probe opened is taken to be the
+/// one its request used.
+pub async fn attribute<F: Future>(exchange: F) -> (F::Output, Option<Setup>) {
     let slot = Arc::new(Slot::default());
     let out = SLOT.scope(slot.clone(), exchange).await;
     let marks = slot.with(|m| used(m.opened, m.response_on));
@@ -75,16 +92,28 @@ pub fn response_arrived(extensions: &http::Extensions) {
     let _ = SLOT.try_with(|slot| slot.with(|m| m.response_on = Some(local)));
 }
 
-/// The setup marks of `opened` if the request went out on it: no response seen, or the
-/// response came on the connection with `opened`'s local address.
-fn used(
-    opened: Option<Opened>,
-    response_on: Option<Option<SocketAddr>>,
-) -> Option<(Instant, Instant)> {
+/// Notes that a host name resolved now, for the connect under way in this probe's task (the
+/// probe's resolver calls it, `super::resolve`). Does nothing outside [`attribute`].
+pub fn resolved() {
+    let now = Instant::now();
+    let _ = SLOT.try_with(|slot| slot.with(|m| m.resolved = Some(now)));
+}
+
+/// Notes that a TCP connection was established now, for the connect under way in this probe's
+/// task (the stamped client's connector calls it, `super::transport`). Does nothing outside
+/// [`attribute`].
+pub fn tcp_connected() {
+    let now = Instant::now();
+    let _ = SLOT.try_with(|slot| slot.with(|m| m.tcp = Some(now)));
+}
+
+/// The setup of `opened` if the request went out on it: no response seen, or the response
+/// came on the connection with `opened`'s local address.
+fn used(opened: Option<Opened>, response_on: Option<Option<SocketAddr>>) -> Option<Setup> {
     let o = opened?;
     response_on
         .is_none_or(|local| local == o.local)
-        .then_some((o.started, o.ready))
+        .then_some(o.setup)
 }
 
 /// The layer for `reqwest::ClientBuilder::connector_layer`: wraps the connector (inside reqwest's
@@ -131,13 +160,20 @@ where
                 let mut extras = http::Extensions::new();
                 conn.connected().get_extras(&mut extras);
                 let local = extras.get::<HttpInfo>().map(HttpInfo::local_addr);
-                let opened = Opened {
-                    started,
-                    ready,
-                    local,
-                };
                 // No slot: a connect finished outside a probe (see the module docs).
-                let _ = SLOT.try_with(|slot| slot.with(|m| m.opened = Some(opened)));
+                let _ = SLOT.try_with(|slot| {
+                    slot.with(|m| {
+                        // A phase noted before this connect started belongs to another one.
+                        let after = |t: Option<Instant>| t.filter(|t| *t >= started);
+                        let setup = Setup {
+                            started,
+                            resolved: after(m.resolved.take()),
+                            tcp: after(m.tcp.take()),
+                            ready,
+                        };
+                        m.opened = Some(Opened { setup, local });
+                    })
+                });
             }
             result
         })
@@ -187,9 +223,10 @@ mod tests {
         let mut connector = TimeConnects.layer(Slow(Duration::from_millis(30)));
         let before = Instant::now();
         let (_, marks) = attribute(connector.call(())).await;
-        let (started, ready) = marks.expect("recorded");
-        assert!(started >= before);
-        let took = ready - started;
+        let setup = marks.expect("recorded");
+        assert!(setup.started >= before);
+        assert_eq!((setup.resolved, setup.tcp), (None, None), "not noted");
+        let took = setup.ready - setup.started;
         assert!(took >= Duration::from_millis(30), "{took:?}");
         assert!(took < Duration::from_millis(500), "{took:?}");
     }
@@ -212,12 +249,17 @@ mod tests {
     fn a_connection_counts_only_if_the_response_came_on_it() {
         let t0 = Instant::now();
         let addr = |port| Some(SocketAddr::from(([127, 0, 0, 1], port)));
-        let opened = Some(Opened {
+        let setup = Setup {
             started: t0,
+            resolved: None,
+            tcp: None,
             ready: t0 + Duration::from_millis(3),
+        };
+        let opened = Some(Opened {
+            setup,
             local: addr(40001),
         });
-        let marks = Some((t0, t0 + Duration::from_millis(3)));
+        let marks = Some(setup);
         assert_eq!(used(opened, Some(addr(40001))), marks, "its own connection");
         assert_eq!(used(opened, None), marks, "failed before a response");
         assert_eq!(

@@ -348,7 +348,14 @@ impl Armed {
         let exchange =
             tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs, limits));
         let (exchanged, connection) = connect::attribute(exchange).await;
-        (obs.timeline.connect_started, obs.timeline.connected) = connection.unzip();
+        if let Some(setup) = connection {
+            let tl = &mut obs.timeline;
+            tl.connect_started = Some(setup.started);
+            tl.connected = Some(setup.ready);
+            tl.dns_resolved = setup.resolved;
+            tl.tcp_connected = setup.tcp;
+            tl.tls_done = (self.target.base_url.scheme() == "https").then_some(setup.ready);
+        }
         let failure = match exchanged {
             Ok(result) => result.err(),
             // The stream ended in time; only the unmeasured read after it was cut short.
@@ -553,8 +560,16 @@ impl Armed {
                     .map_err(|e| errors::classify(&e))?,
             ),
         };
-        let mut stamper = arrival::Stamper::new(response.arrivals(), obs.timeline.sent);
-        obs.timeline.headers = Some(stamper.mark(std::time::Instant::now()).0);
+        let head_read = std::time::Instant::now();
+        let arrivals = response.arrivals();
+        let mut stamper = arrival::Stamper::new(arrivals.clone(), obs.timeline.sent);
+        let headers = stamper.mark(head_read).0;
+        obs.timeline.headers = Some(headers);
+        if response.is_http1() {
+            if let Some(a) = &arrivals {
+                request_phases(a, head_read, headers, &mut obs.timeline);
+            }
+        }
         connect::response_arrived(response.extensions());
         let status = response.status();
         obs.http_status = Some(status.as_u16());
@@ -670,6 +685,25 @@ impl Armed {
 /// in TGI's queue, an integer) as the server-reported queue wait of the TTFT split. TGI sends it
 /// with its timing headers on non-streaming responses; a stream that carries it is read the
 /// same way. A value that is not a non-negative number is ignored.
+/// The request-written and first-byte phases of a probe's timeline, from its HTTP/1.x
+/// connection's arrivals read when the response head was (`head_read`, marked `headers`): the
+/// last write (kept only if at or after `sent` and before the head) and the kernel arrival of
+/// the first data after it, mapped onto the monotonic clock between the write and the head.
+fn request_phases(
+    a: &arrival::Arrivals,
+    head_read: std::time::Instant,
+    headers: std::time::Instant,
+    tl: &mut crate::measure::Timeline,
+) {
+    let Some(written) = a.last_write().filter(|w| *w >= tl.sent && *w <= headers) else {
+        return;
+    };
+    tl.request_written = Some(written);
+    tl.first_byte = a.first_since_write().map(|kernel| {
+        arrival::arrival_instant(head_read, SystemTime::now(), kernel, written).min(headers)
+    });
+}
+
 fn read_tgi_queue_time(value: Option<&str>, obs: &mut Observations) {
     let Some(ms) = value
         .and_then(|v| v.trim().parse::<f64>().ok())

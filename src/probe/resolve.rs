@@ -40,6 +40,7 @@ fn under_localhost(host: &str) -> bool {
 /// The addresses of `host` (port 0): loopback for a name under `.localhost`, else the system's.
 async fn lookup(host: String) -> Result<Vec<SocketAddr>, ResolveError> {
     if under_localhost(&host) {
+        super::connect::resolved();
         return Ok(vec![
             SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
@@ -52,6 +53,7 @@ async fn lookup(host: String) -> Result<Vec<SocketAddr>, ResolveError> {
     if addrs.is_empty() {
         return Err(ResolveError::NoAddress);
     }
+    super::connect::resolved();
     Ok(addrs)
 }
 

@@ -228,6 +228,7 @@ impl DirectTcp {
         let connect = self.0.call(dst);
         Box::pin(async move {
             let io = connect.await?;
+            super::connect::tcp_connected();
             Ok(StampedConn {
                 io: TokioIo::new(StampedStream::new(io.into_inner())),
                 proxied,
@@ -414,6 +415,15 @@ impl Response {
             Response::Reqwest(r) => r.url(),
             Response::Stamped { url, .. } => url,
         }
+    }
+
+    /// Whether the response came over HTTP/1.x (one request at a time on its connection).
+    pub(super) fn is_http1(&self) -> bool {
+        let version = match self {
+            Response::Reqwest(r) => r.version(),
+            Response::Stamped { head, .. } => head.version,
+        };
+        version < http::Version::HTTP_2
     }
 
     /// The kernel arrivals of the connection the response came on (stamped client only).

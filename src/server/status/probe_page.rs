@@ -42,7 +42,12 @@ fn timeline(t: &Value) -> Markup {
         .unwrap_or_default();
     let mut marks: Vec<(&str, f64)> = [
         ("connect", &t["connect_started_seconds"]),
+        ("dns", &t["dns_resolved_seconds"]),
+        ("tcp", &t["tcp_connected_seconds"]),
+        ("tls", &t["tls_done_seconds"]),
         ("connected", &t["connected_seconds"]),
+        ("written", &t["request_written_seconds"]),
+        ("first byte", &t["first_byte_seconds"]),
         ("headers", &t["headers_seconds"]),
         ("end", &t["ended_seconds"]),
     ]
@@ -80,6 +85,56 @@ fn timeline(t: &Value) -> Markup {
             " · " (events.len()) " token events (green ticks)"
         }
     }
+}
+
+/// The client phases (`body["client_phases"]`, [`crate::report::client_phases_json`]) as a
+/// waterfall: one bar per phase that happened, from the previous phase's offset to its own,
+/// on the scale of the last one (the first token); `None` when none is known.
+fn client_phases(p: &Value) -> Option<Markup> {
+    let marks: Vec<(&str, f64)> = [
+        ("dns", "dns_resolved_seconds"),
+        ("tcp connect", "tcp_connected_seconds"),
+        ("tls handshake", "tls_done_seconds"),
+        ("request written", "request_written_seconds"),
+        ("first byte", "first_byte_seconds"),
+        ("response head", "headers_seconds"),
+        ("first token", "first_token_seconds"),
+    ]
+    .into_iter()
+    .filter_map(|(name, k)| Some((name, p[k].as_f64()?)))
+    .collect();
+    let total = marks.last()?.1.max(1e-6);
+    let (l, r, row) = (130.0, 470.0, 18.0);
+    let x = |s: f64| l + s.clamp(0.0, total) / total * (r - l);
+    let height = row * marks.len() as f64 + 4.0;
+    let mut from = 0.0;
+    let bars: Vec<(&str, f64, f64)> = marks
+        .iter()
+        .map(|(name, at)| {
+            let bar = (*name, from, *at);
+            from = at.max(from);
+            bar
+        })
+        .collect();
+    Some(html! {
+        svg.chart.waterfall role="img" viewBox=(format!("0 0 480 {height}")) {
+            title { "Client phases: first token " (format!("{:.1}", total * 1e3)) " ms after the request was sent" }
+            @for (k, (name, start, end)) in bars.iter().enumerate() {
+                text class="tick" font-size="12" x="0" y=(format!("{:.1}", row * k as f64 + 13.0)) { (name) }
+                rect class="split outside_engine" x=(format!("{:.1}", x(*start))) y=(format!("{:.1}", row * k as f64 + 2.0))
+                    width=(format!("{:.1}", (x(*end) - x(*start)).max(1.0))) height="12" {
+                    title { (name) " at " (format!("{:.1}", end * 1e3)) " ms" }
+                }
+            }
+        }
+        p.muted {
+            @for (k, (name, at)) in marks.iter().enumerate() {
+                @if k > 0 { " · " }
+                (name) " " (format!("{:.1}", at * 1e3)) " ms"
+            }
+            " (offsets from the request being sent; a phase that did not happen, such as DNS for an IP address or TCP and TLS on a reused connection, is left out)"
+        }
+    })
 }
 
 /// The TTFT split (`body["ttft_split"]`, [`crate::measure::TtftSplit::to_json`]) as a
@@ -208,6 +263,10 @@ pub fn render(state: &ExporterState, body: &Value, json: &str) -> Response<Full<
         @if ok && body["ttft_split"].is_object() {
             h2 { "TTFT split" }
             (waterfall(&body["ttft_split"]))
+        }
+        @if let Some(phases) = client_phases(&body["client_phases"]) {
+            h2 { "Client phases" }
+            (phases)
         }
         @if body["timeline"].is_object() {
             h2 { "Timeline" }
