@@ -88,27 +88,7 @@ async fn a_hostile_request_id_round_trips_through_openmetrics_protobuf_and_prome
     .await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let exemplars = loop {
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
-        let (start, end) = ((now - 600.0).to_string(), (now + 60.0).to_string());
-        let data = prom
-            .api(
-                "/api/v1/query_exemplars",
-                &[
-                    ("query", &format!("{TTFT}_bucket")),
-                    ("start", &start),
-                    ("end", &end),
-                ],
-            )
-            .await;
-        let found: Vec<serde_json::Value> = data
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|s| s["exemplars"].as_array().cloned().unwrap_or_default())
-            .collect();
+        let (data, found) = prom.exemplars(&format!("{TTFT}_bucket")).await;
         if !found.is_empty() {
             break found;
         }

@@ -435,27 +435,9 @@ async fn prometheus_exemplars_resolve(flags: &[&str]) -> Vec<String> {
     let prom = Prometheus::start_with(dir.path(), &[], d.addr, flags).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let (exemplars, series) = loop {
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
-        let (start, end) = ((now - 600.0).to_string(), (now + 60.0).to_string());
-        let data = prom
-            .api(
-                "/api/v1/query_exemplars",
-                &[
-                    ("query", &format!("{{__name__=~\"{TTFT}(_bucket)?\"}}")),
-                    ("start", &start),
-                    ("end", &end),
-                ],
-            )
+        let (data, found) = prom
+            .exemplars(&format!("{{__name__=~\"{TTFT}(_bucket)?\"}}"))
             .await;
-        let found: Vec<serde_json::Value> = data
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|s| s["exemplars"].as_array().cloned().unwrap_or_default())
-            .collect();
         if found.len() >= 2 {
             let names = data
                 .as_array()
@@ -498,35 +480,9 @@ async fn prometheus_exemplars_resolve(flags: &[&str]) -> Vec<String> {
     // clean with exemplars kept.
     let (_, _, text) = common::get(d.addr, "/metrics", None).await;
     assert!(!text.contains(" # {"));
-    promtool_check_metrics(&text);
+    common::prometheus::promtool_check_metrics(&text);
     d.stop().await;
     series
-}
-
-fn promtool_check_metrics(text: &str) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let promtool = common::require_tool("promtool", "apt-get install prometheus");
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Every dashboard panel titled TTFT that shows the TTFT distribution from the histogram

@@ -4,9 +4,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use common::prometheus::Prometheus;
 use std::time::Duration;
 
@@ -14,7 +11,6 @@ use llm_probe::simulate::Script;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promtool_accepts_the_text_exposition() {
-    let promtool = common::require_tool("promtool", "apt-get install prometheus");
     let sim = common::simulator(Script {
         tokens: 5,
         ttft: Duration::from_millis(10),
@@ -32,26 +28,7 @@ async fn promtool_accepts_the_text_exposition() {
     common::outcomes(&mut rx, 1, Duration::from_secs(10)).await;
     let (_, _, text) = common::get(d.addr, "/metrics", None).await;
     d.stop().await;
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::prometheus::promtool_check_metrics(&text);
     assert!(
         text.contains("llm_probe_time_to_first_token_seconds_bucket"),
         "the check saw real series"

@@ -140,4 +140,54 @@ impl Prometheus {
         assert_eq!(v["status"], "success", "{path} {query:?}: {v}");
         v["data"].clone()
     }
+
+    /// `/api/v1/query_exemplars` for `query` over the last 10 minutes: the series list
+    /// (`data`) and every exemplar in it, flattened.
+    pub async fn exemplars(&self, query: &str) -> (Value, Vec<Value>) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let (start, end) = ((now - 600.0).to_string(), (now + 60.0).to_string());
+        let data = self
+            .api(
+                "/api/v1/query_exemplars",
+                &[("query", query), ("start", &start), ("end", &end)],
+            )
+            .await;
+        let found = data
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["exemplars"].as_array().cloned().unwrap_or_default())
+            .collect();
+        (data, found)
+    }
+}
+
+/// Runs `promtool check metrics` on an exposition; panics with its output unless it passes.
+pub fn promtool_check_metrics(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let promtool = super::require_tool("promtool", "apt-get install prometheus");
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
