@@ -37,6 +37,8 @@ pub struct Scratch {
     pub le_bounds: Vec<f64>,
     /// Protobuf body of the family being written.
     pub body: Vec<u8>,
+    /// A series' exemplars, oldest first (indices).
+    pub order: Vec<usize>,
 }
 
 /// A metric type the fast encoder writes: its sample lines in the text formats and its value in
