@@ -19,6 +19,7 @@ use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome, TtftCompone
 
 pub mod accept;
 pub mod exemplars;
+pub mod histogram;
 pub use accept::{negotiate, negotiate_text};
 use exemplars::{Exemplar, TracedFamily};
 
