@@ -61,6 +61,7 @@ pub const ZERO_THRESHOLD: f64 = f64::from_bits((1023 - 128) << 52);
 /// lands in a different bucket if the bound differs by one ULP, so they are kept bit for bit
 /// rather than computed (`tests::every_native_bound_lands_where_the_library_puts_it` checks
 /// every bound of every schema against the library).
+#[rustfmt::skip]
 pub const SCHEMA_8_BOUNDS: [f64; 256] = [
     0.5, 0.5013556375251013, 0.5027149505564014, 0.5040779490592088,
     0.5054446430258502, 0.5068150424757447, 0.5081891574554764, 0.509566998038869,
@@ -163,7 +164,10 @@ fn split(v: f64) -> (u64, i32) {
 /// `bucket_index` (its `frexp` fraction `f = (1 + fraction/2^52)/2` and exponent `e = exponent
 /// + 1`), in integer arithmetic: the sub-bucket is the number of bounds below the fraction.
 fn bucket_index(schema: i8, v: f64) -> i32 {
-    debug_assert!(v > 0.0, "zero and negative values are handled by the caller");
+    debug_assert!(
+        v > 0.0,
+        "zero and negative values are handled by the caller"
+    );
     let infinite = v.is_infinite();
     let (fraction, exponent) = split(if infinite { f64::MAX } else { v });
     let index = if schema > 0 {
@@ -462,9 +466,21 @@ impl ProbeHistogram {
         }
     }
 
+    /// The exemplar slots' bounds (the family's classic bounds, without `+Inf`): slot `i` of
+    /// [`HistogramView::exemplars`] is `(bounds[i-1], bounds[i]]`, slot `bounds.len()` above
+    /// them all.
+    pub fn exemplar_slots(&self) -> &[f64] {
+        &self.exemplar_slots
+    }
+
     /// The exemplars kept, oldest first (by the probe's start).
     pub fn exemplars(&self) -> Vec<Exemplar> {
-        let mut all: Vec<Exemplar> = self.lock().exemplars.iter().map(|(_, e)| e.clone()).collect();
+        let mut all: Vec<Exemplar> = self
+            .lock()
+            .exemplars
+            .iter()
+            .map(|(_, e)| e.clone())
+            .collect();
         all.sort_by_key(|e| e.at_unix_ns);
         all
     }
@@ -600,11 +616,13 @@ mod tests {
         }
     }
 
+    type Expositions = (Result<(Vec<u8>, usize), ()>, String, String);
+
     /// The three expositions of a registry holding `metric` alone: the Prometheus protobuf
     /// messages (length-delimited, with the native `start_timestamp` taken out, and whether
     /// there was one), OpenMetrics text and Prometheus text (each with its result: the text
     /// encoders refuse some histograms).
-    fn expositions(metric: impl Metric) -> (Result<(Vec<u8>, usize), ()>, String, String) {
+    fn expositions(metric: impl Metric) -> Expositions {
         let mut registry = Registry::default();
         registry.register("probe_latency_seconds", "A latency.", metric);
         let protobuf = prometheus_protobuf::encode(&registry)
@@ -778,9 +796,13 @@ mod tests {
         h.read(|v| {
             let n = v.native.unwrap();
             assert_eq!(n.zero_threshold, 0.0);
-            n.positive_spans_and_deltas(&mut spans, &mut deltas).unwrap();
+            n.positive_spans_and_deltas(&mut spans, &mut deltas)
+                .unwrap();
         });
-        assert_eq!((spans.as_slice(), deltas.as_slice()), (&[(0, 0)][..], &[][..]));
+        assert_eq!(
+            (spans.as_slice(), deltas.as_slice()),
+            (&[(0, 0)][..], &[][..])
+        );
         let h = Layout {
             zero_width: false,
             ..layout
@@ -789,7 +811,8 @@ mod tests {
         h.read(|v| {
             let n = v.native.unwrap();
             assert_eq!(n.zero_threshold, ZERO_THRESHOLD);
-            n.positive_spans_and_deltas(&mut spans, &mut deltas).unwrap();
+            n.positive_spans_and_deltas(&mut spans, &mut deltas)
+                .unwrap();
         });
         assert!(spans.is_empty() && deltas.is_empty());
     }
@@ -904,7 +927,7 @@ mod tests {
                     x ^= x >> 7;
                     x ^= x << 17;
                     // Spread over 1e-3..1e2 and zero, no NaN.
-                    let v = if x % 50 == 0 {
+                    let v = if x.is_multiple_of(50) {
                         0.0
                     } else {
                         10f64.powf(-3.0 + 5.0 * (x >> 11) as f64 / (1u64 << 53) as f64)
@@ -989,6 +1012,7 @@ mod tests {
             h.observe(9.0, Some(Exemplar::new(id(4), None, 9.0, at(4))));
             h.observe(f64::NAN, Some(Exemplar::new(id(5), None, 9.0, at(5))));
             h.observe(0.2, None);
+            assert_eq!(h.exemplar_slots(), &[0.1, 0.5]);
             let kept: Vec<TraceId> = h.exemplars().iter().map(|e| e.trace_id).collect();
             assert_eq!(kept, vec![id(2), id(3), id(4)], "oldest first");
             h.read(|v| {
@@ -997,7 +1021,10 @@ mod tests {
                 assert_eq!(slots, vec![(0, id(2)), (1, id(3)), (2, id(4))]);
                 assert_eq!(v.count, 6);
                 assert_eq!(v.classic.len(), classic.len() + 1);
-                assert_eq!(v.classic.last().unwrap(), &(f64::INFINITY, if classic.is_empty() { 6 } else { 2 }));
+                assert_eq!(
+                    v.classic.last().unwrap(),
+                    &(f64::INFINITY, if classic.is_empty() { 6 } else { 2 })
+                );
             });
         }
     }
