@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Unit;
 
 use crate::config::Slo;
@@ -20,10 +20,12 @@ use crate::measure::{Anomaly, FailureReason, Identity, ProbeOutcome, TtftCompone
 pub mod accept;
 pub mod exemplars;
 pub mod fast;
+pub mod histogram;
 pub mod series;
 pub use accept::{negotiate, negotiate_text};
-use exemplars::{Exemplar, TracedFamily};
+use exemplars::Exemplar;
 use fast::Catalog;
+use histogram::{ProbeHistogram, SharedHistogram};
 use series::{series_labels, SeriesFamily};
 
 /// Labels of every probe series: the config's names, never a URL or prompt text.
@@ -112,14 +114,47 @@ struct BuildLabels {
     version: &'static str,
 }
 
-series_labels!(ProbeLabels { target, model, scenario });
-series_labels!(FailureLabels { target, model, scenario, reason });
-series_labels!(CheckLabels { target, model, scenario, check });
-series_labels!(AnomalyLabels { target, model, scenario, kind });
-series_labels!(ComponentLabels { target, model, scenario, component });
+series_labels!(ProbeLabels {
+    target,
+    model,
+    scenario
+});
+series_labels!(FailureLabels {
+    target,
+    model,
+    scenario,
+    reason
+});
+series_labels!(CheckLabels {
+    target,
+    model,
+    scenario,
+    check
+});
+series_labels!(AnomalyLabels {
+    target,
+    model,
+    scenario,
+    kind
+});
+series_labels!(ComponentLabels {
+    target,
+    model,
+    scenario,
+    component
+});
 series_labels!(TargetLabels { target, model });
-series_labels!(ScrapeFailureLabels { target, model, reason });
-series_labels!(QuantileLabels { target, model, scenario, quantile });
+series_labels!(ScrapeFailureLabels {
+    target,
+    model,
+    reason
+});
+series_labels!(QuantileLabels {
+    target,
+    model,
+    scenario,
+    quantile
+});
 
 /// Bucket upper bounds (seconds) for TTFT and time to first output token.
 pub const TTFT_BUCKETS: &[f64] = &[
@@ -236,17 +271,25 @@ impl std::str::FromStr for NativeBucketFactor {
 #[derive(Clone)]
 pub struct Buckets {
     classic: Arc<[f64]>,
-    native: Option<NativeHistogramConfig>,
+    /// The native schema ([`ProbeHistogram::schema_for_factor`]).
+    native: Option<i8>,
     exemplar_slots: Arc<[f64]>,
 }
 
-impl MetricConstructor<Histogram> for Buckets {
-    fn new_metric(&self) -> Histogram {
-        let classic = self.classic.iter().copied();
-        match self.native {
-            None => Histogram::new(classic),
-            Some(native) => Histogram::new_classic_and_native(classic, native),
-        }
+impl Buckets {
+    /// A new series of this layout, at zero.
+    pub fn new_histogram(&self) -> SharedHistogram {
+        SharedHistogram::new(ProbeHistogram::new(
+            self.classic.clone(),
+            self.native,
+            self.exemplar_slots.clone(),
+        ))
+    }
+
+    /// An empty family of series of this layout.
+    fn family<L: series::SeriesLabels>(&self) -> SeriesFamily<L, SharedHistogram> {
+        let b = self.clone();
+        SeriesFamily::new(move || b.new_histogram())
     }
 }
 
@@ -266,7 +309,7 @@ fn with_thresholds(base: &[f64], extra: impl IntoIterator<Item = f64>) -> Arc<[f
 impl HistogramOptions {
     /// The layout of a family whose classic bounds would be `bounds`.
     fn buckets(&self, bounds: &Arc<[f64]>) -> Buckets {
-        let native = NativeHistogramConfig::new(self.native_bucket_factor.get());
+        let native = ProbeHistogram::schema_for_factor(self.native_bucket_factor.get());
         match self.kinds {
             HistogramKinds::Classic => Buckets {
                 classic: bounds.clone(),
@@ -287,7 +330,7 @@ impl HistogramOptions {
     }
 }
 
-type Hist = Family<ProbeLabels, Histogram, Buckets>;
+type Hist = SeriesFamily<ProbeLabels, SharedHistogram>;
 type F64Gauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The exporter's metrics. Cheap to share (`Arc<Metrics>`); all methods take `&self`.
@@ -295,16 +338,16 @@ pub struct Metrics {
     /// Every family, in exposition order ([`fast`]).
     catalog: Catalog,
     /// TTFT, TPOT and E2E carry exemplars ([`exemplars`]).
-    ttft: TracedFamily,
+    ttft: Hist,
     ttfo: Hist,
-    tpot: TracedFamily,
+    tpot: Hist,
     itl: Hist,
     tokens_per_second: Hist,
-    e2e: TracedFamily,
+    e2e: Hist,
     server_prefill: Hist,
     ttft_overhead: Hist,
     /// The TTFT split (issue 29), one series per component.
-    ttft_component: Family<ComponentLabels, Histogram, Buckets>,
+    ttft_component: SeriesFamily<ComponentLabels, SharedHistogram>,
     connection_setup: Hist,
     first_tool_call: Hist,
     tool_arguments: Hist,
@@ -370,21 +413,19 @@ impl Metrics {
             TOKENS_PER_SECOND_BUCKETS,
             slos.iter().map(|s| s.output_tokens_per_second_min),
         );
-        let layout = |bounds: &Arc<[f64]>| Family::new_with_constructor(histograms.buckets(bounds));
+        let layout = |bounds: &Arc<[f64]>| histograms.buckets(bounds).family();
         let token_b = with_thresholds(TOKEN_TIME_BUCKETS, []);
         let mut m = Metrics {
             catalog: Catalog::new("llm_probe"),
-            ttft: Family::new_with_constructor(histograms.buckets(&ttft_b)),
+            ttft: layout(&ttft_b),
             ttfo: layout(&ttft_b),
-            tpot: Family::new_with_constructor(histograms.buckets(&token_b)),
+            tpot: layout(&token_b),
             itl: layout(&token_b),
             tokens_per_second: layout(&tps_b),
-            e2e: Family::new_with_constructor(
-                histograms.buckets(&with_thresholds(E2E_BUCKETS, [])),
-            ),
+            e2e: layout(&with_thresholds(E2E_BUCKETS, [])),
             server_prefill: layout(&ttft_b),
             ttft_overhead: layout(&ttft_b),
-            ttft_component: Family::new_with_constructor(histograms.buckets(&ttft_b)),
+            ttft_component: histograms.buckets(&ttft_b).family(),
             connection_setup: layout(&with_thresholds(CONNECTION_SETUP_BUCKETS, [])),
             first_tool_call: layout(&ttft_b),
             tool_arguments: layout(&with_thresholds(E2E_BUCKETS, [])),
@@ -980,7 +1021,7 @@ impl Metrics {
         if let Some(setup) = obs.timeline.connection_setup() {
             self.connection_setup
                 .get_or_create(&labels)
-                .observe(setup.as_secs_f64());
+                .observe(setup.as_secs_f64(), None);
         }
         match &outcome.result {
             Ok(m) => {
@@ -1000,17 +1041,21 @@ impl Metrics {
                     .get_or_create(&labels)
                     .observe(ttft, exemplar(ttft));
                 if let Some(t) = m.time_to_first_output_token {
-                    self.ttfo.get_or_create(&labels).observe(t.as_secs_f64());
+                    self.ttfo
+                        .get_or_create(&labels)
+                        .observe(t.as_secs_f64(), None);
                 }
                 if let Some(t) = m.tpot.map(|t| t.as_secs_f64()) {
                     self.tpot.get_or_create(&labels).observe(t, exemplar(t));
                 }
                 if let Some(r) = m.output_tokens_per_second {
-                    self.tokens_per_second.get_or_create(&labels).observe(r);
+                    self.tokens_per_second
+                        .get_or_create(&labels)
+                        .observe(r, None);
                 }
                 let itl = self.itl.get_or_create(&labels);
                 for gap in &m.inter_token_latencies {
-                    itl.observe(gap.as_secs_f64());
+                    itl.observe(gap.as_secs_f64(), None);
                 }
                 drop(itl);
                 let e2e = m.e2e.as_secs_f64();
@@ -1018,28 +1063,28 @@ impl Metrics {
                 if let Some(p) = m.server_prefill {
                     self.server_prefill
                         .get_or_create(&labels)
-                        .observe(p.as_secs_f64());
+                        .observe(p.as_secs_f64(), None);
                 }
                 if let Some(o) = m.ttft_overhead {
                     self.ttft_overhead
                         .get_or_create(&labels)
-                        .observe(o.as_secs_f64());
+                        .observe(o.as_secs_f64(), None);
                 }
                 for (c, d) in m.ttft_split.components() {
                     self.ttft_component
                         .get_or_create(&component_labels(&labels, c))
-                        .observe(d.as_secs_f64());
+                        .observe(d.as_secs_f64(), None);
                 }
                 let answer = &obs.answer;
                 if let Some(first) = answer.first_tool_call {
                     let sent = obs.timeline.sent;
                     self.first_tool_call
                         .get_or_create(&labels)
-                        .observe(first.saturating_duration_since(sent).as_secs_f64());
+                        .observe(first.saturating_duration_since(sent).as_secs_f64(), None);
                     if let Some(last) = answer.last_tool_arguments {
                         self.tool_arguments
                             .get_or_create(&labels)
-                            .observe(last.saturating_duration_since(first).as_secs_f64());
+                            .observe(last.saturating_duration_since(first).as_secs_f64(), None);
                     }
                 }
                 self.output_tokens
@@ -1159,17 +1204,12 @@ impl Metrics {
                 self.catalog
                     .render_text(text, &mut out)
                     .map_err(|_| RenderError(format))?;
-                if format == Exposition::OpenMetrics {
-                    exemplars::add_to_openmetrics(&mut out, &self.traced());
-                }
                 out.into_bytes()
             }
             Exposition::Protobuf => {
                 let mut out = Vec::with_capacity(capacity);
                 self.catalog
-                    .render_protobuf(&mut out, |families| {
-                        exemplars::add_to_protobuf(families, &self.traced())
-                    })
+                    .render_protobuf(&mut out)
                     .map_err(|_| RenderError(format))?;
                 out
             }
@@ -1218,7 +1258,7 @@ impl Metrics {
 
 impl Metrics {
     /// The families with exemplars, by full metric name.
-    fn traced(&self) -> [(&'static str, &TracedFamily); 3] {
+    fn traced(&self) -> [(&'static str, &Hist); 3] {
         [
             ("llm_probe_time_to_first_token_seconds", &self.ttft),
             ("llm_probe_time_per_output_token_seconds", &self.tpot),

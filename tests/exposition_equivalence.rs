@@ -70,7 +70,10 @@ fn name() -> impl Strategy<Value = String> {
     ]
 }
 
-fn outcome(labels: &ProbeLabels, result: Result<llm_probe::measure::Measurement, Failure>) -> ProbeOutcome {
+fn outcome(
+    labels: &ProbeLabels,
+    result: Result<llm_probe::measure::Measurement, Failure>,
+) -> ProbeOutcome {
     let mut o = common::synthetic::success(Duration::from_millis(100));
     o.target = Arc::from(labels.target.as_str());
     o.model = Arc::from(labels.model.as_str());
@@ -141,13 +144,22 @@ fn assert_same(metrics: &Metrics) -> Result<(), TestCaseError> {
         let reference = metrics.render_reference(format).expect("reference render");
         if fast != reference {
             let byte = fast.iter().zip(&reference).position(|(a, b)| a != b);
-            let (f, r) = (String::from_utf8_lossy(&fast), String::from_utf8_lossy(&reference));
+            let (f, r) = (
+                String::from_utf8_lossy(&fast),
+                String::from_utf8_lossy(&reference),
+            );
             let first = f
                 .lines()
                 .zip(r.lines())
                 .position(|(a, b)| a != b)
                 .unwrap_or(0);
-            let around = |s: &str| s.lines().skip(first.saturating_sub(2)).take(5).collect::<Vec<_>>().join("\n");
+            let around = |s: &str| {
+                s.lines()
+                    .skip(first.saturating_sub(2))
+                    .take(5)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
             return Err(TestCaseError::fail(format!(
                 "{format:?}: the fast body ({} bytes) differs from the reference ({} bytes) at byte {byte:?}, line {first}:\nfast:\n{}\nreference:\n{}",
                 fast.len(),
@@ -195,11 +207,26 @@ proptest! {
 fn every_family_renders_the_same_as_the_reference() {
     let metrics = Metrics::new(&[Slo::default()]);
     let pairs = vec![
-        ProbeLabels { target: "t\"1".into(), model: "m\\".into(), scenario: "s\n".into() },
-        ProbeLabels { target: "t2".into(), model: "m".into(), scenario: "chat".into() },
+        ProbeLabels {
+            target: "t\"1".into(),
+            model: "m\\".into(),
+            scenario: "s\n".into(),
+        },
+        ProbeLabels {
+            target: "t2".into(),
+            model: "m".into(),
+            scenario: "chat".into(),
+        },
     ];
     for (i, _) in pairs.iter().enumerate() {
-        apply(&metrics, &pairs, &Event::Register { pair: i, interval_s: 10 });
+        apply(
+            &metrics,
+            &pairs,
+            &Event::Register {
+                pair: i,
+                interval_s: 10,
+            },
+        );
         for reason in 0..FailureReason::ALL.len() {
             apply(&metrics, &pairs, &Event::Failure { pair: i, reason });
         }
@@ -224,7 +251,12 @@ fn every_family_renders_the_same_as_the_reference() {
     }
     assert_same(&metrics).unwrap();
     let text = String::from_utf8(metrics.render_as(Exposition::OpenMetrics).unwrap()).unwrap();
-    assert!(text.contains("llm_probe_probes_total{target=\"t\\\"1\",model=\"m\\\\\",scenario=\"s\\n\"}"), "escaped labels");
+    assert!(
+        text.contains(
+            "llm_probe_probes_total{target=\"t\\\"1\",model=\"m\\\\\",scenario=\"s\\n\"}"
+        ),
+        "escaped labels"
+    );
     assert!(text.contains(" # {trace_id=\""), "exemplars written");
     assert!(text.ends_with("# EOF\n"));
 }

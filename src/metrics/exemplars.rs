@@ -5,11 +5,13 @@
 //!
 //! prometheus-client 0.26 has exemplars only on its classic-bucket `HistogramWithExemplars`
 //! (no native buckets; its exemplars cannot be built or read outside the crate), and its
-//! protobuf encoder never fills the native `Histogram.exemplars`. So the histogram here stays
-//! the library's (classic and native buckets as configured) and its series keeps the
-//! exemplars beside it ([`TracedHistogram`]): at most one per classic bucket of the family's
-//! bounds (the library's rule: the newest observation of that bucket wins), kept even when
-//! only native buckets are exported. The rendered expositions are completed afterwards:
+//! protobuf encoder never fills the native `Histogram.exemplars`. So each series
+//! ([`super::histogram::ProbeHistogram`]) keeps at most one exemplar per classic bucket of the
+//! family's bounds (the library's rule: the newest observation of that bucket wins), also when
+//! only native buckets are exported, and the expositions show them as follows. The fast
+//! encoder ([`super::fast`]) writes them in the same pass as the buckets; the reference render
+//! (`Metrics::render_reference`) adds them to prometheus-client's output afterwards with the
+//! functions here, and tests hold the two equal.
 //!
 //! - OpenMetrics text ([`add_to_openmetrics`]): each `_bucket` line gets
 //!   ` # {trace_id="…",request_id="…"} VALUE TIMESTAMP`, the newest exemplar whose value lies
@@ -24,16 +26,13 @@
 //! request id that would take the set past OpenMetrics' 128 characters (names and values) is
 //! left out, and a probe without a W3C trace id has no exemplar.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::family::{Family, MetricConstructor};
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::metrics::{MetricType, TypedMetric};
 
-use super::{Buckets, ProbeLabels};
+use super::histogram::SharedHistogram;
+use super::series::SeriesFamily;
+use super::ProbeLabels;
 use crate::measure::TraceId;
 
 /// OpenMetrics' limit on an exemplar's label names and values together, in characters.
@@ -81,7 +80,7 @@ impl Exemplar {
 
     /// ` # {trace_id="…",request_id="…"} VALUE TIMESTAMP` (OpenMetrics 1.0 exemplar syntax;
     /// the timestamp in seconds with millisecond precision).
-    fn write_openmetrics(&self, out: &mut String) {
+    pub(crate) fn write_openmetrics(&self, out: &mut String) {
         use std::fmt::Write;
         let _ = write!(out, " # {{trace_id=\"{}\"", self.trace_id);
         if let Some(r) = &self.request_id {
@@ -103,7 +102,7 @@ impl Exemplar {
         let _ = write!(out, "}} {:?} {secs}.{ms:03}", self.value);
     }
 
-    fn to_protobuf(&self) -> pb::Exemplar {
+    pub(crate) fn to_protobuf(&self) -> pb::Exemplar {
         let mut label = vec![pb::LabelPair {
             name: "trace_id".into(),
             value: self.trace_id.to_string(),
@@ -122,70 +121,8 @@ impl Exemplar {
     }
 }
 
-/// A histogram series with its exemplars: the library's [`Histogram`] (encoded as it is) and
-/// at most one exemplar per classic bucket of the family's bounds (plus `+Inf`).
-#[derive(Debug)]
-pub struct TracedHistogram {
-    histogram: Histogram,
-    /// The family's classic bounds (without `+Inf`), also when only native buckets are
-    /// exported: the exemplars' slots.
-    bounds: Arc<[f64]>,
-    /// `(slot, exemplar)`, at most one per slot; a slot is the index of the first bound at or
-    /// above the value (`bounds.len()` for `+Inf`).
-    exemplars: Mutex<Vec<(u16, Exemplar)>>,
-}
-
-impl TracedHistogram {
-    /// Observes `v`; with `exemplar`, it replaces the one of `v`'s bucket.
-    pub fn observe(&self, v: f64, exemplar: Option<Exemplar>) {
-        self.histogram.observe(v);
-        let Some(e) = exemplar.filter(|_| !v.is_nan()) else {
-            return;
-        };
-        let slot = self.bounds.iter().position(|b| v <= *b);
-        let slot = u16::try_from(slot.unwrap_or(self.bounds.len())).unwrap_or(u16::MAX);
-        let mut kept = self.exemplars.lock().unwrap_or_else(|e| e.into_inner());
-        match kept.iter_mut().find(|(s, _)| *s == slot) {
-            Some((_, old)) => *old = e,
-            None => kept.push((slot, e)),
-        }
-    }
-
-    /// The exemplars kept, oldest first.
-    pub fn exemplars(&self) -> Vec<Exemplar> {
-        let kept = self.exemplars.lock().unwrap_or_else(|e| e.into_inner());
-        let mut all: Vec<Exemplar> = kept.iter().map(|(_, e)| e.clone()).collect();
-        all.sort_by_key(|e| e.at_unix_ns);
-        all
-    }
-}
-
-impl TypedMetric for TracedHistogram {
-    const TYPE: MetricType = MetricType::Histogram;
-}
-
-impl EncodeMetric for TracedHistogram {
-    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        self.histogram.encode(encoder)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
-    }
-}
-
-impl MetricConstructor<TracedHistogram> for Buckets {
-    fn new_metric(&self) -> TracedHistogram {
-        TracedHistogram {
-            histogram: MetricConstructor::<Histogram>::new_metric(self),
-            bounds: self.exemplar_slots.clone(),
-            exemplars: Mutex::new(Vec::new()),
-        }
-    }
-}
-
 /// A histogram family whose series carry exemplars.
-pub type TracedFamily = Family<ProbeLabels, TracedHistogram, Buckets>;
+pub type TracedFamily = SeriesFamily<ProbeLabels, SharedHistogram>;
 
 /// The newest of `exemplars` (oldest first) whose value lies in `(above, upto]`.
 fn in_bucket(exemplars: &[Exemplar], above: f64, upto: f64) -> Option<&Exemplar> {
@@ -397,27 +334,19 @@ mod tests {
     }
 
     #[test]
-    fn one_exemplar_per_bucket_the_newest_wins() {
-        let b = Buckets {
-            classic: Arc::from(&[0.1, 0.5][..]),
-            native: None,
-            exemplar_slots: Arc::from(&[0.1, 0.5][..]),
-        };
-        let h: TracedHistogram = b.new_metric();
+    fn the_newest_exemplar_in_a_bucket_wins() {
         let at = |ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
-        h.observe(0.05, Some(Exemplar::new(id(1), None, 0.05, at(1))));
-        h.observe(0.07, Some(Exemplar::new(id(2), None, 0.07, at(2))));
-        h.observe(0.3, Some(Exemplar::new(id(3), None, 0.3, at(3))));
-        h.observe(9.0, Some(Exemplar::new(id(4), None, 9.0, at(4))));
-        h.observe(0.2, None);
-        let kept: Vec<TraceId> = h.exemplars().iter().map(|e| e.trace_id).collect();
-        assert_eq!(kept, vec![id(2), id(3), id(4)]);
-        let all = h.exemplars();
+        let all = vec![
+            Exemplar::new(id(2), None, 0.07, at(2)),
+            Exemplar::new(id(3), None, 0.3, at(3)),
+            Exemplar::new(id(4), None, 9.0, at(4)),
+        ];
         assert_eq!(
             in_bucket(&all, f64::NEG_INFINITY, 0.1).unwrap().trace_id,
             id(2)
         );
         assert_eq!(in_bucket(&all, 0.1, 0.5).unwrap().trace_id, id(3));
+        assert_eq!(in_bucket(&all, 0.5, 1.0).map(|e| e.trace_id), None);
         assert_eq!(
             in_bucket(&all, f64::NEG_INFINITY, f64::INFINITY)
                 .unwrap()

@@ -12,12 +12,13 @@
 //! the read delay, the endpoint identity) are encoded by the crate itself, in order, between
 //! the fast ones.
 
-
 use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
 use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use super::series::{SeriesFamily, SeriesLabels};
+
+mod histogram;
 
 /// The text exposition formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,9 +103,7 @@ impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
         }
         let body = &mut scratch.body;
         body.clear();
-        self.pb_family
-            .encode(body)
-            .expect("a Vec grows as needed");
+        self.pb_family.encode(body).expect("a Vec grows as needed");
         let mut metric = self.pb_metric.clone();
         for (labels, s) in series.iter() {
             let mut i = 0;
@@ -189,7 +188,13 @@ impl Catalog {
         unit: Option<Unit>,
         metric: impl Metric + Clone,
     ) {
-        register_in(&mut self.reference, name, help, unit.clone(), metric.clone());
+        register_in(
+            &mut self.reference,
+            name,
+            help,
+            unit.clone(),
+            metric.clone(),
+        );
         if !matches!(self.sections.last(), Some(Section::Library(_))) {
             self.sections
                 .push(Section::Library(Registry::with_prefix(self.prefix)));
@@ -208,7 +213,13 @@ impl Catalog {
         unit: Option<Unit>,
         family: SeriesFamily<L, M>,
     ) {
-        register_in(&mut self.reference, name, help, unit.clone(), family.clone());
+        register_in(
+            &mut self.reference,
+            name,
+            help,
+            unit.clone(),
+            family.clone(),
+        );
         // The descriptors, as the crate writes them for one unlabelled series of this type.
         let mut one = Registry::with_prefix(self.prefix);
         register_in(&mut one, name, help, unit.clone(), family.new_metric());
@@ -223,7 +234,10 @@ impl Catalog {
                 .take_while(|l| l.starts_with('#'))
                 .collect::<String>()
         };
-        let header = [header(TextFormat::Prometheus), header(TextFormat::OpenMetrics)];
+        let header = [
+            header(TextFormat::Prometheus),
+            header(TextFormat::OpenMetrics),
+        ];
         let mut families = prometheus_client::encoding::prometheus_protobuf::encode(&one)
             .expect("one unlabelled series encodes");
         let mut pb_family = families.pop().expect("one family registered");
@@ -264,23 +278,16 @@ impl Catalog {
         Ok(())
     }
 
-    /// Appends the whole exposition as length-delimited protobuf `MetricFamily` messages;
-    /// `complete` may amend the crate's messages of each library section before they are written.
+    /// Appends the whole exposition as length-delimited protobuf `MetricFamily` messages.
     ///
     /// Errors: the crate's encoder failed on a library section.
-    pub fn render_protobuf(
-        &self,
-        out: &mut Vec<u8>,
-        complete: impl Fn(&mut [pb::MetricFamily]),
-    ) -> std::fmt::Result {
+    pub fn render_protobuf(&self, out: &mut Vec<u8>) -> std::fmt::Result {
         use prost::Message;
         let mut scratch = Scratch::default();
         for section in &self.sections {
             match section {
                 Section::Library(r) => {
-                    let mut families = prometheus_client::encoding::prometheus_protobuf::encode(r)?;
-                    complete(&mut families);
-                    for family in families {
+                    for family in prometheus_client::encoding::prometheus_protobuf::encode(r)? {
                         family
                             .encode_length_delimited(out)
                             .map_err(|_| std::fmt::Error)?;
@@ -344,7 +351,14 @@ mod scalar {
     use std::sync::atomic::AtomicU64;
 
     impl FastMetric for Counter {
-        fn write_text(&self, _: TextFormat, name: &str, labels: &str, out: &mut String, _: &mut Scratch) {
+        fn write_text(
+            &self,
+            _: TextFormat,
+            name: &str,
+            labels: &str,
+            out: &mut String,
+            _: &mut Scratch,
+        ) {
             series_name(out, name, "_total", labels);
             push_u64(out, self.get());
         }
@@ -356,7 +370,14 @@ mod scalar {
     }
 
     impl FastMetric for Counter<f64, AtomicU64> {
-        fn write_text(&self, f: TextFormat, name: &str, labels: &str, out: &mut String, _: &mut Scratch) {
+        fn write_text(
+            &self,
+            f: TextFormat,
+            name: &str,
+            labels: &str,
+            out: &mut String,
+            _: &mut Scratch,
+        ) {
             series_name(out, name, "_total", labels);
             push_f64(out, f, self.get());
         }
@@ -368,7 +389,14 @@ mod scalar {
     }
 
     impl FastMetric for Gauge {
-        fn write_text(&self, _: TextFormat, name: &str, labels: &str, out: &mut String, _: &mut Scratch) {
+        fn write_text(
+            &self,
+            _: TextFormat,
+            name: &str,
+            labels: &str,
+            out: &mut String,
+            _: &mut Scratch,
+        ) {
             series_name(out, name, "", labels);
             push_i64(out, self.get());
         }
@@ -380,7 +408,14 @@ mod scalar {
     }
 
     impl FastMetric for Gauge<f64, AtomicU64> {
-        fn write_text(&self, f: TextFormat, name: &str, labels: &str, out: &mut String, _: &mut Scratch) {
+        fn write_text(
+            &self,
+            f: TextFormat,
+            name: &str,
+            labels: &str,
+            out: &mut String,
+            _: &mut Scratch,
+        ) {
             series_name(out, name, "", labels);
             push_f64(out, f, self.get());
         }

@@ -3,14 +3,13 @@
 //! protobuf), with the exemplars in the same pass (the rules of [`super::super::exemplars`]).
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use super::{push_f64, push_u64, series_name, Scratch, TextFormat};
 use crate::metrics::exemplars::Exemplar;
-use crate::metrics::histogram::{HistogramView, ProbeHistogram};
+use crate::metrics::histogram::{HistogramView, SharedHistogram};
 use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
 
-impl super::FastMetric for Arc<ProbeHistogram> {
+impl super::FastMetric for SharedHistogram {
     fn write_text(
         &self,
         format: TextFormat,
@@ -29,7 +28,11 @@ impl super::FastMetric for Arc<ProbeHistogram> {
 
 /// The `le` values of `v`'s classic buckets in both text formats, cached in `scratch` while the
 /// bounds stay the same (they do within a family).
-fn le_values<'s>(v: &HistogramView<'_>, format: TextFormat, scratch: &'s mut Scratch) -> &'s [String] {
+fn le_values<'s>(
+    v: &HistogramView<'_>,
+    format: TextFormat,
+    scratch: &'s mut Scratch,
+) -> &'s [String] {
     let same = scratch.le_bounds.len() == v.classic.len()
         && scratch
             .le_bounds
@@ -90,7 +93,12 @@ fn go_float(v: f64) -> String {
 
 /// The exemplar the reference shows on the bucket `(above, upto]`: the newest kept whose
 /// value lies in it (oldest first by start, ties in the order kept).
-fn in_bucket<'a>(kept: &'a [(u16, Exemplar)], order: &[usize], above: f64, upto: f64) -> Option<&'a Exemplar> {
+fn in_bucket<'a>(
+    kept: &'a [(u16, Exemplar)],
+    order: &[usize],
+    above: f64,
+    upto: f64,
+) -> Option<&'a Exemplar> {
     order
         .iter()
         .rev()
@@ -199,10 +207,20 @@ fn fill_protobuf(v: &HistogramView<'_>, m: &mut pb::Metric) {
     h.zero_threshold = native.zero_threshold;
     h.zero_count = native.zero_count;
     let mut spans = Vec::new();
-    native.negative_spans_and_deltas(&mut spans, &mut h.negative_delta);
-    set_spans(&mut h.negative_span, &spans);
-    native.positive_spans_and_deltas(&mut spans, &mut h.positive_delta);
-    set_spans(&mut h.positive_span, &spans);
+    // A count above i64::MAX has no delta: the library fails the whole encode there; such a
+    // series is written without native buckets (unreachable: 2^63 observations).
+    if native
+        .negative_spans_and_deltas(&mut spans, &mut h.negative_delta)
+        .is_ok()
+    {
+        set_spans(&mut h.negative_span, &spans);
+    }
+    if native
+        .positive_spans_and_deltas(&mut spans, &mut h.positive_delta)
+        .is_ok()
+    {
+        set_spans(&mut h.positive_span, &spans);
+    }
     let is_native = h.schema != 0 || h.zero_threshold != 0.0 || !h.positive_span.is_empty();
     if is_native {
         h.exemplars
@@ -231,6 +249,9 @@ mod tests {
         assert_eq!((om(0.025), prom(0.025)), ("0.025".into(), "0.025".into()));
         assert_eq!(prom(1e6), "1e+06");
         assert_eq!(prom(2.5e-5), "2.5e-05");
-        assert_eq!((om(f64::INFINITY), prom(f64::INFINITY)), ("+Inf".into(), "+Inf".into()));
+        assert_eq!(
+            (om(f64::INFINITY), prom(f64::INFINITY)),
+            ("+Inf".into(), "+Inf".into())
+        );
     }
 }
