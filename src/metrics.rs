@@ -1196,6 +1196,7 @@ impl Metrics {
         let out = match format {
             Exposition::OpenMetrics | Exposition::Text => {
                 let mut out = String::with_capacity(capacity);
+                advise_huge_pages(out.as_ptr(), out.capacity());
                 let text = if format == Exposition::OpenMetrics {
                     fast::TextFormat::OpenMetrics
                 } else {
@@ -1208,6 +1209,7 @@ impl Metrics {
             }
             Exposition::Protobuf => {
                 let mut out = Vec::with_capacity(capacity);
+                advise_huge_pages(out.as_ptr(), out.capacity());
                 self.catalog
                     .render_protobuf(&mut out)
                     .map_err(|_| RenderError(format))?;
@@ -1265,6 +1267,30 @@ impl Metrics {
             ("llm_probe_request_duration_seconds", &self.e2e),
         ]
     }
+}
+
+/// Asks the kernel to back the body buffer at `ptr` (`capacity` bytes) with transparent huge
+/// pages where it can. A render writes into freshly mapped memory each time (the buffer is
+/// returned to the kernel after the response, `app::return_large_buffers_to_os`); faulting
+/// 20 MiB in 4 KiB pages cost 14–25 ms on the benchmark VM, in 2 MiB pages 1.3–5.7 ms
+/// (BENCHMARKS §13). Only buffers of at least 4 MiB; a no-op where THP is off or on other
+/// systems. The contents are not affected.
+fn advise_huge_pages(ptr: *const u8, capacity: usize) {
+    #[cfg(target_os = "linux")]
+    if capacity >= 4 << 20 {
+        const HUGE: usize = 2 << 20;
+        let start = (ptr as usize).next_multiple_of(HUGE);
+        let end = (ptr as usize + capacity) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: the range lies inside an allocation this function's caller owns and
+            // has not written yet; MADV_HUGEPAGE only changes how its pages are backed.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, capacity);
 }
 
 /// Rendering the metrics in a format failed (an encoder error; nothing a scraper sent).

@@ -46,10 +46,31 @@ impl TraceId {
 impl fmt::Display for TraceId {
     /// 32 lowercase hex digits.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
+        f.write_str(self.hex().as_str())
+    }
+}
+
+/// A trace id's 32 lowercase hex digits, on the stack ([`TraceId::hex`]).
+pub struct TraceIdHex([u8; 32]);
+
+impl TraceIdHex {
+    /// The digits.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
+    }
+}
+
+impl TraceId {
+    /// The 32 lowercase hex digits, without formatting machinery (the `/metrics` encoder
+    /// writes one per exemplar on every scrape).
+    pub fn hex(&self) -> TraceIdHex {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = DIGITS[usize::from(b >> 4)];
+            out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
         }
-        Ok(())
+        TraceIdHex(out)
     }
 }
 
@@ -62,6 +83,20 @@ impl fmt::Debug for TraceId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_the_formatted_bytes() {
+        for seed in 0u8..=255 {
+            let bytes: [u8; 16] =
+                std::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8 * 17));
+            let Some(id) = TraceId::from_bytes(bytes) else {
+                continue;
+            };
+            let slow: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(id.hex().as_str(), slow);
+            assert_eq!(id.to_string(), slow);
+        }
+    }
 
     #[test]
     fn parses_32_hex_digits_only_and_writes_them_back_lowercase() {

@@ -82,7 +82,9 @@ impl Exemplar {
     /// the timestamp in seconds with millisecond precision).
     pub(crate) fn write_openmetrics(&self, out: &mut String) {
         use std::fmt::Write;
-        let _ = write!(out, " # {{trace_id=\"{}\"", self.trace_id);
+        out.push_str(" # {trace_id=\"");
+        out.push_str(self.trace_id.hex().as_str());
+        out.push('"');
         if let Some(r) = &self.request_id {
             out.push_str(",request_id=\"");
             for c in r.chars() {
@@ -105,7 +107,7 @@ impl Exemplar {
     pub(crate) fn to_protobuf(&self) -> pb::Exemplar {
         let mut label = vec![pb::LabelPair {
             name: "trace_id".into(),
-            value: self.trace_id.to_string(),
+            value: self.trace_id.hex().as_str().to_string(),
         }];
         if let Some(r) = &self.request_id {
             label.push(pb::LabelPair {

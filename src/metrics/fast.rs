@@ -19,6 +19,7 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 use super::series::{SeriesFamily, SeriesLabels};
 
 mod histogram;
+mod protobuf;
 
 /// The text exposition formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +41,10 @@ pub struct Scratch {
     pub body: Vec<u8>,
     /// A series' exemplars, oldest first (indices).
     pub order: Vec<usize>,
+    /// Native bucket spans and deltas of one side.
+    pub spans: Vec<(i32, u32)>,
+    /// See `spans`.
+    pub deltas: Vec<i64>,
 }
 
 /// A metric type the fast encoder writes: its sample lines in the text formats and its value in
@@ -56,9 +61,8 @@ pub trait FastMetric: Metric + prometheus_client::metrics::TypedMetric + Clone {
         scratch: &mut Scratch,
     );
 
-    /// Sets the value fields of `metric` (a copy of the family's template with the series'
-    /// labels) to this series' values.
-    fn fill_protobuf(&self, metric: &mut pb::Metric);
+    /// Appends the value fields of this series' protobuf `Metric` (after its labels).
+    fn write_protobuf(&self, out: &mut Vec<u8>, scratch: &mut Scratch);
 }
 
 /// One family on the fast path, with the descriptors the crate wrote for it.
@@ -71,8 +75,6 @@ struct FastFamily<L, M> {
     /// The protobuf family without metrics and without unit (written after the metrics).
     pb_family: pb::MetricFamily,
     pb_unit: String,
-    /// A metric as the crate writes an unlabelled series of this type.
-    pb_metric: pb::Metric,
 }
 
 /// What [`Catalog`] needs of a fast family, type-erased.
@@ -101,34 +103,23 @@ impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
         if series.is_empty() {
             return;
         }
-        let body = &mut scratch.body;
+        let mut body = std::mem::take(&mut scratch.body);
         body.clear();
-        self.pb_family.encode(body).expect("a Vec grows as needed");
-        let mut metric = self.pb_metric.clone();
+        self.pb_family
+            .encode(&mut body)
+            .expect("a Vec grows as needed");
         for (labels, s) in series.iter() {
-            let mut i = 0;
-            labels.for_each_label(&mut |name, value| {
-                if metric.label.len() == i {
-                    metric.label.push(pb::LabelPair::default());
-                }
-                let pair = &mut metric.label[i];
-                if pair.name != name {
-                    pair.name.clear();
-                    pair.name.push_str(name);
-                }
-                pair.value.clear();
-                pair.value.push_str(value);
-                i += 1;
+            protobuf::nested(&mut body, 4, |m| {
+                labels.for_each_label(&mut |name, value| protobuf::label(m, 1, name, value));
+                s.metric.write_protobuf(m, scratch);
             });
-            metric.label.truncate(i);
-            s.metric.fill_protobuf(&mut metric);
-            prost::encoding::message::encode(4, &metric, body);
         }
         if !self.pb_unit.is_empty() {
-            prost::encoding::string::encode(5, &self.pb_unit, body);
+            prost::encoding::string::encode(5, &self.pb_unit, &mut body);
         }
         prost::encoding::encode_varint(body.len() as u64, out);
-        out.extend_from_slice(body);
+        out.extend_from_slice(&body);
+        scratch.body = body;
     }
 }
 
@@ -241,7 +232,6 @@ impl Catalog {
         let mut families = prometheus_client::encoding::prometheus_protobuf::encode(&one)
             .expect("one unlabelled series encodes");
         let mut pb_family = families.pop().expect("one family registered");
-        let pb_metric = pb_family.metric.pop().expect("one series");
         pb_family.metric.clear();
         let pb_unit = std::mem::take(&mut pb_family.unit);
         let full = match &unit {
@@ -254,7 +244,6 @@ impl Catalog {
             header,
             pb_family,
             pb_unit,
-            pb_metric,
         })));
     }
 
@@ -362,10 +351,8 @@ mod scalar {
             series_name(out, name, "_total", labels);
             push_u64(out, self.get());
         }
-        fn fill_protobuf(&self, m: &mut pb::Metric) {
-            if let Some(c) = m.counter.as_mut() {
-                c.value = self.get() as f64;
-            }
+        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
+            protobuf::scalar(out, 3, self.get() as f64);
         }
     }
 
@@ -381,10 +368,8 @@ mod scalar {
             series_name(out, name, "_total", labels);
             push_f64(out, f, self.get());
         }
-        fn fill_protobuf(&self, m: &mut pb::Metric) {
-            if let Some(c) = m.counter.as_mut() {
-                c.value = self.get();
-            }
+        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
+            protobuf::scalar(out, 3, self.get());
         }
     }
 
@@ -400,10 +385,8 @@ mod scalar {
             series_name(out, name, "", labels);
             push_i64(out, self.get());
         }
-        fn fill_protobuf(&self, m: &mut pb::Metric) {
-            if let Some(g) = m.gauge.as_mut() {
-                g.value = self.get() as f64;
-            }
+        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
+            protobuf::scalar(out, 2, self.get() as f64);
         }
     }
 
@@ -419,10 +402,8 @@ mod scalar {
             series_name(out, name, "", labels);
             push_f64(out, f, self.get());
         }
-        fn fill_protobuf(&self, m: &mut pb::Metric) {
-            if let Some(g) = m.gauge.as_mut() {
-                g.value = self.get();
-            }
+        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
+            protobuf::scalar(out, 2, self.get());
         }
     }
 }

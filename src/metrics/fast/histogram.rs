@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use super::{push_f64, push_u64, series_name, Scratch, TextFormat};
 use crate::metrics::exemplars::Exemplar;
 use crate::metrics::histogram::{HistogramView, SharedHistogram};
-use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
 
 impl super::FastMetric for SharedHistogram {
     fn write_text(
@@ -21,8 +20,18 @@ impl super::FastMetric for SharedHistogram {
         self.read(|v| write_text(v, format, name, labels, out, scratch));
     }
 
-    fn fill_protobuf(&self, m: &mut pb::Metric) {
-        self.read(|v| fill_protobuf(v, m));
+    fn write_protobuf(&self, out: &mut Vec<u8>, scratch: &mut Scratch) {
+        self.read(|v| {
+            let Scratch {
+                order,
+                spans,
+                deltas,
+                ..
+            } = scratch;
+            oldest_first(v.exemplars, order);
+            let shown = |above, upto| in_bucket(v.exemplars, order, above, upto);
+            super::protobuf::histogram(out, v, shown, order, spans, deltas);
+        });
     }
 }
 
@@ -173,68 +182,6 @@ fn write_text(
         }
     }
     scratch.order = order;
-}
-
-fn fill_protobuf(v: &HistogramView<'_>, m: &mut pb::Metric) {
-    let h = m.histogram.get_or_insert_with(Default::default);
-    h.sample_count = v.count;
-    h.sample_sum = v.sum;
-    let mut order = Vec::new();
-    oldest_first(v.exemplars, &mut order);
-    h.bucket.resize_with(v.classic.len(), Default::default);
-    let mut cumulative = 0;
-    let mut above = f64::NEG_INFINITY;
-    for (b, (bound, n)) in h.bucket.iter_mut().zip(v.classic) {
-        cumulative += n;
-        b.cumulative_count = cumulative;
-        b.upper_bound = *bound;
-        b.exemplar = in_bucket(v.exemplars, &order, above, *bound).map(Exemplar::to_protobuf);
-        above = *bound;
-    }
-    h.exemplars.clear();
-    let Some(native) = &v.native else {
-        return;
-    };
-    let d = native
-        .created
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    h.start_timestamp = Some(prost_types::Timestamp {
-        seconds: d.as_secs() as i64,
-        nanos: d.subsec_nanos() as i32,
-    });
-    h.schema = i32::from(native.schema);
-    h.zero_threshold = native.zero_threshold;
-    h.zero_count = native.zero_count;
-    let mut spans = Vec::new();
-    // A count above i64::MAX has no delta: the library fails the whole encode there; such a
-    // series is written without native buckets (unreachable: 2^63 observations).
-    if native
-        .negative_spans_and_deltas(&mut spans, &mut h.negative_delta)
-        .is_ok()
-    {
-        set_spans(&mut h.negative_span, &spans);
-    }
-    if native
-        .positive_spans_and_deltas(&mut spans, &mut h.positive_delta)
-        .is_ok()
-    {
-        set_spans(&mut h.positive_span, &spans);
-    }
-    let is_native = h.schema != 0 || h.zero_threshold != 0.0 || !h.positive_span.is_empty();
-    if is_native {
-        h.exemplars
-            .extend(order.iter().map(|&i| v.exemplars[i].1.to_protobuf()));
-    }
-}
-
-fn set_spans(out: &mut Vec<pb::BucketSpan>, spans: &[(i32, u32)]) {
-    out.clear();
-    out.extend(
-        spans
-            .iter()
-            .map(|&(offset, length)| pb::BucketSpan { offset, length }),
-    );
 }
 
 #[cfg(test)]
