@@ -155,6 +155,14 @@ series_labels!(QuantileLabels {
     scenario,
     quantile
 });
+series_labels!(EndpointLabels {
+    target,
+    model,
+    response_model,
+    system_fingerprint,
+    server,
+    server_version
+});
 
 /// Bucket upper bounds (seconds) for TTFT and time to first output token.
 pub const TTFT_BUCKETS: &[f64] = &[
@@ -375,7 +383,7 @@ pub struct Metrics {
     server_scrape_failures: SeriesFamily<ScrapeFailureLabels, Counter>,
     slo_ttft: SeriesFamily<TargetLabels, F64Gauge>,
     slo_tokens_per_second: SeriesFamily<TargetLabels, F64Gauge>,
-    endpoint_info: Family<EndpointLabels, Gauge>,
+    endpoint_info: SeriesFamily<EndpointLabels, Gauge>,
     current_identity: Mutex<HashMap<String, EndpointLabels>>,
     reload_success: Gauge,
     reload_timestamp: F64Gauge,
