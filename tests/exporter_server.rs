@@ -145,8 +145,11 @@ async fn a_scrape_flood_shares_renders_and_keeps_ttft_accurate() {
     );
     assert_eq!(failures.load(Ordering::Relaxed), 0, "every scrape answered");
     assert!(scrapes >= 300, "the flood ran: {scrapes} scrapes");
+    // Scrapes that arrive while a render runs share it, so the ratio falls as renders get
+    // faster: 5× with prometheus-client's encoder, 3.4× with ours (issue 31). Half is the
+    // bound: one render per scrape would mean no sharing at all.
     assert!(
-        renders * 5 <= scrapes,
+        renders * 2 <= scrapes,
         "concurrent scrapes share renders: {renders} renders for {scrapes} scrapes"
     );
     // The accuracy tests' tolerance (tests/accuracy.rs: TTFT within 5 ms of the script) for
