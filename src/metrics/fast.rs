@@ -311,12 +311,6 @@ fn push_u64(out: &mut String, v: u64) {
     out.push('\n');
 }
 
-fn push_i64(out: &mut String, v: i64) {
-    out.push(' ');
-    out.push_str(itoa::Buffer::new().format(v));
-    out.push('\n');
-}
-
 /// ` VALUE\n` for a float: OpenMetrics as `dtoa` writes it (`NaN`, `inf`), Prometheus 0.0.4
 /// with `NaN`, `+Inf`, `-Inf` (prometheus-client's two rules).
 pub fn push_f64(out: &mut String, format: TextFormat, v: f64) {
@@ -333,79 +327,60 @@ pub fn push_f64(out: &mut String, format: TextFormat, v: f64) {
 }
 
 mod scalar {
-    //! Counters and gauges.
+    //! Counters and gauges: a sample line `name[_total]{labels} value` and a protobuf
+    //! `counter` (field 3) or `gauge` (field 2) with the value as a double.
     use super::*;
     use prometheus_client::metrics::counter::Counter;
     use prometheus_client::metrics::gauge::Gauge;
     use std::sync::atomic::AtomicU64;
 
-    impl FastMetric for Counter {
-        fn write_text(
-            &self,
-            _: TextFormat,
-            name: &str,
-            labels: &str,
-            out: &mut String,
-            _: &mut Scratch,
-        ) {
-            series_name(out, name, "_total", labels);
-            push_u64(out, self.get());
-        }
-        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
-            protobuf::scalar(out, 3, self.get() as f64);
-        }
+    /// `FastMetric` for a counter or gauge type: its sample name suffix, its protobuf field,
+    /// and how its value is written in text (`int` through itoa, `float` per format).
+    macro_rules! scalar_metric {
+        ($ty:ty, $suffix:literal, $field:literal, int) => {
+            impl FastMetric for $ty {
+                fn write_text(
+                    &self,
+                    _: TextFormat,
+                    name: &str,
+                    labels: &str,
+                    out: &mut String,
+                    _: &mut Scratch,
+                ) {
+                    series_name(out, name, $suffix, labels);
+                    out.push(' ');
+                    out.push_str(itoa::Buffer::new().format(self.get()));
+                    out.push('\n');
+                }
+                fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
+                    protobuf::scalar(out, $field, self.get() as f64);
+                }
+            }
+        };
+        ($ty:ty, $suffix:literal, $field:literal, float) => {
+            impl FastMetric for $ty {
+                fn write_text(
+                    &self,
+                    f: TextFormat,
+                    name: &str,
+                    labels: &str,
+                    out: &mut String,
+                    _: &mut Scratch,
+                ) {
+                    series_name(out, name, $suffix, labels);
+                    push_f64(out, f, self.get());
+                }
+                fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
+                    protobuf::scalar(out, $field, self.get());
+                }
+            }
+        };
     }
 
-    impl FastMetric for Counter<f64, AtomicU64> {
-        fn write_text(
-            &self,
-            f: TextFormat,
-            name: &str,
-            labels: &str,
-            out: &mut String,
-            _: &mut Scratch,
-        ) {
-            series_name(out, name, "_total", labels);
-            push_f64(out, f, self.get());
-        }
-        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
-            protobuf::scalar(out, 3, self.get());
-        }
-    }
-
-    impl FastMetric for Gauge {
-        fn write_text(
-            &self,
-            _: TextFormat,
-            name: &str,
-            labels: &str,
-            out: &mut String,
-            _: &mut Scratch,
-        ) {
-            series_name(out, name, "", labels);
-            push_i64(out, self.get());
-        }
-        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
-            protobuf::scalar(out, 2, self.get() as f64);
-        }
-    }
-
-    impl FastMetric for Gauge<f64, AtomicU64> {
-        fn write_text(
-            &self,
-            f: TextFormat,
-            name: &str,
-            labels: &str,
-            out: &mut String,
-            _: &mut Scratch,
-        ) {
-            series_name(out, name, "", labels);
-            push_f64(out, f, self.get());
-        }
-        fn write_protobuf(&self, out: &mut Vec<u8>, _: &mut Scratch) {
-            protobuf::scalar(out, 2, self.get());
-        }
-    }
+    scalar_metric!(Counter, "_total", 3, int);
+    scalar_metric!(Counter<f64, AtomicU64>, "_total", 3, float);
+    scalar_metric!(Gauge, "", 2, int);
+    scalar_metric!(Gauge<f64, AtomicU64>, "", 2, float);
 }
 
 /// A metric [`Catalog::register`] accepts: per-pair [`SeriesFamily`]s go to the fast path,
