@@ -90,7 +90,6 @@ impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
             return;
         }
         out.push_str(&self.header[format as usize]);
-        scratch.le_bounds.clear();
         for s in series.values() {
             s.metric
                 .write_text(format, &self.name, &s.text_labels, out, scratch);

@@ -131,10 +131,11 @@ fn write_text(
     scratch: &mut Scratch,
 ) {
     let mut order = std::mem::take(&mut scratch.order);
-    oldest_first(v.exemplars, &mut order);
     let le = le_values(v, format, scratch);
     match format {
         TextFormat::OpenMetrics => {
+            // Only OpenMetrics shows exemplars.
+            oldest_first(v.exemplars, &mut order);
             series_name(out, name, "_sum", labels);
             push_f64(out, format, v.sum);
             series_name(out, name, "_count", labels);
