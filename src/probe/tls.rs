@@ -120,13 +120,22 @@ fn build(tls: &Tls) -> Result<ClientConfig, TlsSetupError> {
 
 /// A configuration that is never used for a handshake: the connector of a plain `http://`
 /// target needs one, and its URLs never ask for TLS. No roots, nothing loaded.
+///
+/// One instance for every plain target: each `ClientConfig` allocates its own session cache
+/// (room for 256 servers, about 15 KiB), which at 1,000 plain targets was 15 MiB of the
+/// daemon's memory for caches no handshake ever uses (BENCHMARKS.md §14).
 pub(super) fn unused_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
-    Ok(Arc::new(
+    static UNUSED: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+    if let Some(config) = UNUSED.get() {
+        return Ok(config.clone());
+    }
+    let config = Arc::new(
         ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?
             .with_root_certificates(RootCertStore::empty())
             .with_no_client_auth(),
-    ))
+    );
+    Ok(UNUSED.get_or_init(|| config).clone())
 }
 
 /// `tls.insecure_skip_verify`: accepts any server certificate and handshake signature.
@@ -190,6 +199,17 @@ mod tests {
         let weak = Arc::downgrade(&c);
         drop(c);
         assert!(weak.upgrade().is_none());
+    }
+
+    #[test]
+    fn plain_targets_share_one_unused_configuration() {
+        let a = unused_config().unwrap();
+        let b = unused_config().unwrap();
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "one session cache for every plain target"
+        );
+        assert!(a.alpn_protocols.is_empty());
     }
 
     #[test]
