@@ -249,9 +249,9 @@ impl Running {
 
 fn labels(t: &Target, s: &Scenario) -> ProbeLabels {
     ProbeLabels {
-        target: t.name.clone(),
-        model: t.model.clone(),
-        scenario: s.name.clone(),
+        target: t.name.as_str().into(),
+        model: t.model.as_str().into(),
+        scenario: s.name.as_str().into(),
     }
 }
 

@@ -32,74 +32,74 @@ use series::{series_labels, SeriesFamily};
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ProbeLabels {
     /// Target name.
-    pub target: String,
+    pub target: Arc<str>,
     /// Configured model.
-    pub model: String,
+    pub model: Arc<str>,
     /// Scenario name.
-    pub scenario: String,
+    pub scenario: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct FailureLabels {
-    target: String,
-    model: String,
-    scenario: String,
+    target: Arc<str>,
+    model: Arc<str>,
+    scenario: Arc<str>,
     reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct CheckLabels {
-    target: String,
-    model: String,
-    scenario: String,
+    target: Arc<str>,
+    model: Arc<str>,
+    scenario: Arc<str>,
     check: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct AnomalyLabels {
-    target: String,
-    model: String,
-    scenario: String,
+    target: Arc<str>,
+    model: Arc<str>,
+    scenario: Arc<str>,
     kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct ComponentLabels {
-    target: String,
-    model: String,
-    scenario: String,
+    target: Arc<str>,
+    model: Arc<str>,
+    scenario: Arc<str>,
     component: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct TargetLabels {
-    target: String,
-    model: String,
+    target: Arc<str>,
+    model: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct ScrapeFailureLabels {
-    target: String,
-    model: String,
+    target: Arc<str>,
+    model: Arc<str>,
     reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct EndpointLabels {
-    target: String,
-    model: String,
-    response_model: String,
-    system_fingerprint: String,
-    server: String,
-    server_version: String,
+    target: Arc<str>,
+    model: Arc<str>,
+    response_model: Arc<str>,
+    system_fingerprint: Arc<str>,
+    server: Arc<str>,
+    server_version: Arc<str>,
 }
 
 /// A pinned baseline's quantile: the probe labels and `quantile` (`0.5`, `0.95`, `0.99`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct QuantileLabels {
-    target: String,
-    model: String,
-    scenario: String,
+    target: Arc<str>,
+    model: Arc<str>,
+    scenario: Arc<str>,
     quantile: &'static str,
 }
 
@@ -384,7 +384,7 @@ pub struct Metrics {
     slo_ttft: SeriesFamily<TargetLabels, F64Gauge>,
     slo_tokens_per_second: SeriesFamily<TargetLabels, F64Gauge>,
     endpoint_info: SeriesFamily<EndpointLabels, Gauge>,
-    current_identity: Mutex<HashMap<String, EndpointLabels>>,
+    current_identity: Mutex<HashMap<Arc<str>, EndpointLabels>>,
     reload_success: Gauge,
     reload_timestamp: F64Gauge,
     shard_info: Family<ShardLabels, Gauge>,
@@ -992,9 +992,9 @@ impl Metrics {
     /// observed).
     pub fn observe(&self, outcome: &ProbeOutcome) {
         let labels = ProbeLabels {
-            target: outcome.target.to_string(),
-            model: outcome.model.to_string(),
-            scenario: outcome.scenario.to_string(),
+            target: outcome.target.clone(),
+            model: outcome.model.clone(),
+            scenario: outcome.scenario.clone(),
         };
         self.probes.get_or_create(&labels).inc();
         let obs = &outcome.observations;
@@ -1149,10 +1149,10 @@ impl Metrics {
         let new = EndpointLabels {
             target: labels.target.clone(),
             model: labels.model.clone(),
-            response_model: id.response_model.clone().unwrap_or_default(),
-            system_fingerprint: id.system_fingerprint.clone().unwrap_or_default(),
-            server: id.server_header.clone().unwrap_or_default(),
-            server_version: id.server_version.clone().unwrap_or_default(),
+            response_model: id.response_model.as_deref().unwrap_or_default().into(),
+            system_fingerprint: id.system_fingerprint.as_deref().unwrap_or_default().into(),
+            server: id.server_header.as_deref().unwrap_or_default().into(),
+            server_version: id.server_version.as_deref().unwrap_or_default().into(),
         };
         let mut current = self
             .current_identity

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use llm_probe::config::Slo;
@@ -75,9 +74,9 @@ fn outcome(
     result: Result<llm_probe::measure::Measurement, Failure>,
 ) -> ProbeOutcome {
     let mut o = common::synthetic::success(Duration::from_millis(100));
-    o.target = Arc::from(labels.target.as_str());
-    o.model = Arc::from(labels.model.as_str());
-    o.scenario = Arc::from(labels.scenario.as_str());
+    o.target = labels.target.clone();
+    o.model = labels.model.clone();
+    o.scenario = labels.scenario.clone();
     o.started_at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_000_000_123);
     o.result = result;
     o
@@ -186,7 +185,7 @@ proptest! {
         let pairs: Vec<ProbeLabels> = (0..4)
             .map(|i| {
                 let (target, model, scenario) = names[i % names.len()].clone();
-                ProbeLabels { target, model, scenario: format!("{scenario}{}", i / names.len()) }
+                ProbeLabels { target: target.into(), model: model.into(), scenario: format!("{scenario}{}", i / names.len()).into() }
             })
             .collect();
         let slo = Slo { ttft_p95: Duration::from_millis(slo_ms), output_tokens_per_second_min: 33.3 };

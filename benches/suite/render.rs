@@ -61,6 +61,7 @@ pub fn main(opts: &Opts) {
         ..HistogramOptions::default()
     };
     let metrics = Metrics::with_histograms(std::slice::from_ref(&slo), histograms);
+    let rss_empty = status_kib("VmRSS:");
     let changed: f64 = opts.num("changed", 0.0);
     let outcomes: Vec<_> = (0..targets)
         .map(|i| {
@@ -71,9 +72,9 @@ pub fn main(opts: &Opts) {
         .collect();
     for o in &outcomes {
         let labels = ProbeLabels {
-            target: o.target.to_string(),
-            model: o.model.to_string(),
-            scenario: o.scenario.to_string(),
+            target: o.target.clone(),
+            model: o.model.clone(),
+            scenario: o.scenario.clone(),
         };
         metrics.register_probe(&labels, &slo);
         metrics.observe(o);
@@ -130,8 +131,10 @@ pub fn main(opts: &Opts) {
         lines / targets.max(1)
     );
     println!(
-        "RSS: {:.1} MiB with the series created and observed, {:.1} MiB after the renders, peak {:.1} MiB\n",
+        "RSS: {:.1} MiB before the series, {:.1} MiB with the series created and observed ({:.1} KiB per target), {:.1} MiB after the renders, peak {:.1} MiB\n",
+        rss_empty as f64 / 1024.0,
         rss_before as f64 / 1024.0,
+        (rss_before - rss_empty) as f64 / targets.max(1) as f64,
         status_kib("VmRSS:") as f64 / 1024.0,
         status_kib("VmHWM:") as f64 / 1024.0
     );

@@ -141,15 +141,15 @@ fn series_exemplars<'a>(
     labels: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> Vec<Exemplar> {
     let mut key = ProbeLabels {
-        target: String::new(),
-        model: String::new(),
-        scenario: String::new(),
+        target: "".into(),
+        model: "".into(),
+        scenario: "".into(),
     };
     for (name, value) in labels {
         match name {
-            "target" => key.target = value.to_string(),
-            "model" => key.model = value.to_string(),
-            "scenario" => key.scenario = value.to_string(),
+            "target" => key.target = value.into(),
+            "model" => key.model = value.into(),
+            "scenario" => key.scenario = value.into(),
             _ => {}
         }
     }
