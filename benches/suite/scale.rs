@@ -120,10 +120,24 @@ pub fn main(opts: &Opts) {
         ));
     }
     let cfg = config::parse(&yaml, "<bench>", &|_| None).expect("bench config");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    // `--runtime one-worker|current-thread` and `--park-sleep` exist for BENCHMARKS §14's
+    // experiments (measured, not adopted): the daemon itself runs tokio's default runtime.
+    let park_sleep = opts.dur("park-sleep", "0s");
+    let mut builder = match opts.str("runtime", "multi-thread").as_str() {
+        "multi-thread" => tokio::runtime::Builder::new_multi_thread(),
+        "one-worker" => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(1);
+            b
+        }
+        "current-thread" => tokio::runtime::Builder::new_current_thread(),
+        other => panic!("--runtime {other:?}: multi-thread, one-worker or current-thread"),
+    };
+    if !park_sleep.is_zero() {
+        // Each worker sleeps before it goes idle, so that one wake-up finds several reads ready.
+        builder.on_thread_park(move || std::thread::sleep(park_sleep));
+    }
+    let rt = builder.enable_all().build().unwrap();
     rt.block_on(async move {
         let t_build = Instant::now();
         let daemon = Daemon::start(cfg, "127.0.0.1:0".parse().unwrap(), None)
@@ -198,6 +212,7 @@ pub fn main(opts: &Opts) {
         let window_events = events.load(std::sync::atomic::Ordering::Relaxed) - events0;
         let load_after = loadavg();
         let (rss, hwm) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
+        let (rss_anon, rss_file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
         let mut render = Dist::new("`Metrics::render` in-process (after the window)");
         let mut render_size = 0;
         for _ in 0..10 {
@@ -295,6 +310,11 @@ pub fn main(opts: &Opts) {
             "| RSS at end / peak (VmHWM) | {:.1} MiB / {:.1} MiB | < 50 MiB |",
             rss as f64 / 1024.0,
             hwm as f64 / 1024.0
+        );
+        println!(
+            "| of which anonymous / file-backed (the binary's code) | {:.1} MiB / {:.1} MiB | |",
+            rss_anon as f64 / 1024.0,
+            rss_file as f64 / 1024.0
         );
         println!(
             "| RSS right after `Daemon::start` (before probing) | {:.1} MiB | |",
