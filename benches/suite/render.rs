@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use clap::ValueEnum;
 use llm_probe::config;
+use llm_probe::history::{History, HistoryLimits};
 use llm_probe::metrics::{Exposition, HistogramKinds, HistogramOptions, Metrics, ProbeLabels};
 use llm_probe::probe::Prober;
 use llm_probe::simulate::{Script, Simulator};
@@ -138,6 +139,30 @@ pub fn main(opts: &Opts) {
         status_kib("VmRSS:") as f64 / 1024.0,
         status_kib("VmHWM:") as f64 / 1024.0
     );
+    // The status pages' history full (`--history` probes per pair, the default limit 120): what
+    // a daemon holds once every pair has been probed that often, beyond the scale run's window.
+    let history_probes: usize = opts.num("history", 120);
+    if history_probes > 0 {
+        let history = History::new(HistoryLimits {
+            max_probes: history_probes,
+            ..HistoryLimits::default()
+        });
+        let before = status_kib("VmRSS:");
+        for _ in 0..history_probes {
+            for o in &outcomes {
+                let mut o = o.clone();
+                o.started_at = std::time::SystemTime::now();
+                history.push(&o);
+            }
+        }
+        let full = status_kib("VmRSS:");
+        println!(
+            "history full ({history_probes} probes per pair): {:.1} MiB more RSS ({:.1} KiB per target)\n",
+            full.saturating_sub(before) as f64 / 1024.0,
+            full.saturating_sub(before) as f64 / targets.max(1) as f64
+        );
+        drop(history);
+    }
     println!("{HEADER}");
     println!("{}", row(&mut text));
     println!("{}", row(&mut om));
