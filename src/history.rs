@@ -103,7 +103,8 @@ const HAS_TPS: u8 = 1;
 /// `flags`: the probe had an output token count.
 const HAS_TOKENS: u8 = 2;
 
-/// One probe as stored: fixed size, no heap allocation of its own (the texts are shared).
+/// One probe as stored: fixed size (88 bytes), no heap allocation of its own (the texts are
+/// shared).
 #[derive(Debug, Clone)]
 struct Record {
     /// Start, nanoseconds since the Unix epoch (0 for an instant before it).
@@ -115,17 +116,24 @@ struct Record {
     itl_p50_ns: u64,
     itl_p95_ns: u64,
     output_tokens_per_second: f64,
-    output_tokens: u64,
     /// The trace id's bytes; all zero for none (W3C: the all-zero id is invalid).
     trace_id: [u8; 16],
-    /// The failure detail, shared with the pair's earlier failures of the same text.
-    detail: Option<Arc<str>>,
-    /// The identity line, shared with the pair's earlier probes of the same identity.
-    identity: Option<Arc<str>>,
+    /// The failure detail and the identity line, shared with the pair's earlier records of
+    /// the same two texts; `None` when the probe had neither.
+    texts: Option<Arc<Texts>>,
+    /// Output tokens (saturating at `u32::MAX`: no stream is that long).
+    output_tokens: u32,
     /// 1 + the failure reason's index in [`FailureReason::ALL`]; 0 for a success.
     failure: u8,
     /// [`HAS_TPS`], [`HAS_TOKENS`].
     flags: u8,
+}
+
+/// The texts of a kept probe: a failure's detail, the backend's identity line.
+#[derive(Debug, PartialEq, Eq)]
+struct Texts {
+    detail: Option<Box<str>>,
+    identity: Option<Arc<str>>,
 }
 
 fn to_ns(d: Option<Duration>) -> u64 {
@@ -144,7 +152,7 @@ fn epoch_ns(t: SystemTime) -> u64 {
 }
 
 impl Record {
-    /// `p` stored, sharing texts equal to those of `rings`' recent records.
+    /// `p` stored, sharing texts equal to those of `rings`' newest records.
     fn new(p: RecentProbe, rings: &Rings) -> Self {
         let (failure, detail) = match &p.failure {
             Some((reason, detail)) => {
@@ -152,26 +160,11 @@ impl Record {
                     .iter()
                     .position(|r| r == reason)
                     .unwrap_or(0);
-                let earlier = rings
-                    .failures
-                    .iter()
-                    .rev()
-                    .take(SHARED_LOOKBACK)
-                    .filter_map(|r| r.detail.as_ref());
-                (
-                    u8::try_from(index + 1).unwrap_or(u8::MAX),
-                    share(Some(detail), earlier),
-                )
+                (u8::try_from(index + 1).unwrap_or(u8::MAX), Some(&**detail))
             }
             None => (0, None),
         };
-        let earlier = rings
-            .recent
-            .iter()
-            .rev()
-            .take(SHARED_LOOKBACK)
-            .filter_map(|r| r.identity.as_ref());
-        let identity = share(p.identity.as_deref(), earlier);
+        let texts = share(detail, p.identity.clone(), rings);
         let mut flags = 0;
         if p.output_tokens_per_second.is_some() {
             flags |= HAS_TPS;
@@ -187,10 +180,11 @@ impl Record {
             itl_p50_ns: to_ns(p.itl.map(|i| i.p50)),
             itl_p95_ns: to_ns(p.itl.map(|i| i.p95)),
             output_tokens_per_second: p.output_tokens_per_second.unwrap_or(0.0),
-            output_tokens: p.output_tokens.unwrap_or(0),
+            output_tokens: p
+                .output_tokens
+                .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
             trace_id: p.trace_id.map_or([0; 16], TraceId::to_bytes),
-            detail,
-            identity,
+            texts,
             failure,
             flags,
         }
@@ -213,7 +207,11 @@ impl Record {
                 .unwrap_or(FailureReason::ALL[0]);
             (
                 reason,
-                self.detail.as_deref().unwrap_or_default().to_string(),
+                self.texts
+                    .as_ref()
+                    .and_then(|t| t.detail.as_deref())
+                    .unwrap_or_default()
+                    .to_string(),
             )
         });
         RecentProbe {
@@ -226,25 +224,40 @@ impl Record {
             tpot: from_ns(self.tpot_ns),
             itl,
             e2e: from_ns(self.e2e_ns),
-            output_tokens: (self.flags & HAS_TOKENS != 0).then_some(self.output_tokens),
+            output_tokens: (self.flags & HAS_TOKENS != 0).then_some(u64::from(self.output_tokens)),
             failure,
-            identity: self.identity.clone(),
+            identity: self.texts.as_ref().and_then(|t| t.identity.clone()),
             trace_id: TraceId::from_bytes(self.trace_id),
         }
     }
 }
 
-/// `text` as an `Arc`: one of `earlier` if equal, else a new one.
-fn share<'a>(
-    text: Option<&str>,
-    mut earlier: impl Iterator<Item = &'a Arc<str>>,
-) -> Option<Arc<str>> {
-    text.map(|t| {
-        earlier
-            .find(|e| &***e == t)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(t))
-    })
+/// The texts `detail` and `identity` as shared [`Texts`]: those of one of `rings`' newest
+/// records (recent or failures) if equal, else new ones; `None` when both are absent.
+fn share(detail: Option<&str>, identity: Option<Arc<str>>, rings: &Rings) -> Option<Arc<Texts>> {
+    if detail.is_none() && identity.is_none() {
+        return None;
+    }
+    let found = (rings.recent.iter().rev().take(SHARED_LOOKBACK))
+        .chain(rings.failures.iter().rev().take(SHARED_LOOKBACK))
+        .filter_map(|r| r.texts.as_ref())
+        .find(|t| t.detail.as_deref() == detail && t.identity.as_deref() == identity.as_deref())
+        .cloned();
+    Some(found.unwrap_or_else(|| {
+        // A new pair of texts; the identity is still one of the newest records' if equal
+        // (a failure and the successes around it usually share it).
+        let identity = identity.map(|i| {
+            (rings.recent.iter().rev().take(SHARED_LOOKBACK))
+                .filter_map(|r| r.texts.as_ref()?.identity.as_ref())
+                .find(|e| e[..] == i[..])
+                .cloned()
+                .unwrap_or(i)
+        });
+        Arc::new(Texts {
+            detail: detail.map(Box::from),
+            identity,
+        })
+    }))
 }
 
 /// How many of a pair's newest records a new one looks through for a text to share.
@@ -349,6 +362,17 @@ fn prune(
     }
 }
 
+/// Appends `record` to `ring`, growing a full ring by doubling but never past `limit` records
+/// (a plain `VecDeque` would hold 128 records for the 120 kept). Past `limit` (probes kept for
+/// the state window) it grows as usual.
+fn push_bounded(ring: &mut VecDeque<Record>, record: Record, limit: usize) {
+    if ring.len() == ring.capacity() && ring.len() < limit {
+        let capacity = ring.capacity().saturating_mul(2).max(4).min(limit);
+        ring.reserve_exact(capacity - ring.len());
+    }
+    ring.push_back(record);
+}
+
 impl History {
     /// An empty history keeping `limits` per pair.
     pub fn new(limits: HistoryLimits) -> Self {
@@ -392,17 +416,19 @@ impl History {
             });
         // One allocation per distinct text, not per probe: shared with earlier probes.
         let record = Record::new(p, rings);
+        let failures = count.saturating_mul(FAILURE_RETENTION as usize);
+        let (oldest, keep) = (age(max_age), age(STATE_WINDOW));
+        let oldest_failure = age(max_age.saturating_mul(FAILURE_RETENTION));
+        // Room is made before the push (so a full ring does not grow), and the limits are
+        // applied again after it (so the new record obeys them too).
         if record.failure > 0 {
-            rings.failures.push_back(record.clone());
+            prune(&mut rings.failures, failures - 1, oldest_failure, None);
+            push_bounded(&mut rings.failures, record.clone(), failures);
         }
-        rings.recent.push_back(record);
-        prune(&mut rings.recent, count, age(max_age), age(STATE_WINDOW));
-        prune(
-            &mut rings.failures,
-            count.saturating_mul(FAILURE_RETENTION as usize),
-            age(max_age.saturating_mul(FAILURE_RETENTION)),
-            None,
-        );
+        prune(&mut rings.recent, count - 1, oldest, keep);
+        push_bounded(&mut rings.recent, record, count);
+        prune(&mut rings.recent, count, oldest, keep);
+        prune(&mut rings.failures, failures, oldest_failure, None);
     }
 
     /// Forgets every pair for which `keep(target, scenario)` is false: a reload calls it with
@@ -651,7 +677,7 @@ mod tests {
     /// failure details and identities are stored once per pair, not once per probe.
     #[test]
     fn compact_records_round_trip_and_share_repeated_texts() {
-        const { assert!(RECORD_BYTES <= 120, "a record grew") };
+        const { assert!(RECORD_BYTES <= 88, "a record grew") };
         let h = History::new(limits(10, Duration::from_secs(3600)));
         let mut ok = RecentProbe::from(&outcome(true));
         ok.ttft = Some(Duration::new(1, 234_567_891));
@@ -667,8 +693,11 @@ mod tests {
         h.push_probe(ok.clone());
         h.push_probe(failed.clone());
         h.push_probe(failed.clone());
+        let mut again = ok.clone();
+        again.identity = Some("model=m server=s".into());
+        h.push_probe(again);
         let kept = h.probes("t", "s");
-        assert_eq!(kept.len(), 3);
+        assert_eq!(kept.len(), 4);
         assert!(kept[0].output_tokens_per_second.unwrap().is_nan());
         let mut expect_ok = ok.clone();
         expect_ok.output_tokens_per_second = kept[0].output_tokens_per_second;
@@ -679,15 +708,46 @@ mod tests {
         assert_eq!(kept[2], failed);
         let store = h.lock();
         let rings = store.pairs.values().next().unwrap();
-        let (a, b) = (&rings.failures[0], &rings.failures[1]);
+        let texts = |r: &Record| r.texts.clone().unwrap();
+        // The two failures: one detail and identity, in both rings.
         assert!(Arc::ptr_eq(
-            a.detail.as_ref().unwrap(),
-            b.detail.as_ref().unwrap()
+            &texts(&rings.failures[0]),
+            &texts(&rings.failures[1])
         ));
         assert!(Arc::ptr_eq(
-            rings.recent[0].identity.as_ref().unwrap(),
-            rings.recent[2].identity.as_ref().unwrap()
+            &texts(&rings.recent[1]),
+            &texts(&rings.recent[2])
         ));
+        // The two successes: one identity (read from separate allocations).
+        assert!(Arc::ptr_eq(
+            &texts(&rings.recent[0]),
+            &texts(&rings.recent[3])
+        ));
+        // A success and a failure: their own texts, one identity.
+        assert!(!Arc::ptr_eq(
+            &texts(&rings.recent[0]),
+            &texts(&rings.recent[1])
+        ));
+        assert!(Arc::ptr_eq(
+            texts(&rings.recent[0]).identity.as_ref().unwrap(),
+            texts(&rings.recent[1]).identity.as_ref().unwrap()
+        ));
+    }
+
+    /// Issue 31: a pair's ring holds the 120 probes of the default limit in room for 120, not
+    /// the 128 a doubling `VecDeque` would take.
+    #[test]
+    fn a_full_ring_takes_no_more_room_than_its_limit() {
+        let h = History::new(limits(120, Duration::from_secs(3600)));
+        // Older than the state window, which would keep them all.
+        for n in 0..300 {
+            h.push_probe(aged(true, STATE_WINDOW + Duration::from_secs(1000 - n)));
+        }
+        let store = h.lock();
+        let rings = store.pairs.values().next().unwrap();
+        assert_eq!(rings.recent.len(), 120);
+        assert_eq!(rings.recent.capacity(), 120);
+        assert_eq!(rings.failures.capacity(), 0, "no failure, no failures ring");
     }
 
     /// Issue 29: a kept probe is found by its trace id (in the recent ring or, once it left
