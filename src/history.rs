@@ -41,9 +41,9 @@ pub struct HistoryLimits {
 
 impl Default for HistoryLimits {
     /// 120 probes and 6 hours per pair: 30 minutes at the default 15 s interval (three times
-    /// the status pages' 10-minute state window); about 15 KiB per pair, 15 MiB at 1,000 pairs
-    /// (a ring of 128 records of [`RECORD_BYTES`] = 120 bytes, 16 of them the trace id;
-    /// BENCHMARKS.md §11), plus the failures ring when probes fail.
+    /// the status pages' 10-minute state window); 11.2 KiB per pair, 10.9 MiB at 1,000 pairs
+    /// (a ring of 120 records of [`RECORD_BYTES`] = 88 bytes, 16 of them the trace id;
+    /// BENCHMARKS.md §14), plus the failures ring when probes fail.
     fn default() -> Self {
         HistoryLimits {
             max_probes: 120,
