@@ -145,9 +145,9 @@ const ERROR_CASES: &[(&str, &str)] = &[
     (
         "19_bad_target_name.yaml",
         concat!(
-            r#"19_bad_target_name.yaml:6:11: targets[0].name: target "local vllm/a100": name may only contain letters, digits, "_", ".", ":" and "-", because it becomes the "target" metric label; rename it, e.g. "local_vllm_a100"."#,
+            r#"19_bad_target_name.yaml:6:11: targets[0].name: target "local vllm/a100": name may only contain ASCII letters, digits, "_", ".", ":" and "-", because it becomes the "target" metric label; rename it, e.g. "local_vllm_a100"."#,
             "\n",
-            r#"19_bad_target_name.yaml:10:11: targets[1].name: target "": name is empty; give the target a unique name made of letters, digits, "_", ".", ":" and "-" (it becomes the "target" metric label)."#
+            r#"19_bad_target_name.yaml:10:11: targets[1].name: target "": name is empty; give the target a unique name made of ASCII letters, digits, "_", ".", ":" and "-" (it becomes the "target" metric label)."#
         ),
     ),
     (

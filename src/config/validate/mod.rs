@@ -36,7 +36,7 @@ use crate::sanitize::{is_unsafe_char, redact_url};
 type JsonObject = serde_json::Map<String, serde_json::Value>;
 
 const DURATION_HINT: &str = "use a duration like 15s or 300ms";
-const NAME_RULE: &str = "letters, digits, \"_\", \".\", \":\" and \"-\"";
+const NAME_RULE: &str = "ASCII letters, digits, \"_\", \".\", \":\" and \"-\"";
 const ROLES: &[&str] = &["system", "developer", "user", "assistant"];
 /// Request keys the protocol layer sets itself; `extra_body` may not override them.
 const RESERVED_BODY_KEYS: &[&str] = &[
