@@ -237,6 +237,16 @@ pub(super) fn decode(e: DecodeError) -> Failure {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_resolver_error_is_told_once() {
+        let inner = io::Error::other("Name or service not known");
+        let e = ResolveError::Lookup(inner);
+        assert_eq!(
+            joined("dns error".into(), Some(&e)),
+            "dns error: the host name did not resolve: Name or service not known"
+        );
+    }
+
     #[derive(Debug, thiserror::Error)]
     #[error("outer: {0}")]
     struct Outer(#[source] io::Error);

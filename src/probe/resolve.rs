@@ -16,7 +16,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
     /// The system's resolver failed.
-    #[error("the host name did not resolve: {0}")]
+    #[error("the host name did not resolve")]
     Lookup(#[source] std::io::Error),
     /// The system's resolver answered with no address.
     #[error("the host name resolved to no address")]
