@@ -185,9 +185,12 @@ pub fn main(opts: &Opts) {
         let events0 = events.load(std::sync::atomic::Ordering::Relaxed);
         let load_before = loadavg();
         let mut scrapes = Dist::new("HTTP GET /metrics (scrape during the window, by curl)");
+        // RSS before each scrape: flat, or growing with the probes kept?
+        let mut rss_series: Vec<(u64, u64)> = Vec::new();
         let mut size = 0usize;
         while t0.elapsed() < window {
             let t = Instant::now();
+            rss_series.push((t0.elapsed().as_secs(), status_kib("VmRSS:")));
             // The scraper is another process (as Prometheus is), on the simulator's CPU: its
             // CPU and the memory of the body it receives are not the daemon's.
             let mut curl = tokio::process::Command::new(if pinned { "taskset" } else { "curl" });
@@ -213,6 +216,14 @@ pub fn main(opts: &Opts) {
         let load_after = loadavg();
         let (rss, hwm) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
         let (rss_anon, rss_file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
+        if opts.str("malloc-stats", "false") == "true" {
+            // glibc's own account of the heap (to stderr): bytes in use vs held per arena.
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_stats only reads the allocator's counters and prints them.
+            unsafe {
+                libc::malloc_stats()
+            };
+        }
         let mut render = Dist::new("`Metrics::render` in-process (after the window)");
         let mut render_size = 0;
         for _ in 0..10 {
@@ -315,6 +326,14 @@ pub fn main(opts: &Opts) {
             "| of which anonymous / file-backed (the binary's code) | {:.1} MiB / {:.1} MiB | |",
             rss_anon as f64 / 1024.0,
             rss_file as f64 / 1024.0
+        );
+        println!(
+            "| RSS before each scrape (s into the window: MiB) | {} | |",
+            rss_series
+                .iter()
+                .map(|(s, kib)| format!("{s}: {:.1}", *kib as f64 / 1024.0))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         println!(
             "| RSS right after `Daemon::start` (before probing) | {:.1} MiB | |",
