@@ -45,8 +45,10 @@ pub fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// (target, when the probe started, TTFT − scripted in ms if it succeeded).
-type Record = (String, SystemTime, Option<f64>);
+/// (target, when the probe started, TTFT − scripted in ms if it succeeded): 40 bytes, the
+/// target's name shared with the daemon. These live in the daemon's process, so their bytes
+/// are reported beside its RSS.
+type Record = (Arc<str>, SystemTime, Option<f32>);
 
 struct Sim(Child);
 impl Drop for Sim {
@@ -111,8 +113,10 @@ pub fn main(opts: &Opts) {
     // As `llm-probe run` does first thing.
     llm_probe::app::return_large_buffers_to_os();
     let mut yaml = format!(
-        "defaults:\n  interval: {}\n  timeout: 10s\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {tokens}\ntargets:\n",
-        humantime::format_duration(interval)
+        "defaults:\n  interval: {}\n  timeout: {}\nscenarios:\n  - name: chat\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {tokens}\ntargets:\n",
+        humantime::format_duration(interval),
+        // At most the interval (the config refuses a longer timeout).
+        humantime::format_duration(interval.min(Duration::from_secs(10)))
     );
     for i in 0..targets {
         yaml.push_str(&format!(
@@ -146,7 +150,13 @@ pub fn main(opts: &Opts) {
         let start_took = t_build.elapsed();
         let rss_started = status_kib("VmRSS:");
         let wall_started = SystemTime::now();
-        let records: Arc<Mutex<Vec<Record>>> = Arc::default();
+        // Room for every probe of the run up front: no doubling copies, and capacity not yet
+        // written is not resident.
+        let warmup_estimate = interval.min(Duration::from_secs(10)) + ttft + itl * tokens;
+        let expected = (warmup_estimate + window).as_secs_f64() / interval.as_secs_f64();
+        let records: Arc<Mutex<Vec<Record>>> = Arc::new(Mutex::new(Vec::with_capacity(
+            ((expected + 2.0) * targets as f64) as usize,
+        )));
         let mut rx = daemon.subscribe();
         let rec = records.clone();
         let script_ttft = ttft.as_secs_f64();
@@ -163,12 +173,12 @@ pub fn main(opts: &Opts) {
                         let n = o.result.as_ref().map_or(0, |m| m.token_events);
                         ev.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
                         rec.lock().unwrap().push((
-                            o.target.to_string(),
+                            o.target.clone(),
                             o.started_at,
                             o.result
                                 .as_ref()
                                 .ok()
-                                .map(|m| ms(m.ttft.as_secs_f64() - script_ttft)),
+                                .map(|m| ms(m.ttft.as_secs_f64() - script_ttft) as f32),
                         ))
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
@@ -190,7 +200,8 @@ pub fn main(opts: &Opts) {
         let mut size = 0usize;
         while t0.elapsed() < window {
             let t = Instant::now();
-            rss_series.push((t0.elapsed().as_secs(), status_kib("VmRSS:")));
+            let own = (records.lock().unwrap().len() * std::mem::size_of::<Record>()) as u64 / 1024;
+            rss_series.push((t0.elapsed().as_secs(), status_kib("VmRSS:").saturating_sub(own)));
             // The scraper is another process (as Prometheus is), on the simulator's CPU: its
             // CPU and the memory of the body it receives are not the daemon's.
             let mut curl = tokio::process::Command::new(if pinned { "taskset" } else { "curl" });
@@ -216,6 +227,8 @@ pub fn main(opts: &Opts) {
         let load_after = loadavg();
         let (rss, hwm) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
         let (rss_anon, rss_file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
+        let own_records =
+            (records.lock().unwrap().len() * std::mem::size_of::<Record>()) as f64 / (1 << 20) as f64;
         if opts.str("malloc-stats", "false") == "true" {
             // glibc's own account of the heap (to stderr): bytes in use vs held per arena.
             #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -266,7 +279,7 @@ pub fn main(opts: &Opts) {
             upper.push(ms(lag));
             by_target.entry(name).or_default().push(lag);
             if let Some(e) = err {
-                ttft_err.push(*e);
+                ttft_err.push(f64::from(*e));
             }
         }
         for lags in by_target.values() {
@@ -323,12 +336,15 @@ pub fn main(opts: &Opts) {
             hwm as f64 / 1024.0
         );
         println!(
+            "| of which the bench's own per-probe records (not the daemon's) | {own_records:.1} MiB | |"
+        );
+        println!(
             "| of which anonymous / file-backed (the binary's code) | {:.1} MiB / {:.1} MiB | |",
             rss_anon as f64 / 1024.0,
             rss_file as f64 / 1024.0
         );
         println!(
-            "| RSS before each scrape (s into the window: MiB) | {} | |",
+            "| RSS before each scrape, less the bench's own records (s into the window: MiB) | {} | |",
             rss_series
                 .iter()
                 .map(|(s, kib)| format!("{s}: {:.1}", *kib as f64 / 1024.0))
