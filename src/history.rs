@@ -362,10 +362,6 @@ fn prune(
     }
 }
 
-/// The most records a pair's ring is given room for when the pair is first seen (1,024 records
-/// of [`RECORD_BYTES`]: 88 KiB); a larger `max_probes` is reached by growing.
-const RESERVED_PROBES: usize = 1024;
-
 /// Appends `record` to `ring`, growing a full ring by doubling but never past `limit` records
 /// (a plain `VecDeque` would hold 128 records for the 120 kept). Past `limit` (probes kept for
 /// the state window) it grows as usual.
@@ -415,11 +411,7 @@ impl History {
             .or_insert_with(|| Rings {
                 target: p.target.clone(),
                 scenario: p.scenario.clone(),
-                // The whole ring at once (up to RESERVED_PROBES): a ring grown by doubling
-                // leaves each smaller block behind as a hole in the heap, and at 1,000 pairs
-                // those holes held 16 MiB that no later allocation reused (BENCHMARKS.md
-                // §14). Records not yet written are not resident.
-                recent: VecDeque::with_capacity(count.min(RESERVED_PROBES)),
+                recent: VecDeque::new(),
                 failures: VecDeque::new(),
             });
         // One allocation per distinct text, not per probe: shared with earlier probes.
@@ -743,21 +735,10 @@ mod tests {
     }
 
     /// Issue 31: a pair's ring holds the 120 probes of the default limit in room for 120, not
-    /// the 128 a doubling `VecDeque` would take, and gets that room with its first probe (no
-    /// smaller blocks left behind in the heap).
+    /// the 128 a doubling `VecDeque` would take.
     #[test]
     fn a_full_ring_takes_no_more_room_than_its_limit() {
         let h = History::new(limits(120, Duration::from_secs(3600)));
-        h.push_probe(aged(true, STATE_WINDOW + Duration::from_secs(2000)));
-        {
-            let store = h.lock();
-            let rings = store.pairs.values().next().unwrap();
-            assert_eq!(
-                rings.recent.capacity(),
-                120,
-                "the whole ring from the first probe"
-            );
-        }
         // Older than the state window, which would keep them all.
         for n in 0..300 {
             h.push_probe(aged(true, STATE_WINDOW + Duration::from_secs(1000 - n)));
