@@ -64,7 +64,7 @@ fn check_workload(w: &Value) -> Vec<String> {
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/-/healthy");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/-/ready");
     assert_eq!(c["resources"]["requests"]["cpu"], "250m");
-    assert_eq!(c["resources"]["requests"]["memory"], "64Mi");
+    assert_eq!(c["resources"]["requests"]["memory"], "80Mi");
     assert!(c["resources"]["limits"]["memory"].is_string());
     assert_eq!(c["image"], "ghcr.io/example/llm-probe:0.1.0");
     // The config directory is mounted whole (a subPath mount never sees ConfigMap updates).
