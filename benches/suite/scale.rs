@@ -152,11 +152,13 @@ pub fn main(opts: &Opts) {
         let wall_started = SystemTime::now();
         // Room for every probe of the run up front: no doubling copies, and capacity not yet
         // written is not resident.
-        let warmup_estimate = interval.min(Duration::from_secs(10)) + ttft + itl * tokens;
-        let expected = (warmup_estimate + window).as_secs_f64() / interval.as_secs_f64();
+        let warmup = interval.min(Duration::from_secs(10)) + ttft + itl * tokens;
+        let expected = (warmup + window).as_secs_f64() / interval.as_secs_f64();
         let records: Arc<Mutex<Vec<Record>>> = Arc::new(Mutex::new(Vec::with_capacity(
             ((expected + 2.0) * targets as f64) as usize,
         )));
+        let records_kib =
+            |r: &Mutex<Vec<Record>>| (r.lock().unwrap().len() * std::mem::size_of::<Record>()) as u64 / 1024;
         let mut rx = daemon.subscribe();
         let rec = records.clone();
         let script_ttft = ttft.as_secs_f64();
@@ -188,7 +190,6 @@ pub fn main(opts: &Opts) {
                 }
             }
         });
-        let warmup = interval.min(Duration::from_secs(10)) + ttft + itl * tokens;
         tokio::time::sleep(warmup).await;
         let metrics_url = format!("http://{}/metrics", daemon.addr);
         let (cpu0, t0) = (cpu_seconds(), Instant::now());
@@ -200,8 +201,10 @@ pub fn main(opts: &Opts) {
         let mut size = 0usize;
         while t0.elapsed() < window {
             let t = Instant::now();
-            let own = (records.lock().unwrap().len() * std::mem::size_of::<Record>()) as u64 / 1024;
-            rss_series.push((t0.elapsed().as_secs(), status_kib("VmRSS:").saturating_sub(own)));
+            rss_series.push((
+                t0.elapsed().as_secs(),
+                status_kib("VmRSS:").saturating_sub(records_kib(&records)),
+            ));
             // The scraper is another process (as Prometheus is), on the simulator's CPU: its
             // CPU and the memory of the body it receives are not the daemon's.
             let mut curl = tokio::process::Command::new(if pinned { "taskset" } else { "curl" });
@@ -227,8 +230,7 @@ pub fn main(opts: &Opts) {
         let load_after = loadavg();
         let (rss, hwm) = (status_kib("VmRSS:"), status_kib("VmHWM:"));
         let (rss_anon, rss_file) = (status_kib("RssAnon:"), status_kib("RssFile:"));
-        let own_records =
-            (records.lock().unwrap().len() * std::mem::size_of::<Record>()) as f64 / (1 << 20) as f64;
+        let own_records = records_kib(&records) as f64 / 1024.0;
         if opts.str("malloc-stats", "false") == "true" {
             // glibc's own account of the heap (to stderr): bytes in use vs held per arena.
             #[cfg(all(target_os = "linux", target_env = "gnu"))]
