@@ -40,7 +40,9 @@ pub async fn run(cli: Cli) -> ExitCode {
             web,
             config_watch,
             shard,
+            coalesce_reads,
         } => {
+            crate::probe::coalesce::set_wait(coalesce_reads);
             let shard =
                 match crate::shard::from_flags(shard.index, shard.index_from_hostname, shard.count)
                 {

@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use xxhash_rust::xxh3::xxh3_64;
@@ -17,7 +17,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::clock::instant_after;
 use crate::config::Scenario;
 use crate::measure::ProbeOutcome;
-use crate::probe::Prober;
+use crate::probe::{coalesce, Prober};
 
 /// Longest start-up phase: the first probe of every pair happens within this (or within the
 /// interval, if shorter) of start.
@@ -113,24 +113,35 @@ async fn run_loop<T, P, Fut>(
     P: Fn() -> Fut,
     Fut: std::future::Future<Output = T> + Send + 'static,
 {
-    let mut ticker = tokio::time::interval_at(first, interval);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    // After the first probe the schedule moves to its steady slot (once).
-    let mut realign = (then != instant_after(first, interval)).then_some(then);
+    // The first probe at `first`, then on the steady grid `then + k × interval`: the first
+    // slot of it after the previous probe ended (a slot missed while a probe ran is skipped).
+    let mut start = first;
     loop {
+        // With wake-up coalescing on, idle workers stop waiting a moment before the start
+        // (`coalesce::starting`).
+        let early = match coalesce::lead() {
+            Some(lead) => {
+                let at = start.checked_sub(lead).unwrap_or(start);
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep_until(at) => {}
+                }
+                Some(coalesce::urgent())
+            }
+            None => None,
+        };
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
+            _ = tokio::time::sleep_until(start) => {}
         }
-        let task = AbortOnDropHandle::new(tokio::spawn(probe()));
+        let task = AbortOnDropHandle::new(tokio::spawn(coalesce::starting(early, probe())));
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = task => r,
         };
-        if let Some(at) = realign.take() {
-            // A first probe that ran past the steady slot skips to the next one.
-            ticker.reset_at(next_slot(at, interval, Instant::now()));
-        }
+        // Strictly after this start, even for a probe that took no time.
+        let mut not_before = Instant::now().max(start + Duration::from_nanos(1));
+        start = next_slot(then, interval, not_before);
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -146,8 +157,8 @@ async fn run_loop<T, P, Fut>(
         if let Some(wait) = after(outcome) {
             // The first of the pair's own slots once the wait has passed, so that the pairs of
             // a target stay spread across the interval.
-            let hold = instant_after(Instant::now(), wait);
-            ticker.reset_at(next_slot(then, interval, hold));
+            not_before = not_before.max(instant_after(Instant::now(), wait));
+            start = next_slot(then, interval, not_before);
         }
     }
 }

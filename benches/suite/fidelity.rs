@@ -1,6 +1,7 @@
 //! Fidelity against ground truth: N concurrent streams, each probing the scripted simulator
-//! back to back (a closed loop, starts staggered over one probe's length so that N streams are
-//! open at once), then every measurement is compared with the script.
+//! back to back (a closed loop: each probe starts on a timer 5 ms after the previous ended, as
+//! the daemon's schedule starts them; starts staggered over one probe's length so that N
+//! streams are open at once), then every measurement is compared with the script.
 //!
 //! In-process mode (default): the simulator runs on its own thread and tokio runtime pinned to
 //! CPU 1, the prober on CPU 0. Each stream is its own target whose requests carry an
@@ -69,6 +70,7 @@ fn drive(url: &str, streams: usize, probes: usize, script: &Script, connection: 
     .expect("bench config");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(llm_probe::probe::coalesce::on_park)
         .build()
         .unwrap();
     let period = script.ttft + script.itl * script.tokens;
@@ -86,14 +88,26 @@ fn drive(url: &str, streams: usize, probes: usize, script: &Script, connection: 
             let stagger = period.mul_f64(i as f64 / streams as f64);
             let (open, peak) = (open.clone(), peak.clone());
             tasks.push(tokio::spawn(async move {
-                tokio::time::sleep(stagger).await;
+                use llm_probe::probe::coalesce;
+                let mut start = tokio::time::Instant::now() + stagger;
                 let mut out = Vec::with_capacity(probes);
                 for _ in 0..probes {
+                    // On a timer, as the daemon's schedule starts a probe (`schedule::run_loop`,
+                    // with wake-up coalescing's early guard): 5 ms after the previous ended.
+                    let early = match coalesce::lead() {
+                        Some(lead) => {
+                            tokio::time::sleep_until(start - lead).await;
+                            Some(coalesce::urgent())
+                        }
+                        None => None,
+                    };
+                    tokio::time::sleep_until(start).await;
                     let now = open.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     peak.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
-                    let o = prober.probe(&scenario).await;
+                    let o = coalesce::starting(early, prober.probe(&scenario)).await;
                     open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
                     out.push((i, o));
+                    start = tokio::time::Instant::now() + Duration::from_millis(5);
                 }
                 out
             }));
@@ -137,6 +151,9 @@ pub fn main(opts: &Opts) {
     let streams_list = opts.list("streams", "1,100,1000");
     // `fresh` (the default of `llm-probe`: a new TCP connection per probe) or `reuse`.
     let connection = opts.str("connection", "fresh");
+    // `llm-probe run --probe.coalesce-reads` (default 2ms; `0s`: off, as before §15), on the
+    // prober's runtime only (the simulator's runtime has no park hook).
+    llm_probe::probe::coalesce::set_wait(opts.dur("coalesce", "2ms"));
     if let Some(url) = opts.opt("url") {
         return external(&url, &streams_list, probes.max(1), &script, &connection);
     }
@@ -303,7 +320,9 @@ fn in_process(streams: usize, per: usize, script: &Script, pin: bool, connection
         }
     }
     println!(
-        "\n#### {streams} concurrent stream(s), connection: {connection} — in-process simulator{}\n",
+        "\n#### {streams} concurrent stream(s), connection: {connection}, read coalescing {:?} (held off at the end: {}) — in-process simulator{}\n",
+        llm_probe::probe::coalesce::wait(),
+        llm_probe::probe::coalesce::wait_now().is_none(),
         if pinned {
             " (sim pinned to CPU 1, prober to CPU 0)"
         } else {

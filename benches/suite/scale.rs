@@ -124,9 +124,10 @@ pub fn main(opts: &Opts) {
         ));
     }
     let cfg = config::parse(&yaml, "<bench>", &|_| None).expect("bench config");
-    // `--runtime one-worker|current-thread` and `--park-sleep` exist for BENCHMARKS §14's
-    // experiments (measured, not adopted): the daemon itself runs tokio's default runtime.
-    let park_sleep = opts.dur("park-sleep", "0s");
+    // `--runtime one-worker|current-thread` exist for BENCHMARKS §14's experiments (measured,
+    // not adopted): the daemon itself runs tokio's default runtime. `--coalesce` is
+    // `llm-probe run --probe.coalesce-reads` (default 2ms; `0s`: off, as before §15).
+    let coalesce = opts.dur("coalesce", "2ms");
     let mut builder = match opts.str("runtime", "multi-thread").as_str() {
         "multi-thread" => tokio::runtime::Builder::new_multi_thread(),
         "one-worker" => {
@@ -137,10 +138,8 @@ pub fn main(opts: &Opts) {
         "current-thread" => tokio::runtime::Builder::new_current_thread(),
         other => panic!("--runtime {other:?}: multi-thread, one-worker or current-thread"),
     };
-    if !park_sleep.is_zero() {
-        // Each worker sleeps before it goes idle, so that one wake-up finds several reads ready.
-        builder.on_thread_park(move || std::thread::sleep(park_sleep));
-    }
+    llm_probe::probe::coalesce::set_wait(coalesce);
+    builder.on_thread_park(llm_probe::probe::coalesce::on_park);
     let rt = builder.enable_all().build().unwrap();
     rt.block_on(async move {
         let t_build = Instant::now();
@@ -239,6 +238,22 @@ pub fn main(opts: &Opts) {
                 libc::malloc_stats()
             };
         }
+        // What glibc would give back if asked (`malloc_trim(0)`: free whole pages anywhere in
+        // the heaps), and how long asking takes; before the renders below add their own.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            let before = status_kib("VmRSS:");
+            let t = Instant::now();
+            // SAFETY: malloc_trim only returns free memory of the allocator to the kernel.
+            unsafe { libc::malloc_trim(0) };
+            let took = t.elapsed();
+            eprintln!(
+                "malloc_trim(0) after the window: {:.2} ms, RSS {:.1} → {:.1} MiB",
+                took.as_secs_f64() * 1e3,
+                before as f64 / 1024.0,
+                status_kib("VmRSS:") as f64 / 1024.0
+            );
+        }
         let mut render = Dist::new("`Metrics::render` in-process (after the window)");
         let mut render_size = 0;
         for _ in 0..10 {
@@ -292,10 +307,19 @@ pub fn main(opts: &Opts) {
         }
         let ok = recs.iter().filter(|r| r.2.is_some()).count();
         println!(
-            "\n#### {targets} targets × 1 scenario, interval {}, {tokens} tokens (TTFT {ttft:?}, ITL {itl:?}) — daemon in-process{}, simulator a separate process{}\n",
+            "\n#### {targets} targets × 1 scenario, interval {}, {tokens} tokens (TTFT {ttft:?}, ITL {itl:?}) — daemon in-process{}, simulator a separate process{}; read coalescing {}\n",
             humantime::format_duration(interval),
             if pinned { " pinned to CPU 0" } else { "" },
             if pin { " pinned to CPU 1" } else { "" },
+            if coalesce.is_zero() {
+                "off".to_string()
+            } else {
+                format!(
+                    "{} (held off at the end: {})",
+                    humantime::format_duration(coalesce),
+                    llm_probe::probe::coalesce::wait_now().is_none()
+                )
+            },
         );
         println!(
             "`Daemon::start` took {:.0} ms (config with {targets} targets: one HTTP client each); warm-up {:.1} s; window {:.1} s; probes recorded {} ({} ok); loadavg {load_before} → {load_after}\n",

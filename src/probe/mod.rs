@@ -5,6 +5,7 @@
 pub mod arrival;
 mod body;
 mod client;
+pub mod coalesce;
 mod connect;
 pub mod engine_scrape;
 mod errors;
@@ -348,6 +349,8 @@ impl Armed {
         let exchange =
             tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs, limits));
         let (exchanged, connection) = connect::attribute(exchange).await;
+        // A stream this fast would see its gaps merged by late reads.
+        coalesce::stream_paced(obs.timeline.token_events.iter().map(|e| e.at));
         if let Some(setup) = connection {
             let tl = &mut obs.timeline;
             tl.connect_started = Some(setup.started);
@@ -538,6 +541,10 @@ impl Armed {
         limits: &Limits,
     ) -> Result<(), Failure> {
         let url = request.url().clone();
+        // Until the response headers (a stamped exchange) or to the end (an unstamped one):
+        // idle workers must notice this probe at once (`coalesce`).
+        let mut urgent = Some(coalesce::urgent());
+        coalesce::claim();
         let mut response = match &self.stamped {
             Some(client) => {
                 let mut request = transport::to_http(&request).map_err(|_| {
@@ -551,6 +558,7 @@ impl Armed {
                 let response = client.request(request).await.map_err(|e| {
                     errors::classify_stamped(&e, &url, transport::answer_bytes(&captured))
                 })?;
+                urgent = None;
                 transport::Response::stamped(response, url)
             }
             None => transport::Response::Reqwest(
@@ -561,6 +569,7 @@ impl Armed {
             ),
         };
         let head_read = std::time::Instant::now();
+        let _urgent = urgent;
         let arrivals = response.arrivals();
         let mut stamper = arrival::Stamper::new(arrivals.clone(), obs.timeline.sent);
         let headers = stamper.mark(head_read).0;
@@ -645,7 +654,10 @@ impl Armed {
                             obs.timeline.timestamp_source = TimestampSource::Kernel;
                         }
                     }
-                    None => obs.timeline.timestamp_source = TimestampSource::Read,
+                    None => {
+                        obs.timeline.timestamp_source = TimestampSource::Read;
+                        coalesce::unstamped_read();
+                    }
                 }
             }
 

@@ -1,0 +1,272 @@
+//! Wake-up coalescing: an idle runtime worker waits a moment before it sleeps in the kernel, so
+//! that one wake-up serves the reads of several streams (issue 31).
+//!
+//! At 1,000 pairs every 10 s the daemon reads about 6,400 token events a second, nearly each in
+//! a wake-up of its own: the worker sleeps in `epoll_wait`, one segment arrives, the worker
+//! wakes, reads it and sleeps again. On a VM the wake-up costs more than the read. Waiting
+//! [`DEFAULT_WAIT`] before sleeping lets the reads that arrive meanwhile be served together
+//! (BENCHMARKS.md §15).
+//!
+//! A late read does not move a mark: the probe's reads carry the kernel's arrival stamps
+//! (`probe::arrival`), so the TTFT, ITL and E2E marks are the instants the bytes arrived
+//! whenever the read happens. The wait is skipped whenever that is not enough:
+//!
+//! - while a probe is between `sent` and its response headers ([`urgent`]): its connect, TLS
+//!   handshake and request write are not stamped, so noticing them late would delay the request
+//!   and add to its TTFT. A worker already waiting when a probe becomes urgent stops waiting;
+//! - while a probe is read without stamps (a target behind an `https://` or SOCKS proxy, or a
+//!   platform without them; [`urgent`] for the whole exchange, and [`unstamped_read`]);
+//! - for [`HOLD_OFF`] after a stream whose token events were mostly (more than half of its
+//!   gaps) closer than [`FAST_FACTOR`] × the wait ([`stream_paced`]): segments read together
+//!   share the later stamp, so a stream that fast would see its gaps merged. The majority, not
+//!   any one gap: a stall of the machine merges a few gaps of any stream, and must not turn
+//!   the coalescing off for everyone.
+//!
+//! The wait also delays timers (a probe's start, not its marks) and the `/metrics` server by at
+//! most the wait. `--probe.coalesce-reads 0s` turns it off.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The default wait: 2 ms.
+pub const DEFAULT_WAIT: Duration = Duration::from_millis(2);
+
+/// Token events closer than this many waits hold the coalescing off.
+pub const FAST_FACTOR: u32 = 4;
+
+/// How long a fast stream, or an unstamped read, holds the coalescing off (60 s: longer than
+/// the usual interval, so a fast target keeps it off for good).
+pub const HOLD_OFF: Duration = Duration::from_secs(60);
+
+/// The wait in nanoseconds; 0: off.
+static WAIT_NS: AtomicU64 = AtomicU64::new(0);
+/// Probes that must be noticed at once ([`Urgent`] guards alive).
+static URGENT: AtomicUsize = AtomicUsize::new(0);
+/// Nanoseconds after [`epoch`] until which the wait is skipped.
+static HOLD_UNTIL_NS: AtomicU64 = AtomicU64::new(0);
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ns() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Sets the wait for the whole process (`Duration::ZERO`: off, the initial state). Only
+/// Linux reads are stamped, so elsewhere it stays off.
+pub fn set_wait(wait: Duration) {
+    let ns = if cfg!(target_os = "linux") {
+        u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX)
+    } else {
+        0
+    };
+    epoch();
+    WAIT_NS.store(ns, Ordering::Relaxed);
+}
+
+/// The wait now in force (`Duration::ZERO`: off).
+pub fn wait() -> Duration {
+    Duration::from_nanos(WAIT_NS.load(Ordering::Relaxed))
+}
+
+/// How long an idle worker should wait before it sleeps now: the wait, or `None` when it is
+/// off, a probe is [`urgent`], or the coalescing is held off.
+pub fn wait_now() -> Option<Duration> {
+    let ns = WAIT_NS.load(Ordering::Relaxed);
+    if ns == 0 || URGENT.load(Ordering::Acquire) > 0 {
+        return None;
+    }
+    (now_ns() >= HOLD_UNTIL_NS.load(Ordering::Relaxed)).then(|| Duration::from_nanos(ns))
+}
+
+/// Workers waiting in [`on_park`], woken early by [`urgent`].
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+/// Bumped by [`urgent`]; what a waiting worker waits on (with [`WAKE`]).
+static URGENT_CALLS: Mutex<u64> = Mutex::new(0);
+static WAKE: Condvar = Condvar::new();
+
+/// The runtime's park hook (`tokio::runtime::Builder::on_thread_park`): waits [`wait_now`]
+/// before the worker sleeps, or less if a probe becomes [`urgent`] meanwhile (the worker then
+/// goes on to sleep in the kernel's poll at once, where that probe's connect and write are
+/// noticed as they happen).
+pub fn on_park() {
+    let Some(wait) = wait_now() else {
+        return;
+    };
+    let deadline = Instant::now() + wait;
+    let calls = URGENT_CALLS.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = *calls;
+    // SeqCst here and in `urgent` (a store then a load of the other's variable on each side):
+    // either that probe sees this worker waiting and wakes it, or this worker sees the probe.
+    WAITING.fetch_add(1, Ordering::SeqCst);
+    let mut calls = calls;
+    while *calls == seen && URGENT.load(Ordering::SeqCst) == 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        calls = WAKE
+            .wait_timeout(calls, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    WAITING.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// While alive, idle workers do not wait (see the module's list). Dropping it ends that.
+#[derive(Debug)]
+#[must_use = "the guard holds the coalescing off only while it is alive"]
+pub struct Urgent(());
+
+/// A guard for a probe that must be noticed at once: from `sent` to its response headers, or a
+/// whole unstamped exchange.
+pub fn urgent() -> Urgent {
+    URGENT.fetch_add(1, Ordering::SeqCst);
+    if WAITING.load(Ordering::SeqCst) > 0 {
+        *URGENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        WAKE.notify_all();
+    }
+    Urgent(())
+}
+
+impl Drop for Urgent {
+    fn drop(&mut self) {
+        URGENT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long before a scheduled probe's start the waiting stops ([`starting`]): longer than a
+/// batch of reads takes to serve, so that the probe's connect and request write do not queue
+/// behind one.
+pub const LEAD: Duration = Duration::from_millis(1);
+
+/// [`LEAD`] when the coalescing is on, else `None` (the scheduler then need not wake early).
+pub fn lead() -> Option<Duration> {
+    (WAIT_NS.load(Ordering::Relaxed) != 0).then_some(LEAD)
+}
+
+tokio::task_local! {
+    /// The guard a scheduled probe's task holds until its exchange takes its own ([`claim`]).
+    static EARLY: std::cell::Cell<Option<Urgent>>;
+}
+
+/// Runs `probe` holding `early` (taken [`LEAD`] before the probe's start) until the probe's
+/// exchange holds its own guard ([`claim`]) or `probe` ends: so that from before the start to
+/// the response headers no worker waits, and no batch of reads has gathered when the request
+/// goes out.
+pub async fn starting<F: std::future::Future>(early: Option<Urgent>, probe: F) -> F::Output {
+    EARLY.scope(std::cell::Cell::new(early), probe).await
+}
+
+/// Drops the guard [`starting`] handed to the current task, if any (a probe's exchange calls
+/// it once it holds its own).
+pub fn claim() {
+    let _ = EARLY.try_with(|early| drop(early.take()));
+}
+
+fn hold_off() {
+    let until = now_ns().saturating_add(u64::try_from(HOLD_OFF.as_nanos()).unwrap_or(u64::MAX));
+    HOLD_UNTIL_NS.fetch_max(until, Ordering::Relaxed);
+}
+
+/// A stream ended whose token events were marked at `marks` (in order): if more than half of
+/// its gaps are closer than [`FAST_FACTOR`] × the wait, holds the coalescing off for
+/// [`HOLD_OFF`]. Fewer than two marks say nothing.
+pub fn stream_paced(marks: impl IntoIterator<Item = Instant>) {
+    let ns = WAIT_NS.load(Ordering::Relaxed);
+    if ns == 0 {
+        return;
+    }
+    let fast_below = Duration::from_nanos(ns.saturating_mul(u64::from(FAST_FACTOR)));
+    let (mut gaps, mut fast) = (0usize, 0usize);
+    let mut marks = marks.into_iter();
+    let Some(mut previous) = marks.next() else {
+        return;
+    };
+    for at in marks {
+        gaps += 1;
+        fast += usize::from(at.saturating_duration_since(previous) < fast_below);
+        previous = at;
+    }
+    if fast * 2 > gaps {
+        hold_off();
+    }
+}
+
+/// A token read had no kernel stamp: holds the coalescing off for [`HOLD_OFF`].
+pub fn unstamped_read() {
+    if WAIT_NS.load(Ordering::Relaxed) != 0 {
+        hold_off();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The process-wide state is shared by the tests of this binary: one test walks through it
+    /// all, and leaves it off.
+    #[test]
+    fn the_wait_is_skipped_while_urgent_after_a_fast_stream_and_when_off() {
+        set_wait(Duration::ZERO);
+        assert_eq!(wait_now(), None, "off by default");
+        stream_paced([Instant::now(), Instant::now()]);
+        assert_eq!(
+            HOLD_UNTIL_NS.load(Ordering::Relaxed),
+            0,
+            "off: nothing held"
+        );
+
+        set_wait(Duration::from_millis(2));
+        if !cfg!(target_os = "linux") {
+            assert_eq!(wait_now(), None);
+            return;
+        }
+        assert_eq!(wait_now(), Some(Duration::from_millis(2)));
+        {
+            let _a = urgent();
+            let b = urgent();
+            assert_eq!(wait_now(), None, "a probe is sending");
+            drop(b);
+            assert_eq!(wait_now(), None, "one is still sending");
+        }
+        assert_eq!(wait_now(), Some(Duration::from_millis(2)), "guards dropped");
+
+        // 4 × 2 ms = 8 ms: gaps of 8 ms are slow enough, 7.9 ms are not; a stall that merged
+        // two of four gaps (half, not more) says nothing.
+        let t0 = Instant::now();
+        let marks = |gaps_us: &[u64]| {
+            let mut at = t0;
+            let mut v = vec![at];
+            for g in gaps_us {
+                at += Duration::from_micros(*g);
+                v.push(at);
+            }
+            v
+        };
+        stream_paced(marks(&[8_000, 8_000, 8_000]));
+        stream_paced(marks(&[0, 0, 40_000, 20_000]));
+        stream_paced(marks(&[]));
+        stream_paced([]);
+        assert_eq!(wait_now(), Some(Duration::from_millis(2)));
+        stream_paced(marks(&[7_900, 7_900, 20_000]));
+        assert_eq!(wait_now(), None, "a fast stream holds it off");
+        let until = HOLD_UNTIL_NS.load(Ordering::Relaxed);
+        let expected = now_ns() + HOLD_OFF.as_nanos() as u64;
+        assert!(
+            until <= expected && until + 1_000_000_000 > expected,
+            "held for HOLD_OFF: until {until}, now + HOLD_OFF {expected}"
+        );
+
+        HOLD_UNTIL_NS.store(0, Ordering::Relaxed);
+        unstamped_read();
+        assert_eq!(wait_now(), None, "an unstamped read holds it off");
+
+        HOLD_UNTIL_NS.store(0, Ordering::Relaxed);
+        set_wait(Duration::ZERO);
+        assert_eq!(wait_now(), None);
+    }
+}
