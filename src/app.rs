@@ -43,6 +43,10 @@ pub async fn run(cli: Cli) -> ExitCode {
             coalesce_reads,
         } => {
             crate::probe::coalesce::set_wait(coalesce_reads);
+            tracing::info!(
+                wait = %humantime::format_duration(crate::probe::coalesce::wait()),
+                "wake-up coalescing (--probe.coalesce-reads; 0s: off)"
+            );
             let shard =
                 match crate::shard::from_flags(shard.index, shard.index_from_hostname, shard.count)
                 {

@@ -78,7 +78,7 @@ pub enum Command {
         /// reads of several streams (about a third less CPU at 1,000 pairs; BENCHMARKS.md §15).
         /// Marks are unaffected: reads carry the kernel's arrival stamps, and the wait is
         /// skipped while a probe is sending, for unstamped reads and for streams faster than
-        /// 4 × this. `0s` turns it off.
+        /// 4 × this. `0s` turns it off; at most `4ms`.
         #[arg(long = "probe.coalesce-reads", default_value = "2ms",
               value_parser = coalesce_wait)]
         coalesce_reads: Duration,
@@ -410,12 +410,14 @@ pub struct WebFlags {
     pub location: Option<String>,
 }
 
-/// `--probe.coalesce-reads`: a duration from 0 to 10 ms.
+/// `--probe.coalesce-reads`: a duration from 0 to 4 ms.
 fn coalesce_wait(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 2ms, or 0s for off)"))?;
-    if d > Duration::from_millis(10) {
+    if d > Duration::from_millis(4) {
         return Err(
-            "at most 10ms: a longer wait delays probe starts and scrapes for nothing".into(),
+            "at most 4ms: a longer wait saves no more CPU (BENCHMARKS.md §15), delays \
+             probe starts, and puts healthy reads past LlmProbeReadDelayHigh's 10 ms line"
+                .into(),
         );
     }
     Ok(d)
@@ -969,8 +971,12 @@ mod tests {
             wait(&["--probe.coalesce-reads=500us"]),
             Ok(Duration::from_micros(500))
         );
-        let long = wait(&["--probe.coalesce-reads", "11ms"]).unwrap_err();
-        assert!(long.contains("at most 10ms"), "{long}");
+        assert_eq!(
+            wait(&["--probe.coalesce-reads", "4ms"]),
+            Ok(Duration::from_millis(4))
+        );
+        let long = wait(&["--probe.coalesce-reads", "4001us"]).unwrap_err();
+        assert!(long.contains("at most 4ms"), "{long}");
         let bad = wait(&["--probe.coalesce-reads", "fast"]).unwrap_err();
         assert!(bad.contains("0s for off"), "{bad}");
     }

@@ -123,12 +123,20 @@ impl Stamper {
         (at, Some(read_at.saturating_duration_since(at)))
     }
 
-    /// The mark of the read that found the end of the body (the peer's close): its arrival if it
-    /// brought a new stamp, else `read_at` (a bare close carries no stamp).
+    /// The mark of the read that found the end of the body: its arrival if it brought a new
+    /// stamp (a chunked body's last chunk); the previous mark if the end came with data already
+    /// marked (the last chunk in the same segment as the last event, read before: wake-up
+    /// coalescing makes that common); else `read_at` (the peer's close, which carries no stamp,
+    /// or a connection without stamps).
     pub fn mark_end(&mut self, read_at: Instant) -> Instant {
-        let kernel = self.arrivals.as_ref().and_then(|a| a.latest());
+        let Some(arrivals) = &self.arrivals else {
+            return read_at;
+        };
+        let kernel = arrivals.latest();
         if kernel.is_some() && kernel != self.last {
             self.mark(read_at).0
+        } else if self.last.is_some() && !arrivals.peer_closed() {
+            self.floor
         } else {
             read_at
         }
@@ -148,6 +156,8 @@ pub struct Arrivals {
     written: std::sync::Mutex<Option<(Instant, u64)>>,
     /// The kernel stamp (ns) of the first stamped read whose data arrived after the last write.
     first_after_write: AtomicU64,
+    /// A read found the peer's close (end of stream, which carries no stamp).
+    peer_closed: std::sync::atomic::AtomicBool,
 }
 
 impl Arrivals {
@@ -184,6 +194,11 @@ impl Arrivals {
             0 => None,
             ns => Some(UNIX_EPOCH + Duration::from_nanos(ns)),
         }
+    }
+
+    /// Whether a read has found the peer's close (a read of 0 bytes).
+    pub fn peer_closed(&self) -> bool {
+        self.peer_closed.load(Ordering::Acquire)
     }
 
     fn record(&self, stamp: SystemTime) {
@@ -428,6 +443,9 @@ impl tokio::io::AsyncRead for StampedStream {
                     if let Some(s) = stamp {
                         this.arrivals.record(s);
                     }
+                    if n == 0 && room > 0 {
+                        this.arrivals.peer_closed.store(true, Ordering::Release);
+                    }
                     this.arrivals.read(n);
                     // SAFETY: `recvmsg` wrote the first `n` bytes of the unfilled part.
                     unsafe { buf.assume_init(n) };
@@ -669,8 +687,8 @@ mod tests {
     }
 
     /// Reads of one socket read share one mark; a read without a stamp is marked when it
-    /// returned, and later marks stay after it; the close is marked when it was read unless it
-    /// brought a new stamp.
+    /// returned, and later marks stay after it; the end of the body is marked at the data it
+    /// came with, and a close when it was read unless it brought a new stamp.
     #[test]
     fn the_stamper_marks_each_read_in_order() {
         let ms = Duration::from_millis;
@@ -689,8 +707,12 @@ mod tests {
         let (again, later) = st.mark(sent + ms(22));
         assert_eq!(again, at);
         assert_eq!(later, Some(sent + ms(22) - at));
-        // A close without new data is marked when it was read.
-        assert_eq!(st.mark_end(sent + ms(30)), sent + ms(30));
+        // The end found in data already marked (a chunked body's last chunk in the same
+        // segment as the last event): that data's mark, not the late read's.
+        assert_eq!(st.mark_end(sent + ms(30)), at);
+        // A close (a read of 0 bytes) without new data is marked when it was read.
+        arrivals.peer_closed.store(true, Ordering::Release);
+        assert_eq!(st.mark_end(sent + ms(31)), sent + ms(31));
         // Without arrivals (reqwest's connections) every mark is the read's.
         let mut plain = Stamper::new(None, sent);
         assert_eq!(plain.mark(sent + ms(3)), (sent + ms(3), None));

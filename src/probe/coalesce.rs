@@ -15,15 +15,19 @@
 //!   handshake and request write are not stamped, so noticing them late would delay the request
 //!   and add to its TTFT. A worker already waiting when a probe becomes urgent stops waiting;
 //! - while a probe is read without stamps (a target behind an `https://` or SOCKS proxy, or a
-//!   platform without them; [`urgent`] for the whole exchange, and [`unstamped_read`]);
-//! - for [`HOLD_OFF`] after a stream whose token events were mostly (more than half of its
-//!   gaps) closer than [`FAST_FACTOR`] × the wait ([`stream_paced`]): segments read together
-//!   share the later stamp, so a stream that fast would see its gaps merged. The majority, not
-//!   any one gap: a stall of the machine merges a few gaps of any stream, and must not turn
-//!   the coalescing off for everyone.
+//!   platform without them; [`urgent`] for the whole exchange, and [`unstamped_read`] for twice
+//!   its interval after);
+//! - for twice the target's interval (at least [`HOLD_OFF`]) after a stream whose token events
+//!   were mostly (more than half of its gaps) closer than [`FAST_FACTOR`] × the wait
+//!   ([`stream_paced`]): segments read together share the later stamp, so a stream that fast
+//!   would see its gaps merged. The majority, not any one gap: a stall of the machine merges
+//!   a few gaps of any stream, and must not turn the coalescing off for everyone;
+//! - until each new pair's first probe has ended (`schedule::probe_loop`, at start and after a
+//!   reload), so that a fast target is found before its reads are ever coalesced.
 //!
-//! The wait also delays timers (a probe's start, not its marks) and the `/metrics` server by at
-//! most the wait. `--probe.coalesce-reads 0s` turns it off.
+//! The wait also delays the probes' timers (a probe's start, not its marks) by at most the
+//! wait; `/metrics` and the status pages are served by a runtime of their own, without it.
+//! `--probe.coalesce-reads 0s` turns it off.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -35,8 +39,8 @@ pub const DEFAULT_WAIT: Duration = Duration::from_millis(2);
 /// Token events closer than this many waits hold the coalescing off.
 pub const FAST_FACTOR: u32 = 4;
 
-/// How long a fast stream, or an unstamped read, holds the coalescing off (60 s: longer than
-/// the usual interval, so a fast target keeps it off for good).
+/// The shortest hold after a fast stream or an unstamped read (targets probed less often hold
+/// it off for twice their interval).
 pub const HOLD_OFF: Duration = Duration::from_secs(60);
 
 /// The wait in nanoseconds; 0: off.
@@ -167,40 +171,42 @@ pub fn claim() {
     let _ = EARLY.try_with(|early| drop(early.take()));
 }
 
-fn hold_off() {
-    let until = now_ns().saturating_add(u64::try_from(HOLD_OFF.as_nanos()).unwrap_or(u64::MAX));
-    HOLD_UNTIL_NS.fetch_max(until, Ordering::Relaxed);
+/// Holds the coalescing off for `hold` from now (longer holds already in force stay); true if
+/// it was not held off before (for a log line at the change).
+pub fn hold_for(hold: Duration) -> bool {
+    let now = now_ns();
+    let until = now.saturating_add(u64::try_from(hold.as_nanos()).unwrap_or(u64::MAX));
+    HOLD_UNTIL_NS.fetch_max(until, Ordering::Relaxed) <= now
 }
 
 /// A stream ended whose token events were marked at `marks` (in order): if more than half of
-/// its gaps are closer than [`FAST_FACTOR`] × the wait, holds the coalescing off for
-/// [`HOLD_OFF`]. Fewer than two marks say nothing.
-pub fn stream_paced(marks: impl IntoIterator<Item = Instant>) {
+/// its gaps are closer than [`FAST_FACTOR`] × the wait, holds the coalescing off for `hold` or
+/// [`HOLD_OFF`], whichever is longer (a target's caller passes twice its interval, so that a
+/// fast target keeps it off for as long as it is probed). Fewer than two marks say nothing.
+/// Returns true if this turned the coalescing off (it was on).
+pub fn stream_paced(marks: impl IntoIterator<Item = Instant>, hold: Duration) -> bool {
     let ns = WAIT_NS.load(Ordering::Relaxed);
     if ns == 0 {
-        return;
+        return false;
     }
     let fast_below = Duration::from_nanos(ns.saturating_mul(u64::from(FAST_FACTOR)));
     let (mut gaps, mut fast) = (0usize, 0usize);
     let mut marks = marks.into_iter();
     let Some(mut previous) = marks.next() else {
-        return;
+        return false;
     };
     for at in marks {
         gaps += 1;
         fast += usize::from(at.saturating_duration_since(previous) < fast_below);
         previous = at;
     }
-    if fast * 2 > gaps {
-        hold_off();
-    }
+    fast * 2 > gaps && hold_for(hold.max(HOLD_OFF))
 }
 
-/// A token read had no kernel stamp: holds the coalescing off for [`HOLD_OFF`].
-pub fn unstamped_read() {
-    if WAIT_NS.load(Ordering::Relaxed) != 0 {
-        hold_off();
-    }
+/// A token read had no kernel stamp: holds the coalescing off for `hold` or [`HOLD_OFF`],
+/// whichever is longer. Returns true if this turned the coalescing off (it was on).
+pub fn unstamped_read(hold: Duration) -> bool {
+    WAIT_NS.load(Ordering::Relaxed) != 0 && hold_for(hold.max(HOLD_OFF))
 }
 
 #[cfg(test)]
@@ -213,7 +219,7 @@ mod tests {
     fn the_wait_is_skipped_while_urgent_after_a_fast_stream_and_when_off() {
         set_wait(Duration::ZERO);
         assert_eq!(wait_now(), None, "off by default");
-        stream_paced([Instant::now(), Instant::now()]);
+        assert!(!stream_paced([Instant::now(), Instant::now()], HOLD_OFF));
         assert_eq!(
             HOLD_UNTIL_NS.load(Ordering::Relaxed),
             0,
@@ -247,23 +253,39 @@ mod tests {
             }
             v
         };
-        stream_paced(marks(&[8_000, 8_000, 8_000]));
-        stream_paced(marks(&[0, 0, 40_000, 20_000]));
-        stream_paced(marks(&[]));
-        stream_paced([]);
+        assert!(!stream_paced(marks(&[8_000, 8_000, 8_000]), HOLD_OFF));
+        assert!(!stream_paced(marks(&[0, 0, 40_000, 20_000]), HOLD_OFF));
+        assert!(!stream_paced(marks(&[]), HOLD_OFF));
+        assert!(!stream_paced([], HOLD_OFF));
         assert_eq!(wait_now(), Some(Duration::from_millis(2)));
-        stream_paced(marks(&[7_900, 7_900, 20_000]));
+        let held_for = |hold: Duration| {
+            let until = HOLD_UNTIL_NS.load(Ordering::Relaxed);
+            let expected = now_ns() + hold.as_nanos() as u64;
+            until <= expected && until + 1_000_000_000 > expected
+        };
+        assert!(stream_paced(marks(&[7_900, 7_900, 20_000]), Duration::ZERO));
         assert_eq!(wait_now(), None, "a fast stream holds it off");
-        let until = HOLD_UNTIL_NS.load(Ordering::Relaxed);
-        let expected = now_ns() + HOLD_OFF.as_nanos() as u64;
+        assert!(held_for(HOLD_OFF), "for at least HOLD_OFF");
         assert!(
-            until <= expected && until + 1_000_000_000 > expected,
-            "held for HOLD_OFF: until {until}, now + HOLD_OFF {expected}"
+            !stream_paced(marks(&[0, 0]), Duration::ZERO),
+            "already held off"
         );
+        // A target probed every 10 minutes holds it off for 20.
+        assert!(!stream_paced(marks(&[0, 0]), Duration::from_secs(1200)));
+        assert!(held_for(Duration::from_secs(1200)), "twice the interval");
 
         HOLD_UNTIL_NS.store(0, Ordering::Relaxed);
-        unstamped_read();
+        assert!(unstamped_read(Duration::ZERO));
         assert_eq!(wait_now(), None, "an unstamped read holds it off");
+        assert!(held_for(HOLD_OFF));
+        HOLD_UNTIL_NS.store(0, Ordering::Relaxed);
+        assert!(hold_for(Duration::from_secs(5)));
+        assert!(held_for(Duration::from_secs(5)), "a new pair's first probe");
+        assert!(
+            !hold_for(Duration::from_secs(1)),
+            "a shorter hold leaves the longer one"
+        );
+        assert!(held_for(Duration::from_secs(5)));
 
         HOLD_UNTIL_NS.store(0, Ordering::Relaxed);
         set_wait(Duration::ZERO);

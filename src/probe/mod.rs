@@ -350,7 +350,14 @@ impl Armed {
             tokio::time::timeout_at(deadline, self.exchange(request, reader, &mut obs, limits));
         let (exchanged, connection) = connect::attribute(exchange).await;
         // A stream this fast would see its gaps merged by late reads.
-        coalesce::stream_paced(obs.timeline.token_events.iter().map(|e| e.at));
+        let marks = obs.timeline.token_events.iter().map(|e| e.at);
+        if coalesce::stream_paced(marks, self.target.effective_interval().saturating_mul(2)) {
+            tracing::info!(
+                target = %self.target.name, scenario = %scenario.name,
+                "wake-up coalescing off: this stream's token events came mostly less than 4 × \
+                 --probe.coalesce-reads apart, so reads are served at once (for twice its interval)"
+            );
+        }
         if let Some(setup) = connection {
             let tl = &mut obs.timeline;
             tl.connect_started = Some(setup.started);
@@ -656,7 +663,14 @@ impl Armed {
                     }
                     None => {
                         obs.timeline.timestamp_source = TimestampSource::Read;
-                        coalesce::unstamped_read();
+                        let hold = self.target.effective_interval().saturating_mul(2);
+                        if coalesce::unstamped_read(hold) {
+                            tracing::info!(
+                                target = %self.target.name,
+                                "wake-up coalescing off: this target's reads have no kernel \
+                                 stamps, so they are served at once (for twice its interval)"
+                            );
+                        }
                     }
                 }
             }
