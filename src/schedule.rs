@@ -81,11 +81,6 @@ pub async fn probe_loop<F>(
     let names: Vec<&str> = target.scenarios.iter().map(|s| s.name.as_str()).collect();
     let index = names.iter().position(|n| *n == scenario.name).unwrap_or(0);
     let slot = slot(&target.name, &names, index, interval);
-    // Until this new pair's first probe has ended, no wake-up coalescing: a fast stream is
-    // found at full resolution before its reads could ever be merged (`coalesce`).
-    if coalesce::lead().is_some() {
-        coalesce::hold_for(slot.first.saturating_add(target.timeout));
-    }
     let now = Instant::now();
     let first = instant_after(now, slot.first);
     let then = instant_after(now, slot.steady.saturating_add(interval));
@@ -94,7 +89,11 @@ pub async fn probe_loop<F>(
         let (prober, scenario) = (prober.clone(), scenario.clone());
         async move { prober.probe(&scenario).await }
     };
-    let after = |outcome: ProbeOutcome| {
+    // Until this new pair's first probe has ended, no wake-up coalescing: a fast stream is
+    // found at full resolution before its reads could ever be merged (`coalesce`).
+    let mut first_pending = coalesce::lead().map(|_| coalesce::urgent());
+    let after = move |outcome: ProbeOutcome| {
+        first_pending.take();
         let hold = outcome.observations.retry_after;
         record(outcome);
         hold

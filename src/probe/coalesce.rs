@@ -22,8 +22,9 @@
 //!   ([`stream_paced`]): segments read together share the later stamp, so a stream that fast
 //!   would see its gaps merged. The majority, not any one gap: a stall of the machine merges
 //!   a few gaps of any stream, and must not turn the coalescing off for everyone;
-//! - until each new pair's first probe has ended (`schedule::probe_loop`, at start and after a
-//!   reload), so that a fast target is found before its reads are ever coalesced.
+//! - until each new pair's first probe has ended (`schedule::probe_loop` holds an [`urgent`]
+//!   guard until then, at start and after a reload), so that a fast target is found before its
+//!   reads are ever coalesced.
 //!
 //! The wait also delays the probes' timers (a probe's start, not its marks) by at most the
 //! wait; `/metrics` and the status pages are served by a runtime of their own, without it.
@@ -173,7 +174,7 @@ pub fn claim() {
 
 /// Holds the coalescing off for `hold` from now (longer holds already in force stay); true if
 /// it was not held off before (for a log line at the change).
-pub fn hold_for(hold: Duration) -> bool {
+fn hold_for(hold: Duration) -> bool {
     let now = now_ns();
     let until = now.saturating_add(u64::try_from(hold.as_nanos()).unwrap_or(u64::MAX));
     HOLD_UNTIL_NS.fetch_max(until, Ordering::Relaxed) <= now
