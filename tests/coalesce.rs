@@ -36,6 +36,35 @@ fn simulator_apart(script: Script) -> (Simulator, std::sync::mpsc::Sender<()>) {
     (sim_rx.recv().unwrap(), stop_tx)
 }
 
+/// A simulator apart streaming `tokens` tokens (TTFT `ttft_ms`, gaps `itl_ms`), and one
+/// target on it with its prober.
+fn simulated_target(
+    ttft_ms: u64,
+    itl_ms: u64,
+    tokens: u32,
+) -> (
+    Simulator,
+    std::sync::mpsc::Sender<()>,
+    std::sync::Arc<llm_probe::config::Target>,
+    Prober,
+) {
+    let (sim, stop) = simulator_apart(Script {
+        ttft: Duration::from_millis(ttft_ms),
+        itl: Duration::from_millis(itl_ms),
+        tokens,
+        ..Script::default()
+    });
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "10s",
+        &common::scenario("chat", tokens),
+        "",
+    ));
+    let target = cfg.targets[0].clone();
+    let prober = Prober::new(target.clone()).unwrap();
+    (sim, stop, target, prober)
+}
+
 fn probe_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -57,20 +86,8 @@ fn marks_stay_the_arrivals_and_a_fast_stream_turns_the_waiting_off() {
 
     // 16 streams of 20 tokens 40 ms apart (≥ 4 × 8 ms), started 2.5 ms apart: a token event
     // about every 2.5 ms, so the workers' waits catch several.
-    let (sim, _stop) = simulator_apart(Script {
-        ttft: Duration::from_millis(100),
-        itl: Duration::from_millis(40),
-        tokens: 20,
-        ..Script::default()
-    });
-    let cfg = common::parse(&common::yaml(
-        &sim.base_url(),
-        "10s",
-        &common::scenario("chat", 20),
-        "",
-    ));
-    let target = cfg.targets[0].clone();
-    let prober = std::sync::Arc::new(Prober::new(target.clone()).unwrap());
+    let (sim, _stop, target, prober) = simulated_target(100, 40, 20);
+    let prober = std::sync::Arc::new(prober);
     let outcomes = rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..16u64 {
@@ -154,20 +171,7 @@ fn marks_stay_the_arrivals_and_a_fast_stream_turns_the_waiting_off() {
     );
 
     // A stream with 5 ms gaps (< 4 × 8 ms) holds the waiting off.
-    let (fast, _stop_fast) = simulator_apart(Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(5),
-        tokens: 10,
-        ..Script::default()
-    });
-    let cfg = common::parse(&common::yaml(
-        &fast.base_url(),
-        "10s",
-        &common::scenario("chat", 10),
-        "",
-    ));
-    let target = cfg.targets[0].clone();
-    let prober = Prober::new(target.clone()).unwrap();
+    let (_fast, _stop_fast, target, prober) = simulated_target(20, 5, 10);
     let o = rt.block_on(prober.probe(&target.scenarios[0]));
     assert!(o.result.is_ok(), "{:?}", o.result.err());
     assert_eq!(coalesce::wait_now(), None, "a 5 ms stream holds it off");
