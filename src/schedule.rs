@@ -117,6 +117,13 @@ async fn run_loop<T, P, Fut>(
     P: Fn() -> Fut,
     Fut: std::future::Future<Output = T> + Send + 'static,
 {
+    // The config refuses a zero interval. Given one anyway, the schedule stops (a panic its
+    // supervisor reports on `/-/healthy` as "probe schedule stopped"), as tokio's `interval`
+    // did before, rather than probing in a tight loop.
+    assert!(
+        !interval.is_zero(),
+        "a probe interval of zero (the config refuses one)"
+    );
     // The first probe at `first`, then on the steady grid `then + k × interval`: the first
     // slot of it after the previous probe ended (a slot missed while a probe ran is skipped).
     let mut start = first;

@@ -467,7 +467,7 @@ async fn a_sighup_during_start_up_does_not_kill_the_daemon() {
 }
 
 /// A schedule that stops (here: a zero interval, which the config never allows, makes the
-/// ticker panic) is an error in the log and a 503 on `/-/healthy`, not a silent stop.
+/// schedule panic) is an error in the log and a 503 on `/-/healthy`, not a silent stop.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stopped_probe_schedule_makes_the_exporter_unhealthy() {
     let mut cfg = common::parse(&common::yaml(
