@@ -91,7 +91,7 @@ pub async fn probe_loop<F>(
     };
     // Until this new pair's first probe has ended, no wake-up coalescing: a fast stream is
     // found at full resolution before its reads could ever be merged (`coalesce`).
-    let mut first_pending = coalesce::lead().map(|_| coalesce::urgent());
+    let mut first_pending = coalesce::urgent_if_on();
     let after = move |outcome: ProbeOutcome| {
         first_pending.take();
         let hold = outcome.observations.retry_after;
@@ -130,21 +130,10 @@ async fn run_loop<T, P, Fut>(
     loop {
         // With wake-up coalescing on, idle workers stop waiting a moment before the start
         // (`coalesce::starting`).
-        let early = match coalesce::lead() {
-            Some(lead) => {
-                let at = start.checked_sub(lead).unwrap_or(start);
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep_until(at) => {}
-                }
-                Some(coalesce::urgent())
-            }
-            None => None,
-        };
-        tokio::select! {
+        let early = tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep_until(start) => {}
-        }
+            early = coalesce::sleep_until_start(start) => early,
+        };
         let task = AbortOnDropHandle::new(tokio::spawn(coalesce::starting(early, probe())));
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,

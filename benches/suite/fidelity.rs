@@ -94,14 +94,7 @@ fn drive(url: &str, streams: usize, probes: usize, script: &Script, connection: 
                 for _ in 0..probes {
                     // On a timer, as the daemon's schedule starts a probe (`schedule::run_loop`,
                     // with wake-up coalescing's early guard): 5 ms after the previous ended.
-                    let early = match coalesce::lead() {
-                        Some(lead) => {
-                            tokio::time::sleep_until(start - lead).await;
-                            Some(coalesce::urgent())
-                        }
-                        None => None,
-                    };
-                    tokio::time::sleep_until(start).await;
+                    let early = coalesce::sleep_until_start(start).await;
                     let now = open.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     peak.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
                     let o = coalesce::starting(early, prober.probe(&scenario)).await;

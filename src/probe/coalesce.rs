@@ -148,9 +148,22 @@ impl Drop for Urgent {
 /// behind one.
 pub const LEAD: Duration = Duration::from_millis(1);
 
-/// [`LEAD`] when the coalescing is on, else `None` (the scheduler then need not wake early).
-pub fn lead() -> Option<Duration> {
-    (WAIT_NS.load(Ordering::Relaxed) != 0).then_some(LEAD)
+/// Sleeps until a probe's `start`; with the coalescing on, takes an [`urgent`] guard [`LEAD`]
+/// before it, for [`starting`] (dropped with this future if it is cancelled).
+pub async fn sleep_until_start(start: tokio::time::Instant) -> Option<Urgent> {
+    let early = if WAIT_NS.load(Ordering::Relaxed) != 0 {
+        tokio::time::sleep_until(start.checked_sub(LEAD).unwrap_or(start)).await;
+        Some(urgent())
+    } else {
+        None
+    };
+    tokio::time::sleep_until(start).await;
+    early
+}
+
+/// An [`urgent`] guard when the coalescing is on, else `None`.
+pub fn urgent_if_on() -> Option<Urgent> {
+    (WAIT_NS.load(Ordering::Relaxed) != 0).then(urgent)
 }
 
 tokio::task_local! {
@@ -180,12 +193,12 @@ fn hold_for(hold: Duration) -> bool {
     HOLD_UNTIL_NS.fetch_max(until, Ordering::Relaxed) <= now
 }
 
-/// A stream ended whose token events were marked at `marks` (in order): if more than half of
-/// its gaps are closer than [`FAST_FACTOR`] × the wait, holds the coalescing off for `hold` or
-/// [`HOLD_OFF`], whichever is longer (a target's caller passes twice its interval, so that a
-/// fast target keeps it off for as long as it is probed). Fewer than two marks say nothing.
+/// A stream of a target probed every `interval` ended, its token events marked at `marks` (in
+/// order): if more than half of its gaps are closer than [`FAST_FACTOR`] × the wait, holds the
+/// coalescing off for twice `interval` or [`HOLD_OFF`], whichever is longer (so that a fast
+/// target keeps it off for as long as it is probed). Fewer than two marks say nothing.
 /// Returns true if this turned the coalescing off (it was on).
-pub fn stream_paced(marks: impl IntoIterator<Item = Instant>, hold: Duration) -> bool {
+pub fn stream_paced(marks: impl IntoIterator<Item = Instant>, interval: Duration) -> bool {
     let ns = WAIT_NS.load(Ordering::Relaxed);
     if ns == 0 {
         return false;
@@ -201,13 +214,14 @@ pub fn stream_paced(marks: impl IntoIterator<Item = Instant>, hold: Duration) ->
         fast += usize::from(at.saturating_duration_since(previous) < fast_below);
         previous = at;
     }
-    fast * 2 > gaps && hold_for(hold.max(HOLD_OFF))
+    fast * 2 > gaps && hold_for(interval.saturating_mul(2).max(HOLD_OFF))
 }
 
-/// A token read had no kernel stamp: holds the coalescing off for `hold` or [`HOLD_OFF`],
-/// whichever is longer. Returns true if this turned the coalescing off (it was on).
-pub fn unstamped_read(hold: Duration) -> bool {
-    WAIT_NS.load(Ordering::Relaxed) != 0 && hold_for(hold.max(HOLD_OFF))
+/// A token read of a target probed every `interval` had no kernel stamp: holds the
+/// coalescing off for twice `interval` or [`HOLD_OFF`], whichever is longer. Returns true if
+/// this turned the coalescing off (it was on).
+pub fn unstamped_read(interval: Duration) -> bool {
+    WAIT_NS.load(Ordering::Relaxed) != 0 && hold_for(interval.saturating_mul(2).max(HOLD_OFF))
 }
 
 #[cfg(test)]
@@ -272,7 +286,7 @@ mod tests {
             "already held off"
         );
         // A target probed every 10 minutes holds it off for 20.
-        assert!(!stream_paced(marks(&[0, 0]), Duration::from_secs(1200)));
+        assert!(!stream_paced(marks(&[0, 0]), Duration::from_secs(600)));
         assert!(held_for(Duration::from_secs(1200)), "twice the interval");
 
         HOLD_UNTIL_NS.store(0, Ordering::Relaxed);

@@ -351,7 +351,7 @@ impl Armed {
         let (exchanged, connection) = connect::attribute(exchange).await;
         // A stream this fast would see its gaps merged by late reads.
         let marks = obs.timeline.token_events.iter().map(|e| e.at);
-        if coalesce::stream_paced(marks, self.target.effective_interval().saturating_mul(2)) {
+        if coalesce::stream_paced(marks, self.target.effective_interval()) {
             tracing::info!(
                 target = %self.target.name, scenario = %scenario.name,
                 "wake-up coalescing off: this stream's token events came mostly less than 4 × \
@@ -663,8 +663,7 @@ impl Armed {
                     }
                     None => {
                         obs.timeline.timestamp_source = TimestampSource::Read;
-                        let hold = self.target.effective_interval().saturating_mul(2);
-                        if coalesce::unstamped_read(hold) {
+                        if coalesce::unstamped_read(self.target.effective_interval()) {
                             tracing::info!(
                                 target = %self.target.name,
                                 "wake-up coalescing off: this target's reads have no kernel \
