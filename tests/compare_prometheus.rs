@@ -110,12 +110,21 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
     drop(sim_a);
     let _sim_b = restart_on(addr, script("model-b", 300)).await;
     let restart = unix(SystemTime::now());
-    // Ground truth from the daemon itself: the first probe that met B.
+    // Ground truth from the daemon itself: the first probe that met B, and the probes that
+    // failed before it (one that meets the port between A's stop and B's bind is refused).
+    let mut failed_before_b = Vec::new();
     let first_b = loop {
         let o = tokio::time::timeout(Duration::from_secs(30), outcomes.recv())
             .await
             .expect("a probe within 30 s")
             .expect("outcome channel");
+        if let Err(f) = &o.result {
+            failed_before_b.push(format!(
+                "{} at {:.3}",
+                f.reason.as_str(),
+                unix(o.started_at)
+            ));
+        }
         if o.observations.identity.response_model.as_deref() == Some("model-b") {
             break (unix(o.started_at), unix(SystemTime::now()));
         }
@@ -200,7 +209,8 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
         first_new - restart
     );
     eprintln!(
-        "restart at {restart:.3}; change found after {last_old:.3}, by {first_new:.3} ({:+.2} s)",
+        "restart at {restart:.3}; change found after {last_old:.3}, by {first_new:.3} ({:+.2} s); \
+         failed before B: {failed_before_b:?}",
         first_new - restart
     );
 
@@ -268,11 +278,19 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
             "{side}: only {n} probes"
         );
     }
+    // Every probe sent in the window either observed a TTFT or failed; a failure can only be
+    // one the daemon reported before B (at the restart: A stopped, B not yet bound).
+    let failed = s["failure_ratio"]["failed_before"].as_u64().unwrap();
     assert_eq!(
         s["failure_ratio"]["sent_before"].as_u64().unwrap(),
-        nb,
+        nb + failed,
         "{s:#}"
     );
+    assert!(
+        failed as usize <= failed_before_b.len(),
+        "{failed} failures in BEFORE, the daemon reported {failed_before_b:?}"
+    );
+    assert_eq!(s["failure_ratio"]["failed_after"], 0, "{s:#}");
     // The P50s: A's in (0.2, 0.25], B's in (0.3, 0.4] (TTFT 200/300 ms plus loopback).
     let bucket = |side: &str| {
         let p = &ttft[side]["p50"];
