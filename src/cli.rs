@@ -80,7 +80,7 @@ pub enum Command {
         /// skipped while a probe is sending, for unstamped reads and for streams faster than
         /// 4 × this. `0s` turns it off; at most `4ms`.
         #[arg(long = "probe.coalesce-reads", default_value = "2ms",
-              value_parser = coalesce_wait)]
+              value_parser = coalesce_wait, allow_hyphen_values = true)]
         coalesce_reads: Duration,
     },
     /// Validate the probes file and print one line per target; exit 1 on errors.
@@ -412,6 +412,9 @@ pub struct WebFlags {
 
 /// `--probe.coalesce-reads`: a duration from 0 to 4 ms.
 fn coalesce_wait(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("a wait cannot be negative (e.g. 2ms, or 0s for off)".into());
+    }
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 2ms, or 0s for off)"))?;
     if d > Duration::from_millis(4) {
         return Err(
@@ -979,6 +982,9 @@ mod tests {
         assert!(long.contains("at most 4ms"), "{long}");
         let bad = wait(&["--probe.coalesce-reads", "fast"]).unwrap_err();
         assert!(bad.contains("0s for off"), "{bad}");
+        // A negative value reaches the parser (not clap's "unexpected argument").
+        let negative = wait(&["--probe.coalesce-reads", "-1ms"]).unwrap_err();
+        assert!(negative.contains("cannot be negative"), "{negative}");
     }
 
     #[test]

@@ -281,6 +281,76 @@ async fn past_the_connection_cap_a_scrape_waits_for_a_free_slot() {
     d.stop().await;
 }
 
+/// A scraper that accepts gzip (as Prometheus does) gets `/metrics` compressed, naming it; one
+/// that refuses it, or says nothing, gets it plain; both responses say they vary with `Accept`
+/// and `Accept-Encoding`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_gzipped_for_a_scraper_that_accepts_gzip() {
+    let _serial = SERIAL.lock().await;
+    let sim = common::simulator(Script::default()).await;
+    let d = start(
+        common::parse(&many_targets(&sim.base_url(), 3, "1s")),
+        ServerOptions::default(),
+    )
+    .await;
+    // Until every target has been probed once, so the body has every family.
+    let mut rx = d.subscribe();
+    for _ in 0..3 {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a probe within 10 s")
+            .expect("outcomes");
+    }
+    // reqwest is built without its decoders here: the body arrives as sent.
+    let client = reqwest::Client::new();
+    let get = |accept_encoding: Option<&'static str>, accept: &'static str| {
+        let mut r = client
+            .get(format!("http://{}/metrics", d.addr))
+            .header("accept", accept);
+        if let Some(a) = accept_encoding {
+            r = r.header("accept-encoding", a);
+        }
+        r.send()
+    };
+    for accept in ["text/plain", "application/openmetrics-text"] {
+        let r = get(Some("gzip"), accept).await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-encoding"], "gzip");
+        assert_eq!(r.headers()["vary"], "Accept, Accept-Encoding");
+        let gz = r.bytes().await.unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text)
+            .expect("a gzip body of UTF-8 text");
+        for t in ["t0", "t1", "t2"] {
+            assert!(
+                text.contains(&format!("llm_probe_probes_total{{target=\"{t}\"")),
+                "{accept}: {t} in the decompressed body"
+            );
+        }
+        assert!(
+            gz.len() * 5 < text.len(),
+            "{accept}: {} bytes compressed for {} plain",
+            gz.len(),
+            text.len()
+        );
+        if accept.contains("openmetrics") {
+            assert!(text.ends_with("# EOF\n"), "a whole OpenMetrics body");
+        }
+    }
+    for refused in [None, Some("gzip;q=0"), Some("identity"), Some("br")] {
+        let r = get(refused, "text/plain").await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(r.headers().get("content-encoding").is_none(), "{refused:?}");
+        assert_eq!(r.headers()["vary"], "Accept, Accept-Encoding");
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("llm_probe_probes_total{target=\"t0\""),
+            "{refused:?}"
+        );
+    }
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_ends_every_connection() {
     let _serial = SERIAL.lock().await;

@@ -137,9 +137,29 @@ fn apply(metrics: &Metrics, pairs: &[ProbeLabels], e: &Event) {
     }
 }
 
+/// `body` decompressed (gzip).
+fn gunzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut out)
+        .expect("a valid gzip stream");
+    out
+}
+
 fn assert_same(metrics: &Metrics) -> Result<(), TestCaseError> {
     for format in FORMATS {
         let fast = metrics.render_as(format).expect("fast render");
+        // The gzip body, compressed whole or after every family, is the same body.
+        for part in [1, usize::MAX] {
+            let gz = metrics
+                .render_gzip_in_parts_of(format, part)
+                .expect("gzip render");
+            prop_assert!(
+                gunzip(&gz) == fast,
+                "{format:?}: the gzip body (parts of {part} bytes) is not the plain body"
+            );
+        }
         let reference = metrics.render_reference(format).expect("reference render");
         if fast != reference {
             let byte = fast.iter().zip(&reference).position(|(a, b)| a != b);

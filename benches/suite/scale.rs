@@ -11,7 +11,10 @@
 //!   schedule's origin is each task's first poll, which is not observable from outside; the lag
 //!   is measured against each target's own least-late probe (so a constant offset is not
 //!   counted), and the offset from the instant `Daemon::start` returned is shown too;
-//! - `/metrics`: in-process `Metrics::render` time and size, and the HTTP scrape time.
+//! - `/metrics`: in-process `Metrics::render` (and `render_gzip`) time and size, and the HTTP
+//!   scrape time (`--gzip true`, the default: curl asks for gzip, as Prometheus does);
+//! - `--history-full true`: every pair's status-page history filled before the warm-up, as
+//!   20 minutes at 10 s leave it, so a short window measures a long-running daemon's memory.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -87,6 +90,43 @@ fn spawn_simulator(bin: &str, args: &[String], pin: bool) -> (Sim, String) {
     panic!("the simulator did not start on port {port}");
 }
 
+/// Pushes the history's limit of records into every pair's ring, oldest first, one interval
+/// apart and ending one interval ago (so none is pruned by age and the daemon's own probes
+/// replace them one by one).
+fn prefill_history(daemon: &Daemon, targets: usize, interval: Duration) {
+    use llm_probe::history::{ItlSummary, RecentProbe};
+    use llm_probe::measure::TraceId;
+    let n = daemon.history.limits().max_probes;
+    let identity: Arc<str> = Arc::from("sim (model sim)");
+    let scenario: Arc<str> = Arc::from("chat");
+    let now = SystemTime::now();
+    for i in 0..targets {
+        let target: Arc<str> = Arc::from(format!("t{i:04}"));
+        for k in (1..=n).rev() {
+            let mut id = [0u8; 16];
+            id[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            id[8..].copy_from_slice(&(k as u64 + 1).to_be_bytes());
+            daemon.history.push_probe(RecentProbe {
+                target: target.clone(),
+                scenario: scenario.clone(),
+                started_at: now - interval * k as u32,
+                ttft: Some(Duration::from_millis(200)),
+                output_tokens_per_second: Some(50.0),
+                tpot: Some(Duration::from_millis(20)),
+                itl: Some(ItlSummary {
+                    p50: Duration::from_millis(20),
+                    p95: Duration::from_millis(21),
+                }),
+                e2e: Some(Duration::from_millis(1460)),
+                output_tokens: Some(64),
+                failure: None,
+                identity: Some(identity.clone()),
+                trace_id: TraceId::from_bytes(id),
+            });
+        }
+    }
+}
+
 pub fn main(opts: &Opts) {
     let targets = opts.num("targets", 1000usize);
     let interval = opts.dur("interval", "10s");
@@ -147,6 +187,12 @@ pub fn main(opts: &Opts) {
             .await
             .expect("daemon");
         let start_took = t_build.elapsed();
+        // `--history-full true`: every pair's status-page history as 20 minutes of probing
+        // leave it (the default 120 records, all successes with an identity line and a trace
+        // id), so a 60 s window measures the memory of a daemon that has run that long.
+        if opts.str("history-full", "false") == "true" {
+            prefill_history(&daemon, targets, interval);
+        }
         let rss_started = status_kib("VmRSS:");
         let wall_started = SystemTime::now();
         // Room for every probe of the run up front: no doubling copies, and capacity not yet
@@ -198,6 +244,9 @@ pub fn main(opts: &Opts) {
         // RSS before each scrape: flat, or growing with the probes kept?
         let mut rss_series: Vec<(u64, u64)> = Vec::new();
         let mut size = 0usize;
+        // `--gzip true` (the default): curl asks for gzip as Prometheus does, and `size` is
+        // the compressed body; `false`: the plain body, as every run before §16.
+        let gzip = opts.str("gzip", "true") == "true";
         while t0.elapsed() < window {
             let t = Instant::now();
             rss_series.push((
@@ -209,6 +258,9 @@ pub fn main(opts: &Opts) {
             let mut curl = tokio::process::Command::new(if pinned { "taskset" } else { "curl" });
             if pinned {
                 curl.args(["-c", "1", "curl"]);
+            }
+            if gzip {
+                curl.arg("--compressed");
             }
             let out = curl
                 .args(["-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total}"])
@@ -267,6 +319,17 @@ pub fn main(opts: &Opts) {
             let t = Instant::now();
             let _ = daemon.metrics.render(Some("application/openmetrics-text"));
             render_om.push(ms(t.elapsed().as_secs_f64()));
+        }
+        let mut render_gz = Dist::new("`Metrics::render_gzip` text 0.0.4");
+        let mut gz_size = 0;
+        for _ in 0..10 {
+            let t = Instant::now();
+            gz_size = daemon
+                .metrics
+                .render_gzip(llm_probe::metrics::Exposition::Text)
+                .expect("gzip render")
+                .len();
+            render_gz.push(ms(t.elapsed().as_secs_f64()));
         }
         let daemon_metrics_text = daemon.metrics.render(None);
         daemon.stop().await;
@@ -391,8 +454,9 @@ pub fn main(opts: &Opts) {
             render.summary().4
         );
         println!(
-            "| `/metrics` size (text 0.0.4) | {:.2} MiB ({render_size} bytes; scraped {size}) | |",
-            render_size as f64 / (1 << 20) as f64
+            "| `/metrics` size (text 0.0.4) | {:.2} MiB ({render_size} bytes); gzip {gz_size} bytes; scraped {size}{} | |",
+            render_size as f64 / (1 << 20) as f64,
+            if gzip { " (gzip, as Prometheus asks)" } else { " (plain)" }
         );
         println!("\n{HEADER}");
         for d in [
@@ -401,6 +465,7 @@ pub fn main(opts: &Opts) {
             &mut ttft_err,
             &mut render,
             &mut render_om,
+            &mut render_gz,
             &mut scrapes,
         ] {
             println!("{}", row(d));

@@ -250,6 +250,21 @@ impl Catalog {
     ///
     /// Errors: the crate's encoder failed on a library section (it does not for these metrics).
     pub fn render_text(&self, format: TextFormat, out: &mut String) -> std::fmt::Result {
+        self.render_text_in_parts(format, out, &mut |_| Ok(()))
+    }
+
+    /// [`Catalog::render_text`] in parts: `part` is called with `out` after each section (a
+    /// family, or a run of library families) and at the end; it may take the text and clear
+    /// `out` (a compressor does), so the whole body need never be held at once. Sections are
+    /// whole families, so a part never splits one.
+    ///
+    /// Errors: the crate's encoder failed on a library section, or `part` failed.
+    pub fn render_text_in_parts(
+        &self,
+        format: TextFormat,
+        out: &mut String,
+        part: &mut dyn FnMut(&mut String) -> std::fmt::Result,
+    ) -> std::fmt::Result {
         let mut scratch = Scratch::default();
         for section in &self.sections {
             match section {
@@ -259,17 +274,29 @@ impl Catalog {
                 },
                 Section::Fast(f) => f.render_text(format, out, &mut scratch),
             }
+            part(out)?;
         }
         if format == TextFormat::OpenMetrics {
             text::encode_eof(out)?;
         }
-        Ok(())
+        part(out)
     }
 
     /// Appends the whole exposition as length-delimited protobuf `MetricFamily` messages.
     ///
     /// Errors: the crate's encoder failed on a library section.
     pub fn render_protobuf(&self, out: &mut Vec<u8>) -> std::fmt::Result {
+        self.render_protobuf_in_parts(out, &mut |_| Ok(()))
+    }
+
+    /// [`Catalog::render_protobuf`] in parts, as [`Catalog::render_text_in_parts`].
+    ///
+    /// Errors: the crate's encoder failed on a library section, or `part` failed.
+    pub fn render_protobuf_in_parts(
+        &self,
+        out: &mut Vec<u8>,
+        part: &mut dyn FnMut(&mut Vec<u8>) -> std::fmt::Result,
+    ) -> std::fmt::Result {
         use prost::Message;
         let mut scratch = Scratch::default();
         for section in &self.sections {
@@ -283,6 +310,7 @@ impl Catalog {
                 }
                 Section::Fast(f) => f.render_protobuf(out, &mut scratch),
             }
+            part(out)?;
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ pub mod web_config;
 /// Content negotiation is the exposition's own (`metrics::accept`); re-exported for `/metrics`.
 pub use crate::metrics::{negotiate, negotiate_text};
 pub use debug_probe::DebugProbePolicy;
-pub use scrape::Scrapes;
+pub use scrape::{BodyCoding, Scrapes};
 pub use urls::{UrlError, WebUrls};
 pub use web_config::{WebConfig, WebState};
 
@@ -34,8 +34,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Incoming};
 use hyper::header::{
-    HeaderValue, ACCEPT, ALLOW, CONTENT_SECURITY_POLICY, CONTENT_TYPE, WWW_AUTHENTICATE,
-    X_CONTENT_TYPE_OPTIONS,
+    HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, CONTENT_ENCODING, CONTENT_SECURITY_POLICY,
+    CONTENT_TYPE, VARY, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
 };
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -601,8 +601,23 @@ async fn route(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<
         "/metrics" => {
             let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
             let format = negotiate(accept);
-            match state.scrapes.body(&state.metrics, format).await {
-                Some(body) => text(StatusCode::OK, format.content_type(), body),
+            let coding = BodyCoding::negotiate(
+                req.headers()
+                    .get_all(ACCEPT_ENCODING)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok()),
+            );
+            match state.scrapes.body(&state.metrics, format, coding).await {
+                Some(body) => {
+                    let mut r = text(StatusCode::OK, format.content_type(), body);
+                    let h = r.headers_mut();
+                    // The body depends on both request headers (caches must not mix them).
+                    h.insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
+                    if let Some(c) = coding.content_encoding() {
+                        h.insert(CONTENT_ENCODING, HeaderValue::from_static(c));
+                    }
+                    r
+                }
                 None => text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "text/plain",
