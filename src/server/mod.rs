@@ -605,7 +605,7 @@ async fn route(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<
                 req.headers()
                     .get_all(ACCEPT_ENCODING)
                     .iter()
-                    .filter_map(|v| v.to_str().ok()),
+                    .map(HeaderValue::as_bytes),
             );
             match state.scrapes.body(&state.metrics, format, coding).await {
                 Some(body) => {

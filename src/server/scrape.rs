@@ -40,17 +40,24 @@ pub enum BodyCoding {
 impl BodyCoding {
     /// gzip when the request's `Accept-Encoding` values (each a comma-separated list, RFC 9110
     /// §12.5.3) give `gzip` (or `x-gzip`, or failing both `*`) a weight above 0; identity
-    /// otherwise, also for a header that is absent or not text. A weight that is not a number
-    /// counts as 0: an unreadable header gets the body every client can read.
-    pub fn negotiate<'a>(accept_encoding: impl IntoIterator<Item = &'a str>) -> Self {
+    /// otherwise, also for a header that is absent. A weight outside RFC 9110's `qvalue`
+    /// grammar (0 to 1, at most three decimals) counts as 0, and an element that is not ASCII
+    /// text is skipped: an unreadable header gets the body every client can read.
+    pub fn negotiate<'a>(accept_encoding: impl IntoIterator<Item = &'a [u8]>) -> Self {
         let (mut gzip, mut any) = (None, None);
-        for element in accept_encoding.into_iter().flat_map(|v| v.split(',')) {
+        for element in accept_encoding
+            .into_iter()
+            .flat_map(|v| v.split(|&b| b == b','))
+        {
+            let Some(element) = std::str::from_utf8(element).ok().filter(|e| e.is_ascii()) else {
+                continue;
+            };
             let mut params = element.split(';');
             let coding = params.next().unwrap_or("").trim();
             let weight = params
                 .filter_map(|p| p.trim().split_once('='))
                 .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-                .map_or(1.0, |(_, q)| q.trim().parse::<f32>().unwrap_or(0.0));
+                .map_or(1000, |(_, q)| qvalue(q.trim()).unwrap_or(0));
             if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
                 gzip = Some(weight);
             } else if coding == "*" {
@@ -58,7 +65,7 @@ impl BodyCoding {
             }
         }
         match gzip.or(any) {
-            Some(w) if w > 0.0 => BodyCoding::Gzip,
+            Some(w) if w > 0 => BodyCoding::Gzip,
             _ => BodyCoding::Identity,
         }
     }
@@ -69,6 +76,21 @@ impl BodyCoding {
             BodyCoding::Identity => None,
             BodyCoding::Gzip => Some("gzip"),
         }
+    }
+}
+
+/// An RFC 9110 `qvalue` (`0[.ddd]` or `1[.000]`) in thousandths; `None` outside the grammar.
+fn qvalue(q: &str) -> Option<u16> {
+    let (int, frac) = q.split_once('.').unwrap_or((q, ""));
+    if frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let thousandths = frac.bytes().chain(std::iter::repeat(b'0')).take(3);
+    let frac = thousandths.fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
+    match int {
+        "0" => Some(frac),
+        "1" if frac == 0 => Some(1000),
+        _ => None,
     }
 }
 
@@ -166,7 +188,45 @@ mod tests {
     use super::BodyCoding::{self, Gzip, Identity};
 
     fn coding(values: &[&str]) -> BodyCoding {
-        BodyCoding::negotiate(values.iter().copied())
+        BodyCoding::negotiate(values.iter().map(|v| v.as_bytes()))
+    }
+
+    #[test]
+    fn weights_follow_the_qvalue_grammar() {
+        for (q, want) in [
+            ("1", Gzip),
+            ("1.000", Gzip),
+            ("0.5", Gzip),
+            ("0.001", Gzip),
+            ("0", Identity),
+            ("0.000", Identity),
+            // Outside the grammar: a refusal.
+            ("1.001", Identity),
+            ("2", Identity),
+            ("inf", Identity),
+            ("1e999", Identity),
+            (".5", Identity),
+            ("5.", Identity),
+            ("+0.5", Identity),
+            ("0.0001", Identity),
+            ("-1", Identity),
+            ("NaN", Identity),
+            ("", Identity),
+            ("\"1\"", Identity),
+        ] {
+            assert_eq!(coding(&[&format!("gzip;q={q}")]), want, "q={q}");
+        }
+    }
+
+    #[test]
+    fn an_element_that_is_not_ascii_is_skipped_not_the_line() {
+        assert_eq!(
+            BodyCoding::negotiate([&b"gzip, \xc3\xa9"[..]]),
+            Gzip,
+            "a UTF-8 element"
+        );
+        assert_eq!(BodyCoding::negotiate([&b"\xff, gzip"[..]]), Gzip);
+        assert_eq!(BodyCoding::negotiate([&b"gzip\xff"[..]]), Identity);
     }
 
     #[test]

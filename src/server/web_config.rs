@@ -50,6 +50,10 @@ pub const LOAD_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(
 const RESERVED_HEADERS: &[&str] = &[
     "content-type",
     "content-length",
+    // `/metrics` names its coding, and what its body varies with (a configured value would
+    // mislabel a gzip body, or a plain one).
+    "content-encoding",
+    "vary",
     "transfer-encoding",
     "connection",
     "www-authenticate",
@@ -593,6 +597,23 @@ mod tests {
         );
         assert!(e.contains("cost 31") && e.contains("maximum of 12"), "{e}");
         assert!(!e.contains("basic_auth_users.ok"), "cost 10 is fine: {e}");
+    }
+
+    #[test]
+    fn headers_the_server_sets_cannot_be_configured() {
+        for name in ["Content-Encoding", "Vary", "Content-Type", "content-length"] {
+            let text = format!("http_server_config:\n  headers:\n    {name}: identity\n");
+            let e = parse(&text, "web.yml", Path::new("."))
+                .err()
+                .unwrap_or_else(|| panic!("{name} accepted"))
+                .to_string();
+            assert!(
+                e.contains("web.yml:3:") && e.contains("set by llm-probe itself"),
+                "{name}: {e}"
+            );
+        }
+        let ok = "http_server_config:\n  headers:\n    X-Frame-Options: DENY\n";
+        assert!(parse(ok, "web.yml", Path::new(".")).is_ok());
     }
 
     #[test]
