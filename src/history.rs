@@ -362,18 +362,15 @@ fn prune(
     }
 }
 
-/// Appends `record` to `ring`, growing a full ring to `first` records at first, then by
-/// doubling, but never past `limit` records (a plain `VecDeque` would hold 128 records for the
-/// 120 kept). Past `limit` (probes kept for the state window) it grows as usual.
+/// Appends `record` to `ring`, growing a full ring by doubling but never past `limit` records
+/// (a plain `VecDeque` would hold 128 records for the 120 kept). Past `limit` (probes kept for
+/// the state window) it grows as usual.
 ///
-/// The ring of kept probes takes its whole limit at once (`first` = `limit`): grown by
-/// doubling, each pair's ring left its smaller blocks behind as holes in the heap, and a
-/// daemon at 1,000 pairs held ~9 MiB more after its rings had filled than one whose rings
-/// were full from the start (BENCHMARKS.md §16). The failures ring, four times as long and
-/// empty while probes succeed, still doubles from 4.
-fn push_bounded(ring: &mut VecDeque<Record>, record: Record, first: usize, limit: usize) {
+/// (Taking the whole limit at the first probe instead was measured and not kept: the same RSS
+/// once the rings are full, 8 MiB more until then at 1,000 pairs; BENCHMARKS.md §16.)
+fn push_bounded(ring: &mut VecDeque<Record>, record: Record, limit: usize) {
     if ring.len() == ring.capacity() && ring.len() < limit {
-        let capacity = ring.capacity().saturating_mul(2).max(first).min(limit);
+        let capacity = ring.capacity().saturating_mul(2).max(4).min(limit);
         ring.reserve_exact(capacity - ring.len());
     }
     ring.push_back(record);
@@ -429,10 +426,10 @@ impl History {
         // applied again after it (so the new record obeys them too).
         if record.failure > 0 {
             prune(&mut rings.failures, failures - 1, oldest_failure, None);
-            push_bounded(&mut rings.failures, record.clone(), 4, failures);
+            push_bounded(&mut rings.failures, record.clone(), failures);
         }
         prune(&mut rings.recent, count - 1, oldest, keep);
-        push_bounded(&mut rings.recent, record, count, count);
+        push_bounded(&mut rings.recent, record, count);
         prune(&mut rings.recent, count, oldest, keep);
         prune(&mut rings.failures, failures, oldest_failure, None);
     }
@@ -754,21 +751,6 @@ mod tests {
         assert_eq!(rings.recent.len(), 120);
         assert_eq!(rings.recent.capacity(), 120);
         assert_eq!(rings.failures.capacity(), 0, "no failure, no failures ring");
-    }
-
-    /// A pair's ring of kept probes takes its whole limit with its first probe (no doubling
-    /// steps that leave holes in the heap); its failures ring grows from 4 with the failures.
-    #[test]
-    fn the_ring_of_kept_probes_is_allocated_once() {
-        let h = History::new(limits(120, Duration::from_secs(3600)));
-        h.push_probe(aged(true, Duration::from_secs(10)));
-        h.push_probe(aged(false, Duration::from_secs(5)));
-        let store = h.lock();
-        let rings = store.pairs.values().next().unwrap();
-        assert_eq!(rings.recent.len(), 2);
-        assert_eq!(rings.recent.capacity(), 120);
-        assert_eq!(rings.failures.len(), 1);
-        assert_eq!(rings.failures.capacity(), 4);
     }
 
     /// Issue 29: a kept probe is found by its trace id (in the recent ring or, once it left
