@@ -2,8 +2,8 @@
 //! runs (single-flight, per exposition format and content coding).
 //!
 //! A scraper that accepts gzip (`Accept-Encoding`, RFC 9110 §12.5.3; Prometheus sends
-//! `gzip`) gets the body compressed as it is rendered ([`Metrics::render_gzip`]): ~8 % of the
-//! bytes on the wire, and the daemon never holds the uncompressed body (18 MiB at 1,000
+//! `gzip`) gets the body compressed as it is rendered ([`Metrics::render_gzip`]): about 5 % of
+//! the bytes on the wire, and the daemon never holds the uncompressed body (18 MiB at 1,000
 //! pairs) whole.
 //!
 //! A render of thousands of series takes tens of milliseconds of CPU (BENCHMARKS.md, table 4)
