@@ -270,8 +270,12 @@ async fn prometheus_scrapes_over_https_with_basic_auth_and_with_a_client_certifi
         .send()
         .await;
     assert!(r.is_err(), "{r:?}");
-    basic.stop().await;
-    mtls.stop().await;
+    // Bounded, so that a stop that never ends fails here instead of hanging the suite.
+    for d in [basic, mtls] {
+        tokio::time::timeout(Duration::from_secs(30), d.stop())
+            .await
+            .expect("the daemon stops within 30 s");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -329,9 +329,12 @@ pub fn idle_yaml() -> String {
 /// array (empty while it starts or when the query fails).
 pub async fn prometheus_query(port: u16, promql: &str) -> Vec<serde_json::Value> {
     let url = format!("http://127.0.0.1:{port}/api/v1/query");
+    // A bounded wait, so that a caller's own deadline is reached even if Prometheus accepts
+    // the connection and never answers.
     let Ok(resp) = reqwest::Client::new()
         .get(url)
         .query(&[("query", promql)])
+        .timeout(std::time::Duration::from_secs(10))
         .send()
         .await
     else {
