@@ -2,7 +2,8 @@
 //! the status pages (`/`, `/targets/{target}`, `/api/v1/*`, badges) and the demo's live summary.
 //!
 //! Each probe is stored as a fixed-size record ([`RECORD_BYTES`] bytes; no heap allocation of
-//! its own): numbers as integers, the target and scenario once per pair, and the failure detail
+//! its own): durations as whole microseconds, tokens per second as `f32`, the target and
+//! scenario once per pair, and the failure detail
 //! and identity line shared with the pair's earlier probes that carried the same text. Readers
 //! get [`RecentProbe`]s built from the records.
 //!
@@ -41,9 +42,9 @@ pub struct HistoryLimits {
 
 impl Default for HistoryLimits {
     /// 120 probes and 6 hours per pair: 30 minutes at the default 15 s interval (three times
-    /// the status pages' 10-minute state window); 11.2 KiB per pair, 10.9 MiB at 1,000 pairs
-    /// (a ring of 120 records of [`RECORD_BYTES`] = 88 bytes, 16 of them the trace id;
-    /// BENCHMARKS.md §14), plus the failures ring when probes fail.
+    /// the status pages' 10-minute state window); 7.5 KiB per pair, 7.3 MiB at 1,000 pairs
+    /// (a ring of 120 records of [`RECORD_BYTES`] = 64 bytes, 16 of them the trace id;
+    /// BENCHMARKS.md §17), plus the failures ring when probes fail.
     fn default() -> Self {
         HistoryLimits {
             max_probes: 120,
@@ -95,32 +96,35 @@ pub struct ItlSummary {
 /// Bytes of one kept probe (a failure kept in the failures ring too takes as many again).
 pub const RECORD_BYTES: usize = std::mem::size_of::<Record>();
 
-/// A stored duration or count that is absent.
-const ABSENT: u64 = u64::MAX;
+/// A stored duration that is absent.
+const ABSENT: u32 = u32::MAX;
 
 /// `flags`: the probe had an output-tokens-per-second value.
 const HAS_TPS: u8 = 1;
 /// `flags`: the probe had an output token count.
 const HAS_TOKENS: u8 = 2;
 
-/// One probe as stored: fixed size (88 bytes), no heap allocation of its own (the texts are
-/// shared).
+/// One probe as stored: fixed size (64 bytes), no heap allocation of its own (the texts are
+/// shared). Durations are kept to the microsecond (the pages show milliseconds) and up to
+/// `u32::MAX - 1` µs (71 minutes, beyond any probe's timeout; longer ones are kept as that).
 #[derive(Debug, Clone)]
 struct Record {
     /// Start, nanoseconds since the Unix epoch (0 for an instant before it).
     started_ns: u64,
-    /// TTFT, TPOT, E2E, ITL median and P95 in nanoseconds; [`ABSENT`] when unknown.
-    ttft_ns: u64,
-    tpot_ns: u64,
-    e2e_ns: u64,
-    itl_p50_ns: u64,
-    itl_p95_ns: u64,
-    output_tokens_per_second: f64,
     /// The trace id's bytes; all zero for none (W3C: the all-zero id is invalid).
     trace_id: [u8; 16],
     /// The failure detail and the identity line, shared with the pair's earlier records of
     /// the same two texts; `None` when the probe had neither.
     texts: Option<Arc<Texts>>,
+    /// TTFT, TPOT, E2E, ITL median and P95 in microseconds (rounded); [`ABSENT`] when
+    /// unknown.
+    ttft_us: u32,
+    tpot_us: u32,
+    e2e_us: u32,
+    itl_p50_us: u32,
+    itl_p95_us: u32,
+    /// Output tokens per second (to `f32`'s 7 significant digits).
+    output_tokens_per_second: f32,
     /// Output tokens (saturating at `u32::MAX`: no stream is that long).
     output_tokens: u32,
     /// 1 + the failure reason's index in [`FailureReason::ALL`]; 0 for a success.
@@ -136,14 +140,17 @@ struct Texts {
     identity: Option<Arc<str>>,
 }
 
-fn to_ns(d: Option<Duration>) -> u64 {
+/// `d` in whole microseconds, rounded to the nearest; [`ABSENT`] for `None`, `ABSENT - 1` for
+/// anything from 71 minutes up.
+fn to_us(d: Option<Duration>) -> u32 {
     d.map_or(ABSENT, |d| {
-        u64::try_from(d.as_nanos()).unwrap_or(ABSENT - 1)
+        let us = d.as_nanos().saturating_add(500) / 1000;
+        u32::try_from(us).map_or(ABSENT - 1, |us| us.min(ABSENT - 1))
     })
 }
 
-fn from_ns(ns: u64) -> Option<Duration> {
-    (ns != ABSENT).then(|| Duration::from_nanos(ns))
+fn from_us(us: u32) -> Option<Duration> {
+    (us != ABSENT).then(|| Duration::from_micros(u64::from(us)))
 }
 
 fn epoch_ns(t: SystemTime) -> u64 {
@@ -174,12 +181,13 @@ impl Record {
         }
         Record {
             started_ns: epoch_ns(p.started_at),
-            ttft_ns: to_ns(p.ttft),
-            tpot_ns: to_ns(p.tpot),
-            e2e_ns: to_ns(p.e2e),
-            itl_p50_ns: to_ns(p.itl.map(|i| i.p50)),
-            itl_p95_ns: to_ns(p.itl.map(|i| i.p95)),
-            output_tokens_per_second: p.output_tokens_per_second.unwrap_or(0.0),
+            ttft_us: to_us(p.ttft),
+            tpot_us: to_us(p.tpot),
+            e2e_us: to_us(p.e2e),
+            itl_p50_us: to_us(p.itl.map(|i| i.p50)),
+            itl_p95_us: to_us(p.itl.map(|i| i.p95)),
+            // Rounded to `f32` (7 significant digits).
+            output_tokens_per_second: p.output_tokens_per_second.unwrap_or(0.0) as f32,
             output_tokens: p
                 .output_tokens
                 .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
@@ -196,7 +204,7 @@ impl Record {
 
     /// The probe of `rings` this record stores.
     fn probe(&self, rings: &Rings) -> RecentProbe {
-        let itl = match (from_ns(self.itl_p50_ns), from_ns(self.itl_p95_ns)) {
+        let itl = match (from_us(self.itl_p50_us), from_us(self.itl_p95_us)) {
             (Some(p50), Some(p95)) => Some(ItlSummary { p50, p95 }),
             _ => None,
         };
@@ -218,12 +226,12 @@ impl Record {
             target: rings.target.clone(),
             scenario: rings.scenario.clone(),
             started_at: self.started_at(),
-            ttft: from_ns(self.ttft_ns),
+            ttft: from_us(self.ttft_us),
             output_tokens_per_second: (self.flags & HAS_TPS != 0)
-                .then_some(self.output_tokens_per_second),
-            tpot: from_ns(self.tpot_ns),
+                .then_some(f64::from(self.output_tokens_per_second)),
+            tpot: from_us(self.tpot_us),
             itl,
-            e2e: from_ns(self.e2e_ns),
+            e2e: from_us(self.e2e_us),
             output_tokens: (self.flags & HAS_TOKENS != 0).then_some(u64::from(self.output_tokens)),
             failure,
             identity: self.texts.as_ref().and_then(|t| t.identity.clone()),
@@ -680,14 +688,14 @@ mod tests {
     /// failure details and identities are stored once per pair, not once per probe.
     #[test]
     fn compact_records_round_trip_and_share_repeated_texts() {
-        const { assert!(RECORD_BYTES <= 88, "a record grew") };
+        const { assert!(RECORD_BYTES <= 64, "a record grew") };
         let h = History::new(limits(10, Duration::from_secs(3600)));
         let mut ok = RecentProbe::from(&outcome(true));
-        ok.ttft = Some(Duration::new(1, 234_567_891));
+        ok.ttft = Some(Duration::new(1, 234_567_000));
         ok.tpot = None;
         ok.output_tokens_per_second = Some(f64::NAN);
         ok.itl = Some(ItlSummary {
-            p50: Duration::from_nanos(7),
+            p50: Duration::from_micros(7),
             p95: Duration::from_millis(21),
         });
         ok.identity = Some("model=m server=s".into());
@@ -735,6 +743,38 @@ mod tests {
             texts(&rings.recent[0]).identity.as_ref().unwrap(),
             texts(&rings.recent[1]).identity.as_ref().unwrap()
         ));
+    }
+
+    /// Durations are kept to the nearest microsecond, and a duration beyond the 71 minutes a
+    /// record holds is kept as its longest, never as absent or wrapped around.
+    #[test]
+    fn durations_are_kept_to_the_microsecond_and_saturate() {
+        assert_eq!(
+            from_us(to_us(Some(Duration::from_nanos(1_499)))),
+            Some(Duration::from_micros(1))
+        );
+        assert_eq!(
+            from_us(to_us(Some(Duration::from_nanos(1_500)))),
+            Some(Duration::from_micros(2))
+        );
+        assert_eq!(from_us(to_us(Some(Duration::ZERO))), Some(Duration::ZERO));
+        assert_eq!(from_us(to_us(None)), None);
+        let longest = Duration::from_micros(u64::from(ABSENT - 1));
+        for long in [longest, Duration::from_secs(72 * 60), Duration::MAX] {
+            assert_eq!(from_us(to_us(Some(long))), Some(longest), "{long:?}");
+        }
+        assert!(longest > Duration::from_secs(71 * 60));
+        let h = History::new(limits(10, Duration::from_secs(3600)));
+        let mut p = RecentProbe::from(&outcome(true));
+        p.e2e = Some(Duration::from_secs(5 * 3600));
+        p.ttft = Some(Duration::new(0, 200_123_456));
+        p.output_tokens_per_second = Some(48.123_456_789);
+        h.push_probe(p);
+        let kept = &h.probes("t", "s")[0];
+        assert_eq!(kept.e2e, Some(longest));
+        assert_eq!(kept.ttft, Some(Duration::from_micros(200_123)));
+        let tps = kept.output_tokens_per_second.unwrap();
+        assert!((tps - 48.123_456_789).abs() < 1e-5, "{tps}");
     }
 
     /// Issue 31: a pair's ring holds the 120 probes of the default limit in room for 120, not
