@@ -1231,6 +1231,38 @@ impl Metrics {
         Ok(out)
     }
 
+    /// Heap bytes of the per-pair histograms beyond their structs, summed over every series:
+    /// `(native buckets, classic buckets and exemplars)` ([`ProbeHistogram::heap_bytes`]). For
+    /// the scale benchmark's memory accounting (BENCHMARKS §17).
+    #[doc(hidden)]
+    pub fn histogram_heap_bytes(&self) -> (usize, usize) {
+        fn add<L>(total: &mut (usize, usize), family: &SeriesFamily<L, SharedHistogram>) {
+            for s in family.read().values() {
+                let (native, other) = s.metric.heap_bytes();
+                total.0 += native;
+                total.1 += other;
+            }
+        }
+        let mut total = (0, 0);
+        for family in [
+            &self.ttft,
+            &self.ttfo,
+            &self.tpot,
+            &self.itl,
+            &self.tokens_per_second,
+            &self.e2e,
+            &self.server_prefill,
+            &self.ttft_overhead,
+            &self.connection_setup,
+            &self.first_tool_call,
+            &self.tool_arguments,
+        ] {
+            add(&mut total, family);
+        }
+        add(&mut total, &self.ttft_component);
+        total
+    }
+
     /// [`Metrics::render_as`] compressed with gzip (RFC 1952, flate2 at its fastest level), as
     /// `/metrics` answers a scraper that accepts it (Prometheus does): the body is compressed
     /// family by family as it is rendered, so the uncompressed body (~18 KiB per pair in the

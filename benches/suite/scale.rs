@@ -243,12 +243,16 @@ pub fn main(opts: &Opts) {
         let mut scrapes = Dist::new("HTTP GET /metrics (scrape during the window, by curl)");
         // RSS before each scrape: flat, or growing with the probes kept?
         let mut rss_series: Vec<(u64, u64)> = Vec::new();
+        // The per-pair histograms' heap (native buckets; classic buckets and exemplars) beside
+        // it: the part of the RSS that grows with the spread of the values observed.
+        let mut hist_series: Vec<(u64, (usize, usize))> = Vec::new();
         let mut size = 0usize;
         // `--gzip true` (the default): curl asks for gzip as Prometheus does, and `size` is
         // the compressed body; `false`: the plain body, as every run before §16.
         let gzip = opts.str("gzip", "true") == "true";
         while t0.elapsed() < window {
             let t = Instant::now();
+            hist_series.push((t0.elapsed().as_secs(), daemon.metrics.histogram_heap_bytes()));
             rss_series.push((
                 t0.elapsed().as_secs(),
                 status_kib("VmRSS:").saturating_sub(records_kib(&records)),
@@ -437,6 +441,15 @@ pub fn main(opts: &Opts) {
             rss_series
                 .iter()
                 .map(|(s, kib)| format!("{s}: {:.1}", *kib as f64 / 1024.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+        println!(
+            "| per-pair histograms' heap before each scrape, native buckets / classic and exemplars (s: MiB) | {} | |",
+            hist_series
+                .iter()
+                .map(|(s, (n, o))| format!("{s}: {:.1} / {:.1}", mib(*n), mib(*o)))
                 .collect::<Vec<_>>()
                 .join(", ")
         );

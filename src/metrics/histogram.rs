@@ -427,6 +427,23 @@ impl ProbeHistogram {
         }
     }
 
+    /// Heap bytes this series holds beyond its own struct, as `(native buckets, classic
+    /// buckets and exemplars)`: the capacities of its vectors and its exemplars' request ids.
+    /// For the scale benchmark's memory accounting (BENCHMARKS §17).
+    #[doc(hidden)]
+    pub fn heap_bytes(&self) -> (usize, usize) {
+        let s = self.lock();
+        let native = s.native.as_ref().map_or(0, |n| {
+            (n.positive.capacity() + n.negative.capacity()) * std::mem::size_of::<(i32, u64)>()
+        });
+        let exemplars = s.exemplars.capacity() * std::mem::size_of::<(u16, Exemplar)>()
+            + (s.exemplars.iter())
+                .map(|(_, e)| e.request_id.as_ref().map_or(0, |r| r.len()))
+                .sum::<usize>();
+        let classic = s.classic.capacity() * std::mem::size_of::<(f64, u64)>();
+        (native, classic + exemplars)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing panics while the lock is held; a poisoned lock still holds whole counts.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
