@@ -3,9 +3,9 @@
 //!
 //! Each probe is stored as a fixed-size record ([`RECORD_BYTES`] bytes; no heap allocation of
 //! its own): durations as whole microseconds, tokens per second as `f32`, the target and
-//! scenario once per pair, and the failure detail
-//! and identity line shared with the pair's earlier probes that carried the same text. Readers
-//! get [`RecentProbe`]s built from the records.
+//! scenario once per pair, and the failure detail and identity line shared with the pair's
+//! earlier probes that carried the same text. Readers get [`RecentProbe`]s built from the
+//! records.
 //!
 //! Bounded per pair by count and age ([`HistoryLimits`], `--web.history.max-probes` and
 //! `--web.history.max-age`); failures are also kept in a ring of their own that holds
