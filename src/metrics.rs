@@ -871,21 +871,27 @@ impl Metrics {
         }
     }
 
-    /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
-    pub fn forget(&self, labels: &ProbeLabels) {
-        for h in [&self.ttft, &self.tpot, &self.e2e] {
-            h.remove(labels);
-        }
-        for h in [
+    /// The histogram families keyed by (target, model, scenario) alone ([`ProbeLabels`]):
+    /// every per-pair histogram but `ttft_component`, which adds a component label.
+    fn pair_histograms(&self) -> [&Hist; 11] {
+        [
+            &self.ttft,
             &self.ttfo,
+            &self.tpot,
             &self.itl,
             &self.tokens_per_second,
+            &self.e2e,
             &self.server_prefill,
             &self.ttft_overhead,
             &self.connection_setup,
             &self.first_tool_call,
             &self.tool_arguments,
-        ] {
+        ]
+    }
+
+    /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
+    pub fn forget(&self, labels: &ProbeLabels) {
+        for h in self.pair_histograms() {
             h.remove(labels);
         }
         for check in crate::check::CheckName::ALL {
@@ -1244,19 +1250,7 @@ impl Metrics {
             }
         }
         let mut total = (0, 0);
-        for family in [
-            &self.ttft,
-            &self.ttfo,
-            &self.tpot,
-            &self.itl,
-            &self.tokens_per_second,
-            &self.e2e,
-            &self.server_prefill,
-            &self.ttft_overhead,
-            &self.connection_setup,
-            &self.first_tool_call,
-            &self.tool_arguments,
-        ] {
+        for family in self.pair_histograms() {
             add(&mut total, family);
         }
         add(&mut total, &self.ttft_component);
