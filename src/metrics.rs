@@ -1297,8 +1297,7 @@ impl Metrics {
                 let mut out = String::with_capacity(part_bytes.min(GZIP_PART_BYTES) * 2);
                 self.catalog
                     .render_text_in_parts(text, &mut out, &mut |out| {
-                        if out.len() >= part_bytes {
-                            gz.write_all(out.as_bytes()).map_err(|_| std::fmt::Error)?;
+                        if compress_part(&mut gz, out.as_bytes(), part_bytes)? {
                             out.clear();
                         }
                         Ok(())
@@ -1311,8 +1310,7 @@ impl Metrics {
                 let mut out = Vec::with_capacity(part_bytes.min(GZIP_PART_BYTES) * 2);
                 self.catalog
                     .render_protobuf_in_parts(&mut out, &mut |out| {
-                        if out.len() >= part_bytes {
-                            gz.write_all(out).map_err(|_| std::fmt::Error)?;
+                        if compress_part(&mut gz, out, part_bytes)? {
                             out.clear();
                         }
                         Ok(())
@@ -1408,6 +1406,22 @@ pub struct RenderError(pub Exposition);
 /// (it compresses at family boundaries, so a part is at least this and at most this plus one
 /// family: ~2.4 MiB for a histogram family at 1,000 pairs).
 const GZIP_PART_BYTES: usize = 256 * 1024;
+
+/// Compresses `part` into `gz` when it has reached `part_bytes`; whether it did (the caller
+/// then empties its buffer). Writing into a `Vec` fails only when memory runs out, which aborts
+/// first; the error is the encoders' own type so that it ends their render.
+fn compress_part(
+    gz: &mut flate2::write::GzEncoder<Vec<u8>>,
+    part: &[u8],
+    part_bytes: usize,
+) -> Result<bool, std::fmt::Error> {
+    use std::io::Write;
+    if part.len() < part_bytes {
+        return Ok(false);
+    }
+    gz.write_all(part).map_err(|_| std::fmt::Error)?;
+    Ok(true)
+}
 
 /// The exposition formats `/metrics` serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
