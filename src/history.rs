@@ -103,10 +103,15 @@ const ABSENT: u32 = u32::MAX;
 const HAS_TPS: u8 = 1;
 /// `flags`: the probe had an output token count.
 const HAS_TOKENS: u8 = 2;
+/// `flags`: the durations are whole milliseconds, not microseconds (a probe with a duration of
+/// 71 minutes or more: up to the configuration's longest timeout of a day, and beyond).
+const IN_MS: u8 = 4;
 
 /// One probe as stored: fixed size (64 bytes), no heap allocation of its own (the texts are
-/// shared). Durations are kept to the microsecond (the pages show milliseconds) and up to
-/// `u32::MAX - 1` µs (71 minutes, beyond any probe's timeout; longer ones are kept as that).
+/// shared). Durations are kept to the microsecond (the pages show milliseconds) while they all
+/// fit in a `u32` (up to 71 minutes); a probe with a longer one keeps all five to the
+/// millisecond ([`IN_MS`]; up to 49 days, beyond the configuration's longest timeout of a day).
+/// Output tokens per second are kept as `f32` and read back to 7 significant digits.
 #[derive(Debug, Clone)]
 struct Record {
     /// Start, nanoseconds since the Unix epoch (0 for an instant before it).
@@ -116,20 +121,20 @@ struct Record {
     /// The failure detail and the identity line, shared with the pair's earlier records of
     /// the same two texts; `None` when the probe had neither.
     texts: Option<Arc<Texts>>,
-    /// TTFT, TPOT, E2E, ITL median and P95 in microseconds (rounded); [`ABSENT`] when
-    /// unknown.
-    ttft_us: u32,
-    tpot_us: u32,
-    e2e_us: u32,
-    itl_p50_us: u32,
-    itl_p95_us: u32,
+    /// TTFT, TPOT, E2E, ITL median and P95 in microseconds, or milliseconds with [`IN_MS`]
+    /// (rounded); [`ABSENT`] when unknown.
+    ttft: u32,
+    tpot: u32,
+    e2e: u32,
+    itl_p50: u32,
+    itl_p95: u32,
     /// Output tokens per second (to `f32`'s 7 significant digits).
     output_tokens_per_second: f32,
     /// Output tokens (saturating at `u32::MAX`: no stream is that long).
     output_tokens: u32,
     /// 1 + the failure reason's index in [`FailureReason::ALL`]; 0 for a success.
     failure: u8,
-    /// [`HAS_TPS`], [`HAS_TOKENS`].
+    /// [`HAS_TPS`], [`HAS_TOKENS`], [`IN_MS`].
     flags: u8,
 }
 
@@ -140,18 +145,45 @@ struct Texts {
     identity: Option<Arc<str>>,
 }
 
-/// `d` in whole microseconds, rounded to the nearest; [`ABSENT`] for `None`, `ABSENT - 1` for
-/// anything from 71 minutes up.
-fn to_us(d: Option<Duration>) -> u32 {
+/// `d` in whole units of `unit_ns` nanoseconds (1,000: microseconds; 1,000,000:
+/// milliseconds), rounded to the nearest; [`ABSENT`] for `None`, `ABSENT - 1` for anything
+/// that does not fit below it (71 minutes in microseconds, 49 days in milliseconds).
+fn to_units(d: Option<Duration>, unit_ns: u32) -> u32 {
     d.map_or(ABSENT, |d| {
-        let us = d.as_nanos().saturating_add(500) / 1000;
-        u32::try_from(us).map_or(ABSENT - 1, |us| us.min(ABSENT - 1))
+        let units = d.as_nanos().saturating_add(u128::from(unit_ns / 2)) / u128::from(unit_ns);
+        u32::try_from(units).map_or(ABSENT - 1, |u| u.min(ABSENT - 1))
     })
 }
 
-fn from_us(us: u32) -> Option<Duration> {
-    (us != ABSENT).then(|| Duration::from_micros(u64::from(us)))
+/// A duration stored by [`to_units`] with `unit_ns`.
+fn from_units(units: u32, unit_ns: u32) -> Option<Duration> {
+    (units != ABSENT).then(|| Duration::from_nanos(u64::from(units) * u64::from(unit_ns)))
 }
+
+/// A stored `f32` as the `f64` of its 7 significant digits: the value it was stored from when
+/// that had 7 significant digits or fewer (an SLO floor such as `0.7` compares equal again, and
+/// the API shows `84.46509`, not `84.465087890625`). Values from a million up are read back as
+/// stored (there `f32` holds every 7-digit value exactly), as are 0, infinities and NaN.
+fn seven_digits(x: f32) -> f64 {
+    let x = f64::from(x);
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    // The power of ten of the leading digit (`log10` is exact at powers of ten).
+    let exponent = x.abs().log10().floor() as i32;
+    match 6 - exponent {
+        shift @ 1..=22 => {
+            // Exact powers of ten: the quotient is the decimal's nearest `f64`.
+            let scale = 10f64.powi(shift);
+            (x * scale).round() / scale
+        }
+        _ => x,
+    }
+}
+
+/// Nanoseconds in a microsecond and in a millisecond: the units of stored durations.
+const US: u32 = 1_000;
+const MS: u32 = 1_000_000;
 
 fn epoch_ns(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
@@ -172,7 +204,19 @@ impl Record {
             None => (0, None),
         };
         let texts = share(detail, p.identity.clone(), rings);
-        let mut flags = 0;
+        let durations = [
+            p.ttft,
+            p.tpot,
+            p.e2e,
+            p.itl.map(|i| i.p50),
+            p.itl.map(|i| i.p95),
+        ];
+        let coarse = durations
+            .iter()
+            .any(|d| d.is_some() && to_units(*d, US) == ABSENT - 1);
+        let unit = if coarse { MS } else { US };
+        let [ttft, tpot, e2e, itl_p50, itl_p95] = durations.map(|d| to_units(d, unit));
+        let mut flags = if coarse { IN_MS } else { 0 };
         if p.output_tokens_per_second.is_some() {
             flags |= HAS_TPS;
         }
@@ -181,11 +225,11 @@ impl Record {
         }
         Record {
             started_ns: epoch_ns(p.started_at),
-            ttft_us: to_us(p.ttft),
-            tpot_us: to_us(p.tpot),
-            e2e_us: to_us(p.e2e),
-            itl_p50_us: to_us(p.itl.map(|i| i.p50)),
-            itl_p95_us: to_us(p.itl.map(|i| i.p95)),
+            ttft,
+            tpot,
+            e2e,
+            itl_p50,
+            itl_p95,
             // Rounded to `f32` (7 significant digits).
             output_tokens_per_second: p.output_tokens_per_second.unwrap_or(0.0) as f32,
             output_tokens: p
@@ -204,7 +248,9 @@ impl Record {
 
     /// The probe of `rings` this record stores.
     fn probe(&self, rings: &Rings) -> RecentProbe {
-        let itl = match (from_us(self.itl_p50_us), from_us(self.itl_p95_us)) {
+        let unit = if self.flags & IN_MS != 0 { MS } else { US };
+        let stored = |units| from_units(units, unit);
+        let itl = match (stored(self.itl_p50), stored(self.itl_p95)) {
             (Some(p50), Some(p95)) => Some(ItlSummary { p50, p95 }),
             _ => None,
         };
@@ -226,12 +272,12 @@ impl Record {
             target: rings.target.clone(),
             scenario: rings.scenario.clone(),
             started_at: self.started_at(),
-            ttft: from_us(self.ttft_us),
+            ttft: stored(self.ttft),
             output_tokens_per_second: (self.flags & HAS_TPS != 0)
-                .then_some(f64::from(self.output_tokens_per_second)),
-            tpot: from_us(self.tpot_us),
+                .then(|| seven_digits(self.output_tokens_per_second)),
+            tpot: stored(self.tpot),
             itl,
-            e2e: from_us(self.e2e_us),
+            e2e: stored(self.e2e),
             output_tokens: (self.flags & HAS_TOKENS != 0).then_some(u64::from(self.output_tokens)),
             failure,
             identity: self.texts.as_ref().and_then(|t| t.identity.clone()),
@@ -352,17 +398,21 @@ pub struct History {
     store: Mutex<Store>,
 }
 
-/// Drops the front of `ring` beyond `count` entries (unless it started at or after `keep`)
-/// or older than `oldest`.
+/// Drops the front of `ring` beyond `count` entries (unless it started within `keep`: the state
+/// window, from its start to now) or older than `oldest`. A record stamped after now (the wall
+/// clock stepped back since) is not kept for the window, so it cannot hold the ring open.
 fn prune(
     ring: &mut VecDeque<Record>,
     count: usize,
     oldest: Option<SystemTime>,
-    keep: Option<SystemTime>,
+    keep: Option<(SystemTime, SystemTime)>,
 ) {
-    let before = |p: &Record, t: Option<SystemTime>| t.is_some_and(|t| p.started_ns < epoch_ns(t));
+    let oldest = oldest.map(epoch_ns);
+    let keep = keep.map(|(from, to)| epoch_ns(from)..=epoch_ns(to));
     while let Some(p) = ring.front() {
-        if before(p, oldest) || (ring.len() > count && (keep.is_none() || before(p, keep))) {
+        let old = oldest.is_some_and(|t| p.started_ns < t);
+        let kept = keep.as_ref().is_some_and(|w| w.contains(&p.started_ns));
+        if old || (ring.len() > count && !kept) {
             ring.pop_front();
         } else {
             break;
@@ -428,7 +478,7 @@ impl History {
         // One allocation per distinct text, not per probe: shared with earlier probes.
         let record = Record::new(p, rings);
         let failures = count.saturating_mul(FAILURE_RETENTION as usize);
-        let (oldest, keep) = (age(max_age), age(STATE_WINDOW));
+        let (oldest, keep) = (age(max_age), age(STATE_WINDOW).map(|from| (from, now)));
         let oldest_failure = age(max_age.saturating_mul(FAILURE_RETENTION));
         // Room is made before the push (so a full ring does not grow), and the limits are
         // applied again after it (so the new record obeys them too).
@@ -745,36 +795,114 @@ mod tests {
         ));
     }
 
-    /// Durations are kept to the nearest microsecond, and a duration beyond the 71 minutes a
-    /// record holds is kept as its longest, never as absent or wrapped around.
+    /// Durations are kept to the nearest microsecond; a probe with a duration beyond the 71
+    /// minutes that fit in microseconds keeps all five to the nearest millisecond (up to the
+    /// configuration's longest timeout of a day and far beyond), and one beyond 49 days is kept
+    /// as the longest, never as absent or wrapped around.
     #[test]
-    fn durations_are_kept_to_the_microsecond_and_saturate() {
+    fn durations_are_kept_to_the_microsecond_or_past_71_minutes_to_the_millisecond() {
+        let us = |d: Duration| from_units(to_units(Some(d), US), US);
         assert_eq!(
-            from_us(to_us(Some(Duration::from_nanos(1_499)))),
+            us(Duration::from_nanos(1_499)),
             Some(Duration::from_micros(1))
         );
         assert_eq!(
-            from_us(to_us(Some(Duration::from_nanos(1_500)))),
+            us(Duration::from_nanos(1_500)),
             Some(Duration::from_micros(2))
         );
-        assert_eq!(from_us(to_us(Some(Duration::ZERO))), Some(Duration::ZERO));
-        assert_eq!(from_us(to_us(None)), None);
-        let longest = Duration::from_micros(u64::from(ABSENT - 1));
-        for long in [longest, Duration::from_secs(72 * 60), Duration::MAX] {
-            assert_eq!(from_us(to_us(Some(long))), Some(longest), "{long:?}");
+        assert_eq!(us(Duration::ZERO), Some(Duration::ZERO));
+        assert_eq!(from_units(to_units(None, US), US), None);
+        let longest_ms = Duration::from_millis(u64::from(ABSENT - 1));
+        assert!(longest_ms > Duration::from_secs(49 * 24 * 3600));
+        for long in [
+            longest_ms,
+            Duration::from_secs(50 * 24 * 3600),
+            Duration::MAX,
+        ] {
+            let kept = from_units(to_units(Some(long), MS), MS);
+            assert_eq!(kept, Some(longest_ms), "{long:?}");
         }
-        assert!(longest > Duration::from_secs(71 * 60));
+
         let h = History::new(limits(10, Duration::from_secs(3600)));
-        let mut p = RecentProbe::from(&outcome(true));
-        p.e2e = Some(Duration::from_secs(5 * 3600));
-        p.ttft = Some(Duration::new(0, 200_123_456));
-        p.output_tokens_per_second = Some(48.123_456_789);
-        h.push_probe(p);
-        let kept = &h.probes("t", "s")[0];
-        assert_eq!(kept.e2e, Some(longest));
-        assert_eq!(kept.ttft, Some(Duration::from_micros(200_123)));
-        let tps = kept.output_tokens_per_second.unwrap();
-        assert!((tps - 48.123_456_789).abs() < 1e-5, "{tps}");
+        let mut short = RecentProbe::from(&outcome(true));
+        short.ttft = Some(Duration::new(0, 200_123_456));
+        short.e2e = Some(Duration::from_secs(71 * 60));
+        h.push_probe(short);
+        // TTFT 80 minutes, E2E the configuration's longest timeout (a day), TPOT 1.2345 ms.
+        let mut long = RecentProbe::from(&outcome(true));
+        long.ttft = Some(Duration::from_secs(80 * 60) + Duration::from_micros(400));
+        long.e2e = Some(Duration::from_secs(24 * 3600));
+        long.tpot = Some(Duration::from_micros(1_234_500));
+        long.itl = None;
+        h.push_probe(long);
+        let kept = h.probes("t", "s");
+        assert_eq!(kept[0].ttft, Some(Duration::from_micros(200_123)));
+        assert_eq!(kept[0].e2e, Some(Duration::from_secs(71 * 60)));
+        assert_eq!(kept[1].ttft, Some(Duration::from_secs(80 * 60)));
+        assert_eq!(kept[1].e2e, Some(Duration::from_secs(24 * 3600)));
+        assert_eq!(kept[1].tpot, Some(Duration::from_millis(1_235)));
+        assert_eq!(kept[1].itl, None, "absent stays absent in milliseconds too");
+    }
+
+    /// Output tokens per second are stored as `f32` and read back to 7 significant digits: a
+    /// value of 7 digits or fewer (an SLO floor, say) comes back exactly, so it compares equal
+    /// to the floor again; others come back within 5e-7 of themselves, relatively.
+    #[test]
+    fn tokens_per_second_come_back_to_seven_significant_digits() {
+        let h = History::new(limits(100, Duration::from_secs(3600)));
+        let values = [
+            0.7,
+            30.0,
+            12.5,
+            84.46509,
+            0.001_234_567,
+            9_999_999.0,
+            1_234_567.0,
+            123_456_789.0,
+            48.123_456_789,
+            8_765.432_1,
+        ];
+        for v in values {
+            let mut p = RecentProbe::from(&outcome(true));
+            p.output_tokens_per_second = Some(v);
+            h.push_probe(p);
+        }
+        let kept: Vec<f64> = (h.probes("t", "s").iter())
+            .map(|p| p.output_tokens_per_second.unwrap())
+            .collect();
+        // Exactly the decimals of 7 digits or fewer.
+        assert_eq!(&kept[..7], &values[..7]);
+        // From 10^7 up, the f32 itself (a whole number).
+        assert_eq!(kept[7], f64::from(123_456_789.0_f32));
+        // More digits: the nearest 7-digit decimal.
+        assert_eq!(kept[8], 48.123_46);
+        assert_eq!(kept[9], 8_765.432);
+        for (k, v) in kept.iter().zip(values) {
+            assert!(((k - v) / v).abs() <= 5e-7, "{k} against {v}");
+        }
+        assert_eq!(seven_digits(0.0), 0.0);
+        assert!(seven_digits(f32::NAN).is_nan());
+        assert_eq!(seven_digits(f32::INFINITY), f64::INFINITY);
+        assert_eq!(seven_digits(-2.5), -2.5);
+    }
+
+    /// A probe stamped in the future (the wall clock stepped back since it ran) does not hold
+    /// the ring open: it is not kept for the state window, so the count limit still applies.
+    #[test]
+    fn a_probe_stamped_in_the_future_does_not_stop_the_pruning() {
+        let h = History::new(limits(3, Duration::from_secs(3600)));
+        let mut ahead = RecentProbe::from(&outcome(true));
+        ahead.started_at = SystemTime::now() + Duration::from_secs(24 * 3600);
+        h.push_probe(ahead);
+        for n in 0..50 {
+            h.push_probe(aged(true, STATE_WINDOW + Duration::from_secs(100 - n)));
+        }
+        assert_eq!(h.probes("t", "s").len(), 3);
+        // Probes within the window are still all kept.
+        for _ in 0..10 {
+            h.push_probe(aged(true, Duration::from_secs(1)));
+        }
+        assert_eq!(h.probes("t", "s").len(), 10);
     }
 
     /// Issue 31: a pair's ring holds the 120 probes of the default limit in room for 120, not

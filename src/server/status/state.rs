@@ -203,6 +203,25 @@ mod tests {
         judge(&refs, Slo::default(), now)
     }
 
+    /// A pair whose probes ran exactly at the tokens-per-second floor is not breached once they
+    /// have been kept in the history (stored as `f32`, read back to 7 significant digits).
+    #[test]
+    fn a_rate_exactly_at_the_floor_is_not_below_it_after_the_history() {
+        let now = SystemTime::now();
+        let history = crate::history::History::new(crate::history::HistoryLimits::default());
+        for ago in [60, 40, 20] {
+            history.push_probe(probe(ago, Some(100), 0.7, now));
+        }
+        let kept = history.probes("t", "s");
+        assert_eq!(kept[0].output_tokens_per_second, Some(0.7));
+        let refs: Vec<&RecentProbe> = kept.iter().collect();
+        let slo = Slo {
+            output_tokens_per_second_min: 0.7,
+            ..Slo::default()
+        };
+        assert_ne!(judge(&refs, slo, now).state, PairState::Breached);
+    }
+
     #[test]
     fn states_against_the_default_300_ms_and_30_tokens_per_second() {
         let s = |p: &[(u64, Option<u64>)], tps| judged(p, tps).state;
