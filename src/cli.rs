@@ -631,7 +631,7 @@ pub enum BaselineCommand {
         rate: Option<f64>,
         /// Take the numbers from the Prometheus that scrapes the daemon (its root URL, e.g.
         /// http://prometheus:9090; user-info becomes basic auth): the bucket counts of --target
-        /// and --scenario over --window (not with --from).
+        /// and --scenario over --range (not with --from).
         #[arg(long = "prometheus.url", value_name = "URL", requires_all = ["target", "scenario", "window"])]
         prometheus_url: Option<String>,
         /// Bound of each request to Prometheus (1s to 10m).
