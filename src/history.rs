@@ -423,8 +423,8 @@ fn prune(
 /// Appends `record` to `ring`, growing a full ring by doubling but never past `limit` records
 /// (a plain `VecDeque` would hold 128 records for the 120 kept). Past `limit` (probes kept for
 /// the state window) it grows by an eighth at a time, so such a ring takes at most an eighth
-/// more than it holds (a plain doubling took 240 records' room for the 121 of the window at a
-/// 5 s interval: 7 MiB more at 1,000 pairs).
+/// more than it holds: at a 1 s interval, room for 607 records for the window's 601 (39 KiB),
+/// where `VecDeque`'s own doubling took room for 1,024 (66 KiB).
 ///
 /// (Taking the whole limit at the first probe instead was measured and not kept: the same RSS
 /// once the rings are full, 8 MiB more until then at 1,000 pairs; BENCHMARKS.md §16.)
