@@ -14,7 +14,11 @@
 //! - `/metrics`: in-process `Metrics::render` (and `render_gzip`) time and size, and the HTTP
 //!   scrape time (`--gzip true`, the default: curl asks for gzip, as Prometheus does);
 //! - `--history-full true`: every pair's status-page history filled before the warm-up, as
-//!   20 minutes at 10 s leave it, so a short window measures a long-running daemon's memory.
+//!   20 minutes at 10 s leave it, so a short window measures a long-running daemon's memory;
+//! - `--connection reuse`: the targets keep their connections (default `fresh`, as
+//!   `llm-probe`'s default: a new TCP connection per probe);
+//! - `--malloc-stats true`: glibc's counters after the window (and, with glibc, its heap in
+//!   use and held before each scrape in any run).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -158,9 +162,12 @@ pub fn main(opts: &Opts) {
         // At most the interval (the config refuses a longer timeout).
         humantime::format_duration(interval.min(Duration::from_secs(10)))
     );
+    // `--connection fresh` (the default of `llm-probe`: a new TCP connection per probe) or
+    // `reuse` (BENCHMARKS §18: what the connection per probe costs).
+    let connection = opts.str("connection", "fresh");
     for i in 0..targets {
         yaml.push_str(&format!(
-            "  - name: t{i:04}\n    protocol: openai-chat\n    base_url: {url}\n    model: sim\n"
+            "  - name: t{i:04}\n    protocol: openai-chat\n    base_url: {url}\n    model: sim\n    connection: {connection}\n"
         ));
     }
     let cfg = config::parse(&yaml, "<bench>", &|_| None).expect("bench config");
@@ -246,6 +253,7 @@ pub fn main(opts: &Opts) {
         // The per-pair histograms' heap (native buckets; classic buckets and exemplars) beside
         // it: the part of the RSS that grows with the spread of the values observed.
         let mut hist_series: Vec<(u64, (usize, usize))> = Vec::new();
+        let mut heap_series = Vec::new();
         let mut size = 0usize;
         // `--gzip true` (the default): curl asks for gzip as Prometheus does, and `size` is
         // the compressed body; `false`: the plain body, as every run before §16.
@@ -253,6 +261,7 @@ pub fn main(opts: &Opts) {
         while t0.elapsed() < window {
             let t = Instant::now();
             hist_series.push((t0.elapsed().as_secs(), daemon.metrics.histogram_heap_bytes()));
+            heap_series.push((t0.elapsed().as_secs(), glibc_heap()));
             rss_series.push((
                 t0.elapsed().as_secs(),
                 status_kib("VmRSS:").saturating_sub(records_kib(&records)),
@@ -445,6 +454,16 @@ pub fn main(opts: &Opts) {
                 .join(", ")
         );
         let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+        if heap_series.iter().any(|(_, h)| h.is_some()) {
+            println!(
+                "| glibc heap before each scrape, in use / held, the bench's records included (s: MiB) | {} | |",
+                heap_series
+                    .iter()
+                    .filter_map(|(s, h)| h.map(|(used, held)| format!("{s}: {:.1} / {:.1}", mib(used), mib(held))))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         println!(
             "| per-pair histograms' heap before each scrape, native buckets / classic and exemplars (s: MiB) | {} | |",
             hist_series
@@ -484,4 +503,17 @@ pub fn main(opts: &Opts) {
             println!("{}", row(d));
         }
     });
+}
+
+/// glibc's heap: bytes in use by allocations and bytes held from the kernel (arenas and mapped
+/// blocks), from `mallinfo2`; `None` on other C libraries.
+fn glibc_heap() -> Option<(usize, usize)> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's counters.
+        let m = unsafe { libc::mallinfo2() };
+        Some((m.uordblks + m.hblkhd, m.arena + m.hblkhd))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
 }
