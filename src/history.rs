@@ -160,10 +160,12 @@ fn from_units(units: u32, unit_ns: u32) -> Option<Duration> {
     (units != ABSENT).then(|| Duration::from_nanos(u64::from(units) * u64::from(unit_ns)))
 }
 
-/// A stored `f32` as the `f64` of its 7 significant digits: the value it was stored from when
-/// that had 7 significant digits or fewer (an SLO floor such as `0.7` compares equal again, and
-/// the API shows `84.46509`, not `84.465087890625`). Values from a million up are read back as
-/// stored (there `f32` holds every 7-digit value exactly), as are 0, infinities and NaN.
+/// A stored `f32` as the `f64` of its 7 significant digits: for a token rate from 0.001 to a
+/// million, the value it was stored from when that had 7 significant digits or fewer (an SLO
+/// floor such as `0.7` compares equal again, and the API shows `84.46509`, not
+/// `84.465087890625`); any other value within 5.1e-7 of itself, relatively (`f32` does not
+/// tell every pair of 7-digit decimals apart at all magnitudes). Values from a million up and
+/// below 1e-16 are read back as stored, as are 0, infinities and NaN.
 fn seven_digits(x: f32) -> f64 {
     let x = f64::from(x);
     if x == 0.0 || !x.is_finite() {
@@ -423,8 +425,9 @@ fn prune(
 /// Appends `record` to `ring`, growing a full ring by doubling but never past `limit` records
 /// (a plain `VecDeque` would hold 128 records for the 120 kept). Past `limit` (probes kept for
 /// the state window) it grows by an eighth at a time, so such a ring takes at most an eighth
-/// more than it holds: at a 1 s interval, room for 607 records for the window's 601 (39 KiB),
-/// where `VecDeque`'s own doubling took room for 1,024 (66 KiB).
+/// more than the most it has held (rings do not shrink): at a 1 s interval, room for 607
+/// records for the window's 601 (39 KiB), where `VecDeque`'s own doubling took room for 1,024
+/// (66 KiB).
 ///
 /// (Taking the whole limit at the first probe instead was measured and not kept: the same RSS
 /// once the rings are full, 8 MiB more until then at 1,000 pairs; BENCHMARKS.md §16.)
@@ -852,7 +855,7 @@ mod tests {
     }
 
     /// Output tokens per second are stored as `f32` and read back to 7 significant digits: a
-    /// value of 7 digits or fewer (an SLO floor, say) comes back exactly, so it compares equal
+    /// rate of 7 digits or fewer (an SLO floor, say) comes back exactly, so it compares equal
     /// to the floor again; others come back within 5e-7 of themselves, relatively.
     #[test]
     fn tokens_per_second_come_back_to_seven_significant_digits() {
