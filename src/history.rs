@@ -422,6 +422,14 @@ fn prune(
     }
 }
 
+/// The state window ending at `now`, as [`prune`] keeps it: none for a clock before 1970
+/// (every start is then stored as the epoch, and a window of the epoch alone would keep them
+/// all).
+fn state_window(now: SystemTime) -> Option<(SystemTime, SystemTime)> {
+    let from = now.checked_sub(STATE_WINDOW)?;
+    (from >= SystemTime::UNIX_EPOCH).then_some((from, now))
+}
+
 /// Appends `record` to `ring`, growing a full ring by doubling but never past `limit` records
 /// (a plain `VecDeque` would hold 128 records for the 120 kept). Past `limit` (probes kept for
 /// the state window) it grows by an eighth at a time, so such a ring takes at most an eighth
@@ -488,7 +496,7 @@ impl History {
         // One allocation per distinct text, not per probe: shared with earlier probes.
         let record = Record::new(p, rings);
         let failures = count.saturating_mul(FAILURE_RETENTION as usize);
-        let (oldest, keep) = (age(max_age), age(STATE_WINDOW).map(|from| (from, now)));
+        let (oldest, keep) = (age(max_age), state_window(now));
         let oldest_failure = age(max_age.saturating_mul(FAILURE_RETENTION));
         // Room is made before the push (so a full ring does not grow), and the limits are
         // applied again after it (so the new record obeys them too).
@@ -894,6 +902,36 @@ mod tests {
         assert!(seven_digits(f32::NAN).is_nan());
         assert_eq!(seven_digits(f32::INFINITY), f64::INFINITY);
         assert_eq!(seven_digits(-2.5), -2.5);
+    }
+
+    /// With the wall clock before 1970 (every start stored as the epoch), the count limit still
+    /// bounds a pair.
+    #[test]
+    fn a_clock_before_1970_does_not_stop_the_pruning() {
+        let mut ring = VecDeque::new();
+        let before_1970 = SystemTime::UNIX_EPOCH - Duration::from_secs(24 * 3600);
+        let rings = Rings {
+            target: "t".into(),
+            scenario: "s".into(),
+            recent: VecDeque::new(),
+            failures: VecDeque::new(),
+        };
+        let mut p = RecentProbe::from(&outcome(true));
+        p.started_at = before_1970 - Duration::from_secs(3 * 3600);
+        let window = state_window(before_1970);
+        assert_eq!(window, None);
+        let now = SystemTime::now();
+        assert_eq!(state_window(now), Some((now - STATE_WINDOW, now)));
+        for _ in 0..100 {
+            push_bounded(&mut ring, Record::new(p.clone(), &rings), 1);
+            prune(
+                &mut ring,
+                1,
+                before_1970.checked_sub(Duration::from_secs(3600)),
+                window,
+            );
+        }
+        assert_eq!(ring.len(), 1);
     }
 
     /// A ring kept past its limit for the state window (121 probes in 10 minutes at a 5 s
