@@ -103,6 +103,10 @@ const ABSENT: u32 = u32::MAX;
 const HAS_TPS: u8 = 1;
 /// `flags`: the probe had an output token count.
 const HAS_TOKENS: u8 = 2;
+/// Nanoseconds in a microsecond and in a millisecond: the units of stored durations.
+const US: u32 = 1_000;
+const MS: u32 = 1_000_000;
+
 /// `flags`: the durations are whole milliseconds, not microseconds (a probe with a duration of
 /// 71 minutes or more: up to the configuration's longest timeout of a day, and beyond).
 const IN_MS: u8 = 4;
@@ -182,10 +186,6 @@ fn seven_digits(x: f32) -> f64 {
         _ => x,
     }
 }
-
-/// Nanoseconds in a microsecond and in a millisecond: the units of stored durations.
-const US: u32 = 1_000;
-const MS: u32 = 1_000_000;
 
 fn epoch_ns(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
