@@ -19,8 +19,10 @@ fn time(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
+/// `d` in milliseconds, as the nearest `f64` of its exact decimal (13,595 µs is `13.595`, not
+/// the `13.594999999999999` of seconds × 1e3).
 fn ms(d: Option<std::time::Duration>) -> Value {
-    d.map(|d| d.as_secs_f64() * 1e3).into()
+    d.map(|d| d.as_nanos() as f64 / 1e6).into()
 }
 
 /// `v` as JSON with `<`, `>` and `&` written as `\u003c`, `\u003e`, `\u0026` (they occur only
@@ -282,6 +284,17 @@ pub(super) fn probes(state: &ExporterState, query: &str) -> Response<Full<Bytes>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Durations in the API are their exact milliseconds, with no binary noise.
+    #[test]
+    fn milliseconds_are_written_as_their_decimal() {
+        use std::time::Duration;
+        let shown = |d| serde_json::to_string(&ms(Some(d))).unwrap();
+        assert_eq!(shown(Duration::from_micros(13_595)), "13.595");
+        assert_eq!(shown(Duration::from_micros(200_123)), "200.123");
+        assert_eq!(shown(Duration::from_secs(80 * 60)), "4800000.0");
+        assert_eq!(ms(None), Value::Null);
+    }
 
     #[test]
     fn json_answers_carry_no_markup_and_parse_back_to_the_same_strings() {
