@@ -124,6 +124,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             fault,
             prefix_cache,
             answer,
+            headers,
             load,
         } => {
             let script = Script {
@@ -137,6 +138,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 fault,
                 prefix_cache: prefix_cache.is_on(),
                 answer,
+                headers,
                 ..Script::default()
             };
             simulate(listen, script).await

@@ -153,6 +153,10 @@ pub enum Command {
         /// (and `{}` as arguments).
         #[arg(long)]
         answer: Option<String>,
+        /// When the response headers go out: `at-once` (as vLLM, TGI and llama.cpp) or
+        /// `with-first-token` (as Ollama: nothing is written before the first token).
+        #[arg(long, value_enum, default_value = "at-once")]
+        headers: crate::simulate::HeadersAt,
         /// The load model: slots, prefill, batch slowdown and jitter.
         #[command(flatten)]
         load: SimLoad,

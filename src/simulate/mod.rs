@@ -171,6 +171,20 @@ pub struct Script {
     /// the simulator has seen before gets a quarter of the TTFT (its prefill is cached). Off by
     /// default, so that every request follows the scripted TTFT.
     pub prefix_cache: bool,
+    /// When the response headers go out: at once (the default, as vLLM, TGI and llama.cpp
+    /// send them), or with the first token event, as a server that writes nothing before its
+    /// first token (Ollama's Go server does).
+    pub headers: HeadersAt,
+}
+
+/// When the simulator sends its response headers ([`Script::headers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum HeadersAt {
+    /// As soon as the request is read, with the protocol's preamble.
+    #[default]
+    AtOnce,
+    /// With the first token event (after the TTFT).
+    WithFirstToken,
 }
 
 impl Default for Script {
@@ -187,6 +201,7 @@ impl Default for Script {
             answer: None,
             grammar_compile: Duration::ZERO,
             prefix_cache: false,
+            headers: HeadersAt::AtOnce,
         }
     }
 }
@@ -430,22 +445,38 @@ async fn handle(
         wire.content_type(),
         &[("cache-control", "no-cache")],
     );
+    let (first_token, headers_go) = match script.headers {
+        HeadersAt::AtOnce => (None, None),
+        HeadersAt::WithFirstToken => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            (Some(tx), Some(rx))
+        }
+    };
     let load = LoadCtx {
         engine,
         truth,
         prompt,
         shape,
+        first_token,
     };
     tokio::spawn(stream(script, wire, tokens, arrival, tx, events_sent, load));
+    if let Some(go) = headers_go {
+        // Sent (or dropped, by a stream that ends without a token) with the first token.
+        let _ = go.await;
+    }
     resp
 }
 
-/// One request's view of the load model.
+/// One request's view of the load model, and what waits for its first token.
 struct LoadCtx {
     engine: Arc<Engine>,
     truth: Arc<OnceLock<Truth>>,
     prompt: u64,
     shape: Shape,
+    /// Fired as the first token event goes out: the response headers wait for it
+    /// ([`HeadersAt::WithFirstToken`]; dropped unfired, by a stream without a token, it lets
+    /// them go too).
+    first_token: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// What one request's answer looks like: scripted text or a tool call, and the grammar
@@ -570,7 +601,7 @@ async fn stream(
     arrival: Instant,
     tx: Sender,
     events_sent: Arc<Mutex<Vec<std::time::Instant>>>,
-    load: LoadCtx,
+    mut load: LoadCtx,
 ) {
     let send = |b: Bytes| {
         let tx = tx.clone();
@@ -666,6 +697,9 @@ async fn stream(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(now.into_std());
+            if let Some(headers) = load.first_token.take() {
+                let _ = headers.send(());
+            }
             if !send(c).await {
                 return;
             }
