@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use llm_probe::probe::{coalesce, Prober};
-use llm_probe::simulate::{Script, Simulator};
+use llm_probe::simulate::{HeadersAt, Script, Simulator};
 
 /// A simulator on a thread and runtime of its own (stopped when the returned sender drops).
 fn simulator_apart(script: Script) -> (Simulator, std::sync::mpsc::Sender<()>) {
@@ -48,12 +48,25 @@ fn simulated_target(
     std::sync::Arc<llm_probe::config::Target>,
     Prober,
 ) {
-    let (sim, stop) = simulator_apart(Script {
+    simulated_target_with(Script {
         ttft: Duration::from_millis(ttft_ms),
         itl: Duration::from_millis(itl_ms),
         tokens,
         ..Script::default()
-    });
+    })
+}
+
+/// A simulator apart following `script`, and one target on it with its prober.
+fn simulated_target_with(
+    script: Script,
+) -> (
+    Simulator,
+    std::sync::mpsc::Sender<()>,
+    std::sync::Arc<llm_probe::config::Target>,
+    Prober,
+) {
+    let tokens = script.tokens;
+    let (sim, stop) = simulator_apart(script);
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "10s",
@@ -168,6 +181,53 @@ fn marks_stay_the_arrivals_and_a_fast_stream_turns_the_waiting_off() {
     assert!(
         share(&ttft_err, &|e| e <= 0.001) >= 0.9,
         "TTFTs: {ttft_err:?}"
+    );
+
+    // A server that sends its response headers with its first token, 300 ms after the
+    // request (as Ollama does): the probe's guard ends once its request is written, so the
+    // workers wait (coalesce) while it waits for the answer; the headers' mark is still their
+    // arrival.
+    let (sim, _stop, target, prober) = simulated_target_with(Script {
+        ttft: Duration::from_millis(300),
+        itl: Duration::from_millis(40),
+        tokens: 2,
+        headers: HeadersAt::WithFirstToken,
+        ..Script::default()
+    });
+    let prober = std::sync::Arc::new(prober);
+    let (waiting, outcome) = rt.block_on(async {
+        let task = {
+            let (prober, scenario) = (prober.clone(), target.scenarios[0].clone());
+            tokio::spawn(async move { prober.probe(&scenario).await })
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let waiting = coalesce::wait_now();
+        (waiting, task.await.unwrap())
+    });
+    assert_eq!(
+        waiting,
+        Some(wait),
+        "150 ms into the wait for the headers, the workers must be free to wait"
+    );
+    let m = outcome
+        .result
+        .as_ref()
+        .unwrap_or_else(|f| panic!("probe failed: {f}"));
+    assert_eq!(m.token_events, 2);
+    let first_token = sim.received()[0].events_sent.lock().unwrap()[0];
+    let headers = outcome
+        .observations
+        .timeline
+        .headers
+        .expect("headers marked");
+    assert!(
+        headers >= first_token && headers - first_token <= Duration::from_millis(5),
+        "the headers' mark is {:?} from the simulator's first token, sent with them",
+        headers.checked_duration_since(first_token)
+    );
+    assert!(
+        headers - outcome.observations.timeline.sent >= Duration::from_millis(300),
+        "the simulator held its headers for the TTFT"
     );
 
     // A stream with 5 ms gaps (< 4 × 8 ms) holds the waiting off.

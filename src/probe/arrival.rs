@@ -46,9 +46,11 @@
 //! Kernel stamps are on `CLOCK_REALTIME`; the timeline is on the monotonic clock.
 //! [`arrival_instant`] maps one onto the other by sampling both clocks at read time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::coalesce::Urgent;
 
 /// The monotonic instant bytes arrived, from the kernel's `CLOCK_REALTIME` stamp `kernel`, the
 /// instant the read returned (`read_at`) and the wall clock sampled right after it
@@ -158,7 +160,19 @@ pub struct Arrivals {
     first_after_write: AtomicU64,
     /// A read found the peer's close (end of stream, which carries no stamp).
     peer_closed: std::sync::atomic::AtomicBool,
+    /// A probe's [`Urgent`] guard, handed over ([`Arrivals::release_when_written`]) to be
+    /// dropped once a request has been written and flushed; with [`HANDOVER_ARMED`] or
+    /// [`HANDOVER_WRITTEN`] in `handover`.
+    until_written: std::sync::Mutex<Option<Urgent>>,
+    handover: AtomicU8,
 }
+
+/// `Arrivals::handover`: no guard held.
+const HANDOVER_NONE: u8 = 0;
+/// A guard is held, nothing written since it was handed over.
+const HANDOVER_ARMED: u8 = 1;
+/// A guard is held and bytes were written since: the next completed flush drops it.
+const HANDOVER_WRITTEN: u8 = 2;
 
 impl Arrivals {
     /// The `CLOCK_REALTIME` arrival of the newest data read so far, `None` before any stamped
@@ -216,7 +230,48 @@ impl Arrivals {
         self.since_write.fetch_add(bytes as u64, Ordering::AcqRel);
     }
 
+    /// Holds `guard` until a request has been written on this connection: dropped at the first
+    /// completed flush after bytes were written from now on, at [`Arrivals::release`], or with
+    /// the connection. For a connection whose setup (TCP, TLS handshake) is done, so that the
+    /// next bytes written are a request (HTTP/1.x: hyper writes a request and then flushes
+    /// it); its response is read with kernel stamps, so a late read of it moves no mark
+    /// (`super::coalesce`). A guard handed over before replaces any not yet dropped.
+    pub fn release_when_written(&self, guard: Urgent) {
+        *self.until_written.lock().unwrap_or_else(|e| e.into_inner()) = Some(guard);
+        self.handover.store(HANDOVER_ARMED, Ordering::Release);
+    }
+
+    /// Drops a guard handed over by [`Arrivals::release_when_written`], if it is still held.
+    pub fn release(&self) {
+        if self.handover.swap(HANDOVER_NONE, Ordering::AcqRel) != HANDOVER_NONE {
+            drop(
+                self.until_written
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(),
+            );
+        }
+    }
+
+    /// Whether a guard handed over by [`Arrivals::release_when_written`] is still held.
+    pub fn holds_urgent(&self) -> bool {
+        self.handover.load(Ordering::Acquire) != HANDOVER_NONE
+    }
+
+    /// A flush completed: drops the handed-over guard if bytes were written since it came.
+    fn flushed(&self) {
+        if self.handover.load(Ordering::Acquire) == HANDOVER_WRITTEN {
+            self.release();
+        }
+    }
+
     fn wrote(&self) {
+        let _ = self.handover.compare_exchange(
+            HANDOVER_ARMED,
+            HANDOVER_WRITTEN,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         let at = Instant::now();
         let wall = nanos(SystemTime::now());
         *self.written.lock().unwrap_or_else(|e| e.into_inner()) = Some((at, wall));
@@ -479,7 +534,12 @@ impl tokio::io::AsyncWrite for StampedStream {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_flush(cx);
+        if matches!(polled, std::task::Poll::Ready(Ok(()))) {
+            this.arrivals.flushed();
+        }
+        polled
     }
 
     fn poll_shutdown(
@@ -717,6 +777,47 @@ mod tests {
         let mut plain = Stamper::new(None, sent);
         assert_eq!(plain.mark(sent + ms(3)), (sent + ms(3), None));
         assert_eq!(plain.mark_end(sent + ms(4)), sent + ms(4));
+    }
+
+    /// A guard handed to a connection is dropped by the first flush after a write (the
+    /// request's), not by a flush before it, nor by the write alone; [`Arrivals::release`]
+    /// drops one that is still held.
+    #[test]
+    fn a_handed_over_guard_is_dropped_once_a_request_is_written_and_flushed() {
+        use tokio::io::AsyncWriteExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (mut server, mut client) = pair().await;
+            let arrivals = client.arrivals();
+            client.write_all(b"ClientHello").await.unwrap();
+            client.flush().await.unwrap();
+            assert!(!arrivals.holds_urgent(), "nothing handed over yet");
+
+            arrivals.release_when_written(super::super::coalesce::urgent());
+            assert!(arrivals.holds_urgent());
+            client.flush().await.unwrap();
+            assert!(
+                arrivals.holds_urgent(),
+                "a flush with nothing written since"
+            );
+            client.write_all(b"POST / HTTP/1.1\r\n").await.unwrap();
+            assert!(arrivals.holds_urgent(), "written, not yet flushed");
+            client.write_all(b"\r\n").await.unwrap();
+            client.flush().await.unwrap();
+            assert!(!arrivals.holds_urgent(), "written and flushed: dropped");
+            let mut got = [0u8; 30];
+            std::io::Read::read_exact(&mut server, &mut got[..11 + 17 + 2]).unwrap();
+
+            arrivals.release_when_written(super::super::coalesce::urgent());
+            arrivals.release();
+            assert!(!arrivals.holds_urgent(), "released by the exchange");
+            client.write_all(b"x").await.unwrap();
+            client.flush().await.unwrap();
+            assert!(!arrivals.holds_urgent());
+        });
     }
 
     #[test]

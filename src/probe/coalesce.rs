@@ -11,9 +11,12 @@
 //! (`probe::arrival`), so the TTFT, ITL and E2E marks are the instants the bytes arrived
 //! whenever the read happens. The wait is skipped whenever that is not enough:
 //!
-//! - while a probe is between `sent` and its response headers ([`urgent`]): its connect, TLS
-//!   handshake and request write are not stamped, so noticing them late would delay the request
-//!   and add to its TTFT. A worker already waiting when a probe becomes urgent stops waiting;
+//! - while a probe is between `sent` and the write of its request ([`urgent`]): its connect,
+//!   TLS handshake and request write are not stamped, so noticing them late would delay the
+//!   request and add to its TTFT. A worker already waiting when a probe becomes urgent stops
+//!   waiting. The wait for the response is not urgent: its reads are stamped, headers too
+//!   (`super::connect::hold_until_written`; on HTTP/2, and on a connection the probe did not
+//!   open, the guard is held to the response headers);
 //! - while a probe is read without stamps (a target behind an `https://` or SOCKS proxy, or a
 //!   platform without them; [`urgent`] for the whole exchange, and [`unstamped_read`] for twice
 //!   its interval after);
@@ -126,8 +129,8 @@ pub fn on_park() {
 #[must_use = "the guard holds the coalescing off only while it is alive"]
 pub struct Urgent(());
 
-/// A guard for a probe that must be noticed at once: from `sent` to its response headers, or a
-/// whole unstamped exchange.
+/// A guard for a probe that must be noticed at once: from `sent` to the write of its request
+/// (at the latest its response headers), or a whole unstamped exchange.
 pub fn urgent() -> Urgent {
     URGENT.fetch_add(1, Ordering::SeqCst);
     if WAITING.load(Ordering::SeqCst) > 0 {

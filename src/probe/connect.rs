@@ -23,6 +23,9 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
+
+use super::coalesce::Urgent;
+use super::transport::ConnArrivals;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -62,6 +65,8 @@ struct Marks {
     /// The local address of the connection the response came on: `None` before a response,
     /// `Some(None)` for a response from a transport without an address.
     response_on: Option<Option<SocketAddr>>,
+    /// The probe's urgent guard until its request is written ([`hold_until_written`]).
+    urgent: Option<Urgent>,
 }
 
 /// Where a connect records its marks; one per probe.
@@ -90,6 +95,23 @@ pub async fn attribute<F: Future>(exchange: F) -> (F::Output, Option<Setup>) {
 pub fn response_arrived(extensions: &http::Extensions) {
     let local = extensions.get::<HttpInfo>().map(HttpInfo::local_addr);
     let _ = SLOT.try_with(|slot| slot.with(|m| m.response_on = Some(local)));
+}
+
+/// Holds the probe's `urgent` guard (`super::coalesce`) until its request is written: a
+/// connection this probe opens over HTTP/1.x with kernel stamps ([`ConnArrivals`]) takes it
+/// when its setup is done, and drops it once the request is written and flushed
+/// (`super::arrival::Arrivals::release_when_written`); otherwise it stays here until
+/// [`release_urgent`] (at the response headers) or the end of [`attribute`]. So no idle worker
+/// waits while the connect, the TLS handshake and the request write, which carry no stamps,
+/// are under way, and the wait for the response, whose reads do, is free to be coalesced.
+/// Outside [`attribute`] the guard is dropped at once.
+pub fn hold_until_written(urgent: Urgent) {
+    let _ = SLOT.try_with(|slot| slot.with(|m| m.urgent = Some(urgent)));
+}
+
+/// Drops the guard of [`hold_until_written`] if no connection took it.
+pub fn release_urgent() {
+    let _ = SLOT.try_with(|slot| drop(slot.with(|m| m.urgent.take())));
 }
 
 /// Notes that a host name resolved now, for the connect under way in this probe's task (the
@@ -158,8 +180,14 @@ where
             if let Ok(conn) = &result {
                 let ready = Instant::now();
                 let mut extras = http::Extensions::new();
-                conn.connected().get_extras(&mut extras);
+                let connected = conn.connected();
+                connected.get_extras(&mut extras);
                 let local = extras.get::<HttpInfo>().map(HttpInfo::local_addr);
+                // HTTP/1.x only: over HTTP/2 the first bytes written are the connection's
+                // preface, not the request.
+                let stamped = (!connected.is_negotiated_h2())
+                    .then(|| extras.get::<ConnArrivals>())
+                    .flatten();
                 // No slot: a connect finished outside a probe (see the module docs).
                 let _ = SLOT.try_with(|slot| {
                     slot.with(|m| {
@@ -172,6 +200,9 @@ where
                             ready,
                         };
                         m.opened = Some(Opened { setup, local });
+                        if let (Some(a), Some(urgent)) = (stamped, m.urgent.take()) {
+                            a.0.release_when_written(urgent);
+                        }
                     })
                 });
             }

@@ -548,8 +548,9 @@ impl Armed {
         limits: &Limits,
     ) -> Result<(), Failure> {
         let url = request.url().clone();
-        // Until the response headers (a stamped exchange) or to the end (an unstamped one):
-        // idle workers must notice this probe at once (`coalesce`).
+        // Until its request is written (a stamped exchange: `connect::hold_until_written`; at
+        // the latest its response headers) or to the end (an unstamped one): idle workers
+        // must notice this probe at once (`coalesce`).
         let mut urgent = Some(coalesce::urgent());
         coalesce::claim();
         let mut response = match &self.stamped {
@@ -562,11 +563,19 @@ impl Armed {
                 })?;
                 let captured =
                     hyper_util::client::legacy::connect::capture_connection(&mut request);
-                let response = client.request(request).await.map_err(|e| {
+                if let Some(guard) = urgent.take() {
+                    connect::hold_until_written(guard);
+                }
+                let response = client.request(request).await;
+                connect::release_urgent();
+                let response = response.map_err(|e| {
                     errors::classify_stamped(&e, &url, transport::answer_bytes(&captured))
                 })?;
-                urgent = None;
-                transport::Response::stamped(response, url)
+                let response = transport::Response::stamped(response, url);
+                if let Some(a) = response.arrivals() {
+                    a.release();
+                }
+                response
             }
             None => transport::Response::Reqwest(
                 self.client

@@ -145,9 +145,10 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
     })
 }
 
-/// A connection's [`Arrivals`], as an extension of each response that came on it.
+/// A connection's [`Arrivals`], as an extension of each response that came on it (and of its
+/// `Connected`, where `super::connect` finds it).
 #[derive(Debug, Clone)]
-struct ConnArrivals(Arc<Arrivals>);
+pub(super) struct ConnArrivals(pub(super) Arc<Arrivals>);
 
 /// The bytes read since the request was written on the HTTP/1 connection it was given to
 /// (`captured` by hyper-util's `capture_connection` before it was sent): how much of an answer
