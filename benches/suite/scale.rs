@@ -150,6 +150,10 @@ pub fn main(opts: &Opts) {
             humantime::format_duration(itl).to_string(),
             "--tokens".into(),
             tokens.to_string(),
+            // `--headers with-first-token`: the simulator holds each response's headers until
+            // its first token, as Ollama does (the probe's wait for them is then the TTFT).
+            "--headers".into(),
+            opts.str("headers", "at-once"),
         ],
         pin,
     );
@@ -171,6 +175,12 @@ pub fn main(opts: &Opts) {
         ));
     }
     let cfg = config::parse(&yaml, "<bench>", &|_| None).expect("bench config");
+    let target_names: std::collections::HashMap<Arc<str>, Arc<str>> = (cfg.targets.iter())
+        .map(|t| {
+            let name: Arc<str> = t.name.as_str().into();
+            (name.clone(), name)
+        })
+        .collect();
     // `--runtime one-worker|current-thread` exist for BENCHMARKS §14's experiments (measured,
     // not adopted): the daemon itself runs tokio's default runtime. `--coalesce` is
     // `llm-probe run --probe.coalesce-reads` (default 2ms; `0s`: off, as before §15).
@@ -213,6 +223,10 @@ pub fn main(opts: &Opts) {
             |r: &Mutex<Vec<Record>>| (r.lock().unwrap().len() * std::mem::size_of::<Record>()) as u64 / 1024;
         let mut rx = daemon.subscribe();
         let rec = records.clone();
+        // Each outcome carries target names of its own: a record keeps the target's shared
+        // name instead, so that records hold no heap allocation per probe (one would stay
+        // live for the whole run and count as the daemon's growth; BENCHMARKS §19).
+        let names = target_names;
         let script_ttft = ttft.as_secs_f64();
         // Token events of the probes finished so far (for CPU per token event).
         let events = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -226,8 +240,9 @@ pub fn main(opts: &Opts) {
                     Ok(o) => {
                         let n = o.result.as_ref().map_or(0, |m| m.token_events);
                         ev.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                        let target = names.get(&o.target).cloned().unwrap_or_else(|| o.target.clone());
                         rec.lock().unwrap().push((
-                            o.target.clone(),
+                            target,
                             o.started_at,
                             o.result
                                 .as_ref()
