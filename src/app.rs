@@ -632,7 +632,7 @@ async fn probe_once(
 
 async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Result<()> {
     let desc = format!(
-        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}, {}",
+        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}, headers {}, {}",
         humantime::format_duration(script.ttft),
         humantime::format_duration(script.itl),
         script.tokens,
@@ -642,6 +642,10 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
             .iter()
             .find(|(_, f)| *f == script.fault)
             .map_or("?", |(n, _)| *n),
+        match script.headers {
+            crate::simulate::HeadersAt::AtOnce => "at once",
+            crate::simulate::HeadersAt::WithFirstToken => "with the first token",
+        },
         load_summary(&script.load),
     );
     let sim = Simulator::start(listen, script).await?;

@@ -36,18 +36,17 @@ fn simulator_apart(script: Script) -> (Simulator, std::sync::mpsc::Sender<()>) {
     (sim_rx.recv().unwrap(), stop_tx)
 }
 
-/// A simulator apart streaming `tokens` tokens (TTFT `ttft_ms`, gaps `itl_ms`), and one
-/// target on it with its prober.
-fn simulated_target(
-    ttft_ms: u64,
-    itl_ms: u64,
-    tokens: u32,
-) -> (
+/// A simulator apart (stopped when the sender drops), one target on it, and its prober.
+type SimulatedTarget = (
     Simulator,
     std::sync::mpsc::Sender<()>,
     std::sync::Arc<llm_probe::config::Target>,
     Prober,
-) {
+);
+
+/// A simulator apart streaming `tokens` tokens (TTFT `ttft_ms`, gaps `itl_ms`), and one
+/// target on it with its prober.
+fn simulated_target(ttft_ms: u64, itl_ms: u64, tokens: u32) -> SimulatedTarget {
     simulated_target_with(Script {
         ttft: Duration::from_millis(ttft_ms),
         itl: Duration::from_millis(itl_ms),
@@ -57,14 +56,7 @@ fn simulated_target(
 }
 
 /// A simulator apart following `script`, and one target on it with its prober.
-fn simulated_target_with(
-    script: Script,
-) -> (
-    Simulator,
-    std::sync::mpsc::Sender<()>,
-    std::sync::Arc<llm_probe::config::Target>,
-    Prober,
-) {
+fn simulated_target_with(script: Script) -> SimulatedTarget {
     let tokens = script.tokens;
     let (sim, stop) = simulator_apart(script);
     let cfg = common::parse(&common::yaml(

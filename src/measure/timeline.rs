@@ -81,9 +81,13 @@ pub struct Timeline {
     pub request_written: Option<Instant>,
     /// Client phase: the kernel arrival of the first byte of the response (the first data
     /// that arrived after `request_written`), at or before `headers`. Same availability as
-    /// `request_written`, and kernel timestamps only.
+    /// `request_written`, and kernel timestamps only. In a scheduled probe of `llm-probe run`
+    /// the head may be read late (wake-up coalescing, `crate::probe::coalesce`): when the
+    /// first token arrived within that wait after the head, both came in one read and this
+    /// (and `headers`) is the token's arrival, later by at most the wait. The debug probe and
+    /// `probe-once`, which show it, read at once.
     pub first_byte: Option<Instant>,
-    /// Status line and headers received.
+    /// Status line and headers received (their arrival, with the caveat of `first_byte`).
     pub headers: Option<Instant>,
     /// Every token-bearing event, in arrival order (non-decreasing instants).
     pub token_events: Vec<TokenEvent>,

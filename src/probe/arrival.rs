@@ -165,6 +165,8 @@ pub struct Arrivals {
     /// [`HANDOVER_WRITTEN`] in `handover`.
     until_written: std::sync::Mutex<Option<Urgent>>,
     handover: AtomicU8,
+    /// The connection's reads carry kernel stamps ([`StampedStream::is_stamped`]).
+    stamped: std::sync::atomic::AtomicBool,
 }
 
 /// `Arrivals::handover`: no guard held.
@@ -251,6 +253,12 @@ impl Arrivals {
                     .take(),
             );
         }
+    }
+
+    /// Whether the connection's reads carry kernel receive stamps: only then does a late read
+    /// leave its marks where they were ([`Arrivals::release_when_written`] is for such a one).
+    pub fn is_stamped(&self) -> bool {
+        self.stamped.load(Ordering::Acquire)
     }
 
     /// Whether a guard handed over by [`Arrivals::release_when_written`] is still held.
@@ -418,9 +426,13 @@ impl StampedStream {
         let stamped = sys::enable(std::os::fd::AsRawFd::as_raw_fd(&inner)).is_ok();
         #[cfg(not(target_os = "linux"))]
         let stamped = false;
+        let arrivals = Arc::new(Arrivals::default());
+        arrivals
+            .stamped
+            .store(stamped, std::sync::atomic::Ordering::Release);
         StampedStream {
             inner,
-            arrivals: Arc::default(),
+            arrivals,
             stamped,
         }
     }
@@ -782,14 +794,10 @@ mod tests {
     /// A guard handed to a connection is dropped by the first flush after a write (the
     /// request's), not by a flush before it, nor by the write alone; [`Arrivals::release`]
     /// drops one that is still held.
-    #[test]
-    fn a_handed_over_guard_is_dropped_once_a_request_is_written_and_flushed() {
+    #[tokio::test]
+    async fn a_handed_over_guard_is_dropped_once_a_request_is_written_and_flushed() {
         use tokio::io::AsyncWriteExt;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        {
             let (mut server, mut client) = pair().await;
             let arrivals = client.arrivals();
             client.write_all(b"ClientHello").await.unwrap();
@@ -817,7 +825,7 @@ mod tests {
             client.write_all(b"x").await.unwrap();
             client.flush().await.unwrap();
             assert!(!arrivals.holds_urgent());
-        });
+        }
     }
 
     #[test]

@@ -183,11 +183,13 @@ where
                 let connected = conn.connected();
                 connected.get_extras(&mut extras);
                 let local = extras.get::<HttpInfo>().map(HttpInfo::local_addr);
-                // HTTP/1.x only: over HTTP/2 the first bytes written are the connection's
-                // preface, not the request.
+                // HTTP/1.x only (over HTTP/2 the first bytes written are the connection's
+                // preface, not the request), and with kernel stamps (else the late reads of
+                // the answer would move its marks).
                 let stamped = (!connected.is_negotiated_h2())
                     .then(|| extras.get::<ConnArrivals>())
-                    .flatten();
+                    .flatten()
+                    .filter(|a| a.0.is_stamped());
                 // No slot: a connect finished outside a probe (see the module docs).
                 let _ = SLOT.try_with(|slot| {
                     slot.with(|m| {

@@ -185,6 +185,11 @@ pub(super) async fn handle(
     // which a reload takes (to replace them) before it frees the removed pairs' history.
     let st = state.clone();
     let probe = async move {
+        // No worker waits (`probe::coalesce`) while it runs: its page shows the response
+        // head's own marks (`first_byte`, `headers`), which a late read of the head could
+        // merge with the first token's arrival when that follows within the wait. On demand
+        // and rate-limited, so the coalescing is off for a moment at most.
+        let _exact = crate::probe::coalesce::urgent_if_on();
         let outcome = prober.with_limits(limits).probe(&scenario).await;
         drop(slot);
         outcome.log();

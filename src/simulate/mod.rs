@@ -173,7 +173,8 @@ pub struct Script {
     pub prefix_cache: bool,
     /// When the response headers go out: at once (the default, as vLLM, TGI and llama.cpp
     /// send them), or with the first token event, as a server that writes nothing before its
-    /// first token (Ollama's Go server does).
+    /// first token (Ollama's Go server does). With a fault that writes before the first token
+    /// (a keep-alive comment, an error, a flood), they go with that write.
     pub headers: HeadersAt,
 }
 
@@ -473,8 +474,8 @@ struct LoadCtx {
     truth: Arc<OnceLock<Truth>>,
     prompt: u64,
     shape: Shape,
-    /// Fired as the first token event goes out: the response headers wait for it
-    /// ([`HeadersAt::WithFirstToken`]; dropped unfired, by a stream without a token, it lets
+    /// Fired by the first write after the preamble: the response headers wait for it
+    /// ([`HeadersAt::WithFirstToken`]; dropped unfired, by a stream that ends first, it lets
     /// them go too).
     first_token: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -603,9 +604,26 @@ async fn stream(
     events_sent: Arc<Mutex<Vec<std::time::Instant>>>,
     mut load: LoadCtx,
 ) {
-    let send = |b: Bytes| {
+    // Under `HeadersAt::WithFirstToken` the headers go with the first write after the
+    // preamble: the first token, or whatever comes before it (a keep-alive comment, an error,
+    // a fault's flood).
+    let headers_wait = Mutex::new(load.first_token.take());
+    let headers_go = || {
+        let go = headers_wait
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(go) = go {
+            let _ = go.send(());
+        }
+    };
+    let send_now = |b: Bytes| {
         let tx = tx.clone();
         async move { b.is_empty() || tx.send(Ok(Frame::data(b))).await.is_ok() }
+    };
+    let send = |b: Bytes| {
+        headers_go();
+        send_now(b)
     };
     let per_event = script.tokens_per_event.max(1);
     let events = tokens.div_ceil(per_event);
@@ -626,12 +644,18 @@ async fn stream(
         send(wire.terminator_only(&ctx)).await;
         return;
     }
-    if !send(wire.preamble(&ctx)).await {
+    if !send_now(wire.preamble(&ctx)).await {
         return;
     }
     match script.fault {
-        Fault::Endless => return endless(wire, &ctx, &tx).await,
-        Fault::HugeLine => return huge_line(wire, &tx).await,
+        Fault::Endless => {
+            headers_go();
+            return endless(wire, &ctx, &tx).await;
+        }
+        Fault::HugeLine => {
+            headers_go();
+            return huge_line(wire, &tx).await;
+        }
         Fault::ErrorOnly => {
             send(wire.error(&ctx, false)).await;
             return;
@@ -697,9 +721,6 @@ async fn stream(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(now.into_std());
-            if let Some(headers) = load.first_token.take() {
-                let _ = headers.send(());
-            }
             if !send(c).await {
                 return;
             }
@@ -909,5 +930,66 @@ mod record_tests {
             .unwrap()
             .path
             .ends_with(&format!("n={}", RECEIVED_CAPACITY + 4)));
+    }
+}
+
+#[cfg(test)]
+mod headers_tests {
+    use super::*;
+
+    /// `--headers with-first-token`: the headers wait for the first token (the TTFT), and a
+    /// fault that writes before any token (a flood, keep-alive comments, held tokens past the
+    /// body channel's 64 frames) sends them with that write instead of waiting forever.
+    #[tokio::test]
+    async fn headers_with_the_first_token_come_with_the_first_write() {
+        let client = reqwest::Client::new();
+        let body = r#"{"model":"m","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"hi"}]}"#;
+        let cases = [
+            (Fault::None, Duration::from_millis(300), true),
+            (Fault::Endless, Duration::from_millis(300), false),
+            (Fault::HugeLine, Duration::from_millis(300), false),
+            (Fault::Collapsed, Duration::from_millis(300), true),
+            (Fault::Keepalive, Duration::from_secs(2), false),
+        ];
+        for (fault, ttft, waits_for_the_ttft) in cases {
+            let sim = Simulator::start(
+                "127.0.0.1:0".parse().unwrap(),
+                Script {
+                    ttft,
+                    itl: Duration::from_millis(1),
+                    tokens: 64,
+                    fault,
+                    headers: HeadersAt::WithFirstToken,
+                    ..Script::default()
+                },
+            )
+            .await
+            .unwrap();
+            let sent = std::time::Instant::now();
+            let response = tokio::time::timeout(
+                Duration::from_secs(10),
+                client
+                    .post(format!("{}/chat/completions", sim.base_url()))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send(),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{fault:?}: no response headers within 10 s"))
+            .unwrap();
+            let took = sent.elapsed();
+            assert_eq!(response.status(), 200, "{fault:?}");
+            if waits_for_the_ttft {
+                assert!(
+                    took >= ttft,
+                    "{fault:?}: headers after {took:?}, before the TTFT"
+                );
+            } else {
+                assert!(
+                    took < ttft,
+                    "{fault:?}: headers after {took:?}, not with the first write"
+                );
+            }
+        }
     }
 }
