@@ -427,9 +427,7 @@ impl StampedStream {
         #[cfg(not(target_os = "linux"))]
         let stamped = false;
         let arrivals = Arc::new(Arrivals::default());
-        arrivals
-            .stamped
-            .store(stamped, std::sync::atomic::Ordering::Release);
+        arrivals.stamped.store(stamped, Ordering::Release);
         StampedStream {
             inner,
             arrivals,
@@ -797,35 +795,33 @@ mod tests {
     #[tokio::test]
     async fn a_handed_over_guard_is_dropped_once_a_request_is_written_and_flushed() {
         use tokio::io::AsyncWriteExt;
-        {
-            let (mut server, mut client) = pair().await;
-            let arrivals = client.arrivals();
-            client.write_all(b"ClientHello").await.unwrap();
-            client.flush().await.unwrap();
-            assert!(!arrivals.holds_urgent(), "nothing handed over yet");
+        let (mut server, mut client) = pair().await;
+        let arrivals = client.arrivals();
+        client.write_all(b"ClientHello").await.unwrap();
+        client.flush().await.unwrap();
+        assert!(!arrivals.holds_urgent(), "nothing handed over yet");
 
-            arrivals.release_when_written(super::super::coalesce::urgent());
-            assert!(arrivals.holds_urgent());
-            client.flush().await.unwrap();
-            assert!(
-                arrivals.holds_urgent(),
-                "a flush with nothing written since"
-            );
-            client.write_all(b"POST / HTTP/1.1\r\n").await.unwrap();
-            assert!(arrivals.holds_urgent(), "written, not yet flushed");
-            client.write_all(b"\r\n").await.unwrap();
-            client.flush().await.unwrap();
-            assert!(!arrivals.holds_urgent(), "written and flushed: dropped");
-            let mut got = [0u8; 30];
-            std::io::Read::read_exact(&mut server, &mut got[..11 + 17 + 2]).unwrap();
+        arrivals.release_when_written(super::super::coalesce::urgent());
+        assert!(arrivals.holds_urgent());
+        client.flush().await.unwrap();
+        assert!(
+            arrivals.holds_urgent(),
+            "a flush with nothing written since"
+        );
+        client.write_all(b"POST / HTTP/1.1\r\n").await.unwrap();
+        assert!(arrivals.holds_urgent(), "written, not yet flushed");
+        client.write_all(b"\r\n").await.unwrap();
+        client.flush().await.unwrap();
+        assert!(!arrivals.holds_urgent(), "written and flushed: dropped");
+        let mut got = [0u8; 30];
+        std::io::Read::read_exact(&mut server, &mut got[..11 + 17 + 2]).unwrap();
 
-            arrivals.release_when_written(super::super::coalesce::urgent());
-            arrivals.release();
-            assert!(!arrivals.holds_urgent(), "released by the exchange");
-            client.write_all(b"x").await.unwrap();
-            client.flush().await.unwrap();
-            assert!(!arrivals.holds_urgent());
-        }
+        arrivals.release_when_written(super::super::coalesce::urgent());
+        arrivals.release();
+        assert!(!arrivals.holds_urgent(), "released by the exchange");
+        client.write_all(b"x").await.unwrap();
+        client.flush().await.unwrap();
+        assert!(!arrivals.holds_urgent());
     }
 
     #[test]
