@@ -175,6 +175,9 @@ pub fn main(opts: &Opts) {
         ));
     }
     let cfg = config::parse(&yaml, "<bench>", &|_| None).expect("bench config");
+    // Each outcome carries target names of its own: a record keeps the target's shared name
+    // instead, so that records hold no heap allocation per probe (one would stay live for the
+    // whole run and count as the daemon's growth; BENCHMARKS §19).
     let target_names: std::collections::HashMap<Arc<str>, Arc<str>> = (cfg.targets.iter())
         .map(|t| {
             let name: Arc<str> = t.name.as_str().into();
@@ -223,10 +226,6 @@ pub fn main(opts: &Opts) {
             |r: &Mutex<Vec<Record>>| (r.lock().unwrap().len() * std::mem::size_of::<Record>()) as u64 / 1024;
         let mut rx = daemon.subscribe();
         let rec = records.clone();
-        // Each outcome carries target names of its own: a record keeps the target's shared
-        // name instead, so that records hold no heap allocation per probe (one would stay
-        // live for the whole run and count as the daemon's growth; BENCHMARKS §19).
-        let names = target_names;
         let script_ttft = ttft.as_secs_f64();
         // Token events of the probes finished so far (for CPU per token event).
         let events = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -240,7 +239,7 @@ pub fn main(opts: &Opts) {
                     Ok(o) => {
                         let n = o.result.as_ref().map_or(0, |m| m.token_events);
                         ev.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                        let target = names.get(&o.target).cloned().unwrap_or_else(|| o.target.clone());
+                        let target = target_names.get(&o.target).cloned().unwrap_or_else(|| o.target.clone());
                         rec.lock().unwrap().push((
                             target,
                             o.started_at,

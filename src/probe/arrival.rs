@@ -165,7 +165,7 @@ pub struct Arrivals {
     /// [`HANDOVER_WRITTEN`] in `handover`.
     until_written: std::sync::Mutex<Option<Urgent>>,
     handover: AtomicU8,
-    /// The connection's reads carry kernel stamps ([`StampedStream::is_stamped`]).
+    /// The connection's reads carry kernel stamps (set once, when the stream is made).
     stamped: std::sync::atomic::AtomicBool,
 }
 
@@ -413,7 +413,6 @@ mod sys {
 pub struct StampedStream {
     inner: tokio::net::TcpStream,
     arrivals: Arc<Arrivals>,
-    stamped: bool,
 }
 
 impl StampedStream {
@@ -428,16 +427,12 @@ impl StampedStream {
         let stamped = false;
         let arrivals = Arc::new(Arrivals::default());
         arrivals.stamped.store(stamped, Ordering::Release);
-        StampedStream {
-            inner,
-            arrivals,
-            stamped,
-        }
+        StampedStream { inner, arrivals }
     }
 
-    /// Whether reads carry kernel receive timestamps.
+    /// Whether reads carry kernel receive timestamps ([`Arrivals::is_stamped`]).
     pub fn is_stamped(&self) -> bool {
-        self.stamped
+        self.arrivals.is_stamped()
     }
 
     /// The connection's latest arrival, shared: readable while the stream is being read
@@ -471,7 +466,7 @@ impl tokio::io::AsyncRead for StampedStream {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        if !this.stamped {
+        if !this.arrivals.is_stamped() {
             return this.read_unstamped(cx, buf);
         }
         #[cfg(target_os = "linux")]

@@ -23,11 +23,11 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
+use tower_layer::Layer;
+use tower_service::Service;
 
 use super::coalesce::Urgent;
 use super::transport::ConnArrivals;
-use tower_layer::Layer;
-use tower_service::Service;
 
 tokio::task_local! {
     static SLOT: Arc<Slot>;

@@ -184,7 +184,7 @@ pub enum HeadersAt {
     /// As soon as the request is read, with the protocol's preamble.
     #[default]
     AtOnce,
-    /// With the first token event (after the TTFT).
+    /// With the first token event (after the TTFT), or a write a fault makes before it.
     WithFirstToken,
 }
 
@@ -446,7 +446,7 @@ async fn handle(
         wire.content_type(),
         &[("cache-control", "no-cache")],
     );
-    let (first_token, headers_go) = match script.headers {
+    let (headers_go, headers_wait) = match script.headers {
         HeadersAt::AtOnce => (None, None),
         HeadersAt::WithFirstToken => {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -458,17 +458,18 @@ async fn handle(
         truth,
         prompt,
         shape,
-        first_token,
+        headers_go,
     };
     tokio::spawn(stream(script, wire, tokens, arrival, tx, events_sent, load));
-    if let Some(go) = headers_go {
-        // Sent (or dropped, by a stream that ends without a token) with the first token.
+    if let Some(go) = headers_wait {
+        // Fired (or dropped, by a stream that ends first) with the first write after the
+        // preamble.
         let _ = go.await;
     }
     resp
 }
 
-/// One request's view of the load model, and what waits for its first token.
+/// One request's view of the load model, and the signal its response headers wait for.
 struct LoadCtx {
     engine: Arc<Engine>,
     truth: Arc<OnceLock<Truth>>,
@@ -477,7 +478,7 @@ struct LoadCtx {
     /// Fired by the first write after the preamble: the response headers wait for it
     /// ([`HeadersAt::WithFirstToken`]; dropped unfired, by a stream that ends first, it lets
     /// them go too).
-    first_token: Option<tokio::sync::oneshot::Sender<()>>,
+    headers_go: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// What one request's answer looks like: scripted text or a tool call, and the grammar
@@ -607,9 +608,9 @@ async fn stream(
     // Under `HeadersAt::WithFirstToken` the headers go with the first write after the
     // preamble: the first token, or whatever comes before it (a keep-alive comment, an error,
     // a fault's flood).
-    let headers_wait = Mutex::new(load.first_token.take());
+    let headers_signal = Mutex::new(load.headers_go.take());
     let headers_go = || {
-        let go = headers_wait
+        let go = headers_signal
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
