@@ -4,6 +4,7 @@
 #   benches/run.sh [fidelity|peers|real|scale|render|ceiling|decoder|all]   (default: all)
 #   benches/run.sh [kernel|kernel-idle|kernel-hog|kernel-ab|kernel-cpu]     (issue 15; not in all)
 #   benches/run.sh [sweep|sweep-ceiling|sweep-real]                         (issue 10; not in all)
+#   benches/run.sh daemon-soak   (§20: the shipped binary as its own process, 22 min; not in all)
 #
 # Builds the release binary and the `suite` bench, then prints each table as Markdown.
 # Needs 2 cores for the pinned runs (simulator on CPU 1, the measuring side on CPU 0).
@@ -345,6 +346,7 @@ run() {
     real) "$SUITE" real --probes 200 --max-tokens 16 ;;
     scale) "$SUITE" scale --bin "$BIN" --targets 1000 --interval 10s --tokens 64 --window 60s ;;
     render) "$SUITE" render --targets 1000 --renders 30 ;;
+    daemon-soak) BIN=$BIN benches/daemon-soak.sh 22 64 10s ;;
     decoder) "$SUITE" decoder ;;
     sweep) sweep ;;
     sweep-ceiling) sweep_ceiling ;;

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The shipped daemon itself at 1,000 pairs: `llm-probe run` as a process of its own, its RSS
+# and CPU read from /proc over a long run (BENCHMARKS §20). `suite scale` measures the daemon
+# inside the bench's process (its records, its code pages and its runtime beside it) and fills
+# the status-page history by hand; this runs the release binary as users do, until the history
+# has filled by probing (120 probes per pair: 20 minutes at 10 s).
+#
+#   benches/daemon-soak.sh [MINUTES (default 22)] [TOKENS (default 64)] [INTERVAL (default 10s)]
+#
+# The simulator (`llm-probe simulate`, TTFT 200 ms, ITL 20 ms) runs pinned to CPU 1, the
+# daemon to CPU 0; `curl --compressed` scrapes /metrics every 15 s, as Prometheus would. Every
+# 30 s it prints the daemon's VmRSS, VmHWM (peak), RssAnon, RssFile and its CPU over those 30 s
+# (utime+stime from /proc/PID/stat); at the end the successful and failed probes. BIN overrides
+# the binary (default: target/release/llm-probe, built if missing). Stops what it started, by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MINUTES=${1:-22}
+TOKENS=${2:-64}
+INTERVAL=${3:-10s}
+TARGETS=${TARGETS:-1000}
+BIN=${BIN:-target/release/llm-probe}
+[[ -x $BIN ]] || cargo build --release --quiet
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+tmp=$(mktemp -d)
+SIM_PID="" DAEMON_PID=""
+cleanup() {
+  for p in $DAEMON_PID $SIM_PID; do kill "$p" 2>/dev/null || true; done
+  for p in $DAEMON_PID $SIM_PID; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+sim_port=$(free_port)
+taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address "127.0.0.1:$sim_port" \
+  --ttft 200ms --itl 20ms --tokens "$TOKENS" >"$tmp/sim.log" 2>&1 &
+SIM_PID=$!
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$sim_port/v1/models" >/dev/null && break; sleep 0.1; done
+
+{
+  printf 'defaults:\n  interval: %s\n  timeout: %s\n' "$INTERVAL" "$INTERVAL"
+  printf 'scenarios:\n  - name: chat\n    messages: [{role: user, content: "Say something."}]\n    max_tokens: %s\n' "$TOKENS"
+  printf 'targets:\n'
+  for i in $(seq -f '%04g' 0 $((TARGETS - 1))); do
+    printf '  - name: t%s\n    protocol: openai-chat\n    base_url: http://127.0.0.1:%s/v1\n    model: sim\n' "$i" "$sim_port"
+  done
+} >"$tmp/probes.yaml"
+
+port=$(free_port)
+taskset -c 0 "$BIN" run --config.file "$tmp/probes.yaml" --log.level warn \
+  --web.listen-address "127.0.0.1:$port" >"$tmp/daemon.log" 2>&1 &
+DAEMON_PID=$!
+url=http://127.0.0.1:$port/metrics
+for _ in $(seq 100); do curl -fs -o /dev/null "$url" && break; sleep 0.1; done
+
+echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse --short HEAD), $TARGETS pairs every $INTERVAL, $TOKENS tokens, $MINUTES min, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
+echo "| minute | RSS MiB | peak (VmHWM) MiB | anon / file MiB | CPU over the last 30 s | loadavg |"
+echo "|---:|---:|---:|---:|---:|---:|"
+kib() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"; }
+ticks() { awk '{ print $14 + $15 }' "/proc/$DAEMON_PID/stat"; }
+hz=$(getconf CLK_TCK)
+start=$(date +%s)
+last_t=$start last_ticks=$(ticks)
+end=$((start + MINUTES * 60))
+next_sample=$((start + 30))
+while (($(date +%s) < end)); do
+  curl -fs --compressed -o /dev/null "$url" || echo "scrape failed at $(($(date +%s) - start)) s"
+  sleep 15
+  now=$(date +%s)
+  if ((now >= next_sample)); then
+    t=$(ticks)
+    cpu=$(python3 -c "print(f'{100 * ($t - $last_ticks) / $hz / ($now - $last_t):.1f} %')")
+    printf '| %.1f | %.1f | %.1f | %.1f / %.1f | %s | %s |\n' \
+      "$(python3 -c "print(($now - $start) / 60)")" \
+      "$(python3 -c "print($(kib VmRSS) / 1024)")" "$(python3 -c "print($(kib VmHWM) / 1024)")" \
+      "$(python3 -c "print($(kib RssAnon) / 1024)")" "$(python3 -c "print($(kib RssFile) / 1024)")" \
+      "$cpu" "$(cut -d' ' -f1 /proc/loadavg)"
+    last_t=$now last_ticks=$t next_sample=$((now + 30))
+  fi
+done
+curl -fs "$url" | python3 -c '
+import sys
+ok = failed = 0.0
+for line in sys.stdin:
+    if line.startswith("llm_probe_request_duration_seconds_count"):
+        ok += float(line.split()[-1])
+    elif line.startswith("llm_probe_probe_failures_total"):
+        failed += float(line.split()[-1])
+print(f"probes: {ok:.0f} successful, {failed:.0f} failed")'
+grep -v '^$' "$tmp/daemon.log" | tail -5 || true
