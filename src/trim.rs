@@ -4,16 +4,17 @@
 //! daemon frees memory in waves: each status-page ring is reallocated as it grows (4, 8, 16,
 //! 32, 64, then 120 records), and at 1,000 pairs the last growth alone frees 4 MiB of 64-record
 //! rings within one interval. Those freed pages stay in the RSS. `malloc_trim(0)` hands every
-//! whole free page back (`madvise(MADV_DONTNEED)`, all arenas). Measured on the shipped daemon
-//! at 1,000 pairs every 10 s (BENCHMARKS.md §20): one trim with the history full took it from
-//! 56–57 MiB to 53.0–53.7 MiB for the minutes after; trimming every minute, 1–3 MiB less
-//! between the rings' growth steps (a quiet A/B with the history full is still to be run).
-//! A trim takes 0.3–1.2 ms (measured at the
-//! same scale), once a minute, on a blocking thread; while it holds an arena's lock, an
-//! allocation of a worker using that arena waits, so a probe starting at that instant can
-//! start up to a millisecond late (its arrival marks are the kernel's and do not move).
+//! whole free page back (`madvise(MADV_DONTNEED)`, all arenas).
 //!
-//! Other C libraries: nothing to do (musl returns freed memory itself).
+//! Measured on the shipped daemon at 1,000 pairs every 10 s (BENCHMARKS.md §20): one trim
+//! with the history full took it from 56–57 MiB to 53.0–53.7 MiB for the minutes after;
+//! trimming every minute, 1–3 MiB less between the rings' growth steps (a quiet A/B with the
+//! history full is still to be run). A trim takes 0.3–1.2 ms at that scale, once a minute, on
+//! a blocking thread; while it holds an arena's lock, an allocation of a worker using that
+//! arena waits, so a probe starting at that instant can start up to a millisecond late (its
+//! arrival marks are the kernel's and do not move).
+//!
+//! With another C library nothing is done.
 
 use std::time::Duration;
 

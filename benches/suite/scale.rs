@@ -318,13 +318,12 @@ pub fn main(opts: &Opts) {
             };
         }
         // What glibc would give back if asked (`malloc_trim(0)`: free whole pages anywhere in
-        // the heaps), and how long asking takes; before the renders below add their own.
+        // the heaps; the daemon also asks once a minute), and how long asking takes; before the renders below add their own.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         {
             let before = status_kib("VmRSS:");
             let t = Instant::now();
-            // SAFETY: malloc_trim only returns free memory of the allocator to the kernel.
-            unsafe { libc::malloc_trim(0) };
+            llm_probe::trim::return_free_memory_to_os();
             let took = t.elapsed();
             eprintln!(
                 "malloc_trim(0) after the window: {:.2} ms, RSS {:.1} → {:.1} MiB",
