@@ -9,10 +9,10 @@
 //! Measured on the shipped daemon at 1,000 pairs every 10 s (BENCHMARKS.md §20): one trim
 //! with the history full took it from 56–57 MiB to 53.0–53.7 MiB for the minutes after;
 //! trimming every minute, 52.6–53.8 MiB with the history full (peak 58.8 MiB) against
-//! 55.8–57.1 MiB (peak 61.3 MiB) without. A trim takes 0.3–1.2 ms at that scale, once a minute, on
-//! a blocking thread; while it holds an arena's lock, an allocation of a worker using that
-//! arena waits, so a probe starting at that instant can start up to a millisecond late (its
-//! arrival marks are the kernel's and do not move).
+//! 55.8–57.1 MiB (peak 61.3 MiB) without. A trim takes 0.3–1.2 ms at that scale (§16, §19),
+//! once a minute, on a blocking thread; while it holds an arena's lock, an allocation of a
+//! worker using that arena waits, so a probe starting at that instant can start up to a
+//! millisecond late (its arrival marks are the kernel's and do not move).
 //!
 //! With another C library nothing is done.
 
