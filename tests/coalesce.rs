@@ -1,7 +1,8 @@
 //! Wake-up coalescing (`--probe.coalesce-reads`, `probe::coalesce`) on a runtime built as
 //! `llm-probe run` builds its own: idle workers wait before they sleep, so reads come late, and
 //! the marks are still the arrivals (kernel stamps), against the simulator's send instants; a
-//! stream faster than 4 × the wait turns the waiting off.
+//! stream faster than 4 × the wait turns the waiting off; a "probe now" holds the waiting off
+//! while it runs.
 //!
 //! The simulator runs on a runtime of its own, without the hook, so its writes are not delayed
 //! by the waiting under test. One test function: the wait is process-wide state.
@@ -220,6 +221,59 @@ fn marks_stay_the_arrivals_and_a_fast_stream_turns_the_waiting_off() {
     assert!(
         headers - outcome.observations.timeline.sent >= Duration::from_millis(300),
         "the simulator held its headers for the TTFT"
+    );
+
+    // "Probe now" (`/probe`) holds the waiting off for its whole exchange (its page shows the
+    // response head's own marks): 150 ms into the same 300 ms wait for the headers, where a
+    // scheduled probe leaves the workers free to wait (above), no worker waits. The daemon
+    // runs on the hooked runtime, as `llm-probe run`'s does; its pair probes every hour,
+    // with the first probe (which holds the waiting off until it ends) within 400 ms.
+    let scenario = (0..1000)
+        .map(|i| format!("c{i}"))
+        .find(|n| {
+            let slot = llm_probe::schedule::slot("sim", &[n], 0, Duration::from_secs(3600));
+            slot.first < Duration::from_millis(400)
+        })
+        .expect("a scenario name whose first probe comes within 400 ms");
+    let cfg = common::parse(&common::yaml(
+        &sim.base_url(),
+        "1h",
+        &common::scenario(&scenario, 2),
+        "",
+    ));
+    let (before, during, status) = rt.block_on(async {
+        let d = llm_probe::daemon::Daemon::start_with(
+            cfg,
+            "127.0.0.1:0".parse().unwrap(),
+            None,
+            Default::default(),
+        )
+        .await
+        .expect("daemon starts");
+        let mut rx = d.subscribe();
+        let first = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("the first scheduled probe within 5 s")
+            .expect("outcomes");
+        assert!(first.is_success(), "{:?}", first.result);
+        let before = coalesce::wait_now();
+        let url = format!("http://{}/probe?target=sim&scenario={scenario}", d.addr);
+        let answer = tokio::spawn(reqwest::Client::new().get(url).send());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let during = coalesce::wait_now();
+        let status = answer.await.unwrap().expect("/probe answers").status();
+        d.stop().await;
+        (before, during, status)
+    });
+    assert_eq!(status, 200);
+    assert_eq!(
+        before,
+        Some(wait),
+        "after the first scheduled probe nothing holds the waiting off"
+    );
+    assert_eq!(
+        during, None,
+        "150 ms into a probe now's wait for the headers, no worker may wait"
     );
 
     // A stream with 5 ms gaps (< 4 × 8 ms) holds the waiting off.
