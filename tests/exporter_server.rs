@@ -285,15 +285,19 @@ async fn past_the_connection_cap_a_scrape_waits_for_a_free_slot() {
 /// A scraper that accepts gzip (as Prometheus does) gets `/metrics` compressed, naming it; one
 /// that refuses it, or says nothing, gets it plain; both responses say they vary with `Accept`
 /// and `Accept-Encoding`.
+/// A default simulator (keep it alive) and a daemon with default server options probing `n`
+/// targets on it every second.
+async fn probing_simulated_targets(n: usize) -> (llm_probe::simulate::Simulator, Daemon) {
+    let sim = common::simulator(Script::default()).await;
+    let cfg = common::parse(&many_targets(&sim.base_url(), n, "1s"));
+    let d = start(cfg, ServerOptions::default()).await;
+    (sim, d)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_gzipped_for_a_scraper_that_accepts_gzip() {
     let _serial = SERIAL.lock().await;
-    let sim = common::simulator(Script::default()).await;
-    let d = start(
-        common::parse(&many_targets(&sim.base_url(), 3, "1s")),
-        ServerOptions::default(),
-    )
-    .await;
+    let (_sim, d) = probing_simulated_targets(3).await;
     // Until every target has been probed once, so the body has every family.
     let mut rx = d.subscribe();
     for _ in 0..3 {
@@ -358,12 +362,7 @@ async fn metrics_are_gzipped_for_a_scraper_that_accepts_gzip() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_metrics_answers_the_headers_without_rendering() {
     let _serial = SERIAL.lock().await;
-    let sim = common::simulator(Script::default()).await;
-    let d = start(
-        common::parse(&many_targets(&sim.base_url(), 1, "1s")),
-        ServerOptions::default(),
-    )
-    .await;
+    let (_sim, d) = probing_simulated_targets(1).await;
     let client = reqwest::Client::new();
     let url = format!("http://{}/metrics", d.addr);
     for (accept, encoding, content_type) in [
