@@ -397,10 +397,43 @@ async fn head_metrics_answers_the_headers_without_rendering() {
         assert!(r.bytes().await.unwrap().is_empty());
     }
     assert_eq!(d.server.scrapes.renders(), 0, "HEAD rendered nothing");
+    // "Probe now" sends a real request: a HEAD of it is refused, not run.
+    let r = client
+        .head(format!("http://{}/probe?target=t0", d.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "GET");
     let r = client.get(&url).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("llm_probe_"));
     assert_eq!(d.server.scrapes.renders(), 1, "the GET rendered once");
+    d.stop().await;
+}
+
+/// Repeated `Accept` headers are read as one list (RFC 9110 §5.3), whichever comes first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_accept_headers_are_one_list() {
+    let _serial = SERIAL.lock().await;
+    let (_sim, d) = probing_simulated_targets(1).await;
+    let client = reqwest::Client::new();
+    for order in [
+        ["application/openmetrics-text", "text/plain;q=0.5"],
+        ["text/plain;q=0.5", "application/openmetrics-text"],
+    ] {
+        let mut req = client.get(format!("http://{}/metrics", d.addr));
+        for a in order {
+            req = req.header(reqwest::header::ACCEPT, a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(
+            ct.starts_with("application/openmetrics-text"),
+            "{order:?}: {ct}"
+        );
+    }
     d.stop().await;
 }
 

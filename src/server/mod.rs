@@ -592,15 +592,26 @@ async fn route(state: &Arc<ExporterState>, req: &Request<Incoming>) -> Response<
     match path {
         "/-/reload" => return reload(state, req).await,
         "/probe" if req.method() == Method::GET => return debug_probe::handle(state, req).await,
+        // Not even HEAD: a probe sends a real request to the target.
+        "/probe" => {
+            return method_not_allowed("GET", "probe now runs on GET only (it sends a request)\n")
+        }
         _ => {}
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return method_not_allowed("GET, HEAD", "only GET is supported\n");
+        return method_not_allowed("GET, HEAD", "only GET and HEAD are supported\n");
     }
     match path {
         "/metrics" => {
-            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
-            let format = negotiate(accept);
+            // Repeated `Accept` headers are one list (RFC 9110 §5.3).
+            let accept: Vec<&str> = req
+                .headers()
+                .get_all(ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            let accept = (!accept.is_empty()).then(|| accept.join(", "));
+            let format = negotiate(accept.as_deref());
             let coding = BodyCoding::negotiate(
                 req.headers()
                     .get_all(ACCEPT_ENCODING)
