@@ -76,8 +76,9 @@ pub struct Timeline {
     /// `connected`). `None` for plain HTTP or a reused connection.
     pub tls_done: Option<Instant>,
     /// Client phase: the last byte of the request was handed to the socket (the last write on
-    /// the connection before the response head). HTTP/1.x on the stamped client only: `None`
-    /// on HTTP/2 (whose control frames share the connection) and on reqwest's client.
+    /// the connection before the response head: when its call returned, or when it began if
+    /// the head arrived before the return was noted). HTTP/1.x on the stamped client only:
+    /// `None` on HTTP/2 (whose control frames share the connection) and on reqwest's client.
     pub request_written: Option<Instant>,
     /// Client phase: the kernel arrival of the first byte of the response (the first data
     /// that arrived after `request_written`), at or before `headers`. Same availability as

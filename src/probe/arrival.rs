@@ -154,9 +154,10 @@ impl Stamper {
 pub struct Arrivals {
     latest: AtomicU64,
     since_write: AtomicU64,
-    /// The last write's monotonic instant and its wall-clock (`CLOCK_REALTIME`) nanoseconds.
-    written: std::sync::Mutex<Option<(Instant, u64)>>,
-    /// The kernel stamp (ns) of the first stamped read whose data arrived after the last write.
+    /// The last write: when its call began and when it returned.
+    written: std::sync::Mutex<Option<WriteSpan>>,
+    /// The kernel stamp (ns) of the first stamped read whose data arrived after the last write
+    /// began.
     first_after_write: AtomicU64,
     /// A read found the peer's close (end of stream, which carries no stamp).
     peer_closed: std::sync::atomic::AtomicBool,
@@ -167,6 +168,37 @@ pub struct Arrivals {
     handover: AtomicU8,
     /// The connection's reads carry kernel stamps (set once, when the stream is made).
     stamped: std::sync::atomic::AtomicBool,
+}
+
+/// One write to the socket: the instants its call began and returned, each on the monotonic
+/// clock and as wall-clock (`CLOCK_REALTIME`) nanoseconds. Its bytes were handed to the kernel
+/// somewhere in between; on a busy host the thread can be preempted after the call returned
+/// and before `returned` is read, and on loopback the call itself runs the peer's receive path,
+/// so an answer can arrive before `returned` (measured: 1 probe in 6 with `probe-once` against
+/// the simulator on a loaded 2-core VM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteSpan {
+    /// When the write call began.
+    pub begun: Instant,
+    begun_wall: u64,
+    /// When the write call had returned.
+    pub returned: Instant,
+}
+
+impl WriteSpan {
+    /// A span that began at `begun` (monotonic) / `begun_wall` (wall clock) and returned now.
+    pub(super) fn ending_now((begun, begun_wall): (Instant, SystemTime)) -> Self {
+        WriteSpan {
+            begun,
+            begun_wall: nanos(begun_wall),
+            returned: Instant::now(),
+        }
+    }
+}
+
+/// The monotonic and wall-clock instants now, taken before a write call ([`WriteSpan`]).
+pub(super) fn write_begins() -> (Instant, SystemTime) {
+    (Instant::now(), SystemTime::now())
 }
 
 /// `Arrivals::handover`: no guard held.
@@ -191,20 +223,17 @@ impl Arrivals {
         self.since_write.load(Ordering::Acquire)
     }
 
-    /// When the last write to the socket returned (its bytes handed to the kernel): for an
-    /// HTTP/1.x request read at its response head, the instant its last byte was written.
-    /// `None` before any write.
-    pub fn last_write(&self) -> Option<Instant> {
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map(|w| w.0)
+    /// The last write to the socket (its bytes handed to the kernel between the span's ends):
+    /// for an HTTP/1.x request read at its response head, the write of its last bytes. `None`
+    /// before any write.
+    pub fn last_write(&self) -> Option<WriteSpan> {
+        *self.written.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The `CLOCK_REALTIME` kernel arrival of the first data read since the last write that
-    /// arrived after it (data that arrived before the write, such as a TLS session ticket read
-    /// late, does not count): for an HTTP/1.x request, the first byte of its response. `None`
-    /// before such a stamped read.
+    /// arrived after that write began (data that arrived before, such as a TLS session ticket
+    /// read late, does not count): for an HTTP/1.x request, the first byte of its response.
+    /// `None` before such a stamped read.
     pub fn first_since_write(&self) -> Option<SystemTime> {
         match self.first_after_write.load(Ordering::Acquire) {
             0 => None,
@@ -217,11 +246,11 @@ impl Arrivals {
         self.peer_closed.load(Ordering::Acquire)
     }
 
-    fn record(&self, stamp: SystemTime) {
+    pub(super) fn record(&self, stamp: SystemTime) {
         let ns = nanos(stamp);
         self.latest.fetch_max(ns, Ordering::AcqRel);
         let written = *self.written.lock().unwrap_or_else(|e| e.into_inner());
-        if written.is_some_and(|w| ns >= w.1) {
+        if written.is_some_and(|w| ns >= w.begun_wall) {
             let _ =
                 self.first_after_write
                     .compare_exchange(0, ns, Ordering::AcqRel, Ordering::Acquire);
@@ -273,16 +302,14 @@ impl Arrivals {
         }
     }
 
-    fn wrote(&self) {
+    pub(super) fn wrote(&self, span: WriteSpan) {
         let _ = self.handover.compare_exchange(
             HANDOVER_ARMED,
             HANDOVER_WRITTEN,
             Ordering::AcqRel,
             Ordering::Acquire,
         );
-        let at = Instant::now();
-        let wall = nanos(SystemTime::now());
-        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = Some((at, wall));
+        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = Some(span);
         self.first_after_write.store(0, Ordering::Release);
         self.since_write.store(0, Ordering::Release);
     }
@@ -528,9 +555,10 @@ impl tokio::io::AsyncWrite for StampedStream {
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        let begun = write_begins();
         let polled = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
         if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
-            this.arrivals.wrote();
+            this.arrivals.wrote(WriteSpan::ending_now(begun));
         }
         polled
     }
@@ -560,9 +588,10 @@ impl tokio::io::AsyncWrite for StampedStream {
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        let begun = write_begins();
         let polled = std::pin::Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
-            this.arrivals.wrote();
+            this.arrivals.wrote(WriteSpan::ending_now(begun));
         }
         polled
     }
@@ -837,16 +866,30 @@ mod tests {
         a.record(SystemTime::now());
         assert_eq!((a.last_write(), a.first_since_write()), (None, None));
         let before = SystemTime::now() - Duration::from_millis(50);
-        a.wrote();
+        a.wrote(WriteSpan::ending_now(write_begins()));
         let written = a.last_write().expect("a write");
+        assert!(written.begun <= written.returned);
         a.record(before);
         assert_eq!(a.first_since_write(), None, "arrived before the write");
         let first = SystemTime::now() + Duration::from_millis(1);
         a.record(first);
         a.record(first + Duration::from_millis(2));
         assert_eq!(a.first_since_write(), Some(first));
-        a.wrote();
-        assert!(a.last_write().unwrap() >= written);
+        a.wrote(WriteSpan::ending_now(write_begins()));
+        assert!(a.last_write().unwrap().begun >= written.returned);
         assert_eq!(a.first_since_write(), None, "reset by the next write");
+    }
+
+    /// An answer that arrived while the write call was still returning (its thread preempted,
+    /// or loopback's receive path run inside it) is the first arrival after that write.
+    #[test]
+    fn an_arrival_before_the_write_returned_counts_from_its_start() {
+        let a = Arrivals::default();
+        let begun = write_begins();
+        let answer = SystemTime::now() + Duration::from_micros(1);
+        std::thread::sleep(Duration::from_millis(2));
+        a.wrote(WriteSpan::ending_now(begun));
+        a.record(answer);
+        assert_eq!(a.first_since_write(), Some(answer));
     }
 }

@@ -723,15 +723,25 @@ impl Armed {
 /// connection's arrivals read when the response head was (`head_read`, marked `headers`): the
 /// last write (kept only if at or after `sent` and before the head) and the kernel arrival of
 /// the first data after it, mapped onto the monotonic clock between the write and the head.
+/// The write is the instant its call returned, or the instant it began when the head arrived
+/// before the return was noted ([`arrival::WriteSpan`]): its bytes were in the kernel by then.
 fn request_phases(
     a: &arrival::Arrivals,
     head_read: std::time::Instant,
     headers: std::time::Instant,
     tl: &mut crate::measure::Timeline,
 ) {
-    let Some(written) = a.last_write().filter(|w| *w >= tl.sent && *w <= headers) else {
+    let Some(span) = a.last_write() else {
         return;
     };
+    let written = if span.returned <= headers {
+        span.returned
+    } else {
+        span.begun
+    };
+    if written < tl.sent || written > headers {
+        return;
+    }
     tl.request_written = Some(written);
     tl.first_byte = a.first_since_write().map(|kernel| {
         arrival::arrival_instant(head_read, SystemTime::now(), kernel, written).min(headers)
@@ -907,6 +917,39 @@ mod tests {
     }
 
     use super::*;
+
+    /// A write whose return was noted after its answer arrived (its thread preempted, as on a
+    /// loaded host): the request counts as written when the call began, and the answer's
+    /// arrival is still the first byte. Noted in time, the return is the write.
+    #[test]
+    fn a_write_noted_after_its_answer_counts_from_its_start() {
+        use arrival::{write_begins, Arrivals, WriteSpan};
+        use std::time::Instant;
+        let a = Arrivals::default();
+        let mut tl = crate::measure::Timeline::new(Instant::now());
+        let begun = write_begins();
+        let answer = SystemTime::now();
+        let headers = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        a.wrote(WriteSpan::ending_now(begun));
+        a.record(answer);
+        request_phases(&a, Instant::now(), headers, &mut tl);
+        assert_eq!(tl.request_written, Some(begun.0));
+        let first = tl.first_byte.expect("the answer's arrival");
+        assert!(first >= begun.0 && first <= headers);
+
+        let a = Arrivals::default();
+        let mut tl = crate::measure::Timeline::new(Instant::now());
+        a.wrote(WriteSpan::ending_now(write_begins()));
+        let span = a.last_write().expect("a write");
+        std::thread::sleep(Duration::from_millis(1));
+        a.record(SystemTime::now());
+        let headers = Instant::now();
+        request_phases(&a, headers, headers, &mut tl);
+        assert_eq!(tl.request_written, Some(span.returned));
+        let first = tl.first_byte.expect("the answer's arrival");
+        assert!(first >= span.returned && first <= headers);
+    }
 
     #[test]
     fn retry_after_in_seconds_or_http_date() {
