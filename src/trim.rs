@@ -1,18 +1,20 @@
-//! Gives the allocator's free memory back to the kernel once a minute (glibc only).
+//! Gives the allocator's free memory back to the kernel every 15 s (glibc only).
 //!
 //! glibc keeps memory a program freed inside its heap, resident, for the next allocation. The
 //! daemon frees memory in waves: each status-page ring is reallocated as it grows (4, 8, 16,
 //! 32, 64, then 120 records), and at 1,000 pairs the last growth alone frees 4 MiB of 64-record
-//! rings within one interval. Those freed pages stay in the RSS. `malloc_trim(0)` hands every
-//! whole free page back (`madvise(MADV_DONTNEED)`, all arenas).
+//! rings within one interval; each scrape frees its rendered body. Those freed pages stay in
+//! the RSS. `malloc_trim(0)` hands every whole free page back (`madvise(MADV_DONTNEED)`, all
+//! arenas).
 //!
-//! Measured on the shipped daemon at 1,000 pairs every 10 s (BENCHMARKS.md §20): one trim
-//! with the history full took it from 56–57 MiB to 53.0–53.7 MiB for the minutes after;
-//! trimming every minute, 52.6–53.8 MiB with the history full (peak 58.8 MiB) against
-//! 55.8–57.1 MiB (peak 61.3 MiB) without. A trim takes 0.3–1.2 ms at that scale (§16, §19),
-//! once a minute, on a blocking thread; while it holds an arena's lock, an allocation of a
-//! worker using that arena waits, so a probe starting at that instant can start up to a
-//! millisecond late (its arrival marks are the kernel's and do not move).
+//! Measured on the shipped daemon at 1,000 pairs every 10 s, the history full
+//! (BENCHMARKS.md §20–§22): 55.8–57.1 MiB without a trim (peak 61.3 MiB), 51.8–55.5 MiB
+//! trimming once a minute (a sample just before a trim carried up to a minute of freed
+//! memory), and anonymous memory 39.0–40.7 MiB trimming every 15 s against 39.1–42.9 MiB
+//! once a minute. A trim takes 0.3–1.2 ms at that scale (§16, §19), on a blocking thread;
+//! while it holds an arena's lock, an allocation of a worker using that arena waits, so a
+//! probe starting at that instant can start up to a millisecond late (its arrival marks are
+//! the kernel's and do not move). Every 15 s that is about one probe start in 15,000.
 //!
 //! With another C library nothing is done.
 
@@ -21,7 +23,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// How often [`run`] trims in the daemon.
-pub const TRIM_EVERY: Duration = Duration::from_secs(60);
+pub const TRIM_EVERY: Duration = Duration::from_secs(15);
 
 /// Hands the allocator's whole free pages back to the kernel (glibc's `malloc_trim(0)`) and
 /// returns whether any memory was released. Always `false` without glibc.
