@@ -9,7 +9,8 @@
 #
 # MINUTES and TOKENS are whole numbers ≥ 1; INTERVAL is a duration the probes file takes (10s,
 # 500ms). Environment: TARGETS (default 1000) pairs; BIN the binary (default
-# target/release/llm-probe, built if missing; a BIN you name must exist).
+# target/release/llm-probe, built if missing; a BIN you name must exist); DAEMON_ARGS more
+# flags for `llm-probe run`, split on spaces (e.g. `--web.history.max-probes 60`).
 # The simulator (`llm-probe simulate`, TTFT 200 ms, ITL 20 ms) runs pinned to CPU 1, the
 # daemon to CPU 0; `curl --compressed` scrapes /metrics every 15 s, as Prometheus would. Every
 # 30 s it prints the daemon's VmRSS, VmHWM (peak), RssAnon, RssFile and its CPU over those 30 s
@@ -67,8 +68,9 @@ for _ in $(seq 100); do curl -fs "http://127.0.0.1:$sim_port/v1/models" >/dev/nu
 kill -0 "$SIM_PID" 2>/dev/null || died simulator "$SIM_PID" "$tmp/sim.log"
 
 port=$(free_port)
+read -r -a daemon_args <<<"${DAEMON_ARGS:-}"
 taskset -c 0 "$BIN" run --config.file "$tmp/probes.yaml" --log.level warn \
-  --web.listen-address "127.0.0.1:$port" >"$tmp/daemon.log" 2>&1 &
+  --web.listen-address "127.0.0.1:$port" "${daemon_args[@]}" >"$tmp/daemon.log" 2>&1 &
 DAEMON_PID=$!
 url=http://127.0.0.1:$port/metrics
 for _ in $(seq 100); do curl -fs -o /dev/null "$url" && break; sleep 0.1; done
@@ -89,7 +91,7 @@ print(f"probes: {ok:.0f} successful, {failed:.0f} failed")' || echo "probes: /me
 trap 'echo "interrupted"; summary; exit 130' INT
 trap 'exit 143' TERM
 
-echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS pairs every $INTERVAL, $TOKENS tokens, $MINUTES min, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
+echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS pairs every $INTERVAL, $TOKENS tokens, $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
 echo "| minute | RSS MiB | peak (VmHWM) MiB | anon / file MiB | CPU over the last 30 s | loadavg |"
 echo "|---:|---:|---:|---:|---:|---:|"
 kib() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"; }
