@@ -5,7 +5,8 @@
 #   docker run -p 9464:9464 -v "$PWD/probes.yaml:/etc/llm-probe/probes.yaml:ro" \
 #     -e LOCAL_VLLM_KEY llm-probe
 #
-# The build step is the one CI runs on every change: cargo build --locked --release.
+# The build step is the one CI runs on every change: cargo build --locked --profile dist (the
+# release profile with LTO, Cargo.toml).
 
 # Pinned toolchain: the same Rust as the CI machine.
 FROM rust:1.95.0-slim-bookworm AS build
@@ -16,11 +17,11 @@ COPY src ./src
 # LLM_PROBE_GIT_COMMIT=$(git rev-parse --short=12 HEAD) .); without it the version says
 # "commit unknown".
 ARG LLM_PROBE_GIT_COMMIT=""
-RUN cargo build --locked --release
+RUN cargo build --locked --profile dist
 
 # Minimal runtime: glibc and CA certificates, no shell, no package manager.
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/llm-probe /usr/local/bin/llm-probe
+COPY --from=build /src/target/dist/llm-probe /usr/local/bin/llm-probe
 # 65532 is distroless's "nonroot" user.
 USER 65532:65532
 EXPOSE 9464

@@ -29,7 +29,7 @@ fn hadolint_passes_on_the_dockerfile() {
 fn the_image_builds_what_ci_builds_and_runs_as_non_root() {
     let dockerfile = std::fs::read_to_string(format!("{ROOT}/Dockerfile")).unwrap();
     let ci = std::fs::read_to_string(format!("{ROOT}/.ci/run")).unwrap();
-    let build = "cargo build --locked --release";
+    let build = "cargo build --locked --profile dist";
     assert!(
         dockerfile.contains(&format!("RUN {build}")),
         "the Dockerfile builds with `{build}`"
