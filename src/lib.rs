@@ -2,8 +2,8 @@
 //!
 //! The modules follow the data flow (see `DESIGN.md` §4):
 //! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`,
-//! with `daemon` wiring them together (and `trim` giving the allocator's free memory back once a
-//! minute), `simulate` the scripted test endpoint, `app`, `cli`,
+//! with `daemon` wiring them together (and `trim` giving the allocator's free memory back every
+//! 15 s), `simulate` the scripted test endpoint, `app`, `cli`,
 //! `demo` and `report` the command line, `sanitize` making server-sent text safe to print
 //! and URLs safe to quote, `clock` the deadline arithmetic that cannot overflow, and `check` the
 //! answer checks a scenario declares (`expect:`), run on the assembled answer after a probe.

@@ -641,6 +641,10 @@ async fn simulate_load_flags_from_the_command_line() {
     // room for a loaded machine: CI saw the first at 128.8 ms with a release build beside it.
     assert!((0.099..0.200).contains(&ttfts[0]), "{ttfts:?}");
     assert!((0.210..0.400).contains(&ttfts[1]), "{ttfts:?}");
+    // The difference is the first stream's length (~114 ms): a load that delays both keeps
+    // it, and `--itl 2ms` ignored (the default, 20 ms) would make it about 240 ms.
+    let queued_for = ttfts[1] - ttfts[0];
+    assert!((0.090..0.200).contains(&queued_for), "{ttfts:?}");
 }
 
 /// Closed loop: the virtual users start `USER_SPACING` apart, so the first round is no burst of

@@ -38,6 +38,10 @@ fn the_image_builds_what_ci_builds_and_runs_as_non_root() {
         ci.lines().any(|l| l.trim() == build),
         ".ci/run runs the same `{build}`"
     );
+    assert!(
+        dockerfile.contains("COPY --from=build /src/target/dist/llm-probe "),
+        "the image ships the binary `{build}` writes (target/dist/)"
+    );
     let user = dockerfile
         .lines()
         .rev()

@@ -318,7 +318,7 @@ pub fn main(opts: &Opts) {
             };
         }
         // What glibc would give back if asked (`malloc_trim(0)`: free whole pages anywhere in
-        // the heaps; the daemon also asks once a minute), and how long asking takes; before
+        // the heaps; the daemon also asks every 15 s), and how long asking takes; before
         // the renders below add their own.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         {
