@@ -2,14 +2,15 @@
 # The shipped daemon itself at 1,000 pairs: `llm-probe run` as a process of its own, its RSS
 # and CPU read from /proc over a long run (BENCHMARKS §20). `suite scale` measures the daemon
 # inside the bench's process (its records, its code pages and its runtime beside it) and fills
-# the status-page history by hand; this runs the release binary as users do, until the history
+# the status-page history by hand; this runs the shipped binary as users do, until the history
 # has filled by probing (120 probes per pair: 20 minutes at 10 s).
 #
 #   benches/daemon-soak.sh [MINUTES (default 22)] [TOKENS (default 64)] [INTERVAL (default 10s)]
 #
 # MINUTES and TOKENS are whole numbers ≥ 1; INTERVAL is a duration the probes file takes (10s,
 # 500ms). Environment: TARGETS (default 1000) pairs; BIN the binary (default
-# target/release/llm-probe, built if missing; a BIN you name must exist); DAEMON_ARGS more
+# target/dist/llm-probe, the container's build: `cargo build --profile dist`, release with LTO,
+# built if missing; a BIN you name must exist); DAEMON_ARGS more
 # flags for `llm-probe run`, split on spaces (e.g. `--web.history.max-probes 60`).
 # The simulator (`llm-probe simulate`, TTFT 200 ms, ITL 20 ms) runs pinned to CPU 1, the
 # daemon to CPU 0; `curl --compressed` scrapes /metrics every 15 s, as Prometheus would. Every
@@ -28,8 +29,8 @@ done
 if [[ -n ${BIN:-} ]]; then
   [[ -x $BIN ]] || { echo "BIN=$BIN is not an executable file" >&2; exit 2; }
 else
-  BIN=target/release/llm-probe
-  [[ -x $BIN ]] || cargo build --release --quiet
+  BIN=target/dist/llm-probe
+  [[ -x $BIN ]] || cargo build --locked --profile dist --quiet
 fi
 BIN=$(realpath "$BIN")
 

@@ -346,7 +346,7 @@ run() {
     real) "$SUITE" real --probes 200 --max-tokens 16 ;;
     scale) "$SUITE" scale --bin "$BIN" --targets 1000 --interval 10s --tokens 64 --window 60s ;;
     render) "$SUITE" render --targets 1000 --renders 30 ;;
-    daemon-soak) BIN=$BIN benches/daemon-soak.sh 22 64 10s ;;
+    daemon-soak) env -u BIN benches/daemon-soak.sh 22 64 10s ;;  # its own build: the shipped one (--profile dist)
     decoder) "$SUITE" decoder ;;
     sweep) sweep ;;
     sweep-ceiling) sweep_ceiling ;;
