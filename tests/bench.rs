@@ -638,7 +638,7 @@ async fn simulate_load_flags_from_the_command_line() {
     // One slot, one active stream at a time: the first is not queued (its TTFT is below the
     // 214 ms a queued one needs at the least), and the second waits for the first's whole
     // request (100 ms + 7 gaps of 2 ms, ~114 ms) before its own 100 ms. The upper bounds leave
-    // room for a loaded machine: CI saw the first at 128.8 ms with a release build beside it.
+    // room for a loaded machine: a CI run saw the first at 128.8 ms.
     assert!((0.099..0.200).contains(&ttfts[0]), "{ttfts:?}");
     assert!((0.210..0.400).contains(&ttfts[1]), "{ttfts:?}");
     // The difference is the first stream's length (~114 ms): a load that delays both keeps

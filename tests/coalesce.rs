@@ -179,9 +179,10 @@ fn marks_stay_the_arrivals_and_a_fast_stream_turns_the_waiting_off() {
     // A server that sends its response headers with its first token, 300 ms after the
     // request (as Ollama does): the probe's guard ends once its request is written, so the
     // workers wait (coalesce) while it waits for the answer; the headers' mark is still their
-    // arrival. Its one gap (100 ms) is far above the fast-stream bound (4 × 8 ms): a
-    // simulator late by 8 ms or more on its first token (CI saw it, with a build beside the
-    // tests) made a 40 ms gap "fast", and the hold-off that follows broke the checks below.
+    // arrival. Its one gap (100 ms) is far above the fast-stream bound (4 × 8 ms). With a
+    // 40 ms gap a CI run failed below: the simulator's schedule is absolute, so a first token
+    // 8 ms late makes that gap "fast" (the likely cause), and the hold-off that follows
+    // breaks the checks below.
     let (sim, _stop, target, prober) = simulated_target_with(Script {
         ttft: Duration::from_millis(300),
         itl: Duration::from_millis(100),
