@@ -17,6 +17,9 @@ pub const MONTH: Duration = Duration::from_secs(30 * 86_400);
 pub const DAY: Duration = Duration::from_secs(86_400);
 /// Longest interval a budget stretches a schedule to.
 pub const MAX_STRETCHED_INTERVAL: Duration = Duration::from_secs(86_400);
+/// Highest price of one million tokens a `cost:` block accepts: far above any provider's price
+/// in any currency, and low enough that no count of tokens makes an amount infinite.
+pub const MAX_PRICE: f64 = 1e9;
 
 /// A target's `cost:` block.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -56,9 +59,11 @@ pub fn probe_estimate(cost: &Cost, scenario: &Scenario) -> f64 {
     )
 }
 
-/// Expected spend of `target`'s schedule per `period` at `interval` for every scenario.
+/// Expected spend of `target`'s schedule per `period` at `interval` for every scenario. Never
+/// NaN: an interval of zero counts as one nanosecond, and an amount too large for an `f64` is
+/// `+∞` (prices are bounded at load, [`MAX_PRICE`], so only a direct caller can get there).
 fn spend_at(target: &Target, cost: &Cost, interval: Duration, period: Duration) -> f64 {
-    let probes = period.as_secs_f64() / interval.as_secs_f64();
+    let probes = period.as_secs_f64() / interval.as_secs_f64().max(1e-9);
     target
         .scenarios
         .iter()
@@ -90,20 +95,25 @@ impl Spend {
 }
 
 /// The expected spend of `target` (`None` when it has no prices).
+///
+/// A budget only ever lengthens the interval: the effective interval is at least the configured
+/// one, and a stretch goes to at most [`MAX_STRETCHED_INTERVAL`] (an interval configured longer
+/// than that is kept as it is). The arithmetic is total: no price, budget or interval makes it
+/// panic or wrap.
 pub fn spend(target: &Target) -> Option<Spend> {
     let cost = target.cost.as_ref()?;
-    let month_at_interval = spend_at(target, cost, target.interval, MONTH);
-    let mut effective = target.interval;
-    let mut over_budget = false;
-    if let Some(budget) = cost.monthly_budget {
-        if month_at_interval > budget {
-            let needed = target.interval.mul_f64(month_at_interval / budget);
-            // Rounded up to the millisecond, so that the month stays within the budget.
-            let needed = Duration::from_millis(needed.as_millis() as u64 + 1);
-            over_budget = needed > MAX_STRETCHED_INTERVAL;
-            effective = needed.min(MAX_STRETCHED_INTERVAL);
-        }
-    }
+    let effective = match cost.monthly_budget {
+        Some(budget) => stretched(
+            target.interval,
+            spend_at(target, cost, target.interval, MONTH),
+            budget,
+        ),
+        None => target.interval,
+    };
+    // Over budget: even the longest interval a budget may set leaves the month above it.
+    let over_budget = cost.monthly_budget.is_some_and(|budget| {
+        spend_at(target, cost, effective.max(MAX_STRETCHED_INTERVAL), MONTH) > budget
+    });
     Some(Spend {
         per_day: spend_at(target, cost, effective, DAY),
         per_month: spend_at(target, cost, effective, MONTH),
@@ -111,6 +121,26 @@ pub fn spend(target: &Target) -> Option<Spend> {
         effective_interval: effective,
         over_budget,
     })
+}
+
+/// The interval at which a schedule expected to cost `month` per [`MONTH`] at `interval` stays
+/// within `budget`: `interval × month / budget`, rounded up to the next millisecond, never
+/// shorter than `interval` and never stretched past [`MAX_STRETCHED_INTERVAL`]. Computed in
+/// `f64` seconds and compared before any conversion, so that an infinite or huge ratio (a
+/// budget of 1e-300, prices near `f64::MAX`) is "the longest stretch", not a panic or a wrap.
+fn stretched(interval: Duration, month: f64, budget: f64) -> Duration {
+    // `!(month > budget)` also keeps the interval when either is NaN.
+    if !(month > budget) || !(budget > 0.0) {
+        return interval;
+    }
+    let needed_ms = interval.as_secs_f64() * (month / budget) * 1e3;
+    let longest = MAX_STRETCHED_INTERVAL.max(interval);
+    if !(needed_ms < longest.as_secs_f64() * 1e3) {
+        return longest;
+    }
+    // Rounded up to the millisecond (and one more), so that the month stays within the budget.
+    let needed = Duration::from_millis(needed_ms.floor() as u64 + 1);
+    needed.clamp(interval, longest)
 }
 
 /// One line for `check-config` and the start-up log: `~0.0123/day, ~0.37/month (upper-bound
@@ -139,7 +169,9 @@ pub fn describe(target: &Target, s: &Spend) -> String {
 
 /// An amount with 4 significant decimals for small values.
 fn amount(x: f64) -> String {
-    if x >= 100.0 {
+    if x >= 1e12 {
+        format!("{x:.3e}")
+    } else if x >= 100.0 {
         format!("{x:.0}")
     } else if x >= 1.0 {
         format!("{x:.2}")
@@ -185,5 +217,122 @@ mod tests {
             "{}",
             describe(&t, &s)
         );
+    }
+
+    fn priced(interval: Duration, input: f64, output: f64, budget: Option<f64>) -> Target {
+        let mut t = (*target("{input_per_million: 1, output_per_million: 1}", "60s")).clone();
+        t.interval = interval;
+        t.cost = Some(Cost {
+            input_per_million: input,
+            output_per_million: output,
+            monthly_budget: budget,
+        });
+        t
+    }
+
+    #[test]
+    fn a_budget_near_the_float_limits_stretches_to_a_day_and_says_it_is_over() {
+        let cases = [
+            (1.0, 1.0, 1e-300),
+            (1.0, 1.0, f64::MIN_POSITIVE),
+            (1.0, 1.0, 5e-324),
+            (1.7e308, 1.7e308, 1.0),
+            (f64::MAX, f64::MAX, f64::MAX),
+            (1.0, 1.0, 1.1915468611789493e-16),
+        ];
+        for (input, output, budget) in cases {
+            let t = priced(Duration::from_secs(16), input, output, Some(budget));
+            let s = spend(&t).unwrap();
+            assert_eq!(
+                s.effective_interval, DAY,
+                "{input} {output} {budget}: {s:?}"
+            );
+            assert!(s.over_budget, "{input} {output} {budget}: {s:?}");
+            assert!(describe(&t, &s).contains("interval stretched from 16s to 1day"));
+            assert!(describe(&t, &s).contains("still over budget"));
+        }
+    }
+
+    #[test]
+    fn a_budget_never_shortens_an_interval_longer_than_a_day() {
+        let t = priced(2 * DAY, 1.0, 1.0, Some(1e-12));
+        let s = spend(&t).unwrap();
+        assert_eq!(s.effective_interval, 2 * DAY, "{s:?}");
+        assert!(s.over_budget && !s.stretched(), "{s:?}");
+        // Within the budget at two days: kept, not over.
+        let t = priced(2 * DAY, 1.0, 1.0, Some(1e6));
+        let s = spend(&t).unwrap();
+        assert_eq!(s.effective_interval, 2 * DAY, "{s:?}");
+        assert!(!s.over_budget, "{s:?}");
+    }
+
+    #[test]
+    fn a_price_above_the_bound_is_refused_at_load_and_names_the_field() {
+        let yaml = "scenarios:\n  - name: s\n    messages: [{role: user, content: hi}]\n    max_tokens: 1\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://h/v1\n    model: m\n    cost: {input_per_million: 1e308, output_per_million: 1}\n";
+        let e = crate::config::parse(yaml, "t.yaml", &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.yaml"), "{e}");
+        assert!(e.contains("cost.input_per_million is 1e308"), "{e}");
+        assert!(e.contains("from 0 to 1e9"), "{e}");
+        assert!(
+            spend(&priced(Duration::from_secs(1), MAX_PRICE, MAX_PRICE, None))
+                .is_some_and(|s| s.per_month.is_finite())
+        );
+    }
+
+    proptest::proptest! {
+        /// For any finite non-negative prices, positive budget and positive interval: nothing
+        /// panics, the effective interval is at least the configured one and at most
+        /// max(configured, one day), the amounts are never NaN, and a budget the schedule
+        /// cannot meet even at the longest interval is reported as over budget (otherwise the
+        /// expected month stays within it).
+        #[test]
+        fn the_cost_arithmetic_is_total_and_only_lengthens(
+            input in price(),
+            output in price(),
+            budget in budget(),
+            interval_ns in 1u64..=3 * 86_400_000_000_000,
+        ) {
+            let interval = Duration::from_nanos(interval_ns);
+            let t = priced(interval, input, output, budget);
+            let s = spend(&t).unwrap();
+            proptest::prop_assert!(s.effective_interval >= interval, "{s:?}");
+            proptest::prop_assert!(s.effective_interval <= interval.max(DAY), "{s:?}");
+            proptest::prop_assert!(!s.per_day.is_nan() && !s.per_month.is_nan(), "{s:?}");
+            proptest::prop_assert!(s.per_day >= 0.0 && s.per_month >= 0.0, "{s:?}");
+            match budget {
+                None => proptest::prop_assert!(!s.over_budget && !s.stretched()),
+                Some(b) if s.over_budget => {
+                    proptest::prop_assert_eq!(s.effective_interval, interval.max(DAY));
+                    proptest::prop_assert!(spend_at(&t, t.cost.as_ref().unwrap(), interval.max(DAY), MONTH) > b);
+                }
+                Some(b) => proptest::prop_assert!(s.per_month <= b * (1.0 + 1e-9), "{s:?} {b}"),
+            }
+            let _ = describe(&t, &s);
+        }
+    }
+
+    /// Prices: zero, ordinary, tiny, and up to `f64::MAX`.
+    fn price() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(0.0),
+            0.0..1000.0f64,
+            proptest::num::f64::POSITIVE | proptest::num::f64::SUBNORMAL,
+            Just(f64::MAX),
+        ]
+    }
+
+    /// Budgets: none, ordinary, and from the smallest subnormal to `f64::MAX`.
+    fn budget() -> impl proptest::strategy::Strategy<Value = Option<f64>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(None),
+            (0.001..1000.0f64).prop_map(Some),
+            (proptest::num::f64::POSITIVE | proptest::num::f64::SUBNORMAL).prop_map(Some),
+            Just(Some(5e-324)),
+            Just(Some(f64::MAX)),
+        ]
     }
 }

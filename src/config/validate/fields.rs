@@ -174,11 +174,18 @@ impl Validator<'_> {
         pre: &str,
         raw: Option<&super::super::raw::RawCost>,
     ) -> Option<crate::config::cost::Cost> {
+        use crate::config::cost::MAX_PRICE;
         let raw = raw?;
         let mut price = |field: &str, v: Option<f64>| match v {
-            Some(x) if x.is_finite() && x >= 0.0 => Some(x),
+            Some(x) if (0.0..=MAX_PRICE).contains(&x) => Some(x),
             Some(x) => {
-                self.problem(format!("{path}.cost.{field}"), format!("{pre}cost.{field} is {x}; it must be a number ≥ 0 (the price of one million tokens, e.g. 0.15)."));
+                // 1e308 as itself, not as 309 digits.
+                let x = if x.abs() >= 1e15 {
+                    format!("{x:e}")
+                } else {
+                    x.to_string()
+                };
+                self.problem(format!("{path}.cost.{field}"), format!("{pre}cost.{field} is {x}; it must be a number from 0 to {MAX_PRICE:e} (the price of one million tokens, e.g. 0.15)."));
                 None
             }
             None => {
