@@ -7,6 +7,7 @@
 //! 4 characters of message text plus 4 per message. What probes really cost is counted from the
 //! tokens the server reports (`llm_probe_probe_cost_total`).
 
+use std::cmp::Ordering;
 use std::time::Duration;
 
 use super::{Scenario, Target};
@@ -129,13 +130,15 @@ pub fn spend(target: &Target) -> Option<Spend> {
 /// `f64` seconds and compared before any conversion, so that an infinite or huge ratio (a
 /// budget of 1e-300, prices near `f64::MAX`) is "the longest stretch", not a panic or a wrap.
 fn stretched(interval: Duration, month: f64, budget: f64) -> Duration {
-    // `!(month > budget)` also keeps the interval when either is NaN.
-    if !(month > budget) || !(budget > 0.0) {
+    // Anything but "month above a positive budget" (NaN included) keeps the interval.
+    let above = month.partial_cmp(&budget) == Some(Ordering::Greater);
+    if !above || budget.partial_cmp(&0.0) != Some(Ordering::Greater) {
         return interval;
     }
     let needed_ms = interval.as_secs_f64() * (month / budget) * 1e3;
     let longest = MAX_STRETCHED_INTERVAL.max(interval);
-    if !(needed_ms < longest.as_secs_f64() * 1e3) {
+    // A NaN or an infinite need is the longest stretch too.
+    if needed_ms.partial_cmp(&(longest.as_secs_f64() * 1e3)) != Some(Ordering::Less) {
         return longest;
     }
     // Rounded up to the millisecond (and one more), so that the month stays within the budget.
