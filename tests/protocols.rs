@@ -933,6 +933,68 @@ fn golden_streams_every_way() {
     }
 }
 
+/// A Bedrock frame whose prelude CRC matches (so the body is an event stream) but whose lengths
+/// or headers do not fit fails as a malformed event stream naming what did not fit, whether it
+/// is the first frame or follows a good one; never as a body "without any event" with its binary
+/// bytes quoted.
+#[test]
+fn a_bad_first_bedrock_frame_says_what_did_not_fit() {
+    use llm_probe::decode::eventstream::{encode, HeaderValue};
+    // A prelude (total, headers length) with its CRC, then the message CRC of what came before.
+    let frame = |total: u32, headers: u32| {
+        let mut b = [total.to_be_bytes(), headers.to_be_bytes()].concat();
+        b.extend_from_slice(&crc32fast::hash(&b).to_be_bytes());
+        b.extend_from_slice(&crc32fast::hash(&b).to_be_bytes());
+        b
+    };
+    let many: Vec<(String, HeaderValue)> = (0..70)
+        .map(|i| (format!("h{i}"), HeaderValue::Bool(true)))
+        .collect();
+    let many: Vec<(&str, HeaderValue)> =
+        many.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    let start = encode(
+        &[
+            (":event-type", HeaderValue::String("messageStart".into())),
+            (
+                ":content-type",
+                HeaderValue::String("application/json".into()),
+            ),
+            (":message-type", HeaderValue::String("event".into())),
+        ],
+        br#"{"role":"assistant"}"#,
+    );
+    let cases = [
+        (
+            frame(16, 100),
+            "lengths do not fit (total 16 bytes, headers 100 bytes)",
+        ),
+        (
+            frame(3, 0),
+            "lengths do not fit (total 3 bytes, headers 0 bytes)",
+        ),
+        (encode(&many, b"{}"), "more than 64 headers"),
+    ];
+    for (bad, want) in cases {
+        for after_a_good_frame in [false, true] {
+            let bytes = if after_a_good_frame {
+                [start.clone(), bad.clone()].concat()
+            } else {
+                bad.clone()
+            };
+            let name = format!("{want} (after a good frame: {after_a_good_frame})");
+            let o = run_every_way(Protocol::Bedrock, &bytes, &name);
+            let f = o.result.as_ref().expect_err(&name);
+            assert_eq!(f.reason, FailureReason::Decode, "{name}: {}", f.detail);
+            assert_eq!(
+                f.detail,
+                format!("the event stream is malformed: a message's {want}")
+                    .replace("a message's more", "a message has more"),
+                "{name}"
+            );
+        }
+    }
+}
+
 #[test]
 fn every_new_protocol_has_golden_streams() {
     for p in Protocol::ALL.iter().filter(|p| **p != Protocol::OpenAiChat) {
