@@ -1390,6 +1390,39 @@ fn protocol_specific_config_errors() {
         .is_some_and(|e| e.contains("deployment is only used with protocol azure-openai")));
 }
 
+/// A Bedrock model id of `.` or `..` would be a dot segment of the request path, which URL
+/// normalisation removes (percent-encoded or not): the request and its signature would go to
+/// `/model/converse-stream` or `/converse-stream`. It is refused at load, naming the file, the
+/// field and the fix; a model id with dots and other characters is sent as it is.
+#[test]
+fn a_bedrock_model_id_that_is_a_dot_segment_is_refused() {
+    let base = "scenarios:\n  - name: s\n    messages: [{role: user, content: \"Hi\"}]\n    max_tokens: 8\ntargets:\n  - name: t\n    base_url: https://bedrock-runtime.us-east-1.amazonaws.com\n    protocol: bedrock\n    api_key_env: K\n";
+    let env = |v: &str| (v == "K").then(|| "k".to_string());
+    for model in [".", ".."] {
+        let yaml = format!("{base}    model: \"{model}\"\n");
+        let err = config::parse(&yaml, "f.yaml", &env)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(format!("f.yaml:10:12: targets[0].model: target \"t\": model \"{model}\" cannot be a Bedrock model id: the request path would be /model/{model}/converse-stream, and \"{model}\" as a path segment is removed by URL normalisation, so the request would go elsewhere; set it to the model id, inference profile id or ARN to call, e.g. anthropic.claude-3-haiku-20240307-v1:0.").as_str()),
+            "{model}"
+        );
+    }
+    for model in ["...", "a..b", ".x"] {
+        let yaml = format!("{base}    model: \"{model}\"\n");
+        let cfg = config::parse(&yaml, "f.yaml", &env).unwrap();
+        let t = &cfg.targets[0];
+        let spec = build_request(t, &t.scenarios[0], None);
+        assert_eq!(
+            spec.url.as_str(),
+            format!(
+                "https://bedrock-runtime.us-east-1.amazonaws.com/model/{model}/converse-stream"
+            ),
+        );
+    }
+}
+
 // ---- one real exchange: version_path and the server-timing metrics ---------------------------
 
 /// A one-purpose HTTP/1.1 server on port 0: `GET /version` answers `{"version": "0.9.1"}`, any
