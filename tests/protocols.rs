@@ -995,6 +995,36 @@ fn a_bad_first_bedrock_frame_says_what_did_not_fit() {
     }
 }
 
+/// A lone UTF-16 surrogate escape in a JSON string (`"\ud800"`, as Python's `json.dumps` writes
+/// for a string holding half a pair) is valid JSON that has no Unicode character: it is read as
+/// U+FFFD and the token counts, on the typed fast path of OpenAI chunks and the general path of
+/// the other protocols alike, instead of failing the probe as `decode`.
+#[test]
+fn a_lone_surrogate_escape_is_a_replacement_character_not_a_failure() {
+    let chat = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\ud800 lone\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" \\udc00 and \\ud83d\\ude00\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let ollama = concat!(
+        "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\\ud800 lone\"},\"done\":false}\n",
+        "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\\\\ud800 \\uDBFF\\u0041\"},\"done\":false}\n",
+        "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\",\"eval_count\":2}\n",
+    );
+    for (p, bytes) in [(Protocol::OpenAiChat, chat), (Protocol::Ollama, ollama)] {
+        let o = run_every_way(p, bytes.as_bytes(), p.as_str());
+        let s = summary(&o);
+        assert_eq!(
+            s.result.map(|(n, _)| n),
+            Ok(2),
+            "{p}: {:?}",
+            s.failure_detail
+        );
+        assert_eq!(s.kinds, "O2", "{p}");
+    }
+}
+
 #[test]
 fn every_new_protocol_has_golden_streams() {
     for p in Protocol::ALL.iter().filter(|p| **p != Protocol::OpenAiChat) {
