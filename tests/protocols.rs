@@ -933,6 +933,98 @@ fn golden_streams_every_way() {
     }
 }
 
+/// A Bedrock frame whose prelude CRC matches (so the body is an event stream) but whose lengths
+/// or headers do not fit fails as a malformed event stream naming what did not fit, whether it
+/// is the first frame or follows a good one; never as a body "without any event" with its binary
+/// bytes quoted.
+#[test]
+fn a_bad_first_bedrock_frame_says_what_did_not_fit() {
+    use llm_probe::decode::eventstream::{encode, HeaderValue};
+    // A prelude (total, headers length) with its CRC, then the message CRC of what came before.
+    let frame = |total: u32, headers: u32| {
+        let mut b = [total.to_be_bytes(), headers.to_be_bytes()].concat();
+        b.extend_from_slice(&crc32fast::hash(&b).to_be_bytes());
+        b.extend_from_slice(&crc32fast::hash(&b).to_be_bytes());
+        b
+    };
+    let many: Vec<(String, HeaderValue)> = (0..70)
+        .map(|i| (format!("h{i}"), HeaderValue::Bool(true)))
+        .collect();
+    let many: Vec<(&str, HeaderValue)> =
+        many.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    let start = encode(
+        &[
+            (":event-type", HeaderValue::String("messageStart".into())),
+            (
+                ":content-type",
+                HeaderValue::String("application/json".into()),
+            ),
+            (":message-type", HeaderValue::String("event".into())),
+        ],
+        br#"{"role":"assistant"}"#,
+    );
+    let cases = [
+        (
+            frame(16, 100),
+            "lengths do not fit (total 16 bytes, headers 100 bytes)",
+        ),
+        (
+            frame(3, 0),
+            "lengths do not fit (total 3 bytes, headers 0 bytes)",
+        ),
+        (encode(&many, b"{}"), "more than 64 headers"),
+    ];
+    for (bad, want) in cases {
+        for after_a_good_frame in [false, true] {
+            let bytes = if after_a_good_frame {
+                [start.clone(), bad.clone()].concat()
+            } else {
+                bad.clone()
+            };
+            let name = format!("{want} (after a good frame: {after_a_good_frame})");
+            let o = run_every_way(Protocol::Bedrock, &bytes, &name);
+            let f = o.result.as_ref().expect_err(&name);
+            assert_eq!(f.reason, FailureReason::Decode, "{name}: {}", f.detail);
+            assert_eq!(
+                f.detail,
+                format!("the event stream is malformed: a message's {want}")
+                    .replace("a message's more", "a message has more"),
+                "{name}"
+            );
+        }
+    }
+}
+
+/// A lone UTF-16 surrogate escape in a JSON string (`"\ud800"`, as Python's `json.dumps` writes
+/// for a string holding half a pair) is valid JSON that has no Unicode character: it is read as
+/// U+FFFD and the token counts, on the typed fast path of OpenAI chunks and the general path of
+/// the other protocols alike, instead of failing the probe as `decode`.
+#[test]
+fn a_lone_surrogate_escape_is_a_replacement_character_not_a_failure() {
+    let chat = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\ud800 lone\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" \\udc00 and \\ud83d\\ude00\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let ollama = concat!(
+        "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\\ud800 lone\"},\"done\":false}\n",
+        "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\\\\ud800 \\uDBFF\\u0041\"},\"done\":false}\n",
+        "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\",\"eval_count\":2}\n",
+    );
+    for (p, bytes) in [(Protocol::OpenAiChat, chat), (Protocol::Ollama, ollama)] {
+        let o = run_every_way(p, bytes.as_bytes(), p.as_str());
+        let s = summary(&o);
+        assert_eq!(
+            s.result.map(|(n, _)| n),
+            Ok(2),
+            "{p}: {:?}",
+            s.failure_detail
+        );
+        assert_eq!(s.kinds, "O2", "{p}");
+    }
+}
+
 #[test]
 fn every_new_protocol_has_golden_streams() {
     for p in Protocol::ALL.iter().filter(|p| **p != Protocol::OpenAiChat) {
@@ -1326,6 +1418,39 @@ fn protocol_specific_config_errors() {
     );
     assert!(err("    protocol: vertex-gemini\n    deployment: d\n")
         .is_some_and(|e| e.contains("deployment is only used with protocol azure-openai")));
+}
+
+/// A Bedrock model id of `.` or `..` would be a dot segment of the request path, which URL
+/// normalisation removes (percent-encoded or not): the request and its signature would go to
+/// `/model/converse-stream` or `/converse-stream`. It is refused at load, naming the file, the
+/// field and the fix; a model id with dots and other characters is sent as it is.
+#[test]
+fn a_bedrock_model_id_that_is_a_dot_segment_is_refused() {
+    let base = "scenarios:\n  - name: s\n    messages: [{role: user, content: \"Hi\"}]\n    max_tokens: 8\ntargets:\n  - name: t\n    base_url: https://bedrock-runtime.us-east-1.amazonaws.com\n    protocol: bedrock\n    api_key_env: K\n";
+    let env = |v: &str| (v == "K").then(|| "k".to_string());
+    for model in [".", ".."] {
+        let yaml = format!("{base}    model: \"{model}\"\n");
+        let err = config::parse(&yaml, "f.yaml", &env)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(format!("f.yaml:10:12: targets[0].model: target \"t\": model \"{model}\" cannot be a Bedrock model id: the request path would be /model/{model}/converse-stream, and \"{model}\" as a path segment is removed by URL normalisation, so the request would go elsewhere; set it to the model id, inference profile id or ARN to call, e.g. anthropic.claude-3-haiku-20240307-v1:0.").as_str()),
+            "{model}"
+        );
+    }
+    for model in ["...", "a..b", ".x"] {
+        let yaml = format!("{base}    model: \"{model}\"\n");
+        let cfg = config::parse(&yaml, "f.yaml", &env).unwrap();
+        let t = &cfg.targets[0];
+        let spec = build_request(t, &t.scenarios[0], None);
+        assert_eq!(
+            spec.url.as_str(),
+            format!(
+                "https://bedrock-runtime.us-east-1.amazonaws.com/model/{model}/converse-stream"
+            ),
+        );
+    }
 }
 
 // ---- one real exchange: version_path and the server-timing metrics ---------------------------

@@ -160,7 +160,7 @@ fn checked(
 
 /// The profile `name` of the shared credentials file `path` (INI: `[name]` sections with
 /// `aws_access_key_id`, `aws_secret_access_key` and optionally `aws_session_token`; `#` and
-/// `;` start comments).
+/// `;` start comments; a leading UTF-8 byte-order mark is ignored).
 ///
 /// Errors: the file cannot be read, has no such profile, or the profile lacks a key.
 pub fn read_profile(path: &Path, name: &str) -> Result<AwsCredentials, String> {
@@ -169,6 +169,8 @@ pub fn read_profile(path: &Path, name: &str) -> Result<AwsCredentials, String> {
         format!("the AWS credentials file {shown} cannot be read ({e}); {}, or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.", e.fix())
     })?;
     let text = String::from_utf8_lossy(&bytes);
+    // A byte-order mark (a file saved by a Windows editor) would hide the first `[profile]`.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut in_profile = false;
     let mut found = false;
     let (mut id, mut secret, mut token) = (None, None, None);
@@ -291,6 +293,24 @@ mod tests {
         assert!(e.contains("lacks") && !e.contains("=X"), "{e}");
         let e = read_profile(&dir.path().join("missing"), "default").unwrap_err();
         assert!(e.contains("cannot be read"), "{e}");
+    }
+
+    /// A credentials file saved by a Windows editor starts with a UTF-8 byte-order mark (and
+    /// has CRLF line ends): its first profile is still found.
+    #[test]
+    fn a_byte_order_mark_before_the_first_profile_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("credentials");
+        std::fs::write(
+            &file,
+            format!("\u{feff}[default]\r\naws_access_key_id = {ID}\r\naws_secret_access_key = {SECRET}\r\n"),
+        )
+        .unwrap();
+        let c = read_profile(&file, "default").unwrap();
+        assert_eq!(
+            (c.access_key_id.expose(), c.secret_access_key.expose()),
+            (ID, SECRET)
+        );
     }
 
     #[test]

@@ -41,11 +41,13 @@ fn read_text(path: &Path) -> Result<Vec<u8>, ReadError> {
 }
 
 /// Trims and checks an API key value read from `what` (`the environment variable X`, `the file
-/// /p`) for the field `field`; the message names `what`, never the value.
+/// /p`) for the field `field`; the message names `what`, never the value. A leading UTF-8
+/// byte-order mark (which Windows editors write) is stripped as the surrounding whitespace and
+/// the trailing newline are.
 ///
 /// Errors: the value is empty, or holds characters that cannot be sent in an HTTP header.
 pub fn key_from_value(value: &str, what: &str, field: &str) -> Result<Secret, String> {
-    let value = value.trim();
+    let value = value.strip_prefix('\u{feff}').unwrap_or(value).trim();
     if value.is_empty() {
         return Err(format!("{what} named by {field} is empty; put the API key in it, or remove {field} if the endpoint needs no key."));
     }
@@ -267,6 +269,31 @@ mod tests {
         );
         let e = key_from_file(Path::new("sk-pasted-key"), true).unwrap_err();
         assert!(!e.contains("sk-pasted-key"), "{e}");
+    }
+
+    /// A key file written by a Windows editor starts with a UTF-8 byte-order mark (and may end
+    /// in CRLF): the mark is stripped as the line ending is, never sent as part of the key. Only
+    /// one mark, and only at the start.
+    #[test]
+    fn a_byte_order_mark_before_the_key_is_stripped_like_the_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("key.txt");
+        for text in [
+            "\u{feff}sk-abc\r\n",
+            "\u{feff}sk-abc",
+            "\u{feff} sk-abc \n",
+            "sk-abc\n",
+        ] {
+            std::fs::write(&f, text).unwrap();
+            let key = key_from_file(&f, false).unwrap();
+            assert_eq!(key.expose(), "sk-abc", "{text:?}");
+        }
+        let env = key_from_env("K", &|_| Some("\u{feff}sk-abc\n".into())).unwrap();
+        assert_eq!(env.expose(), "sk-abc");
+        // Nothing but the mark is an empty file.
+        std::fs::write(&f, "\u{feff}\n").unwrap();
+        let e = key_from_file(&f, false).unwrap_err();
+        assert!(e.contains("is empty"), "{e}");
     }
 
     /// A target whose api_key_env was unset at load keeps failing when its TLS files are read

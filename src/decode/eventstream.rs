@@ -94,6 +94,8 @@ pub struct EventStreamDecoder {
     /// Bytes of the current, incomplete message.
     buf: Vec<u8>,
     poisoned: Option<DecodeError>,
+    /// A prelude whose CRC matches was read ([`EventStreamDecoder::framed`]).
+    framed: bool,
 }
 
 impl Default for EventStreamDecoder {
@@ -126,6 +128,7 @@ impl EventStreamDecoder {
             limit,
             buf: Vec::new(),
             poisoned: None,
+            framed: false,
         }
     }
 
@@ -152,6 +155,7 @@ impl EventStreamDecoder {
                 Err(e) => break Err(e),
             }
         };
+        self.framed |= start > 0 || prelude_matches(&self.buf[start..]);
         self.buf.drain(..start);
         if let Err(e) = &result {
             self.poisoned = Some(e.clone());
@@ -177,6 +181,14 @@ impl EventStreamDecoder {
             left.len(),
             want.as_deref().unwrap_or("?")
         )))
+    }
+
+    /// Whether a prelude whose CRC matches has been read (the one of a message that then failed
+    /// included): the body is AWS's event stream, so a later error is a malformed frame, not a
+    /// body of some other kind (an HTML page, a JSON error). Random bytes match a prelude CRC
+    /// once in 2^32.
+    pub fn framed(&self) -> bool {
+        self.framed
     }
 
     /// Bytes held of an incomplete message.
@@ -216,6 +228,11 @@ impl EventStreamDecoder {
         let payload = b[PRELUDE_BYTES + headers_len..total - 4].to_vec();
         Ok(Some((Message { headers, payload }, total)))
     }
+}
+
+/// Whether `b` starts with a whole prelude whose CRC matches.
+fn prelude_matches(b: &[u8]) -> bool {
+    b.len() >= PRELUDE_BYTES && crc32fast::hash(&b[0..8]) == be_u32(&b[8..12])
 }
 
 /// Splits `n` bytes off the front of `b`.

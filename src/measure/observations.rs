@@ -43,7 +43,8 @@ pub struct ServerTimings {
     /// Generation (decode) time, seconds (llama.cpp `timings.predicted_ms / 1000`).
     pub predicted_seconds: Option<f64>,
     /// The server's own latency of the whole call, seconds (Amazon Bedrock
-    /// `metadata.metrics.latencyMs / 1000`).
+    /// `metadata.metrics.latencyMs / 1000`); `None` when not reported or not credible
+    /// (negative, or longer than a day, the longest a probe can wait).
     pub latency_seconds: Option<f64>,
 }
 

@@ -208,10 +208,12 @@ impl StreamReader {
         match decoded {
             Ok(()) => {}
             Err(_) if self.ended => obs.anomaly(Anomaly::TrailingBytes),
-            // Not a single event-stream message: the server answered with something else (an
-            // HTML page, a JSON error), named as such rather than as a bad frame.
+            // Not a single event-stream prelude: the server answered with something else (an
+            // HTML page, a JSON error), named as such rather than as a bad frame. A first frame
+            // whose prelude CRC matched but whose lengths or headers do not fit is a bad frame.
             Err(crate::decode::DecodeError::BadFrame { .. })
-                if !self.framed && matches!(self.decoder, Decoder::EventStream(..)) =>
+                if !self.framed
+                    && matches!(&self.decoder, Decoder::EventStream(d, _) if !d.framed()) =>
             {
                 self.unframed = true;
                 return self.unframed_head(obs);

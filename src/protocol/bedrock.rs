@@ -243,9 +243,16 @@ impl StreamProtocol for BedrockStream {
                     });
                     usage::record(obs, u64_at(u, "outputTokens"), prompt, read);
                 }
+                // Server numbers are untrusted input: as for a reported prefill, a negative,
+                // NaN or unrepresentable duration is unknown, and so is one longer than any
+                // probe can wait (a timeout is at most a day).
                 let latency = data.get("metrics").and_then(|m| f64_at(m, "latencyMs"));
-                if let Some(ms) = latency.filter(|ms| *ms >= 0.0) {
-                    obs.server_timings.latency_seconds = Some(ms / 1000.0);
+                let credible = |s: &f64| {
+                    std::time::Duration::try_from_secs_f64(*s)
+                        .is_ok_and(|d| d <= crate::config::durations::MAX)
+                };
+                if let Some(s) = latency.map(|ms| ms / 1000.0).filter(credible) {
+                    obs.server_timings.latency_seconds = Some(s);
                 }
                 obs.terminated = true;
                 return Flow::Done;
@@ -331,6 +338,38 @@ mod tests {
             (m.output_tokens, m.token_count_source),
             (7, TokenCountSource::Usage)
         );
+    }
+
+    /// The server's latency is untrusted input: negative, not a number, or longer than any probe
+    /// can wait (its timeout is at most a day) is unknown, never shown.
+    #[test]
+    fn an_absurd_server_latency_is_unknown() {
+        for (latency, want) in [
+            ("250", Some(0.25)),
+            ("0", Some(0.0)),
+            ("86400000", Some(86_400.0)),
+            ("86400001", None),
+            ("1e308", None),
+            ("18446744073709551615", None),
+            ("-1", None),
+            ("\"12\"", None),
+        ] {
+            let (obs, flow) = run(&[
+                (
+                    "contentBlockDelta",
+                    r#"{"contentBlockIndex":0,"delta":{"text":"Hi"}}"#,
+                ),
+                ("messageStop", r#"{"stopReason":"end_turn"}"#),
+                (
+                    "metadata",
+                    &format!(
+                        r#"{{"usage":{{"outputTokens":1}},"metrics":{{"latencyMs":{latency}}}}}"#
+                    ),
+                ),
+            ]);
+            assert_eq!(flow, Flow::Done, "{latency}");
+            assert_eq!(obs.server_timings.latency_seconds, want, "{latency}");
+        }
     }
 
     #[test]

@@ -344,9 +344,16 @@ pub(crate) fn is_done(data: &str) -> bool {
 
 /// Parses an event's data as JSON. Non-JSON that does not look like JSON (`: keepalive`
 /// rewrapped as data, OpenAI's `[DONE]` in a protocol that does not use it) is an anomaly and
-/// `Err(Flow::Continue)`; broken JSON is a `decode` failure, `Err(Flow::Fail)`.
+/// `Err(Flow::Continue)`; broken JSON is a `decode` failure, `Err(Flow::Fail)`. A lone UTF-16
+/// surrogate escape (`"\ud800"`) is read as U+FFFD ([`json::replace_lone_surrogates`], tried
+/// only after the parse failed).
 pub(crate) fn parse_json(data: &str, obs: &mut Observations) -> Result<serde_json::Value, Flow> {
-    match serde_json::from_str(data) {
+    let parsed =
+        serde_json::from_str(data).or_else(|e| match json::replace_lone_surrogates(data) {
+            Some(lossy) => serde_json::from_str(&lossy),
+            None => Err(e),
+        });
+    match parsed {
         Ok(v) => Ok(v),
         Err(e) if !is_done(data) && json::looks_like_json(data) => Err(Flow::Fail(Failure::new(
             crate::measure::FailureReason::Decode,

@@ -25,6 +25,13 @@ impl Validator<'_> {
         let base_url = self.base_url(&format!("{path}.base_url"), &pre, raw.base_url.as_deref());
 
         let model = self.model(path, &pre, raw.model.clone());
+        if let (Some(Protocol::Bedrock), Some(m @ ("." | ".."))) = (protocol, model.as_deref()) {
+            // Percent-encoding does not help: `%2E%2E` is a dot segment to URL parsers too.
+            self.problem(
+                format!("{path}.model"),
+                format!("{pre}model \"{m}\" cannot be a Bedrock model id: the request path would be /model/{m}/converse-stream, and \"{m}\" as a path segment is removed by URL normalisation, so the request would go elsewhere; set it to the model id, inference profile id or ARN to call, e.g. anthropic.claude-3-haiku-20240307-v1:0."),
+            );
+        }
 
         let (api_key, api_key_source, api_key_file) = self.api_key(path, &pre, &raw);
 
