@@ -44,15 +44,16 @@ pub struct EngineLoad {
 /// `llm_probe_server_metrics_scrape_failures_total`. A fixed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScrapeFailureReason {
-    /// No connection, or the TLS handshake or the request failed before an answer.
+    /// No connection, or the TLS handshake or the request failed before an answer (an answer
+    /// whose head cannot be read is `TooLarge` or `Malformed`: the engine did answer).
     Connect,
     /// No complete answer within the scrape's time budget.
     Timeout,
     /// The answer was not a 2xx.
     HttpStatus,
-    /// The body exceeded [`MAX_BODY_BYTES`].
+    /// The body exceeded [`MAX_BODY_BYTES`], or the response head the HTTP client's limit.
     TooLarge,
-    /// The body is not UTF-8 or not the Prometheus text format.
+    /// The answer is not HTTP, or its body is not UTF-8 or not the Prometheus text format.
     Malformed,
     /// `server_metrics_adapter: auto` found no metric name of a known engine.
     UnknownEngine,
