@@ -332,13 +332,14 @@ impl Armed {
         };
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
-        // Recorded for the reports, unless the target declared the header a secret (a value
-        // marked sensitive is never shown), is not visible ASCII, or is longer than 1 KiB
-        // (then not recorded rather than cut: a cut id names a request never sent).
+        // Recorded for the reports as sent (UTF-8 included: a target's own id may be
+        // non-ASCII, and exemplar labels and JSON are UTF-8), unless the target declared the
+        // header a secret (a value marked sensitive is never shown), it is not UTF-8, or it is
+        // longer than 1 KiB (then not recorded rather than cut: a cut id names a request
+        // never sent). Header values hold no control character but the tab.
         let sent_header = |name: &str| {
             let value = request.headers().get(name).filter(|v| !v.is_sensitive())?;
-            let value = value
-                .to_str()
+            let value = std::str::from_utf8(value.as_bytes())
                 .ok()
                 .filter(|v| v.len() <= MAX_RECORDED_HEADER)?;
             Some(value.to_string())
