@@ -1,5 +1,6 @@
 //! The request for a target's engine metrics (`server_metrics_url:`, [`crate::engine`]): one
-//! `GET`, made just before the probe's own request and outside every measurement, bounded in
+//! `GET`, made before the probe's own request (by the schedule, in the idle time before the
+//! probe's slot: [`crate::schedule`]) and outside every measurement, bounded in
 //! time (the smaller of [`MAX_SCRAPE_TIME`] and the target's `timeout`) and in size
 //! ([`MAX_BODY_BYTES`]). It never fails or delays the probe's measurement: whatever happens
 //! becomes an [`EngineScrape`] on the probe's record.
