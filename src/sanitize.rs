@@ -24,22 +24,44 @@ pub fn is_unsafe_char(c: char) -> bool {
 /// characters below U+0100, `\u{HHHH}` above. Borrowed when there is nothing to escape.
 /// Use it on every server-sent (or file-sourced) string printed to a terminal or a log.
 pub fn terminal_safe(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_unsafe_char) {
+    escape_unsafe(s, is_unsafe_char)
+}
+
+/// A rendered HTML or SVG document (`doc`) as the status pages send it: every
+/// [`is_unsafe_char`] but the line feed (which only breaks the markup's own lines and a `<pre>`'s)
+/// written as a visible escape, as [`terminal_safe`] writes it (`\x1b`, `\r`, `\u{202e}`).
+///
+/// Every HTML and SVG answer of the exporter passes through this once, after rendering, so a
+/// control character in any interpolated string (a failure detail, a model name, a chart's
+/// `<title>`) reaches no page raw, whichever page or template put it there. The templates
+/// themselves hold none, and the escape is plain ASCII that is inert in text, attributes and
+/// markup alike.
+pub fn markup_safe(doc: String) -> String {
+    match escape_unsafe(&doc, |c| c != '\n' && is_unsafe_char(c)) {
+        Cow::Borrowed(_) => doc,
+        Cow::Owned(escaped) => escaped,
+    }
+}
+
+/// `s` with every character `unsafe_char` holds written as a visible escape (see
+/// [`terminal_safe`]); borrowed when there is none.
+fn escape_unsafe(s: &str, unsafe_char: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(&unsafe_char) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
+            c if !unsafe_char(c) => out.push(c),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if is_unsafe_char(c) && (c as u32) < 0x100 => {
+            c if (c as u32) < 0x100 => {
                 let _ = write!(out, "\\x{:02x}", c as u32);
             }
-            c if is_unsafe_char(c) => {
+            c => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
-            c => out.push(c),
         }
     }
     Cow::Owned(out)
@@ -291,6 +313,16 @@ fn without_secret_start<'p>(piece: &'p str, secret: &str) -> Cow<'p, str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn markup_safe_escapes_every_control_character_but_the_line_feed() {
+        let doc = "<p>a\u{1b}[2J\r\u{7}\u{0}\t\u{202e}b</p>\n<pre>x\ny</pre>".to_string();
+        assert_eq!(
+            super::markup_safe(doc),
+            "<p>a\\x1b[2J\\r\\x07\\x00\\t\\u{202e}b</p>\n<pre>x\ny</pre>"
+        );
+        assert_eq!(super::markup_safe("<p>é ok</p>".into()), "<p>é ok</p>");
+    }
+
     #[test]
     fn markdown_text_shows_markup_instead_of_rendering_it() {
         let s = super::markdown_text("a](javascript:x) <img src=x> **b**\n# h | c `d` & \\");

@@ -1,7 +1,9 @@
 //! One task per (target, scenario): the first probe soon after start, then every `interval` at
 //! the pair's deterministic [`Slot`] (targets don't all fire together, and the scenarios of one
 //! target are spread evenly across the interval); a probe never overlaps its
-//! predecessor (a late probe skips ticks instead of bunching up); a `Retry-After` from the
+//! predecessor (a late probe skips ticks instead of bunching up); a target's engine metrics are
+//! read in the idle time before each probe's start and end by it, so a slow engine never
+//! delays a probe or the cadence; a `Retry-After` from the
 //! server holds the next probe back until it has passed; cancellation drops an in-flight probe
 //! without observing it; a probe that panics is logged and counted, and the schedule goes on.
 
@@ -66,7 +68,9 @@ pub static PROBE_PANICS: LazyLock<Counter> = LazyLock::new(Counter::default);
 
 /// Probes `scenario` with `prober` every interval until `shutdown`, handing each outcome to
 /// `record`. Each probe runs in its own task: a probe that panics is logged, counted in
-/// [`PROBE_PANICS`] and skipped, and the schedule goes on.
+/// [`PROBE_PANICS`] and skipped, and the schedule goes on. A target's engine metrics
+/// ([`Prober::read_engine`]) are read before each start, within the read's budget and ending
+/// by the start ([`Prober::engine_read_lead`]).
 pub async fn probe_loop<F>(
     prober: Prober,
     scenario: Arc<Scenario>,
@@ -85,9 +89,21 @@ pub async fn probe_loop<F>(
     let first = instant_after(now, slot.first);
     let then = instant_after(now, slot.steady.saturating_add(interval));
     let names = (target.name.clone(), scenario.name.clone());
-    let probe = move || {
+    // The engine's metrics are read in the idle time before each start, so that a slow
+    // engine never delays the probe or the schedule (the read fails as `timeout` at the start).
+    let ahead = Ahead {
+        lead: prober.engine_read_lead(),
+        read: {
+            let prober = prober.clone();
+            move |until| {
+                let prober = prober.clone();
+                async move { prober.read_engine(until).await }
+            }
+        },
+    };
+    let probe = move |load: Option<Option<crate::engine::EngineScrape>>| {
         let (prober, scenario) = (prober.clone(), scenario.clone());
-        async move { prober.probe(&scenario).await }
+        async move { prober.probe_with_load(&scenario, load.flatten()).await }
     };
     // Until this new pair's first probe has ended, no wake-up coalescing: a fast stream is
     // found at full resolution before its reads could ever be merged (`coalesce`).
@@ -98,23 +114,46 @@ pub async fn probe_loop<F>(
         record(outcome);
         hold
     };
-    run_loop(&names, (first, then), interval, probe, after, shutdown).await;
+    run_loop(
+        &names,
+        (first, then),
+        interval,
+        ahead,
+        probe,
+        after,
+        shutdown,
+    )
+    .await;
 }
 
-/// The schedule of [`probe_loop`], over any probe: `probe()` at `first`, then at `then` and
-/// every `interval` after it (skipping missed ticks), each in its own task; `after` takes each
-/// result and returns how long the server asked to be left alone (`Retry-After`). `names` is
-/// (target, scenario).
-async fn run_loop<T, P, Fut>(
+/// What runs before a probe's start: `read(until)` begun `lead` before it (or when the previous
+/// probe ended, if later) and ending by `until`, the start ([`probe_loop`]: the engine's
+/// metrics). A zero `lead` reads nothing.
+struct Ahead<R> {
+    lead: Duration,
+    read: R,
+}
+
+/// The schedule of [`probe_loop`], over any probe: `probe(read)` at `first`, then at `then` and
+/// every `interval` after it (skipping missed ticks), each in its own task, with what
+/// `ahead.read` gave before that start (`None`: nothing read, or the read panicked); `after`
+/// takes each result and returns how long the server asked to be left alone (`Retry-After`).
+/// The read runs in the idle time before the start and never delays it. `names` is (target,
+/// scenario).
+async fn run_loop<T, S, R, RFut, P, Fut>(
     names: &(String, String),
     (first, then): (Instant, Instant),
     interval: Duration,
+    ahead: Ahead<R>,
     probe: P,
     mut after: impl FnMut(T) -> Option<Duration>,
     shutdown: CancellationToken,
 ) where
     T: Send + 'static,
-    P: Fn() -> Fut,
+    S: Send + 'static,
+    R: Fn(Instant) -> RFut,
+    RFut: std::future::Future<Output = S> + Send + 'static,
+    P: Fn(Option<S>) -> Fut,
     Fut: std::future::Future<Output = T> + Send + 'static,
 {
     // The config refuses a zero interval. Given one anyway, the schedule stops (a panic its
@@ -126,15 +165,32 @@ async fn run_loop<T, P, Fut>(
     );
     // The first probe at `first`, then on the steady grid `then + k × interval`: the first
     // slot of it after the previous probe ended (a slot missed while a probe ran is skipped).
-    let mut start = first;
+    // The first probe leaves its read the whole lead (a new pair's first slot may be sooner).
+    let mut start = first.max(instant_after(Instant::now(), ahead.lead));
     loop {
+        // The read ahead of the start: from `lead` before it (not before the previous probe
+        // ended: this runs after it), bounded by the start itself.
+        let mut read = None;
+        if !ahead.lead.is_zero() {
+            let from = start.checked_sub(ahead.lead).unwrap_or(start);
+            let reading = async {
+                tokio::time::sleep_until(from).await;
+                let task = AbortOnDropHandle::new(tokio::spawn((ahead.read)(start)));
+                // Ending by the start whatever the read does (it bounds itself too).
+                tokio::time::timeout_at(start, task).await
+            };
+            read = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = reading => r.ok().and_then(Result::ok),
+            };
+        }
         // With wake-up coalescing on, idle workers stop waiting a moment before the start
         // (`coalesce::starting`).
         let early = tokio::select! {
             _ = shutdown.cancelled() => return,
             early = coalesce::sleep_until_start(start) => early,
         };
-        let task = AbortOnDropHandle::new(tokio::spawn(coalesce::starting(early, probe())));
+        let task = AbortOnDropHandle::new(tokio::spawn(coalesce::starting(early, probe(read))));
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = task => r,
@@ -272,7 +328,8 @@ mod tests {
             &names,
             (first, then),
             interval,
-            || async {},
+            nothing_ahead(),
+            |_| async {},
             after,
             shutdown,
         )
@@ -302,13 +359,131 @@ mod tests {
             &names,
             (start, start + interval),
             interval,
-            || async {},
+            nothing_ahead(),
+            |_| async {},
             after,
             shutdown,
         )
         .await;
         let secs: Vec<u64> = at.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [2, 32, 42]);
+    }
+
+    /// No read ahead of the probes.
+    fn nothing_ahead() -> Ahead<fn(Instant) -> std::future::Ready<()>> {
+        Ahead {
+            lead: Duration::ZERO,
+            read: |_| std::future::ready(()),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_engine_read_does_not_delay_the_schedule() {
+        let t0 = Instant::now();
+        let interval = Duration::from_secs(1);
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let ends = std::sync::Mutex::new(Vec::new());
+        let reads = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let after = |got: Option<Duration>| {
+            let mut ends = ends.lock().unwrap();
+            ends.push((Instant::now() - t0, got));
+            if ends.len() == 4 {
+                stop.cancel();
+            }
+            None
+        };
+        let names = ("t".to_string(), "s".to_string());
+        let start = t0 + Duration::from_secs(1);
+        // A slow engine: its read takes its whole 1 s budget (the target's timeout ≈ the
+        // interval), cut at the probe's start; the probe's request takes 100 ms.
+        let seen = reads.clone();
+        let ahead = Ahead {
+            lead: Duration::from_secs(1),
+            read: move |until: Instant| {
+                seen.lock().unwrap().push(Instant::now() - t0);
+                async move {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    until - t0
+                }
+            },
+        };
+        let probe = |read: Option<Duration>| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            read
+        };
+        run_loop(
+            &names,
+            (start, start + interval),
+            interval,
+            ahead,
+            probe,
+            after,
+            shutdown,
+        )
+        .await;
+        let ms = |d: &Duration| d.as_millis();
+        let ends = ends.into_inner().unwrap();
+        assert_eq!(
+            ends.iter().map(|(e, _)| ms(e)).collect::<Vec<_>>(),
+            [1100, 2100, 3100, 4100],
+            "a probe every interval, on time"
+        );
+        assert!(
+            ends.iter().all(|(_, got)| got.is_none()),
+            "a read cut at the start gives nothing: {ends:?}"
+        );
+        // Each read began after the previous probe ended, at most 1 s before its start.
+        assert_eq!(
+            reads
+                .lock()
+                .unwrap()
+                .iter()
+                .take(4)
+                .map(ms)
+                .collect::<Vec<_>>(),
+            [0, 1100, 2100, 3100]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quick_engine_read_reaches_its_probe() {
+        let t0 = Instant::now();
+        let interval = Duration::from_secs(10);
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let mut got = Vec::new();
+        let after = |r: (Duration, Option<Duration>)| {
+            got.push(r);
+            if got.len() == 2 {
+                stop.cancel();
+            }
+            None
+        };
+        let names = ("t".to_string(), "s".to_string());
+        let start = t0 + Duration::from_secs(3);
+        let ahead = Ahead {
+            lead: Duration::from_secs(2),
+            read: move |_until: Instant| async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Instant::now() - t0
+            },
+        };
+        let probe = |read: Option<Duration>| async move { (Instant::now() - t0, read) };
+        run_loop(
+            &names,
+            (start, start + interval),
+            interval,
+            ahead,
+            probe,
+            after,
+            shutdown,
+        )
+        .await;
+        let ms = |d: Duration| d.as_millis();
+        let got: Vec<_> = got.iter().map(|(a, r)| (ms(*a), r.map(ms))).collect();
+        // Read from 2 s before the start (1.05 s, 11.05 s); the probe on its slot with it.
+        assert_eq!(got, [(3000, Some(1050)), (13000, Some(11050))]);
     }
 
     #[test]
@@ -330,7 +505,7 @@ mod tests {
         use std::sync::atomic::{AtomicU32, Ordering};
         let calls = Arc::new(AtomicU32::new(0));
         let c = calls.clone();
-        let probe = move || {
+        let probe = move |_: Option<()>| {
             let n = c.fetch_add(1, Ordering::SeqCst);
             async move {
                 assert!(n != 1, "probe {n} fails on purpose");
@@ -354,6 +529,7 @@ mod tests {
             &names,
             (now, now + Duration::from_millis(5)),
             Duration::from_millis(5),
+            nothing_ahead(),
             probe,
             after,
             shutdown,

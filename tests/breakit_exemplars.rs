@@ -117,8 +117,9 @@ async fn a_hostile_request_id_round_trips_through_openmetrics_protobuf_and_prome
 }
 
 /// A target's own request id longer than 128 characters is recorded whole (up to 1 KiB), not
-/// cut: a cut id names a request that was never sent. Longer than 1 KiB, or not visible ASCII:
-/// sent, not recorded.
+/// cut: a cut id names a request that was never sent. Longer than 1 KiB: sent, not recorded.
+/// A non-ASCII one is recorded as sent, and is the exemplar's `request_id` (OpenMetrics label
+/// values are UTF-8; the label set's limit counts characters, not bytes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_request_id_is_recorded_whole_or_not_at_all() {
     let sim = common::simulator(Script {
@@ -126,11 +127,18 @@ async fn a_long_request_id_is_recorded_whole_or_not_at_all() {
         ..Script::default()
     })
     .await;
-    let cases = [(200, true), (1024, true), (1025, false), (0, false)];
+    let cases = [
+        (200, true),
+        (1024, true),
+        (1025, false),
+        (0, true),
+        (78, true),
+    ];
     for (len, recorded) in cases {
-        // 0: a non-ASCII id (sent as UTF-8 bytes; not recorded, as it is not visible ASCII).
+        // 0: a short non-ASCII id; 78: non-ASCII, at the label limit in characters (156 bytes).
         let id: String = match len {
             0 => "r\u{e9}q-\u{202e}1".to_string(),
+            78 => "\u{e9}".repeat(78),
             _ => (0..len)
                 .map(|i| if i % 2 == 0 { 'a' } else { 'B' })
                 .collect(),
@@ -149,6 +157,20 @@ async fn a_long_request_id_is_recorded_whole_or_not_at_all() {
         assert_eq!(o.observations.request_id.as_deref(), want, "{len}");
         let json = llm_probe::report::to_json(&o);
         assert_eq!(json["request_id"].as_str(), want, "{len}");
+        if id.chars().count() <= 78 {
+            // Within the label limit: the exemplar carries it.
+            let m = llm_probe::metrics::Metrics::new(&[]);
+            m.observe(&o);
+            let (_, om) = m.render(Some("application/openmetrics-text"));
+            assert!(
+                om.contains(&format!(",request_id=\"{id}\"}} ")),
+                "{len}: {}",
+                om.lines()
+                    .filter(|l| l.contains(" # {"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
     }
 }
 

@@ -243,6 +243,10 @@ enum Hostile {
     Gzip,
     /// A valid exposition, one byte per 200 ms.
     Drip,
+    /// A 200 whose head is 1 MiB of headers (more than any client reads of a head).
+    HugeHead,
+    /// An answer that is not HTTP at all.
+    NotHttp,
     /// Valid but awkward: CRLF line ends, comments with odd bytes, duplicate families,
     /// exponent floats, `+Inf` on a metric nobody reads, a huge label value.
     Awkward,
@@ -300,6 +304,15 @@ async fn hostile(how: Hostile) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                         tokio::time::sleep(Duration::from_secs(30)).await;
                         return;
                     }
+                    Hostile::HugeHead => {
+                        let mut r = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n".to_vec();
+                        for i in 0..16 * 1024 {
+                            r.extend_from_slice(format!("x-pad-{i:05}: {}\r\n", "a".repeat(50)).as_bytes());
+                        }
+                        r.extend_from_slice(b"content-length: 28\r\nconnection: close\r\n\r\nvllm:num_requests_waiting 1\n");
+                        r
+                    }
+                    Hostile::NotHttp => b"SSH-2.0-OpenSSH_9.6\r\nProtocol mismatch.\r\n".to_vec(),
                     Hostile::Status503 => b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
                     Hostile::Unknown => ok(b"# TYPE up gauge\nup 1\nprocess_open_fds 12\n"),
                     Hostile::Valid => ok(b"vllm:num_requests_waiting{engine=\"0\"} 4\nvllm:num_requests_running{engine=\"0\"} 2\n"),
@@ -350,9 +363,12 @@ async fn hostile(how: Hostile) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
 async fn hostile_metrics_servers_are_typed_scrape_failures_and_the_probe_is_unaffected() {
     let sim = common::simulator(quick()).await;
     let refused = common::free_port();
-    let cases: [(Option<Hostile>, ScrapeFailureReason); 9] = [
+    let cases: [(Option<Hostile>, ScrapeFailureReason); 11] = [
         (Some(Hostile::Huge), ScrapeFailureReason::TooLarge),
         (Some(Hostile::HugeDeclared), ScrapeFailureReason::TooLarge),
+        // The engine answered: a head too big to read, or not HTTP, is not a connect failure.
+        (Some(Hostile::HugeHead), ScrapeFailureReason::TooLarge),
+        (Some(Hostile::NotHttp), ScrapeFailureReason::Malformed),
         (Some(Hostile::Garbage), ScrapeFailureReason::Malformed),
         (Some(Hostile::NotUtf8), ScrapeFailureReason::Malformed),
         (Some(Hostile::NaN), ScrapeFailureReason::InvalidValue),

@@ -130,6 +130,24 @@ fn a_probe_without_a_w3c_trace_id_has_no_exemplar_and_a_long_request_id_is_left_
     m.observe(&none);
     let (_, om) = m.render(Some("application/openmetrics-text"));
     assert!(!om.contains(" # {"), "{om}");
+    // W3C Trace Context: version ff is invalid, hex is lower-case, no all-zero parent id. A
+    // target's own such value gives no exemplar and no trace id in the JSON.
+    for tp in [
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+    ] {
+        let mut bad = common::synthetic::success(Duration::from_millis(100));
+        bad.observations.traceparent = Some(tp.into());
+        m.observe(&bad);
+        let (_, om) = m.render(Some("application/openmetrics-text"));
+        assert!(!om.contains(" # {"), "{tp}: {om}");
+        assert_eq!(bad.observations.trace_id(), None, "{tp}");
+        assert!(
+            llm_probe::report::to_json(&bad)["trace_id"].is_null(),
+            "{tp}"
+        );
+    }
     let (mut long, id) = traced(100, 'd', 1_700_000_000_000);
     long.observations.request_id = Some("x".repeat(100));
     m.observe(&long);

@@ -154,6 +154,137 @@ async fn hostile_names_and_details_are_escaped_on_every_page_api_and_badge() {
     d.stop().await;
 }
 
+/// A failure detail as a server can send it inside a JSON error: ESC (an erase-screen
+/// sequence), CR, BEL and NUL.
+const CONTROL_DETAIL: &str = "boom \u{1b}[2J\r\u{7}\u{0} forged";
+
+/// An OpenAI-compatible endpoint whose every stream is one error event with
+/// [`CONTROL_DETAIL`] as its message (JSON-escaped on the wire, raw once decoded).
+async fn control_char_server() -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                // The head, then as much body as it announces.
+                let body_start = loop {
+                    if let Some(i) = req.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&req[..body_start]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                while req.len() < body_start + length {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let event = serde_json::json!({ "error": { "message": CONTROL_DETAIL } });
+                let body = format!("data: {event}\n\n");
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(reply.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_a_failure_detail_are_escaped_on_every_page() {
+    let addr = control_char_server().await;
+    let options = llm_probe::server::ServerOptions {
+        debug_probe: llm_probe::server::DebugProbePolicy {
+            enabled: true,
+            min_interval: Some(Duration::ZERO),
+        },
+        ..Default::default()
+    };
+    let d = Daemon::start_with(
+        common::parse(&config(&format!("http://{addr}/v1"), "m", "1s")),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        options,
+    )
+    .await
+    .unwrap();
+    let mut rx = d.subscribe();
+    // Two failed probes: the target page's chart marks (with their <title>s) and its list.
+    let o = common::outcomes(&mut rx, 2, Duration::from_secs(10)).await;
+    let failure = o[1].result.as_ref().unwrap_err();
+    assert!(
+        failure.detail.contains('\u{1b}'),
+        "the detail arrives raw: {failure:?}"
+    );
+    let trace_id = llm_probe::measure::TraceId::from_bytes([7; 16]).unwrap();
+    d.history.push_probe(RecentProbe {
+        target: "sim".into(),
+        scenario: "chat".into(),
+        started_at: SystemTime::now(),
+        ttft: None,
+        output_tokens_per_second: None,
+        tpot: None,
+        itl: None,
+        e2e: None,
+        output_tokens: None,
+        failure: Some((FailureReason::Decode, CONTROL_DETAIL.into())),
+        identity: Some(format!("model={CONTROL_DETAIL}").into()),
+        trace_id: Some(trace_id),
+    });
+    let html = Some("text/html");
+    for (path, accept) in [
+        ("/".to_string(), html),
+        ("/?view=wall".to_string(), html),
+        ("/targets/sim".to_string(), html),
+        (format!("/probes/{trace_id}?format=html"), html),
+        (format!("/probes/{trace_id}"), html),
+        (
+            "/probe?target=sim&scenario=chat&format=html".to_string(),
+            None,
+        ),
+        (
+            "/probe?target=sim&scenario=chat&debug=true".to_string(),
+            html,
+        ),
+        ("/badge/sim/chat/ttft.svg".to_string(), None),
+        ("/badge/sim/chat/status.svg".to_string(), None),
+    ] {
+        let (status, ct, body) = common::get(d.addr, &path, accept).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(
+            ct.starts_with("text/html") || ct.starts_with("image/svg+xml"),
+            "{path}: {ct}"
+        );
+        let raw: Vec<char> = body
+            .chars()
+            .filter(|&c| c != '\n' && llm_probe::sanitize::is_unsafe_char(c))
+            .collect();
+        assert!(raw.is_empty(), "{path} carries {raw:?} raw: {body}");
+        if path != "/" && !path.starts_with("/badge") && !path.contains("wall") {
+            assert!(
+                body.contains("boom \\x1b[2J\\r\\x07\\x00 forged"),
+                "{path} shows the detail escaped: {body}"
+            );
+        }
+    }
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_rejects_bad_parameters_with_a_reason() {
     let sim = common::simulator(quick("m")).await;

@@ -268,6 +268,21 @@ mod tests {
     }
 
     #[test]
+    fn a_series_repeated_in_one_exposition_counts_once() {
+        // Three lines of one series (labels in any order): one engine core waiting 3, not 9.
+        let text = "vllm:num_requests_waiting{engine=\"0\",model_name=\"a\"} 3\n\
+                    vllm:num_requests_waiting{engine=\"0\",model_name=\"a\"} 3\n\
+                    vllm:num_requests_waiting{model_name=\"a\",engine=\"0\",} 3\n\
+                    vllm:num_requests_waiting{engine=\"1\",model_name=\"a\"} 1\n\
+                    vllm:num_requests_running 2\n\
+                    vllm:num_requests_running 5\n";
+        let l = read(Adapter::Auto, text).unwrap();
+        assert_eq!(l.requests_waiting, Some(4.0));
+        // The first line of a series counts, as in Prometheus.
+        assert_eq!(l.requests_running, Some(2.0));
+    }
+
+    #[test]
     fn older_vllm_name_and_tgi_without_ratio() {
         let l = read(Adapter::Auto, "vllm:gpu_cache_usage_perc 0.1\n").unwrap();
         assert_eq!(l.kv_cache_usage_ratio, Some(0.1));

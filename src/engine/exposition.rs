@@ -5,12 +5,20 @@
 //! skipped, and only the samples whose metric name the caller wants are returned. Sans-IO: works
 //! on a `&str` already read and bounded by the caller.
 //!
+//! A series (metric name and label set, labels in any order) written more than once breaks the
+//! format ("each line must have a unique combination of a metric name and labels"); it is read
+//! as Prometheus ingests it: the first sample counts, the later ones are dropped as duplicates
+//! (so an engine that repeats its `waiting 3` line three times still says 3, not 9).
+//!
 //! Reference: <https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format>.
 //! Label values may hold the escapes `\\`, `\"` and `\n`; values are Go-style floats (`NaN`,
 //! `+Inf`, `-Inf`, `1e3`, …); OpenMetrics exemplars (`# {…} v`) after the value are ignored.
 
-/// One sample line whose name was wanted: its metric name and value. Labels are checked but
-/// not kept: every adapter aggregates over them (see [`crate::engine::adapters`]).
+use std::collections::HashSet;
+
+/// One sample line whose name was wanted: its metric name and value, the first of its series.
+/// Labels are checked and tell series apart, but are not kept: every adapter aggregates over
+/// them (see [`crate::engine::adapters`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sample<'a> {
     /// Metric name as written (`vllm:num_requests_waiting`).
@@ -30,7 +38,8 @@ pub struct ExpositionError {
     pub what: &'static str,
 }
 
-/// The samples of `text` whose metric name satisfies `wanted`, in order.
+/// The samples of `text` whose metric name satisfies `wanted`, in order, each series once (its
+/// first sample; see the module's documentation).
 ///
 /// Errors: the first malformed sample line (see [`ExpositionError`]).
 pub fn parse<'a>(
@@ -38,6 +47,8 @@ pub fn parse<'a>(
     mut wanted: impl FnMut(&str) -> bool,
 ) -> Result<Vec<Sample<'a>>, ExpositionError> {
     let mut out = Vec::new();
+    // Every wanted series seen: its name and label pairs (raw, escapes and all; sorted).
+    let mut seen: HashSet<(&str, Vec<(&str, &str)>)> = HashSet::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw
             .strip_suffix('\r')
@@ -47,9 +58,16 @@ pub fn parse<'a>(
             continue;
         }
         let err = |what| ExpositionError { line: i + 1, what };
-        let (name, value) = sample_line(line).map_err(err)?;
+        let (name, labels, value) = sample_line(line).map_err(err)?;
         if wanted(name) {
-            out.push(Sample { name, value });
+            let mut pairs = Vec::new();
+            if let Some(labels) = labels {
+                skip_labels(labels, Some(&mut pairs)).map_err(err)?;
+            }
+            pairs.sort_unstable();
+            if seen.insert((name, pairs)) {
+                out.push(Sample { name, value });
+            }
         }
     }
     Ok(out)
@@ -63,8 +81,8 @@ fn is_name_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b':'
 }
 
-/// `name{labels} value [timestamp]` → (name, value).
-fn sample_line(line: &str) -> Result<(&str, f64), &'static str> {
+/// `name{labels} value [timestamp]` → (name, the text after `{` if there are labels, value).
+fn sample_line(line: &str) -> Result<(&str, Option<&str>, f64), &'static str> {
     let b = line.as_bytes();
     if !is_name_start(b[0]) {
         return Err("a sample line does not start with a metric name");
@@ -72,8 +90,9 @@ fn sample_line(line: &str) -> Result<(&str, f64), &'static str> {
     let end = b.iter().position(|&c| !is_name_char(c)).unwrap_or(b.len());
     let name = &line[..end];
     let mut rest = &line[end..];
-    if let Some(labels) = rest.strip_prefix('{') {
-        rest = skip_labels(labels)?;
+    let labels = rest.strip_prefix('{');
+    if let Some(labels) = labels {
+        rest = skip_labels(labels, None)?;
     } else if !rest.is_empty() && !rest.starts_with([' ', '\t']) {
         return Err("a metric name is followed by an unexpected character");
     }
@@ -84,7 +103,7 @@ fn sample_line(line: &str) -> Result<(&str, f64), &'static str> {
     match fields.next() {
         None => {}
         // An OpenMetrics exemplar: ignored.
-        Some("#") => return Ok((name, value)),
+        Some("#") => return Ok((name, labels, value)),
         Some(ts) => {
             if ts.parse::<f64>().is_err() {
                 return Err("a sample's timestamp is not a number");
@@ -95,11 +114,15 @@ fn sample_line(line: &str) -> Result<(&str, f64), &'static str> {
             }
         }
     }
-    Ok((name, value))
+    Ok((name, labels, value))
 }
 
-/// Skips `label="value",…}` (the part after `{`), returning what follows the `}`.
-fn skip_labels(mut s: &str) -> Result<&str, &'static str> {
+/// Skips `label="value",…}` (the part after `{`), returning what follows the `}`; with `pairs`,
+/// pushes each label's name and value (as written, escapes and all) onto it.
+fn skip_labels<'a>(
+    mut s: &'a str,
+    mut pairs: Option<&mut Vec<(&'a str, &'a str)>>,
+) -> Result<&'a str, &'static str> {
     loop {
         s = s.trim_start_matches([' ', '\t']);
         if let Some(after) = s.strip_prefix('}') {
@@ -113,6 +136,7 @@ fn skip_labels(mut s: &str) -> Result<&str, &'static str> {
             .iter()
             .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
             .unwrap_or(b.len());
+        let label = &s[..end];
         s = s[end..].trim_start_matches([' ', '\t']);
         s = s.strip_prefix('=').ok_or("a label has no '='")?;
         s = s.trim_start_matches([' ', '\t']);
@@ -130,6 +154,9 @@ fn skip_labels(mut s: &str) -> Result<&str, &'static str> {
                 Some(_) => {}
             }
         };
+        if let Some(pairs) = pairs.as_deref_mut() {
+            pairs.push((label, &s[..close]));
+        }
         s = s[close + 1..].trim_start_matches([' ', '\t']);
         if let Some(after) = s.strip_prefix(',') {
             s = after;
@@ -169,6 +196,23 @@ mod tests {
         assert!(v[5].1.is_nan());
         assert_eq!(v[6], ("f".into(), 0.001));
         assert_eq!(v.len(), 7);
+    }
+
+    #[test]
+    fn a_repeated_series_is_read_once_the_first_sample() {
+        let text =
+            "a{x=\"1\",y=\"2\"} 3\na{y=\"2\", x=\"1\",} 9\na{x=\"1\"} 4\nb 1\nb 2 1700000000000\n\
+                    a{x=\"1\",y=\"2\\\"\"} 5\n";
+        let v = all(text).unwrap();
+        assert_eq!(
+            v,
+            [
+                ("a".into(), 3.0),
+                ("a".into(), 4.0),
+                ("b".into(), 1.0),
+                ("a".into(), 5.0)
+            ]
+        );
     }
 
     #[test]

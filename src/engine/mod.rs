@@ -1,5 +1,5 @@
 //! Engine metrics beside the probe (issue 29): what an inference engine's own Prometheus
-//! `/metrics` said about its load just before a probe's request — requests waiting, requests
+//! `/metrics` said about its load in the moments before a probe's request — requests waiting, requests
 //! running and KV-cache usage — so that "TTFT rose while 37 requests were waiting" is one query.
 //!
 //! Pure: [`exposition`] reads the text format, [`adapters`] maps each engine's metric names to
@@ -44,15 +44,16 @@ pub struct EngineLoad {
 /// `llm_probe_server_metrics_scrape_failures_total`. A fixed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScrapeFailureReason {
-    /// No connection, or the TLS handshake or the request failed before an answer.
+    /// No connection, or the TLS handshake or the request failed before an answer (an answer
+    /// whose head cannot be read is `TooLarge` or `Malformed`: the engine did answer).
     Connect,
     /// No complete answer within the scrape's time budget.
     Timeout,
     /// The answer was not a 2xx.
     HttpStatus,
-    /// The body exceeded [`MAX_BODY_BYTES`].
+    /// The body exceeded [`MAX_BODY_BYTES`], or the response head the HTTP client's limit.
     TooLarge,
-    /// The body is not UTF-8 or not the Prometheus text format.
+    /// The answer is not HTTP, or its body is not UTF-8 or not the Prometheus text format.
     Malformed,
     /// `server_metrics_adapter: auto` found no metric name of a known engine.
     UnknownEngine,

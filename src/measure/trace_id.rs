@@ -25,11 +25,29 @@ impl TraceId {
         TraceId::from_bytes(bytes)
     }
 
-    /// The trace id of a `traceparent` value (`00-TRACEID-PARENT-FLAGS`), if it has that shape.
+    /// The trace id of a valid W3C `traceparent` value (Trace Context level 1, §3.2):
+    /// `VERSION-TRACEID-PARENTID-FLAGS`, every field lower-case hex (2, 32, 16 and 2 digits),
+    /// the version not `ff`, neither id all zero. Version `00` has exactly these four fields; a
+    /// later version may add more after a `-`, which are not read. `None` for anything else
+    /// (upper-case hex included: the specification allows no other case).
     pub fn of_traceparent(traceparent: &str) -> Option<TraceId> {
-        let mut parts = traceparent.split('-');
-        let (_version, id) = (parts.next()?, parts.next()?);
-        TraceId::parse(id)
+        let b = traceparent.as_bytes();
+        let lower_hex = |r: std::ops::Range<usize>| {
+            b.get(r)
+                .is_some_and(|d| d.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+        };
+        let dashes = [2, 35, 52].iter().all(|&i| b.get(i) == Some(&b'-'));
+        let shape =
+            dashes && lower_hex(0..2) && lower_hex(3..35) && lower_hex(36..52) && lower_hex(53..55);
+        let version = traceparent.get(0..2)?;
+        let length = match version {
+            "00" => b.len() == 55,
+            _ => b.len() == 55 || b.get(55) == Some(&b'-'),
+        };
+        if !shape || !length || version == "ff" || b[36..52].iter().all(|&c| c == b'0') {
+            return None;
+        }
+        TraceId::parse(traceparent.get(3..35)?)
     }
 
     /// `bytes` as an id; `None` when all zero (W3C: an invalid trace id).
@@ -120,5 +138,51 @@ mod tests {
             Some(id)
         );
         assert_eq!(TraceId::of_traceparent("garbage"), None);
+    }
+
+    #[test]
+    fn only_a_valid_w3c_traceparent_has_a_trace_id() {
+        let id = "0af7651916cd43dd8448eb211c80319c";
+        let good = [
+            format!("00-{id}-b7ad6b7169203331-01"),
+            format!("00-{id}-b7ad6b7169203331-00"),
+            // A later version: its first four fields are read; more may follow after a '-'.
+            format!("01-{id}-b7ad6b7169203331-01"),
+            format!("cc-{id}-b7ad6b7169203331-01-what-the-future-holds"),
+        ];
+        for tp in &good {
+            assert_eq!(
+                TraceId::of_traceparent(tp)
+                    .map(|t| t.to_string())
+                    .as_deref(),
+                Some(id),
+                "{tp}"
+            );
+        }
+        let bad = [
+            // Version ff is invalid.
+            format!("ff-{id}-b7ad6b7169203331-01"),
+            // Hex is lower-case only.
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01".to_string(),
+            format!("00-{id}-B7AD6B7169203331-01"),
+            format!("0A-{id}-b7ad6b7169203331-01"),
+            format!("00-{id}-b7ad6b7169203331-0F"),
+            // All-zero trace id or parent id.
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01".to_string(),
+            format!("00-{id}-0000000000000000-01"),
+            // Wrong lengths, separators, extra fields on version 00.
+            format!("00-{id}-b7ad6b716920333-01"),
+            format!("00-{id}-b7ad6b7169203331-1"),
+            format!("00-{id}-b7ad6b7169203331-01-extra"),
+            format!("00-{id}-b7ad6b7169203331-01 "),
+            format!("0-{id}-b7ad6b7169203331-01"),
+            format!("00_{id}-b7ad6b7169203331-01"),
+            format!("cc-{id}-b7ad6b7169203331-01x"),
+            format!("00-{id}"),
+            format!("xx-{id}-b7ad6b7169203331-01"),
+        ];
+        for tp in &bad {
+            assert_eq!(TraceId::of_traceparent(tp), None, "{tp}");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The request for a target's engine metrics (`server_metrics_url:`, [`crate::engine`]): one
-//! `GET`, made just before the probe's own request and outside every measurement, bounded in
+//! `GET`, made before the probe's own request (by the schedule, in the idle time before the
+//! probe's slot: [`crate::schedule`]) and outside every measurement, bounded in
 //! time (the smaller of [`MAX_SCRAPE_TIME`] and the target's `timeout`) and in size
 //! ([`MAX_BODY_BYTES`]). It never fails or delays the probe's measurement: whatever happens
 //! becomes an [`EngineScrape`] on the probe's record.
@@ -39,9 +40,10 @@ pub async fn scrape(
     }
     let fetch = async {
         let mut resp = req.send().await.map_err(|e| {
-            let reason = match e.is_timeout() {
-                true => ScrapeFailureReason::Timeout,
-                false => ScrapeFailureReason::Connect,
+            let reason = match (e.is_timeout(), unreadable_answer(&e)) {
+                (true, _) => ScrapeFailureReason::Timeout,
+                (false, Some(reason)) => reason,
+                (false, None) => ScrapeFailureReason::Connect,
             };
             ScrapeFailure::new(reason, describe(e))
         })?;
@@ -103,6 +105,25 @@ pub async fn scrape(
             ),
         )),
     }
+}
+
+/// When the engine did answer but its response head could not be read: `TooLarge` for a head
+/// larger than the HTTP client reads (about 400 KiB), `Malformed` for an answer that is not
+/// HTTP/1.1 or HTTP/2. `None` for every other error (no answer: a connect failure).
+fn unreadable_answer(e: &reqwest::Error) -> Option<ScrapeFailureReason> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            if h.is_parse_too_large() {
+                return Some(ScrapeFailureReason::TooLarge);
+            }
+            if h.is_parse() || h.is_parse_status() {
+                return Some(ScrapeFailureReason::Malformed);
+            }
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// A reqwest error as a sentence without its URL: the error and its sources.

@@ -30,6 +30,7 @@ use tokio::time::Instant;
 use crate::config::{PrefixCache, Scenario, Target};
 use crate::decode::content::{Coding, ContentDecoder};
 use crate::decode::DEFAULT_MAX_EVENT_BYTES;
+use crate::engine::EngineScrape;
 use crate::measure::{
     Anomaly, Failure, FailureReason, Observations, ProbeOutcome, TimestampSource,
 };
@@ -188,24 +189,75 @@ impl Prober {
     /// Runs one probe of `scenario` and concludes it. Never panics on server input and never
     /// retries; the whole exchange is bounded by the target's `timeout`. A target whose
     /// credentials cannot be read fails with the reason `credentials` without a request.
+    ///
+    /// The engine's metrics (`server_metrics_url`), if any, are read first, just before the
+    /// request (outside every measurement; bounded, and never a reason for the probe to
+    /// fail): for a probe made on demand. The schedule reads them ahead of the probe's start
+    /// instead ([`Prober::read_engine`], [`Prober::probe_with_load`]).
     pub async fn probe(&self, scenario: &Scenario) -> ProbeOutcome {
         let (armed, reloaded) = self.armed().await;
+        let budget = engine_scrape::budget(self.target.timeout);
+        let server_load = self.read_engine_with(&armed, budget).await;
+        self.probe_armed(scenario, armed, reloaded, server_load)
+            .await
+    }
+
+    /// The time the schedule gives [`Prober::read_engine`] before a probe's start: the
+    /// engine read's budget (the smaller of 2 s and the target's `timeout`) for a target with
+    /// `server_metrics_url`, zero without one.
+    pub fn engine_read_lead(&self) -> Duration {
+        match &self.target.server_metrics {
+            Some(_) => engine_scrape::budget(self.target.timeout),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Reads the engine's metrics (`server_metrics_url`; `None` without one), ending by
+    /// `until` at the latest (within the read's own budget too): a read still unanswered then
+    /// fails as `timeout`. For the schedule, which reads ahead of a probe's start so that a
+    /// slow engine never delays the probe. Uses the credentials as last read (the probe
+    /// itself checks their files).
+    pub async fn read_engine(&self, until: Instant) -> Option<EngineScrape> {
+        self.target.server_metrics.as_ref()?;
+        let armed = self.live.lock().await.armed.clone();
+        let left = until.saturating_duration_since(Instant::now());
+        let budget = engine_scrape::budget(self.target.timeout).min(left);
+        self.read_engine_with(&armed, budget).await
+    }
+
+    /// [`Prober::probe`] with the engine's metrics already read (`server_load`, from
+    /// [`Prober::read_engine`]; `None`: not configured, or the read did not end).
+    pub async fn probe_with_load(
+        &self,
+        scenario: &Scenario,
+        server_load: Option<EngineScrape>,
+    ) -> ProbeOutcome {
+        let (armed, reloaded) = self.armed().await;
+        self.probe_armed(scenario, armed, reloaded, server_load)
+            .await
+    }
+
+    /// The engine's metrics read with `armed` within `budget`; `None` without
+    /// `server_metrics_url`.
+    async fn read_engine_with(&self, armed: &Armed, budget: Duration) -> Option<EngineScrape> {
+        let sm = self.target.server_metrics.as_ref()?;
+        let key = armed.target.api_key.as_ref();
+        let mut scraped = engine_scrape::scrape(&armed.client, sm, key, budget).await;
+        if let Err(f) = &mut scraped {
+            armed.redact(&mut f.detail);
+        }
+        Some(scraped)
+    }
+
+    async fn probe_armed(
+        &self,
+        scenario: &Scenario,
+        armed: Arc<Armed>,
+        reloaded: bool,
+        server_load: Option<EngineScrape>,
+    ) -> ProbeOutcome {
         let nonce = (scenario.prefix_cache == PrefixCache::Cold || scenario.cache_canary)
             .then(protocol::new_nonce);
-        // The engine's own account of its load, read just before the request (outside every
-        // measurement; bounded, and never a reason for the probe to fail).
-        let server_load = match &self.target.server_metrics {
-            Some(sm) => {
-                let budget = engine_scrape::budget(self.target.timeout);
-                let key = armed.target.api_key.as_ref();
-                let mut scraped = engine_scrape::scrape(&armed.client, sm, key, budget).await;
-                if let Err(f) = &mut scraped {
-                    armed.redact(&mut f.detail);
-                }
-                Some(scraped)
-            }
-            None => None,
-        };
         let mut outcome = armed.probe(scenario, &self.limits, nonce.clone()).await;
         outcome.observations.server_load = server_load;
         if scenario.cache_canary {
@@ -332,13 +384,14 @@ impl Armed {
         };
         let sent = Instant::now();
         let mut obs = Observations::new(sent.into_std());
-        // Recorded for the reports, unless the target declared the header a secret (a value
-        // marked sensitive is never shown), is not visible ASCII, or is longer than 1 KiB
-        // (then not recorded rather than cut: a cut id names a request never sent).
+        // Recorded for the reports as sent (UTF-8 included: a target's own id may be
+        // non-ASCII, and exemplar labels and JSON are UTF-8), unless the target declared the
+        // header a secret (a value marked sensitive is never shown), it is not UTF-8, or it is
+        // longer than 1 KiB (then not recorded rather than cut: a cut id names a request
+        // never sent). Header values hold no control character but the tab.
         let sent_header = |name: &str| {
             let value = request.headers().get(name).filter(|v| !v.is_sensitive())?;
-            let value = value
-                .to_str()
+            let value = std::str::from_utf8(value.as_bytes())
                 .ok()
                 .filter(|v| v.len() <= MAX_RECORDED_HEADER)?;
             Some(value.to_string())

@@ -51,11 +51,11 @@ impl Default for TraceContext {
     }
 }
 
-/// The trace id inside a `traceparent` value (`00-TRACEID-PARENT-FLAGS`), if it has that shape.
+/// The trace id inside a valid W3C `traceparent` value (`00-TRACEID-PARENT-FLAGS`; see
+/// [`crate::measure::TraceId::of_traceparent`] for what is valid).
 pub fn trace_id_of(traceparent: &str) -> Option<&str> {
-    let mut parts = traceparent.split('-');
-    let (_version, id) = (parts.next()?, parts.next()?);
-    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+    crate::measure::TraceId::of_traceparent(traceparent)?;
+    traceparent.get(3..35)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use maud::html;
 
 use super::state::PairState;
 use super::summary::Summary;
-use super::{secured, summaries, text, ExporterState};
+use super::{markup, summaries, ExporterState};
 
 /// The states' colours (the pages' too, `status.css`): red, vermillion, orange, yellow,
 /// bluish green, grey; with the text colour that reads on each.
@@ -71,9 +71,5 @@ pub(super) fn badge(
             }
         }
     };
-    Some(secured(text(
-        StatusCode::OK,
-        "image/svg+xml",
-        svg.into_string(),
-    )))
+    Some(markup(StatusCode::OK, "image/svg+xml", svg))
 }

@@ -6,7 +6,8 @@
 //! [`state::judge`], over the alerts' 10-minute window.
 //!
 //! Everything is rendered on the server from the in-memory [`crate::history::History`]: HTML
-//! through maud (every interpolated string is escaped), charts as inline SVG (`svg`), no
+//! through maud (every interpolated string is escaped, and every page and badge passes through
+//! [`markup`], which writes control characters as visible escapes), charts as inline SVG (`svg`), no
 //! script at all (the pages refresh with `<meta http-equiv=refresh>`, the filter is a plain
 //! GET form), one same-origin stylesheet (`/status.css`), and a strict
 //! `Content-Security-Policy` ([`CSP`]). Every link starts with the `--web.external-url` /
@@ -131,10 +132,18 @@ fn secured(mut r: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
 }
 
 fn page(body: Markup) -> Response<Full<Bytes>> {
+    markup(StatusCode::OK, "text/html; charset=utf-8", body)
+}
+
+/// Every HTML and SVG answer: `body` rendered, with the control and bidirectional characters
+/// maud does not escape written as visible escapes ([`crate::sanitize::markup_safe`]: a
+/// failure detail's ESC or CR reaches no page, whichever template put it there), and
+/// [`secured`].
+fn markup(status: StatusCode, content_type: &str, body: Markup) -> Response<Full<Bytes>> {
     secured(text(
-        StatusCode::OK,
-        "text/html; charset=utf-8",
-        body.into_string(),
+        status,
+        content_type,
+        crate::sanitize::markup_safe(body.into_string()),
     ))
 }
 
