@@ -1008,10 +1008,10 @@ impl Metrics {
         self.probes.get_or_create(&labels).inc();
         let obs = &outcome.observations;
         if let Some(n) = obs.usage.prompt_tokens {
-            self.prompt_tokens.get_or_create(&labels).inc_by(n);
+            add_saturating(&self.prompt_tokens.get_or_create(&labels), n);
         }
         if let Some(n) = obs.usage.cached_prompt_tokens {
-            self.cached_prompt_tokens.get_or_create(&labels).inc_by(n);
+            add_saturating(&self.cached_prompt_tokens.get_or_create(&labels), n);
         }
         for &kind in &obs.anomalies {
             self.anomalies
@@ -1022,7 +1022,8 @@ impl Metrics {
         if let Some(scrape) = &obs.server_load {
             self.observe_server_load(&labels, scrape);
         }
-        if let Some(c) = obs.cost {
+        // A counter only rises: a NaN, infinite or negative amount is never added.
+        if let Some(c) = obs.cost.filter(|c| c.is_finite() && *c > 0.0) {
             self.cost.get_or_create(&labels).inc_by(c);
         }
         if obs.credentials_reloaded {
@@ -1104,9 +1105,7 @@ impl Metrics {
                             .observe(last.saturating_duration_since(first).as_secs_f64(), None);
                     }
                 }
-                self.output_tokens
-                    .get_or_create(&labels)
-                    .inc_by(m.output_tokens);
+                add_saturating(&self.output_tokens.get_or_create(&labels), m.output_tokens);
                 self.last_success.get_or_create(&labels).set(1);
             }
             Err(f) => {
@@ -1124,7 +1123,7 @@ impl Metrics {
                 }
                 // Tokens the server generated before failing were still spent.
                 if let Some(n) = obs.usage.completion_tokens {
-                    self.output_tokens.get_or_create(&labels).inc_by(n);
+                    add_saturating(&self.output_tokens.get_or_create(&labels), n);
                 }
                 self.last_success.get_or_create(&labels).set(0);
             }
@@ -1450,6 +1449,16 @@ impl Exposition {
 pub const PROTOBUF_CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
+/// Adds `n` to a count, stopping at `u64::MAX` rather than wrapping: a counter that wrapped
+/// would read as a reset to every `rate()`.
+fn add_saturating(counter: &Counter, n: u64) {
+    let atomic = counter.inner();
+    // The closure never returns `None`, so the update cannot fail.
+    let _ = atomic.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+        Some(c.saturating_add(n))
+    });
+}
+
 fn failure_labels(l: &ProbeLabels, reason: FailureReason) -> FailureLabels {
     FailureLabels {
         target: l.target.clone(),
@@ -1500,4 +1509,66 @@ fn unix_seconds(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
         .as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::measure::{Observations, TokenKind};
+
+    #[test]
+    fn a_count_stops_at_the_largest_value_and_never_wraps() {
+        let c = Counter::default();
+        add_saturating(&c, u64::MAX - 1);
+        add_saturating(&c, 5);
+        assert_eq!(c.get(), u64::MAX);
+        add_saturating(&c, u64::MAX);
+        assert_eq!(c.get(), u64::MAX);
+    }
+
+    /// A successful outcome with `cost` and 2^64 − 1 cached prompt tokens (kept: no request
+    /// bound them), observed twice.
+    #[test]
+    fn counters_only_rise_whatever_the_outcome_says() {
+        let metrics = Metrics::new(&[]);
+        let exposition = |cost: f64| {
+            let t0 = Instant::now();
+            let mut o = Observations::new(t0);
+            o.token(t0 + Duration::from_millis(5), TokenKind::Output);
+            o.timeline.ended = Some(t0 + Duration::from_millis(6));
+            o.asked.body_bytes = Some(u64::MAX);
+            o.usage.prompt_tokens = Some(u64::MAX - 1);
+            let mut outcome = ProbeOutcome::conclude(
+                "t".into(),
+                "s".into(),
+                "m".into(),
+                SystemTime::now(),
+                o,
+                None,
+            );
+            outcome.observations.cost = Some(cost);
+            metrics.observe(&outcome);
+            metrics.render(None).1
+        };
+        let sample = |text: &str, name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(|v| v.parse::<f64>().unwrap())
+        };
+        let first = exposition(1.5);
+        assert_eq!(sample(&first, "llm_probe_probe_cost_total"), Some(1.5));
+        for bad in [f64::NAN, f64::INFINITY, -3.0] {
+            let text = exposition(bad);
+            assert_eq!(
+                sample(&text, "llm_probe_probe_cost_total"),
+                Some(1.5),
+                "{bad}"
+            );
+            let prompt = sample(&text, "llm_probe_prompt_tokens_total").unwrap();
+            assert_eq!(prompt, u64::MAX as f64, "saturated, not wrapped");
+        }
+    }
 }

@@ -780,3 +780,64 @@ async fn a_stream_that_ends_just_before_the_deadline_is_not_a_timeout() {
         "{m:?}"
     );
 }
+
+// ---- counts the server reports ------------------------------------------------------------
+
+const HUGE_OPENAI: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c\"},\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":18446744073709551615,\"prompt_tokens\":18446744073709551615,\"prompt_tokens_details\":{\"cached_tokens\":18446744073709551615}}}\n\ndata: [DONE]\n\n";
+const HUGE_GEMINI: &[u8] = b"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}],\"role\":\"model\"},\"index\":0}]}\n\ndata: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}],\"role\":\"model\"},\"index\":0}]}\n\ndata: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"c\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":18446744073709551615,\"candidatesTokenCount\":18446744073709551615,\"cachedContentTokenCount\":18446744073709551615}}\n\n";
+
+#[tokio::test]
+async fn a_count_far_above_the_request_is_not_believed_and_no_counter_wraps() {
+    for (protocol, body) in [
+        (Protocol::OpenAiChat, HUGE_OPENAI),
+        (Protocol::Gemini, HUGE_GEMINI),
+    ] {
+        let addr = fixed("200 OK", "content-type: text/event-stream\r\n", body).await;
+        let metrics = llm_probe::metrics::Metrics::new(&[]);
+        for _ in 0..2 {
+            let o = probe(protocol, addr).await;
+            let m = o
+                .result
+                .as_ref()
+                .unwrap_or_else(|f| panic!("{protocol}: {f}"));
+            // N from the three events, not 2^64 − 1 for a 16-token request.
+            assert_eq!(
+                (m.output_tokens, m.token_count_source),
+                (3, TokenCountSource::Events),
+                "{protocol}"
+            );
+            let usage = &o.observations.usage;
+            assert_eq!(
+                (usage.prompt_tokens, usage.cached_prompt_tokens),
+                (None, None),
+                "{protocol}"
+            );
+            assert!(
+                o.observations
+                    .anomalies
+                    .contains(&Anomaly::CountAboveRequest),
+                "{protocol}: {:?}",
+                o.observations.anomalies
+            );
+            assert!(!o.observations.anomalies.contains(&Anomaly::MissingUsage));
+            metrics.observe(&o);
+        }
+        let text = metrics.render(None).1;
+        let value = |name: &str| {
+            let line = text.lines().find(|l| l.starts_with(name));
+            line.and_then(|l| l.rsplit(' ').next())
+                .map(|v| v.parse::<f64>().unwrap())
+        };
+        assert_eq!(
+            value("llm_probe_output_tokens_total"),
+            Some(6.0),
+            "{protocol}"
+        );
+        assert_eq!(value("llm_probe_prompt_tokens_total"), None, "{protocol}");
+        let anomaly = text
+            .lines()
+            .find(|l| l.contains("kind=\"count_above_request\""))
+            .unwrap_or_else(|| panic!("{protocol}: {text}"));
+        assert!(anomaly.ends_with(" 2"), "{anomaly}");
+    }
+}

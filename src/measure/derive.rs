@@ -63,6 +63,55 @@ pub struct Measurement {
     pub ttft_split: TtftSplit,
 }
 
+/// Tokens a server may credibly generate beyond twice the request's token limit.
+pub const OUTPUT_ALLOWANCE: u64 = 64;
+/// Tokens one token event may credibly carry (speculative decoding, a server's chunking).
+pub const MAX_TOKENS_PER_EVENT: u64 = 16;
+/// Prompt tokens a server may credibly count beyond the request body's bytes: a chat template,
+/// a hidden system prompt, tool definitions rendered as text.
+pub const PROMPT_ALLOWANCE: u64 = 65_536;
+
+/// The largest output count the server may credibly report for `obs`: twice the request's
+/// token limit plus [`OUTPUT_ALLOWANCE`] (a limit the body did not show: `u32::MAX`), or
+/// [`MAX_TOKENS_PER_EVENT`] per token event, whichever is larger.
+pub fn output_count_limit(obs: &Observations) -> u64 {
+    let asked = obs.asked.output_tokens.unwrap_or(u32::MAX.into());
+    let events = obs.timeline.token_events.len() as u64;
+    (asked.saturating_mul(2).saturating_add(OUTPUT_ALLOWANCE))
+        .max(events.saturating_mul(MAX_TOKENS_PER_EVENT))
+}
+
+/// The largest prompt count the server may credibly report for `obs`: the request body's bytes
+/// (every prompt token stands for at least one of them) plus [`PROMPT_ALLOWANCE`]; an unknown
+/// body counts as `u32::MAX` bytes.
+pub fn prompt_count_limit(obs: &Observations) -> u64 {
+    let bytes = obs.asked.body_bytes.unwrap_or(u32::MAX.into());
+    bytes.saturating_add(PROMPT_ALLOWANCE)
+}
+
+/// Forgets the counts the server reported that are far above what the probe asked for (see
+/// [`output_count_limit`], [`prompt_count_limit`]; cached prompt tokens above the prompt's
+/// limit too): a server that says it generated 2^64 − 1 tokens for a 16-token request is as
+/// wrong as one that counts fewer tokens than it streamed, and its number must reach no
+/// histogram, counter or cost. Returns whether a count was forgotten (the caller records
+/// [`Anomaly::CountAboveRequest`]).
+pub fn discard_incredible_counts(obs: &mut Observations) -> bool {
+    let (output, prompt) = (output_count_limit(obs), prompt_count_limit(obs));
+    let mut discarded = false;
+    let mut keep = |n: &mut Option<u64>, limit: u64| {
+        if n.is_some_and(|n| n > limit) {
+            *n = None;
+            discarded = true;
+        }
+    };
+    keep(&mut obs.usage.completion_tokens, output);
+    keep(&mut obs.server_timings.predicted_tokens, output);
+    keep(&mut obs.usage.prompt_tokens, prompt);
+    keep(&mut obs.server_timings.prompt_tokens, prompt);
+    keep(&mut obs.usage.cached_prompt_tokens, prompt);
+    discarded
+}
+
 /// N and its source: the server's usage when present, else another server count, else the
 /// number of token-bearing events. Every token-bearing event carries at least one token, so a
 /// server count below the number of events (0 included) is impossible and not believed: the
@@ -156,7 +205,9 @@ pub fn derived_anomalies(obs: &Observations, m: &Measurement) -> Vec<Anomaly> {
     {
         out.push(Anomaly::MultiTokenEvents);
     }
-    if m.token_count_source == TokenCountSource::Events {
+    // A count above the request was already reported as `count_above_request`.
+    let above = obs.anomalies.contains(&Anomaly::CountAboveRequest);
+    if m.token_count_source == TokenCountSource::Events && !above {
         let reported = [
             obs.usage.completion_tokens,
             obs.server_timings.predicted_tokens,
@@ -181,6 +232,7 @@ mod tests {
     use super::*;
     use crate::measure::TokenKind;
     use crate::measure::TokenKind::{Output, Reasoning};
+    use crate::measure::Usage;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -436,5 +488,84 @@ mod tests {
         let o = obs(&toks, 300, Some(11));
         let m = measure(&o).unwrap();
         assert_eq!(derived_anomalies(&o, &m), vec![]);
+    }
+
+    #[test]
+    fn the_request_body_names_its_token_limit() {
+        use crate::measure::Asked;
+        use serde_json::json;
+        let of = |body: serde_json::Value| Asked::of(&body, Some(100)).output_tokens;
+        assert_eq!(of(json!({"max_tokens": 16, "temperature": 0.5})), Some(16));
+        // Nested spellings, and the largest limit wins (a thinking budget included).
+        let gemini = json!({"generationConfig": {"maxOutputTokens": 64,
+            "thinkingConfig": {"thinkingBudget": 512}}});
+        assert_eq!(of(gemini), Some(512));
+        assert_eq!(of(json!({"options": {"num_predict": 7}})), Some(7));
+        assert_eq!(
+            of(json!({"max_tokens": 16, "max_completion_tokens": 4000})),
+            Some(4000)
+        );
+        // Numbers under other keys, negative or fractional limits name no limit.
+        let none = json!({"seed": 99999, "thinkingBudget": -1, "max_tokens": 1.5, "logit_bias": {"50256": 5}});
+        assert_eq!(of(none), None);
+        assert_eq!(Asked::of(&json!({}), Some(100)).body_bytes, Some(100));
+    }
+
+    #[test]
+    fn counts_far_above_the_request_are_forgotten_and_said_so() {
+        use crate::measure::Asked;
+        let toks: Vec<_> = (0..5).map(|i| (100 + 20 * i, Output)).collect();
+        let asked = Asked {
+            output_tokens: Some(16),
+            body_bytes: Some(200),
+        };
+        let with = |usage: u64, prompt: u64, cached: u64, predicted: u64| {
+            let mut o = obs(&toks, 300, Some(usage));
+            o.asked = asked;
+            o.usage.prompt_tokens = Some(prompt);
+            o.usage.cached_prompt_tokens = Some(cached);
+            o.server_timings.predicted_tokens = Some(predicted);
+            o
+        };
+        // At the limits (2 × 16 + 64 output, 200 + 65,536 prompt), everything is believed.
+        let mut o = with(96, 65_736, 65_736, 96);
+        assert!(!discard_incredible_counts(&mut o));
+        assert_eq!(o.usage.completion_tokens, Some(96));
+        assert_eq!(o.usage.prompt_tokens, Some(65_736));
+        // One above, or 2^64 − 1, is not.
+        for (usage, prompt) in [(97, 65_737), (u64::MAX, u64::MAX)] {
+            let mut o = with(usage, prompt, prompt, usage);
+            assert!(discard_incredible_counts(&mut o));
+            assert_eq!(o.usage, Usage::default(), "{usage}");
+            assert_eq!(o.server_timings.predicted_tokens, None);
+            o.anomaly(Anomaly::CountAboveRequest);
+            let m = measure(&o).unwrap();
+            assert_eq!(
+                (m.output_tokens, m.token_count_source),
+                (5, TokenCountSource::Events)
+            );
+            // Bounded rates: 4 gaps over 80 ms.
+            assert_eq!(m.output_tokens_per_second, Some(50.0));
+            // Not also "missing usage": the server gave one, it was not believed.
+            assert_eq!(derived_anomalies(&o, &m), vec![]);
+        }
+        // Each count is judged on its own: a fine output count survives an absurd prompt.
+        let mut o = with(20, u64::MAX, 3, 20);
+        assert!(discard_incredible_counts(&mut o));
+        assert_eq!(o.usage.completion_tokens, Some(20));
+        assert_eq!(
+            (o.usage.prompt_tokens, o.usage.cached_prompt_tokens),
+            (None, Some(3))
+        );
+        // Many tokens per event are believed up to 16 an event, whatever the request said.
+        let many: Vec<_> = (0..100).map(|i| (100 + i, Output)).collect();
+        let mut o = obs(&many, 300, Some(1600));
+        o.asked = asked;
+        assert!(!discard_incredible_counts(&mut o));
+        // An unknown request still bounds a count: 2 × (2^32 − 1) + 64.
+        let mut o = obs(&toks, 300, Some(u64::MAX));
+        assert!(discard_incredible_counts(&mut o));
+        let mut o = obs(&toks, 300, Some(8_589_934_654));
+        assert!(!discard_incredible_counts(&mut o));
     }
 }

@@ -13,9 +13,9 @@ mod timeline;
 mod trace_id;
 
 pub use answer::{Answer, ToolCall, MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
-pub use derive::{measure, Measurement, TokenCountSource};
+pub use derive::{discard_incredible_counts, measure, Measurement, TokenCountSource};
 pub use failure::{Failure, FailureReason};
-pub use observations::{Anomaly, CacheCanary, Identity, Observations, ServerTimings, Usage};
+pub use observations::{Anomaly, Asked, CacheCanary, Identity, Observations, ServerTimings, Usage};
 pub use outcome::ProbeOutcome;
 pub use split::{ServerTimingSource, TtftComponent, TtftSplit};
 pub use timeline::{Timeline, TimestampSource, TokenEvent, TokenKind};

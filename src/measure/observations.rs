@@ -48,6 +48,43 @@ pub struct ServerTimings {
     pub latency_seconds: Option<f64>,
 }
 
+/// What the probe asked the server for: the bounds of the counts it may credibly report back
+/// (see [`crate::measure::discard_incredible_counts`]). `None` = unknown (no bound from it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// The largest token limit in the request body: `max_tokens` and its spellings
+    /// (`max_completion_tokens`, `maxOutputTokens`, `max_new_tokens`, `n_predict`,
+    /// `num_predict`), or a thinking budget, whichever is largest.
+    pub output_tokens: Option<u64>,
+    /// The request body's size in bytes.
+    pub body_bytes: Option<u64>,
+}
+
+impl Asked {
+    /// The limits of a JSON request `body` of `body_bytes` bytes: every integer whose key
+    /// (at any depth) names tokens, a prediction or a budget counts as a token limit.
+    pub fn of(body: &serde_json::Value, body_bytes: Option<usize>) -> Asked {
+        fn largest(v: &serde_json::Value) -> Option<u64> {
+            match v {
+                serde_json::Value::Object(map) => (map.iter())
+                    .filter_map(|(k, v)| {
+                        let k = k.to_ascii_lowercase();
+                        let limit = ["token", "predict", "budget"].iter().any(|w| k.contains(w));
+                        let own = v.as_u64().filter(|_| limit);
+                        own.into_iter().chain(largest(v)).max()
+                    })
+                    .max(),
+                serde_json::Value::Array(items) => items.iter().filter_map(largest).max(),
+                _ => None,
+            }
+        }
+        Asked {
+            output_tokens: largest(body),
+            body_bytes: body_bytes.map(|n| n as u64),
+        }
+    }
+}
+
 /// What the backend revealed about itself; the labels of `llm_probe_endpoint_info`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Identity {
@@ -86,11 +123,16 @@ pub enum Anomaly {
     /// The server compressed the stream (`Content-Encoding` gzip, deflate, br or zstd) although
     /// the probe asked for `identity`; it was decoded as each compressed read arrived.
     CompressedStream,
+    /// A count the server reported was far above what the probe asked for (output tokens
+    /// above twice the request's limit, prompt tokens above the request's bytes plus an
+    /// allowance), so it was not believed: N was counted from events, the prompt count is
+    /// unknown.
+    CountAboveRequest,
 }
 
 impl Anomaly {
     /// Every kind, in label order.
-    pub const ALL: [Anomaly; 9] = [
+    pub const ALL: [Anomaly; 10] = [
         Anomaly::CollapsedStream,
         Anomaly::MultiTokenEvents,
         Anomaly::MissingUsage,
@@ -100,6 +142,7 @@ impl Anomaly {
         Anomaly::UnknownEvent,
         Anomaly::MissingTerminator,
         Anomaly::CompressedStream,
+        Anomaly::CountAboveRequest,
     ];
 
     /// The metric label value.
@@ -114,6 +157,7 @@ impl Anomaly {
             Anomaly::UnknownEvent => "unknown_event",
             Anomaly::MissingTerminator => "missing_terminator",
             Anomaly::CompressedStream => "compressed_stream",
+            Anomaly::CountAboveRequest => "count_above_request",
         }
     }
 }
@@ -173,6 +217,8 @@ pub struct Observations {
     /// A prefix-cache canary's pair (`cache_canary: true`): the TTFT of this (cold) request
     /// and of the same prompt sent again right after it; `None` for other scenarios.
     pub cache_canary: Option<CacheCanary>,
+    /// What the request asked for: the bounds of the counts the server may report.
+    pub asked: Asked,
     /// What the engine's own `/metrics` said just before the request (`server_metrics_url:`,
     /// [`crate::engine`]): its load, or why it could not be read; `None` when the target has
     /// no `server_metrics_url`.
@@ -234,6 +280,7 @@ impl Observations {
             request_id: None,
             answer: super::answer::Answer::default(),
             cache_canary: None,
+            asked: Asked::default(),
             server_load: None,
         }
     }

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::derive::{derived_anomalies, measure, Measurement};
+use super::derive::{derived_anomalies, discard_incredible_counts, measure, Measurement};
 use super::failure::{Failure, FailureReason};
-use super::observations::Observations;
+use super::observations::{Anomaly, Observations};
 
 /// The result of one probe of one (target, scenario).
 #[derive(Debug, Clone)]
@@ -43,7 +43,8 @@ impl ProbeOutcome {
         }
     }
 
-    /// Concludes a probe: a transport `failure` wins; else an error inside the stream is a
+    /// Concludes a probe: counts the server reported far above what the probe asked for are
+    /// forgotten first (`count_above_request`); then a transport `failure` wins; else an error inside the stream is a
     /// `stream_error` failure (its partial timings are not measured); else a stream without a
     /// token is `empty_stream`; else a stream that never ended is `truncated`; else the probe is
     /// measured and the anomalies that follow from its numbers are added to `observations`.
@@ -55,6 +56,9 @@ impl ProbeOutcome {
         mut observations: Observations,
         failure: Option<Failure>,
     ) -> Self {
+        if discard_incredible_counts(&mut observations) {
+            observations.anomaly(Anomaly::CountAboveRequest);
+        }
         let result = match failure {
             Some(f) => Err(f),
             None => match &observations.stream_error {

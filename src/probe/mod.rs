@@ -370,6 +370,8 @@ impl Armed {
         }
         let spec = protocol::build_request(&self.target, scenario, nonce.as_deref());
         let reader = StreamReader::new(self.target.protocol, limits);
+        // What was asked bounds the counts the server may report back.
+        let mut asked = crate::measure::Asked::of(&spec.body, None);
 
         let request = match self.request(spec, &trace::TraceContext::new()) {
             Ok(r) => r,
@@ -396,6 +398,8 @@ impl Armed {
                 .filter(|v| v.len() <= MAX_RECORDED_HEADER)?;
             Some(value.to_string())
         };
+        asked.body_bytes = (request.body().and_then(|b| b.as_bytes())).map(|b| b.len() as u64);
+        obs.asked = asked;
         obs.traceparent = sent_header("traceparent");
         obs.request_id = sent_header("x-request-id");
         let deadline = crate::clock::instant_after(sent, self.target.timeout);
