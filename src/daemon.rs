@@ -7,11 +7,13 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use futures::FutureExt;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -23,7 +25,7 @@ use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
-use crate::schedule::{panic_message, probe_loop};
+use crate::schedule::{panic_message, panic_text, probe_loop};
 use crate::server::{self, ExporterState, ListenError};
 use crate::shard::Shard;
 
@@ -161,8 +163,10 @@ impl Daemon {
             probers: HashMap::new(),
             clients: HashMap::new(),
             shard,
+            applied: None,
         };
         supervisor.apply(&config).map_err(StartError::Apply)?;
+        supervisor.applied = Some(config.clone());
         metrics.config_loaded(true, SystemTime::now());
         tasks.spawn(server::serve_exporter(
             listener,
@@ -273,6 +277,8 @@ struct Supervisor {
     clients: HashMap<ClientKey, reqwest::Client>,
     /// Which pairs this replica probes.
     shard: Shard,
+    /// The configuration last applied in full: what a reload that panicked restores.
+    applied: Option<Config>,
 }
 
 impl Supervisor {
@@ -289,7 +295,14 @@ impl Supervisor {
                 _ = shutdown.cancelled() => return,
                 r = async {
                     let web = self.state.web.prepare().await.map_err(ReloadError::WebConfig)?;
-                    let summary = self.reload().await?;
+                    // A bug that panics while a file is read or applied must not take the
+                    // supervisor with it: later reloads would do nothing and nothing would say
+                    // so. The reload fails, and the configuration it may have half applied is
+                    // put back.
+                    let summary = match AssertUnwindSafe(self.reload()).catch_unwind().await {
+                        Ok(result) => result?,
+                        Err(panic) => return Err(self.restore(panic_text(panic.as_ref()))),
+                    };
                     self.state.web.swap(web);
                     Ok(summary)
                 } => r,
@@ -313,6 +326,7 @@ impl Supervisor {
             .map_err(ReloadError::Config)?;
         self.check_buckets(&config)?;
         let summary = self.apply(&config)?;
+        self.applied = Some(config.clone());
         // Credentials that cannot be read do not reject the file: every valid change is applied
         // and the broken targets are named (they fail with reason credentials).
         log_credential_problems(&config);
@@ -328,6 +342,21 @@ impl Supervisor {
                 broken.join(", ")
             ),
         })
+    }
+
+    /// After a reload that panicked (`what`): applies the configuration last applied in full
+    /// again, so that every pair the reload may have stopped or changed runs as before, and
+    /// returns the reload's error.
+    fn restore(&mut self, what: String) -> ReloadError {
+        let Some(old) = self.applied.clone() else {
+            return ReloadError::Internal {
+                what,
+                restored: false,
+            };
+        };
+        let restored = std::panic::catch_unwind(AssertUnwindSafe(|| self.apply(&old)));
+        let restored = matches!(restored, Ok(Ok(_)));
+        ReloadError::Internal { what, restored }
     }
 
     /// SLO thresholds must be classic bucket boundaries (when there are classic buckets);
@@ -410,6 +439,14 @@ impl Supervisor {
                 false
             }
         });
+        #[cfg(test)]
+        if config
+            .targets
+            .iter()
+            .any(|t| t.name == tests::PANIC_IN_APPLY)
+        {
+            panic!("a bug injected by a test, after the old pairs were stopped");
+        }
         // Per-target series go with the target's last owned pair.
         for (name, old) in &self.probers {
             match config.targets.iter().find(|t| &t.name == name) {
@@ -543,5 +580,84 @@ impl Supervisor {
                 );
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A target of this name makes [`Supervisor::apply`] panic half way, in unit tests only.
+    pub(super) const PANIC_IN_APPLY: &str = "panic-in-apply";
+
+    fn probes_file(target: &str, scenario: &str) -> String {
+        format!(
+            "defaults:\n  interval: 100ms\n  timeout: 100ms\nscenarios:\n  - name: {scenario}\n    messages: [{{role: user, content: \"Hi\"}}]\n    max_tokens: 8\ntargets:\n  - name: {target}\n    protocol: openai-chat\n    base_url: http://127.0.0.1:1/v1\n    model: m\n"
+        )
+    }
+
+    fn reload_successful(daemon: &Daemon) -> bool {
+        let (_, text) = daemon.metrics.render(None);
+        let line = (text.lines())
+            .find(|l| l.starts_with("llm_probe_config_last_reload_successful "))
+            .expect("the reload gauge");
+        line.ends_with(" 1")
+    }
+
+    /// Waits for a probe of `target` to be recorded.
+    async fn probed(outcomes: &mut broadcast::Receiver<Arc<ProbeOutcome>>, target: &str) {
+        let next = async {
+            loop {
+                match outcomes.recv().await {
+                    Ok(o) if &*o.target == target => return,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), next)
+            .await
+            .unwrap_or_else(|_| panic!("no probe of {target}"));
+    }
+
+    #[tokio::test]
+    async fn a_reload_that_panics_fails_keeps_the_old_pairs_and_the_next_reload_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probes.yaml");
+        std::fs::write(&path, probes_file("old", "s")).unwrap();
+        let config = config::parse(&probes_file("old", "s"), "<test>", &|_| None).unwrap();
+        let listen = "127.0.0.1:0".parse().unwrap();
+        let daemon = Daemon::start(config, listen, Some(path.clone()))
+            .await
+            .unwrap();
+        let mut outcomes = daemon.subscribe();
+        probed(&mut outcomes, "old").await;
+
+        // The new file stops the old pair, then the bug strikes.
+        std::fs::write(&path, probes_file(PANIC_IN_APPLY, "s2")).unwrap();
+        let err = daemon.reload().await.expect_err("the reload panicked");
+        assert!(
+            matches!(err, ReloadError::Internal { restored: true, .. }),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("a bug injected by a test"), "{text}");
+        assert!(text.contains("the configuration that ran before"), "{text}");
+        assert!(!reload_successful(&daemon));
+        // The old pair runs again, and its series are there.
+        let mut outcomes = daemon.subscribe();
+        probed(&mut outcomes, "old").await;
+        let (_, metrics) = daemon.metrics.render(None);
+        assert!(!metrics.contains(PANIC_IN_APPLY));
+        assert!(metrics.contains("llm_probe_probe_interval_seconds{target=\"old\""));
+
+        // The supervisor is alive: the next reload is applied.
+        std::fs::write(&path, probes_file("new", "s")).unwrap();
+        let summary = daemon.reload().await.expect("a good file reloads");
+        assert!(reload_successful(&daemon), "{summary}");
+        probed(&mut outcomes, "new").await;
+        daemon.stop().await;
     }
 }

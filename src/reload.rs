@@ -38,12 +38,32 @@ pub enum ReloadError {
         /// What reqwest reported.
         source: reqwest::Error,
     },
+    /// The reload hit a bug in llm-probe (a panic, named): nothing was left half applied
+    /// when `restored` (the configuration that ran before runs again).
+    #[error("{}", internal(what, *restored))]
+    Internal {
+        /// The panic's message.
+        what: String,
+        /// Whether the configuration that ran before was applied again.
+        restored: bool,
+    },
     /// The daemon was started without a config file.
     #[error("this daemon was started without a config file, so there is nothing to reload")]
     NoConfigFile,
     /// The daemon stopped before it answered.
     #[error("the daemon is shutting down")]
     ShuttingDown,
+}
+
+fn internal(what: &str, restored: bool) -> String {
+    let state = match restored {
+        true => "the configuration that ran before this reload still runs",
+        false => "some probes may not run as configured until a reload succeeds",
+    };
+    format!(
+        "the reload failed inside llm-probe ({what}): a bug, please report it with this message; \
+         {state}. Fix or change the file and reload again"
+    )
 }
 
 /// Sends a reload request to the daemon's queue `tx` and waits for its result.

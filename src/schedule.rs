@@ -236,15 +236,26 @@ fn next_slot(anchor: Instant, interval: Duration, not_before: Instant) -> Instan
 
 /// What a failed task said, for the log.
 pub fn panic_message(e: tokio::task::JoinError) -> String {
-    if !e.is_panic() {
-        return e.to_string();
+    match e.try_into_panic() {
+        Ok(payload) => panic_text(payload.as_ref()),
+        Err(e) => e.to_string(),
     }
-    let payload = e.into_panic();
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// The message of a panic's payload (a `&str` or a `String`; anything else is unnamed): its
+/// first line, at most 300 characters, control characters escaped.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = (payload.downcast_ref::<&str>().copied())
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message");
+    let line: String = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect();
+    crate::sanitize::terminal_safe(&line).into_owned()
 }
 
 #[cfg(test)]

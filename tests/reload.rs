@@ -247,3 +247,45 @@ async fn sighup_reloads_the_running_binary() {
     }
     assert!(!b.received().is_empty());
 }
+
+/// The budgets that once panicked the reloader or wrapped the interval to 1 ms: each reloads, its
+/// interval only ever lengthens (to a day at most), and the reloader keeps working after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_at_the_float_limits_reloads_and_only_lengthens_the_interval() {
+    let a = common::simulator(quick()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    write(&path, &[target("a", &a.base_url())]);
+    let cfg = llm_probe::config::load(&path).unwrap();
+    let d = Daemon::start(cfg, "127.0.0.1:0".parse().unwrap(), Some(path.clone()))
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/-/reload", d.addr);
+    for (prices, budget) in [
+        ("input_per_million: 1, output_per_million: 1", "1e-300"),
+        (
+            "input_per_million: 1, output_per_million: 1",
+            "1.1915468611789493e-16",
+        ),
+        ("input_per_million: 1e9, output_per_million: 1e9", "5e-324"),
+    ] {
+        let cost = format!("    interval: 16s\n    cost: {{{prices}, monthly_budget: {budget}}}\n");
+        write(&path, &[target("a", &a.base_url()) + &cost]);
+        let r = client.post(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{budget}: {}", r.text().await.unwrap());
+        let text = metrics(&d).await;
+        let interval = common::sample(&text, "llm_probe_probe_interval_seconds", &[]).unwrap();
+        assert_eq!(interval, 86_400.0, "{budget}");
+        let loaded = common::sample(&text, "llm_probe_config_last_reload_successful", &[]);
+        assert_eq!(loaded, Some(1.0), "{budget}");
+    }
+    // And the reloader still applies the next file.
+    write(&path, &[target("a", &a.base_url())]);
+    let r = client.post(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let text = metrics(&d).await;
+    let interval = common::sample(&text, "llm_probe_probe_interval_seconds", &[]).unwrap();
+    assert_eq!(interval, 0.4);
+    d.stop().await;
+}

@@ -53,7 +53,7 @@ pub const MAX_MODEL_LEN: usize = 256;
 
 /// A loaded, validated configuration. Immutable; share it behind an `Arc` and swap
 /// the whole thing on reload.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// Where it came from: the file path as given to [`load`], or the `source`
     /// given to [`parse`] (e.g. `"<built-in>"`), with control characters escaped
