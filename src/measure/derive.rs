@@ -90,7 +90,7 @@ pub fn prompt_count_limit(obs: &Observations) -> u64 {
 }
 
 /// Forgets the counts the server reported that are far above what the probe asked for (see
-/// [`output_count_limit`], [`prompt_count_limit`]; cached prompt tokens above the prompt's
+/// `output_count_limit`, `prompt_count_limit`; cached prompt tokens above the prompt's
 /// limit too): a server that says it generated 2^64 − 1 tokens for a 16-token request is as
 /// wrong as one that counts fewer tokens than it streamed, and its number must reach no
 /// histogram, counter or cost. Returns whether a count was forgotten (the caller records

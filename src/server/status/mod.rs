@@ -7,7 +7,7 @@
 //!
 //! Everything is rendered on the server from the in-memory [`crate::history::History`]: HTML
 //! through maud (every interpolated string is escaped, and every page and badge passes through
-//! [`markup`], which writes control characters as visible escapes), charts as inline SVG (`svg`), no
+//! `markup`, which writes control characters as visible escapes), charts as inline SVG (`svg`), no
 //! script at all (the pages refresh with `<meta http-equiv=refresh>`, the filter is a plain
 //! GET form), one same-origin stylesheet (`/status.css`), and a strict
 //! `Content-Security-Policy` ([`CSP`]). Every link starts with the `--web.external-url` /
