@@ -91,7 +91,7 @@ pub fn prompt_count_limit(obs: &Observations) -> u64 {
 
 /// Forgets the counts the server reported that are far above what the probe asked for (see
 /// `output_count_limit`, `prompt_count_limit`; cached prompt tokens above the prompt's
-/// limit too): a server that says it generated 2^64 − 1 tokens for a 16-token request is as
+/// limit or above the prompt's own count too): a server that says it generated 2^64 − 1 tokens for a 16-token request is as
 /// wrong as one that counts fewer tokens than it streamed, and its number must reach no
 /// histogram, counter or cost. Returns whether a count was forgotten (the caller records
 /// [`Anomaly::CountAboveRequest`]).
@@ -109,6 +109,10 @@ pub fn discard_incredible_counts(obs: &mut Observations) -> bool {
     keep(&mut obs.usage.prompt_tokens, prompt);
     keep(&mut obs.server_timings.prompt_tokens, prompt);
     keep(&mut obs.usage.cached_prompt_tokens, prompt);
+    // Cached prompt tokens are part of the prompt: more of them than the prompt has is wrong.
+    if let Some(prompt) = obs.usage.prompt_tokens {
+        keep(&mut obs.usage.cached_prompt_tokens, prompt);
+    }
     discarded
 }
 
@@ -147,11 +151,12 @@ pub fn measure(obs: &Observations) -> Option<Measurement> {
         (None, None)
     };
     let ttft = first.saturating_duration_since(tl.sent);
-    // Server numbers are untrusted input: negative, NaN or absurd values are unknown.
-    let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());
-    let server_prefill = secs(obs.server_timings.prompt_seconds);
+    // Server numbers are untrusted input: negative, NaN or absurd values are unknown, and so is
+    // a part longer than the whole TTFT it must lie inside (the split's one rule).
+    let ttft_split = TtftSplit::new(ttft, &obs.server_timings);
+    let server_prefill = ttft_split.engine_prefill;
     let ttft_overhead = server_prefill.map(|prefill| {
-        let load = secs(obs.server_timings.load_seconds).unwrap_or_default();
+        let load = ttft_split.model_load.unwrap_or_default();
         ttft.saturating_sub(prefill.saturating_add(load))
     });
     let inter_token_latencies = tl
@@ -173,7 +178,7 @@ pub fn measure(obs: &Observations) -> Option<Measurement> {
         inter_token_latencies,
         server_prefill,
         ttft_overhead,
-        ttft_split: TtftSplit::new(ttft, &obs.server_timings),
+        ttft_split,
     })
 }
 
@@ -441,9 +446,27 @@ mod tests {
         // Ollama: model load is server time too, not overhead.
         o.server_timings.load_seconds = Some(0.03);
         assert_eq!(measure(&o).unwrap().ttft_overhead, Some(ms(20)));
-        // A server that claims more than the client saw: clamped at zero, never negative.
-        o.server_timings.prompt_seconds = Some(0.9);
+        // Parts that each fit but together exceed TTFT: clamped at zero, never negative.
+        o.server_timings.prompt_seconds = Some(0.24);
         assert_eq!(measure(&o).unwrap().ttft_overhead, Some(Duration::ZERO));
+        o.server_timings.load_seconds = None;
+        // A prefill longer than the whole TTFT cannot lie inside it (a unit mistake, 1e15 ms
+        // from llama.cpp, 1e24 ns from Ollama): unknown, with no overhead derived from it.
+        for absurd in [0.9, 1e12, 1e15, 1e24, f64::MAX] {
+            o.server_timings.prompt_seconds = Some(absurd);
+            let m = measure(&o).unwrap();
+            assert_eq!(
+                (m.server_prefill, m.ttft_overhead),
+                (None, None),
+                "{absurd}"
+            );
+            // What a Duration can hold is counted as the split's excess; the rest is no number.
+            assert_eq!(
+                m.ttft_split.excess > Duration::ZERO,
+                absurd <= 1e15,
+                "{absurd}"
+            );
+        }
         // Nonsense is unknown.
         o.server_timings.prompt_seconds = Some(-1.0);
         assert_eq!(measure(&o).unwrap().server_prefill, None);
@@ -557,6 +580,15 @@ mod tests {
             (o.usage.prompt_tokens, o.usage.cached_prompt_tokens),
             (None, Some(3))
         );
+        // More cached tokens than the prompt has are not believed; as many are.
+        let mut o = with(20, 50, 51, 20);
+        assert!(discard_incredible_counts(&mut o));
+        assert_eq!(
+            (o.usage.prompt_tokens, o.usage.cached_prompt_tokens),
+            (Some(50), None)
+        );
+        let mut o = with(20, 50, 50, 20);
+        assert!(!discard_incredible_counts(&mut o));
         // Many tokens per event are believed up to 16 an event, whatever the request said.
         let many: Vec<_> = (0..100).map(|i| (100 + i, Output)).collect();
         let mut o = obs(&many, 300, Some(1600));
