@@ -271,12 +271,20 @@ fn encoded_forms(secret: &str) -> Vec<String> {
     let json = json.trim_matches('"').to_string();
     let percent = utf8_percent_encode(secret, COMPONENT).to_string();
     let lower = lower_hex_escapes(&percent);
+    // Every character as a JSON `\uXXXX` escape (some servers escape all non-letters, some
+    // everything), in both cases of hex digit.
+    let escaped: String = secret
+        .encode_utf16()
+        .map(|u| format!("\\u{u:04x}"))
+        .collect();
     let mut forms = vec![
         secret.to_string(),
         json.replace('/', "\\/"),
         json,
         percent,
         lower,
+        escaped.to_ascii_uppercase().replace("\\U", "\\u"),
+        escaped,
     ];
     forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
     forms.dedup();
@@ -402,11 +410,13 @@ mod tests {
             r#"{"error":"bad key k3y+a/b=\"c\\d"}"#,
             "GET /v1?key=k3y%2Ba%2Fb%3D%22c%5Cd",
             "GET /v1?key=k3y%2ba%2fb%3d%22c%5cd",
+            r#"{"error":"bad key \u006b\u0033\u0079\u002b\u0061\u002f\u0062\u003d\u0022\u0063\u005c\u0064"}"#,
+            r#"{"error":"bad key \u006B\u0033\u0079\u002B\u0061\u002F\u0062\u003D\u0022\u0063\u005C\u0064"}"#,
         ] {
             let mut text = echoed.to_string();
             redact_secrets(&mut text, [secret]);
             assert!(text.contains(SECRET_MARK), "{echoed} → {text}");
-            for part in ["k3y", "2Fb", "2fb", "a/b", "a\\/b"] {
+            for part in ["k3y", "2Fb", "2fb", "a/b", "a\\/b", "u006b\\u0033", "u002B"] {
                 assert!(!text.contains(part), "{echoed} → {text}");
             }
         }

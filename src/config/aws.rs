@@ -170,7 +170,7 @@ pub fn read_profile(path: &Path, name: &str) -> Result<AwsCredentials, String> {
     })?;
     let text = String::from_utf8_lossy(&bytes);
     // A byte-order mark (a file saved by a Windows editor) would hide the first `[profile]`.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let text = text.trim_start_matches('\u{feff}');
     let mut in_profile = false;
     let mut found = false;
     let (mut id, mut secret, mut token) = (None, None, None);

@@ -42,12 +42,12 @@ fn read_text(path: &Path) -> Result<Vec<u8>, ReadError> {
 
 /// Trims and checks an API key value read from `what` (`the environment variable X`, `the file
 /// /p`) for the field `field`; the message names `what`, never the value. A leading UTF-8
-/// byte-order mark (which Windows editors write) is stripped as the surrounding whitespace and
+/// byte-order mark (which Windows editors write; twice after two conversions) is stripped as the surrounding whitespace and
 /// the trailing newline are.
 ///
 /// Errors: the value is empty, or holds characters that cannot be sent in an HTTP header.
 pub fn key_from_value(value: &str, what: &str, field: &str) -> Result<Secret, String> {
-    let value = value.strip_prefix('\u{feff}').unwrap_or(value).trim();
+    let value = value.trim_start_matches('\u{feff}').trim();
     if value.is_empty() {
         return Err(format!("{what} named by {field} is empty; put the API key in it, or remove {field} if the endpoint needs no key."));
     }
@@ -282,6 +282,7 @@ mod tests {
             "\u{feff}sk-abc\r\n",
             "\u{feff}sk-abc",
             "\u{feff} sk-abc \n",
+            "\u{feff}\u{feff}sk-abc\n",
             "sk-abc\n",
         ] {
             std::fs::write(&f, text).unwrap();

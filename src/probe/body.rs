@@ -45,6 +45,10 @@ pub(super) fn not_a_stream(
             "a stream sent under the wrong content type (the server or a gateway labels its stream {}; it should be text/event-stream or application/x-ndjson)",
             excerpt(content_type.as_bytes(), 64)
         ),
+        None if is_binary(body) => {
+            "binary data that is no event (for Bedrock: no frame whose prelude checksum matches)"
+                .to_string()
+        }
         None => "text without any event".to_string(),
     };
     let ct = match content_type.trim() {
@@ -57,6 +61,21 @@ pub(super) fn not_a_stream(
         FailureReason::Decode,
         format!("HTTP {status} {ct} is not an event stream: {what}{sep}{shown}"),
     )
+}
+
+/// Whether `body` is binary rather than text: not UTF-8 in its first 64 bytes (a character cut
+/// at the end aside), or a control character other than tab, CR and LF among them.
+fn is_binary(body: &[u8]) -> bool {
+    let head = &body[..body.len().min(64)];
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return true,
+    };
+    text.chars()
+        .any(|c| c.is_control() && !matches!(c, '\t' | '\r' | '\n'))
 }
 
 /// Whether `text` (a body that is not one JSON document) reads as a stream: its first line is
@@ -205,6 +224,22 @@ mod tests {
         assert!(detail("application/json", "[1,2]")
             .detail
             .contains("a JSON document: [1,2]"));
+        // A binary frame whose prelude checksum is wrong is binary, not text; text with a
+        // character cut by the 64-byte head is still text.
+        let frame = b"\x00\x00\x00\x2d\x00\x00\x00\x10\xde\xad\xbe\xef:event-type";
+        let f = not_a_stream(
+            200,
+            "application/vnd.amazon.eventstream",
+            frame,
+            &mut Observations::new(Instant::now()),
+        );
+        assert!(
+            f.detail.contains("binary data that is no event"),
+            "{}",
+            f.detail
+        );
+        let text = format!("{}é and more", "a".repeat(63));
+        assert!(detail("", &text).detail.contains("text without any event"));
     }
 
     #[test]
