@@ -242,7 +242,7 @@ async fn load_for_run(path: &std::path::Path) -> Option<Config> {
             for w in config::hints::warnings(&c) {
                 tracing::warn!(source = %c.source, warning = %w, "the configuration looks wrong");
             }
-            log_spend(&c);
+            config::cost::log_spend(&c);
             Some(c)
         }
         Err(e) => {
@@ -303,7 +303,7 @@ async fn check_config(
             out += &format!("    {}\n", config::cost::describe(t, &spend));
         }
     }
-    if let Some(total) = total_spend(&cfg) {
+    if let Some(total) = config::cost::total_spend(&cfg) {
         out += &format!("{total}\n");
     }
     if let Some(count) = shard_count {
@@ -314,44 +314,6 @@ async fn check_config(
     }
     stdout_text(out);
     ExitCode::SUCCESS
-}
-
-/// All priced targets' expected spend: `expected spend of 2 priced targets: ~0.12/day,
-/// ~3.60/month`; `None` when no target has prices.
-fn total_spend(cfg: &Config) -> Option<String> {
-    let spends: Vec<_> = cfg
-        .targets
-        .iter()
-        .filter_map(|t| config::cost::spend(t))
-        .collect();
-    if spends.is_empty() {
-        return None;
-    }
-    let day: f64 = spends.iter().map(|s| s.per_day).sum();
-    let month: f64 = spends.iter().map(|s| s.per_month).sum();
-    Some(format!(
-        "expected spend of {} priced target{}: ~{day:.4}/day, ~{month:.4}/month (in the prices' currency; an upper bound: every probe generates max_tokens)",
-        spends.len(),
-        if spends.len() == 1 { "" } else { "s" }
-    ))
-}
-
-/// `run`'s start-up lines about cost: the expected spend, and a warning per target whose
-/// budget stretches its interval.
-fn log_spend(cfg: &Config) {
-    for t in &cfg.targets {
-        if let Some(s) = config::cost::spend(t) {
-            let text = config::cost::describe(t, &s);
-            if s.stretched() {
-                tracing::warn!(target = %t.name, spend = %text, "the monthly budget stretches the interval of this target");
-            } else {
-                tracing::info!(target = %t.name, spend = %text, "expected spend");
-            }
-        }
-    }
-    if let Some(total) = total_spend(cfg) {
-        tracing::info!("{total}");
-    }
 }
 
 /// `check-config --shard.count N`: one block per replica with the pairs it probes.

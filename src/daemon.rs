@@ -327,6 +327,8 @@ impl Supervisor {
         self.check_buckets(&config)?;
         let summary = self.apply(&config)?;
         self.applied = Some(config.clone());
+        // A changed price or budget changes the spend and may stretch an interval: say so.
+        config::cost::log_spend(&config);
         // Credentials that cannot be read do not reject the file: every valid change is applied
         // and the broken targets are named (they fail with reason credentials).
         log_credential_problems(&config);

@@ -779,7 +779,8 @@ impl Metrics {
     /// Exports the interval one (target, model, scenario) is probed at as
     /// `llm_probe_probe_interval_seconds` (seconds between the starts of two probes: the
     /// configured interval, or longer when the target's `cost.monthly_budget` needs it), and
-    /// creates its cost counter at zero when the target has prices. The alert rules scale their
+    /// creates its cost counter at zero when the target has prices (removes it when it has
+    /// none). The alert rules scale their
     /// probe-count guards and windows with the interval, so a pair probed every 5 min gets
     /// latency alerts as well as one probed every 15 s.
     pub fn set_schedule(&self, labels: &ProbeLabels, interval: std::time::Duration, priced: bool) {
@@ -788,6 +789,9 @@ impl Metrics {
             .set(interval.as_secs_f64());
         if priced {
             let _ = self.cost.get_or_create(labels);
+        } else {
+            // Prices removed by a reload: the counter would stand still forever.
+            self.cost.remove(labels);
         }
     }
 
@@ -1570,5 +1574,25 @@ mod tests {
             let prompt = sample(&text, "llm_probe_prompt_tokens_total").unwrap();
             assert_eq!(prompt, u64::MAX as f64, "saturated, not wrapped");
         }
+    }
+
+    #[test]
+    fn prices_removed_by_a_reload_remove_the_cost_series() {
+        let metrics = Metrics::new(&[]);
+        let labels = ProbeLabels {
+            target: "t".into(),
+            model: "m".into(),
+            scenario: "s".into(),
+        };
+        let has_cost = |m: &Metrics| {
+            m.render(None)
+                .1
+                .lines()
+                .any(|l| l.starts_with("llm_probe_probe_cost_total{"))
+        };
+        metrics.set_schedule(&labels, Duration::from_secs(15), true);
+        assert!(has_cost(&metrics));
+        metrics.set_schedule(&labels, Duration::from_secs(15), false);
+        assert!(!has_cost(&metrics));
     }
 }

@@ -123,3 +123,49 @@ async fn a_tiny_budget_stretches_the_interval_under_it() {
     let month = per_probe * cost::MONTH.as_secs_f64() / gauge;
     assert!(month <= 4.0, "projected month {month}");
 }
+
+#[tokio::test]
+async fn a_cache_canary_pays_for_both_of_its_requests() {
+    let sim = simulator().await;
+    let yaml = probes_file(
+        &sim.base_url(),
+        "200ms",
+        "{input_per_million: 3.0, output_per_million: 7.0}",
+    )
+    .replace(
+        "    max_tokens: 16\n",
+        "    max_tokens: 16\n    cache_canary: true\n",
+    );
+    assert!(yaml.contains("cache_canary: true"), "{yaml}");
+    let cfg = common::parse(&yaml);
+    // The estimate counts two requests.
+    let (target, scenario) = (&cfg.targets[0], &cfg.targets[0].scenarios[0]);
+    let one = target.cost.as_ref().unwrap().of(
+        cost::estimated_prompt_tokens(scenario),
+        u64::from(scenario.max_tokens),
+    );
+    assert_eq!(
+        cost::probe_estimate(target.cost.as_ref().unwrap(), scenario),
+        2.0 * one
+    );
+    let d = common::daemon(cfg).await;
+    let mut rx = d.subscribe();
+    common::outcomes(&mut rx, 3, Duration::from_secs(20)).await;
+    let (_, _, m) = common::get(d.addr, "/metrics", None).await;
+    d.stop().await;
+    let labels = [("target", "paid"), ("scenario", "chat")];
+    let get =
+        |name: &str| common::sample(&m, name, &labels).unwrap_or_else(|| panic!("{name}:\n{m}"));
+    // The token counters count the measured request; the simulator answers both alike, so the
+    // cost is twice prices × those tokens.
+    let (prompt, output) = (
+        get("llm_probe_prompt_tokens_total"),
+        get("llm_probe_output_tokens_total"),
+    );
+    let spent = get("llm_probe_probe_cost_total");
+    let twice = 2.0 * (prompt * 3.0 + output * 7.0) / 1e6;
+    assert!(
+        spent > 0.0 && (spent - twice).abs() < 1e-12,
+        "spent {spent}, twice prices × tokens {twice}"
+    );
+}

@@ -52,12 +52,17 @@ pub fn estimated_prompt_tokens(scenario: &Scenario) -> u64 {
 }
 
 /// The most one probe of `scenario` is expected to cost at `cost`'s prices: its estimated
-/// prompt and all of `max_tokens`.
+/// prompt and all of `max_tokens`, twice for a cache canary (it sends its prompt twice).
 pub fn probe_estimate(cost: &Cost, scenario: &Scenario) -> f64 {
-    cost.of(
+    let request = cost.of(
         estimated_prompt_tokens(scenario),
         u64::from(scenario.max_tokens),
-    )
+    );
+    // A cache canary sends its prompt twice on every probe.
+    match scenario.cache_canary {
+        true => request * 2.0,
+        false => request,
+    }
 }
 
 /// Expected spend of `target`'s schedule per `period` at `interval` for every scenario. Never
@@ -170,9 +175,48 @@ pub fn describe(target: &Target, s: &Spend) -> String {
     line
 }
 
-/// An amount with 4 significant decimals for small values.
-fn amount(x: f64) -> String {
-    if x >= 1e12 {
+/// All priced targets' expected spend: `expected spend of 2 priced targets: ~0.12/day,
+/// ~3.60/month`; `None` when no target has prices.
+pub fn total_spend(cfg: &crate::config::Config) -> Option<String> {
+    let spends: Vec<_> = cfg.targets.iter().filter_map(|t| spend(t)).collect();
+    if spends.is_empty() {
+        return None;
+    }
+    let day: f64 = spends.iter().map(|s| s.per_day).sum();
+    let month: f64 = spends.iter().map(|s| s.per_month).sum();
+    Some(format!(
+        "expected spend of {} priced target{}: ~{}/day, ~{}/month (in the prices' currency; an upper bound: every probe generates max_tokens)",
+        spends.len(),
+        if spends.len() == 1 { "" } else { "s" },
+        amount(day),
+        amount(month),
+    ))
+}
+
+/// `run`'s lines about cost at start-up and after each reload: the expected spend, and a warning per target whose
+/// budget stretches its interval.
+pub fn log_spend(cfg: &crate::config::Config) {
+    for t in &cfg.targets {
+        if let Some(s) = spend(t) {
+            let text = describe(t, &s);
+            if s.stretched() {
+                tracing::warn!(target = %t.name, spend = %text, "the monthly budget stretches the interval of this target");
+            } else {
+                tracing::info!(target = %t.name, spend = %text, "expected spend");
+            }
+        }
+    }
+    if let Some(total) = total_spend(cfg) {
+        tracing::info!("{total}");
+    }
+}
+
+/// An amount with 4 decimals for small values, and in scientific notation where those would
+/// show nothing or too many digits (`1.19e-16`, `3.700e13`).
+pub fn amount(x: f64) -> String {
+    if x > 0.0 && x < 1e-4 {
+        format!("{x:.2e}")
+    } else if x >= 1e12 {
         format!("{x:.3e}")
     } else if x >= 100.0 {
         format!("{x:.0}")
@@ -337,5 +381,16 @@ mod tests {
             Just(Some(5e-324)),
             Just(Some(f64::MAX)),
         ]
+    }
+
+    #[test]
+    fn amounts_never_print_as_zero_or_with_a_sign() {
+        assert_eq!(amount(0.0), "0.0000");
+        assert_eq!(amount(1.1915468611789493e-16), "1.19e-16");
+        assert_eq!(amount(0.0145), "0.0145");
+        assert_eq!(amount(3.7e13), "3.700e13");
+        let t = target("{input_per_million: -0.0, output_per_million: 1}", "60s");
+        let cost = t.cost.as_ref().unwrap();
+        assert!(cost.input_per_million.is_sign_positive(), "{cost:?}");
     }
 }

@@ -260,10 +260,14 @@ impl Prober {
             .then(protocol::new_nonce);
         let mut outcome = armed.probe(scenario, &self.limits, nonce.clone()).await;
         outcome.observations.server_load = server_load;
+        let mut warm_spent = 0.0;
         if scenario.cache_canary {
             // The same prompt again, right after: its prefix (nonce included) is now in the
-            // server's cache, so this request should start faster.
+            // server's cache, so this request should start faster. It is paid for too.
             let warm = armed.probe(scenario, &self.limits, nonce).await;
+            if let Some(cost) = &self.target.cost {
+                warm_spent = spent(cost, &warm);
+            }
             if let Ok(cold) = &outcome.result {
                 outcome.observations.cache_canary = Some(crate::measure::CacheCanary {
                     cold_ttft: cold.ttft,
@@ -274,15 +278,7 @@ impl Prober {
         }
         outcome.observations.credentials_reloaded = reloaded;
         if let Some(cost) = &self.target.cost {
-            // The tokens the server reports it processed; output tokens of a failed stream
-            // were spent too.
-            let obs = &outcome.observations;
-            let output = match &outcome.result {
-                Ok(m) => m.output_tokens,
-                Err(_) => obs.usage.completion_tokens.unwrap_or(0),
-            };
-            let spent = cost.of(obs.usage.prompt_tokens.unwrap_or(0), output);
-            outcome.observations.cost = Some(spent);
+            outcome.observations.cost = Some(spent(cost, &outcome) + warm_spent);
         }
         outcome
     }
@@ -951,6 +947,17 @@ async fn read_head(response: &mut transport::Response, max: usize) -> Vec<u8> {
     let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
     buf.truncate(max);
     buf
+}
+
+/// What one request of `outcome` cost: the tokens the server reports it processed; the output
+/// tokens of a failed stream were spent too.
+fn spent(cost: &crate::config::cost::Cost, outcome: &ProbeOutcome) -> f64 {
+    let obs = &outcome.observations;
+    let output = match &outcome.result {
+        Ok(m) => m.output_tokens,
+        Err(_) => obs.usage.completion_tokens.unwrap_or(0),
+    };
+    cost.of(obs.usage.prompt_tokens.unwrap_or(0), output)
 }
 
 #[cfg(test)]

@@ -177,7 +177,8 @@ impl Validator<'_> {
         use crate::config::cost::MAX_PRICE;
         let raw = raw?;
         let mut price = |field: &str, v: Option<f64>| match v {
-            Some(x) if (0.0..=MAX_PRICE).contains(&x) => Some(x),
+            // `-0` is 0: a price never prints with a sign.
+            Some(x) if (0.0..=MAX_PRICE).contains(&x) => Some(x.abs()),
             Some(x) => {
                 // 1e308 as itself, not as 309 digits.
                 let x = if x.abs() >= 1e15 {
