@@ -2,7 +2,7 @@
 // Generates the Grafana dashboards in grafana/*.json and the Prometheus rule files in
 // prometheus/*.rules.yml (rules.mjs; all committed). Edit this file (or rules.mjs,
 // rules/*.yml), then run `node dashboards/build.mjs`; `node dashboards/build.mjs --check` fails
-// when a committed file differs from what this script generates (run by tests/dash_schema.rs).
+// when a committed file differs from what this script generates (run by tests/e2e/dashboards/schema.rs).
 // Options: --runbook-base URL (default: docs/alerting.md on GitHub; each alert links
 // URL#alertname), --dashboard-base URL (Grafana root, default http://localhost:3000),
 // --out DIR (write only the rule files, into DIR: how to ship rules with your own URLs).

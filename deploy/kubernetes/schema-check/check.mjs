@@ -2,7 +2,7 @@
 // Validates Kubernetes objects (a JSON array on stdin, e.g. a rendered overlay) against the
 // JSON schemas of kubernetes-models (core API) and @kubernetes-models/prometheus-operator
 // (ServiceMonitor, PrometheusRule): unknown kinds, wrong types and missing required fields fail.
-// Run by tests/kubernetes.rs after `npm ci`.
+// Run by tests/e2e/dashboards/kubernetes.rs after `npm ci`.
 import { readFileSync } from 'node:fs';
 
 // apiVersion group -> module prefix.

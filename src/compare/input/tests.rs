@@ -4,7 +4,7 @@ fn parse(text: &str) -> Result<Run, String> {
     parse_run(Path::new("run.json"), text)
 }
 
-/// Shaped as `bench::json::to_json` writes it (tests/compare_e2e.rs reads real bench output).
+/// Shaped as `bench::json::to_json` writes it (tests/fidelity/compare_measured.rs reads real bench output).
 #[test]
 fn bench_json_with_levels_requests_and_extra_fields() {
     let run = parse(

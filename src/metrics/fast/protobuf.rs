@@ -2,7 +2,7 @@
 //! `prost` writes for prometheus-client's `io.prometheus.client` messages (fields in tag order,
 //! proto3 defaults left out, packed repeated numbers), without building the messages first and
 //! without `prost`'s repeated length passes over nested messages. Held equal to the
-//! reference by `tests/exposition_equivalence.rs`.
+//! reference by `tests/fast/exporter/exposition_equivalence.rs`.
 
 use std::time::SystemTime;
 

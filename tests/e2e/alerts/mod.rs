@@ -1,0 +1,10 @@
+//! The shipped alert rules in promtool, a real Prometheus and a real Alertmanager.
+
+mod alertmanager;
+mod baseline;
+mod cache_canary;
+mod incidents;
+mod locations;
+mod promtool;
+mod sharding;
+mod ttft;

@@ -1,0 +1,3 @@
+//! The supply chain: the pinned toolchain, the Dockerfile, advisories.
+
+mod supply_chain;

@@ -1,0 +1,7 @@
+//! The probes file: loading, validation, reload, credentials, cost.
+
+mod config_watch;
+mod cost;
+mod credentials;
+mod loading;
+mod reload;

@@ -1,0 +1,10 @@
+//! The running daemon and the command line: schedules, failure log, debug output, signals, secrets.
+
+mod cli;
+mod commands;
+mod debug_probe;
+mod failure_log;
+mod lifecycle;
+mod process;
+mod secrets;
+mod terminal;

@@ -1,0 +1,210 @@
+//! The layering of `src/`: the command line sits on top, and the exposition and the
+//! schedule sit above what they use. A source scan of `crate::…` paths (and `llm_probe::…` in
+//! `main.rs`), comment lines left out:
+//!
+//! - no module but `app`, `main` (and `cli` itself) refers to `crate::cli`: lower layers own
+//!   their types, `cli` maps flags onto them;
+//! - no import cycle, direct or through other modules, between `metrics` and `server` or
+//!   between `schedule` and `probe`; `cli` is on no cycle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Top-level module → (module it refers to → first `file:line` that does).
+type Graph = BTreeMap<String, BTreeMap<String, String>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `src/compare/window.rs` → `compare`, `src/logging.rs` → `logging`.
+fn top_module(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.trim_end_matches(".rs").to_string()
+}
+
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The top-level modules one line of code names through `root::` (`crate::a::b`,
+/// `crate::{a, b::c}`, `crate::a::{…}`).
+fn referenced(line: &str, root: &str) -> Vec<String> {
+    let pat = format!("{root}::");
+    let mut found = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find(&pat) {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + pat.len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue; // `my_crate::` is not `crate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group: split on commas outside nested braces.
+            let (mut depth, mut start) = (0, 0);
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        found.push(ident(group[start..j].trim()).to_string());
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        found.push(ident(group[start..j].trim()).to_string());
+                        start = j + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push(ident(rest).to_string());
+        }
+    }
+    found.retain(|m| !m.is_empty() && m != "self");
+    found
+}
+
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut g = Graph::new();
+    for file in files {
+        let from = top_module(&src, &file);
+        let root = if from == "main" { "llm_probe" } else { "crate" };
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for to in referenced(line, root) {
+                if to != from {
+                    let at = format!("{}:{}", file.strip_prefix(&src).unwrap().display(), n + 1);
+                    g.entry(from.clone()).or_default().entry(to).or_insert(at);
+                }
+            }
+        }
+    }
+    g
+}
+
+/// A path of references from `from` to `to` (`[from, …, to]`), if there is one.
+fn path(g: &Graph, from: &str, to: &str) -> Option<Vec<String>> {
+    let mut parent: BTreeMap<String, String> = BTreeMap::new();
+    let mut seen = BTreeSet::from([from.to_string()]);
+    let mut queue = std::collections::VecDeque::from([from.to_string()]);
+    while let Some(m) = queue.pop_front() {
+        for next in g.get(&m).into_iter().flat_map(|e| e.keys()) {
+            if seen.insert(next.clone()) {
+                parent.insert(next.clone(), m.clone());
+                if next == to {
+                    let mut p = vec![to.to_string()];
+                    while let Some(up) = parent.get(p.last().unwrap()) {
+                        p.push(up.clone());
+                    }
+                    p.reverse();
+                    return Some(p);
+                }
+                queue.push_back(next.clone());
+            }
+        }
+    }
+    None
+}
+
+/// `a → b → c` with where each step is made.
+fn explain(g: &Graph, p: &[String]) -> String {
+    p.windows(2)
+        .map(|w| format!("{} → {} ({})", w[0], w[1], g[&w[0]][&w[1]]))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[test]
+fn the_scanner_reads_paths_and_groups() {
+    assert_eq!(referenced("use crate::cli::LogFormat;", "crate"), ["cli"]);
+    assert_eq!(
+        referenced("use crate::{demo, report::{a, b}, self};", "crate"),
+        ["demo", "report"]
+    );
+    assert_eq!(
+        referenced(
+            "let f = crate::server::negotiate_text(crate::cli::X);",
+            "crate"
+        ),
+        ["server", "cli"]
+    );
+    assert!(referenced("use my_crate::cli;", "crate").is_empty());
+    assert_eq!(referenced("llm_probe::app::run(x)", "llm_probe"), ["app"]);
+}
+
+#[test]
+fn the_scan_sees_the_known_layers() {
+    // Edges that must exist: a scan that found nothing would pass the checks below vacuously.
+    let g = graph();
+    for (from, to) in [
+        ("main", "app"),
+        ("app", "cli"),
+        ("server", "metrics"),
+        ("schedule", "probe"),
+        ("daemon", "schedule"),
+    ] {
+        assert!(
+            g.get(from).is_some_and(|e| e.contains_key(to)),
+            "the scan does not see {from} → {to}: {g:#?}"
+        );
+    }
+}
+
+#[test]
+fn only_app_and_main_import_the_command_line() {
+    let g = graph();
+    let importers: Vec<String> = g
+        .iter()
+        .filter(|(from, _)| !["app", "main", "cli"].contains(&from.as_str()))
+        .filter_map(|(from, edges)| edges.get("cli").map(|at| format!("{from} ({at})")))
+        .collect();
+    assert!(
+        importers.is_empty(),
+        "modules below the command line import crate::cli: {importers:?}; move the type to the \
+         module that owns the concept and map the flags onto it in cli.rs"
+    );
+    if let Some(p) = path(&g, "cli", "cli") {
+        panic!("cli is on an import cycle: {}", explain(&g, &p));
+    }
+}
+
+#[test]
+fn no_cycle_between_metrics_and_server_or_schedule_and_probe() {
+    let g = graph();
+    for (low, high) in [("metrics", "server"), ("probe", "schedule")] {
+        assert!(
+            path(&g, high, low).is_some(),
+            "{high} no longer reaches {low}"
+        );
+        if let Some(p) = path(&g, low, high) {
+            panic!(
+                "{low} reaches {high}, which reaches {low}: {}",
+                explain(&g, &p)
+            );
+        }
+    }
+}

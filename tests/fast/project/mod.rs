@@ -1,0 +1,4 @@
+//! The repository itself: its docs and its layering.
+
+mod docs;
+mod layering;
