@@ -53,8 +53,10 @@ else
   # (tests/fidelity). Each runs even if one before it failed.
   say "fast tier: cargo test"
   cargo test --locked --no-fail-fast || rc=$?
-  say "end-to-end tier: cargo test --test e2e"
-  cargo test --locked --no-fail-fast --test e2e || rc=$?
+  # One test at a time: each starts real servers that take a core of their own, and the alert
+  # tests judge timing through them.
+  say "end-to-end tier: cargo test --test e2e -- --test-threads=1"
+  cargo test --locked --no-fail-fast --test e2e -- --test-threads=1 || rc=$?
   say "fidelity tier: cargo test --test fidelity -- --test-threads=1"
   cargo test --locked --no-fail-fast --test fidelity -- --test-threads=1 || rc=$?
 fi

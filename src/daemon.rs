@@ -326,7 +326,6 @@ impl Supervisor {
             .map_err(ReloadError::Config)?;
         self.check_buckets(&config)?;
         let summary = self.apply(&config)?;
-        self.applied = Some(config.clone());
         // A changed price or budget changes the spend and may stretch an interval: say so.
         config::cost::log_spend(&config);
         // Credentials that cannot be read do not reject the file: every valid change is applied
@@ -336,14 +335,17 @@ impl Supervisor {
             .filter(|t| t.credentials_error.is_some())
             .map(|t| t.name.as_str())
             .collect();
-        Ok(match broken.is_empty() {
+        let summary = match broken.is_empty() {
             true => summary,
             false => format!(
                 "{summary}; credentials cannot be read for {} (probes fail with reason credentials): {}",
                 broken.len(),
                 broken.join(", ")
             ),
-        })
+        };
+        // Last: a panic before here restores the configuration that ran before.
+        self.applied = Some(config);
+        Ok(summary)
     }
 
     /// After a reload that panicked (`what`): applies the configuration last applied in full

@@ -147,7 +147,7 @@ fn stretched(interval: Duration, month: f64, budget: f64) -> Duration {
         return longest;
     }
     // Rounded up to the millisecond (and one more), so that the month stays within the budget.
-    let needed = Duration::from_millis(needed_ms.floor() as u64 + 1);
+    let needed = Duration::from_millis((needed_ms.floor() as u64).saturating_add(1));
     needed.clamp(interval, longest)
 }
 

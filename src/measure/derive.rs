@@ -97,23 +97,24 @@ pub fn prompt_count_limit(obs: &Observations) -> u64 {
 /// [`Anomaly::CountAboveRequest`]).
 pub fn discard_incredible_counts(obs: &mut Observations) -> bool {
     let (output, prompt) = (output_count_limit(obs), prompt_count_limit(obs));
-    let mut discarded = false;
-    let mut keep = |n: &mut Option<u64>, limit: u64| {
-        if n.is_some_and(|n| n > limit) {
+    let forget = |n: &mut Option<u64>, limit: u64| {
+        let above = n.is_some_and(|n| n > limit);
+        if above {
             *n = None;
-            discarded = true;
         }
+        above
     };
-    keep(&mut obs.usage.completion_tokens, output);
-    keep(&mut obs.server_timings.predicted_tokens, output);
-    keep(&mut obs.usage.prompt_tokens, prompt);
-    keep(&mut obs.server_timings.prompt_tokens, prompt);
-    keep(&mut obs.usage.cached_prompt_tokens, prompt);
+    let output_forgotten = forget(&mut obs.usage.completion_tokens, output)
+        | forget(&mut obs.server_timings.predicted_tokens, output);
+    let mut prompt_forgotten = forget(&mut obs.usage.prompt_tokens, prompt)
+        | forget(&mut obs.server_timings.prompt_tokens, prompt)
+        | forget(&mut obs.usage.cached_prompt_tokens, prompt);
     // Cached prompt tokens are part of the prompt: more of them than the prompt has is wrong.
     if let Some(prompt) = obs.usage.prompt_tokens {
-        keep(&mut obs.usage.cached_prompt_tokens, prompt);
+        prompt_forgotten |= forget(&mut obs.usage.cached_prompt_tokens, prompt);
     }
-    discarded
+    obs.output_count_forgotten |= output_forgotten;
+    output_forgotten || prompt_forgotten
 }
 
 /// N and its source: the server's usage when present, else another server count, else the
@@ -210,8 +211,9 @@ pub fn derived_anomalies(obs: &Observations, m: &Measurement) -> Vec<Anomaly> {
     {
         out.push(Anomaly::MultiTokenEvents);
     }
-    // A count above the request was already reported as `count_above_request`.
-    let above = obs.anomalies.contains(&Anomaly::CountAboveRequest);
+    // An output count above the request was already reported as `count_above_request`; a
+    // prompt count above it says nothing about the output count.
+    let above = obs.output_count_forgotten;
     if m.token_count_source == TokenCountSource::Events && !above {
         let reported = [
             obs.usage.completion_tokens,
@@ -599,5 +601,22 @@ mod tests {
         assert!(discard_incredible_counts(&mut o));
         let mut o = obs(&toks, 300, Some(8_589_934_654));
         assert!(!discard_incredible_counts(&mut o));
+    }
+
+    #[test]
+    fn an_absurd_prompt_count_does_not_hide_a_missing_output_count() {
+        let toks: Vec<_> = (0..5).map(|i| (100 + 20 * i, Output)).collect();
+        let mut o = obs(&toks, 300, None);
+        o.usage.prompt_tokens = Some(u64::MAX);
+        assert!(discard_incredible_counts(&mut o));
+        o.anomaly(Anomaly::CountAboveRequest);
+        let m = measure(&o).unwrap();
+        assert_eq!(derived_anomalies(&o, &m), vec![Anomaly::MissingUsage]);
+        // And a zero output count beside it is still below the events.
+        let mut o = obs(&toks, 300, Some(0));
+        o.usage.prompt_tokens = Some(u64::MAX);
+        assert!(discard_incredible_counts(&mut o));
+        let m = measure(&o).unwrap();
+        assert_eq!(derived_anomalies(&o, &m), vec![Anomaly::CountBelowEvents]);
     }
 }

@@ -219,6 +219,9 @@ pub struct Observations {
     pub cache_canary: Option<CacheCanary>,
     /// What the request asked for: the bounds of the counts the server may report.
     pub asked: Asked,
+    /// An output count the server reported was above [`Observations::asked`]'s bound and was
+    /// forgotten (`count_above_request`): N comes from the events, and that is no missing usage.
+    pub output_count_forgotten: bool,
     /// What the engine's own `/metrics` said just before the request (`server_metrics_url:`,
     /// [`crate::engine`]): its load, or why it could not be read; `None` when the target has
     /// no `server_metrics_url`.
@@ -266,6 +269,7 @@ impl Observations {
             server_timings: ServerTimings::default(),
             identity: Identity::default(),
             anomalies: Vec::new(),
+            output_count_forgotten: false,
             terminated: false,
             finished: false,
             finish_reason: None,
