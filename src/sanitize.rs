@@ -205,11 +205,18 @@ pub fn redact_secrets<'a>(text: &mut String, secrets: impl IntoIterator<Item = &
 #[derive(Clone, Default)]
 pub struct Redactor {
     forms: Vec<String>,
+    /// Per secret: each character as itself or as any JSON escape of it (`\u002d`, `\u002D`,
+    /// `\/`), however a server mixes them.
+    escaped: Vec<regex::Regex>,
 }
 
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Redactor {{ {} forms }}", self.forms.len())
+        write!(
+            f,
+            "Redactor {{ {} forms }}",
+            self.forms.len() + self.escaped.len()
+        )
     }
 }
 
@@ -217,6 +224,7 @@ impl Redactor {
     /// The forms of `secrets` (trimmed; those shorter than [`MIN_SECRET_LEN`] are ignored).
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Self {
         let mut forms: Vec<String> = Vec::new();
+        let mut escaped = Vec::new();
         for secret in secrets
             .into_iter()
             .map(str::trim)
@@ -227,13 +235,19 @@ impl Redactor {
                     forms.push(form);
                 }
             }
+            escaped.extend(escape_pattern(secret));
         }
-        Redactor { forms }
+        Redactor { forms, escaped }
     }
 
     /// `text` with every form and every beginning a cut left behind replaced, as
     /// [`redact_secrets`] describes.
     pub fn redact(&self, text: &mut String) {
+        for pattern in &self.escaped {
+            if let std::borrow::Cow::Owned(t) = pattern.replace_all(text, SECRET_MARK) {
+                *text = t;
+            }
+        }
         for secret in self.forms.iter().map(String::as_str) {
             if text.contains(secret) {
                 *text = text.replace(secret, SECRET_MARK);
@@ -289,6 +303,31 @@ fn encoded_forms(secret: &str) -> Vec<String> {
     forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
     forms.dedup();
     forms
+}
+
+/// A pattern matching `secret` with any of its characters written as a JSON escape instead
+/// (`\uXXXX` in either case of hex digit, surrogate pairs beyond the BMP, `\/`, `\"`, `\\`),
+/// as servers that escape some characters (Go's `&<>`, "all non-letters") echo it. `None` if
+/// the pattern would be too large to build.
+fn escape_pattern(secret: &str) -> Option<regex::Regex> {
+    let mut pattern = String::new();
+    for c in secret.chars() {
+        let mut units = [0u16; 2];
+        let escape: String = c
+            .encode_utf16(&mut units)
+            .iter()
+            .map(|u| format!(r"\\u(?i:{u:04x})"))
+            .collect();
+        let mut alternatives = vec![regex::escape(&c.to_string()), escape];
+        if matches!(c, '/' | '"' | '\\') {
+            alternatives.push(regex::escape(&format!("\\{c}")));
+        }
+        pattern += &format!("(?:{})", alternatives.join("|"));
+    }
+    regex::RegexBuilder::new(&pattern)
+        .size_limit(1 << 20)
+        .build()
+        .ok()
 }
 
 /// `%2F` → `%2f` for every percent escape in `s`.
@@ -412,6 +451,8 @@ mod tests {
             "GET /v1?key=k3y%2ba%2fb%3d%22c%5cd",
             r#"{"error":"bad key \u006b\u0033\u0079\u002b\u0061\u002f\u0062\u003d\u0022\u0063\u005c\u0064"}"#,
             r#"{"error":"bad key \u006B\u0033\u0079\u002B\u0061\u002F\u0062\u003D\u0022\u0063\u005C\u0064"}"#,
+            // Some characters escaped, some not, in both cases.
+            r#"{"error":"bad key k3y\u002ba\/b\u003D\"c\u005cd"}"#,
         ] {
             let mut text = echoed.to_string();
             redact_secrets(&mut text, [secret]);

@@ -1,5 +1,5 @@
-//! Hostile streams against the per-probe caps, in their own test binary so that their load and
-//! their memory readings don't disturb the timing tests: an endless stream and a single 100 MB
+//! Hostile streams against the per-probe caps, in the fidelity tier so that no other test's load
+//! or memory is in their readings: an endless stream and a single 100 MB
 //! line end as `too_large` with bounded memory.
 
 use crate::common;

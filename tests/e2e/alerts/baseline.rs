@@ -1,7 +1,7 @@
 //! Pinned baselines end to end: `llm-probe bench` against the
 //! in-process simulator at TTFT 200 ms, `llm-probe baseline save` from its JSON, then the daemon
 //! probing with that `baseline_file:` while a real Prometheus scrapes it and evaluates the
-//! shipped rules (the shortened-window variant of `prom_support`: `[15s]` windows, a 3-probe
+//! shipped rules (the shortened-window variant of `common::rules`: `[15s]` windows, a 3-probe
 //! guard, `for: 2s`). At 200 ms LlmProbeTTFTWorseThanBaseline stays silent over Prometheus' own
 //! evaluations; a reload pointing the same target at a simulator with TTFT 300 ms makes it fire.
 //! The baseline gauges are on `/metrics` and every baseline query of the shipped dashboards

@@ -1,6 +1,6 @@
 //! The prefix-cache canary's alert end to end with real components:
 //! Prometheus 2.x on loopback loads the shipped rules (every duration divided by 15,
-//! `prom_support`: the 30 m window becomes 2 min, `for: 15m` becomes 60 s) and scrapes the
+//! `common::rules`: the 30 m window becomes 2 min, `for: 15m` becomes 60 s) and scrapes the
 //! daemon, which sends a `cache_canary: true` scenario to the in-process simulator every second.
 //! With the simulator's prefix cache switched off (`simulate --prefix-cache off`, the default)
 //! the warm request is no faster than the cold one, the warm/cold TTFT ratio stays near 1 and

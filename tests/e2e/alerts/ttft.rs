@@ -1,5 +1,5 @@
 //! End to end with real components: Prometheus 2.x on loopback loads the shipped rules (every
-//! duration divided by 15, `prom_support`), scrapes the daemon, which probes the in-process
+//! duration divided by 15, `common::rules`), scrapes the daemon, which probes the in-process
 //! simulator every second (a 15 s target in the scaled world). A slow TTFT (400 ms against the
 //! default 300 ms SLO) drives the page LlmProbeTTFTP95AboveSLO to firing in /api/v1/alerts; a fast
 //! one (50 ms) does not. The incident suite (tests/e2e/alerts/incidents.rs) adds Alertmanager.

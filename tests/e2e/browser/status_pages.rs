@@ -119,7 +119,7 @@ async fn pages_render_in_headless_chromium_with_failures_and_a_backend_change() 
     );
 
     // In the browser: no console error or CSP violation; the DOM has the chart's points.
-    // (The documentation's screenshots come from tests/status_browser.rs.)
+    // (The documentation's screenshots come from tests/e2e/browser/status_browser.rs.)
     let shots = dir.path().to_path_buf();
     let base = format!("http://{}", d.addr);
     let url = format!("{base}/targets/sim");

@@ -5,7 +5,7 @@
 //! moves by the wrong amount shows up as a diff. Values that depend on timing (the bucket
 //! counts and sums of duration and rate histograms, timestamps, ages) are replaced by `<t>`.
 //! Regenerate after an intended change with `LLM_PROBE_REGENERATE_GOLDEN=1 cargo test --test
-//! golden_exposition`, and review the diff.
+//! fast exporter::golden_exposition::`, and review the diff.
 
 use crate::common;
 

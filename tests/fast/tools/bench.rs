@@ -426,10 +426,10 @@ async fn simulate_load_flags_from_the_command_line() {
     // took its own 100 ms (less 5 ms for the first end's delivery to this client). Without
     // the slot it would start ~14 ms before the first ends.
     assert!(second_token >= first_end + 0.095, "{seen:?}");
-    // `--itl 2ms` was taken: 7 gaps of 2 ms (never less), where the default 20 ms makes at
-    // least 140 ms.
+    // `--itl 2ms` was taken: 7 gaps of 2 ms, where the default 20 ms makes at least 140 ms
+    // (the client may see the first token late, so the stream it sees can be shorter).
     let stream = first_end - first_token;
-    assert!((0.014..0.140).contains(&stream), "{seen:?}");
+    assert!(stream < 0.140, "{seen:?}");
 }
 
 /// Closed loop: the virtual users start `USER_SPACING` apart, so the first round is no burst of
