@@ -21,7 +21,7 @@ fn loaded_script() -> Script {
     }
 }
 
-/// Acceptance 1: 4 slots, TTFT 200 ms, ITL 20 ms, 32 tokens, no jitter. Up to 4 users nobody
+/// 4 slots, TTFT 200 ms, ITL 20 ms, 32 tokens, no jitter. Up to 4 users nobody
 /// waits; at 8 users half of them wait for a whole stream (200 + 31 × 20 = 820 ms), so the
 /// steady-state TTFT is 200 + 820 = 1020 ms.
 ///
