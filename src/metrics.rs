@@ -780,9 +780,8 @@ impl Metrics {
     /// `llm_probe_probe_interval_seconds` (seconds between the starts of two probes: the
     /// configured interval, or longer when the target's `cost.monthly_budget` needs it), and
     /// creates its cost counter at zero when the target has prices (removes it when it has
-    /// none). The alert rules scale their
-    /// probe-count guards and windows with the interval, so a pair probed every 5 min gets
-    /// latency alerts as well as one probed every 15 s.
+    /// none). The alert rules scale their probe-count guards and windows with the interval, so
+    /// a pair probed every 5 min gets latency alerts as well as one probed every 15 s.
     pub fn set_schedule(&self, labels: &ProbeLabels, interval: std::time::Duration, priced: bool) {
         self.interval
             .get_or_create(labels)

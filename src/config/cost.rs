@@ -193,8 +193,8 @@ pub fn total_spend(cfg: &crate::config::Config) -> Option<String> {
     ))
 }
 
-/// `run`'s lines about cost at start-up and after each reload: the expected spend, and a warning per target whose
-/// budget stretches its interval.
+/// `run`'s lines about cost at start-up and after each reload: the expected spend, and a
+/// warning per target whose budget stretches its interval.
 pub fn log_spend(cfg: &crate::config::Config) {
     for t in &cfg.targets {
         if let Some(s) = spend(t) {

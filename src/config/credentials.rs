@@ -41,9 +41,9 @@ fn read_text(path: &Path) -> Result<Vec<u8>, ReadError> {
 }
 
 /// Trims and checks an API key value read from `what` (`the environment variable X`, `the file
-/// /p`) for the field `field`; the message names `what`, never the value. A leading UTF-8
-/// byte-order mark (which Windows editors write; twice after two conversions) is stripped as the surrounding whitespace and
-/// the trailing newline are.
+/// /p`) for the field `field`; the message names `what`, never the value. Leading UTF-8
+/// byte-order marks (which Windows editors write; twice after two conversions) are stripped
+/// as the surrounding whitespace and the trailing newline are.
 ///
 /// Errors: the value is empty, or holds characters that cannot be sent in an HTTP header.
 pub fn key_from_value(value: &str, what: &str, field: &str) -> Result<Secret, String> {

@@ -91,8 +91,8 @@ pub fn prompt_count_limit(obs: &Observations) -> u64 {
 
 /// Forgets the counts the server reported that are far above what the probe asked for (see
 /// `output_count_limit`, `prompt_count_limit`; cached prompt tokens above the prompt's
-/// limit or above the prompt's own count too): a server that says it generated 2^64 − 1 tokens for a 16-token request is as
-/// wrong as one that counts fewer tokens than it streamed, and its number must reach no
+/// limit or above the prompt's own count too): a server that says it generated 2^64 − 1
+/// tokens for a 16-token request is as wrong as one that counts fewer tokens than it streamed, and its number must reach no
 /// histogram, counter or cost. Returns whether a count was forgotten (the caller records
 /// [`Anomaly::CountAboveRequest`]).
 pub fn discard_incredible_counts(obs: &mut Observations) -> bool {
@@ -106,15 +106,13 @@ pub fn discard_incredible_counts(obs: &mut Observations) -> bool {
     };
     let output_forgotten = forget(&mut obs.usage.completion_tokens, output)
         | forget(&mut obs.server_timings.predicted_tokens, output);
-    let mut prompt_forgotten = forget(&mut obs.usage.prompt_tokens, prompt)
-        | forget(&mut obs.server_timings.prompt_tokens, prompt)
-        | forget(&mut obs.usage.cached_prompt_tokens, prompt);
-    // Cached prompt tokens are part of the prompt: more of them than the prompt has is wrong.
-    if let Some(prompt) = obs.usage.prompt_tokens {
-        prompt_forgotten |= forget(&mut obs.usage.cached_prompt_tokens, prompt);
-    }
+    let prompt_forgotten = forget(&mut obs.usage.prompt_tokens, prompt)
+        | forget(&mut obs.server_timings.prompt_tokens, prompt);
+    // Cached prompt tokens are part of the prompt: no more of them than the prompt has.
+    let cached = obs.usage.prompt_tokens.map_or(prompt, |n| n.min(prompt));
+    let cached_forgotten = forget(&mut obs.usage.cached_prompt_tokens, cached);
     obs.output_count_forgotten |= output_forgotten;
-    output_forgotten || prompt_forgotten
+    output_forgotten || prompt_forgotten || cached_forgotten
 }
 
 /// N and its source: the server's usage when present, else another server count, else the
