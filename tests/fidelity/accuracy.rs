@@ -9,24 +9,14 @@ use std::time::Duration;
 
 use llm_probe::measure::TokenCountSource;
 use llm_probe::probe::Prober;
-use llm_probe::simulate::Script;
 
 /// The two tests measure time: one at a time, so neither loads the CPU under the other.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn script() -> Script {
-    Script {
-        ttft: Duration::from_millis(200),
-        itl: Duration::from_millis(20),
-        tokens: 50,
-        ..Script::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measured_numbers_match_the_script() {
     let _serial = SERIAL.lock().await;
-    let sim = common::simulator(script()).await;
+    let sim = common::simulator(common::stream(200, 20, 50)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "5s",
@@ -98,7 +88,7 @@ async fn measured_numbers_match_the_script() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exported_histograms_agree_with_observations() {
     let _serial = SERIAL.lock().await;
-    let sim = common::simulator(script()).await;
+    let sim = common::simulator(common::stream(200, 20, 50)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1500ms",

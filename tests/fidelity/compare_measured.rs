@@ -7,25 +7,13 @@
 //! simulator's load model with jitter).
 
 use crate::common;
+use common::ScriptExt;
 
 use std::time::Duration;
 
 use llm_probe::bench::{self, level::Load as BenchLoad};
 use llm_probe::compare::stats::{hodges_lehmann, median};
-use llm_probe::simulate::{Fault, Load as SimLoad, Script};
-
-fn script(ttft_ms: u64, itl_ms: u64, model: &str) -> Script {
-    Script {
-        ttft: Duration::from_millis(ttft_ms),
-        itl: Duration::from_millis(itl_ms),
-        tokens: 10,
-        tokens_per_event: 1,
-        reasoning_tokens: 0,
-        model: model.into(),
-        fault: Fault::None,
-        ..Script::default()
-    }
-}
+use llm_probe::simulate::{Load as SimLoad, Script};
 
 /// `n` outcomes of probing `base_url` as target `name` / model `model`, as JSON lines.
 async fn collect(base_url: String, name: &str, model: &str, n: usize) -> String {
@@ -43,8 +31,8 @@ async fn collect(base_url: String, name: &str, model: &str, n: usize) -> String 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_simulated_models_give_the_analytic_crossover() {
-    let a = common::simulator(script(200, 33, "model-a")).await;
-    let b = common::simulator(script(600, 17, "model-b")).await;
+    let a = common::simulator(common::stream(200, 33, 10).model("model-a")).await;
+    let b = common::simulator(common::stream(600, 17, 10).model("model-b")).await;
     let (lines_a, lines_b) = tokio::join!(
         collect(a.base_url(), "a", "model-a", 12),
         collect(b.base_url(), "b", "model-b", 12)
@@ -94,9 +82,9 @@ fn compare_files(before: &str, after: &str) -> (Option<i32>, serde_json::Value) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_200_to_240_ms_is_a_regression_and_the_same_setup_is_not() {
     // Same target and model name throughout: a before/after comparison, not a selection.
-    let before = common::simulator(script(200, 20, "m")).await;
-    let slower = common::simulator(script(240, 20, "m")).await;
-    let again = common::simulator(script(200, 20, "m")).await;
+    let before = common::simulator(common::stream(200, 20, 10).model("m")).await;
+    let slower = common::simulator(common::stream(240, 20, 10).model("m")).await;
+    let again = common::simulator(common::stream(200, 20, 10).model("m")).await;
     let (b, s, a) = tokio::join!(
         collect(before.base_url(), "sim", "m", 12),
         collect(slower.base_url(), "sim", "m", 12),

@@ -4,47 +4,26 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use llm_probe::measure::FailureReason;
-use llm_probe::probe::Prober;
-use llm_probe::simulate::{Fault, Script};
-
-fn quick(fault: Fault) -> Script {
-    Script {
-        ttft: Duration::from_millis(30),
-        itl: Duration::from_millis(3),
-        tokens: 20,
-        fault,
-        ..Script::default()
-    }
-}
-
-async fn probe(script: Script) -> llm_probe::measure::ProbeOutcome {
-    let sim = common::simulator(script).await;
-    let cfg = common::parse(&common::yaml(
-        &sim.base_url(),
-        "10s",
-        &common::scenario("chat", 64),
-        "    timeout: 5s\n",
-    ));
-    let t = cfg.targets[0].clone();
-    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
-}
+use llm_probe::simulate::Fault;
 
 /// The two tests read this process's memory: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn reason(o: &llm_probe::measure::ProbeOutcome) -> Option<FailureReason> {
-    o.failure_reason()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endless_stream_hits_the_cap_with_bounded_memory() {
     let _serial = SERIAL.lock().await;
     let before = common::rss_kib();
-    let o = probe(quick(Fault::Endless)).await;
-    assert_eq!(reason(&o), Some(FailureReason::TooLarge), "{:?}", o.result);
+    let (o, _sim) = common::OneProbe::default()
+        .timeout("5s")
+        .of(common::faulty(Fault::Endless))
+        .await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::TooLarge),
+        "{:?}",
+        o.result
+    );
     let limits = llm_probe::probe::Limits::default();
     let events = o.observations.timeline.token_events.len();
     assert!(
@@ -62,8 +41,16 @@ async fn endless_stream_hits_the_cap_with_bounded_memory() {
 async fn a_100_mb_line_is_too_large_without_buffering_it() {
     let _serial = SERIAL.lock().await;
     let before = common::rss_kib();
-    let o = probe(quick(Fault::HugeLine)).await;
-    assert_eq!(reason(&o), Some(FailureReason::TooLarge), "{:?}", o.result);
+    let (o, _sim) = common::OneProbe::default()
+        .timeout("5s")
+        .of(common::faulty(Fault::HugeLine))
+        .await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::TooLarge),
+        "{:?}",
+        o.result
+    );
     assert!(
         o.observations.bytes < 8 << 20,
         "stopped reading early: {} bytes",

@@ -9,10 +9,14 @@ pub mod dashboards;
 pub mod golden;
 pub mod https;
 pub mod pki;
+pub mod probe;
 pub mod prometheus;
 pub mod rules;
 pub mod synthetic;
 pub mod web_tls;
+
+#[allow(unused_imports)] // each tier uses its own part
+pub use probe::{faulty, probe_first, OneProbe, ScriptExt};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -420,4 +424,48 @@ pub fn healthcheck_args(url: &str, extra: &[String]) -> llm_probe::healthcheck::
         llm_probe::cli::Command::Healthcheck(a) => a.into(),
         _ => unreachable!(),
     }
+}
+
+/// Reads one HTTP request from `tcp` (its head, then a `Content-Length` body); returns the head
+/// as received, or everything read when the peer closes first.
+pub async fn read_request_head(tcp: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = tcp.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return String::from_utf8_lossy(&buf).into_owned();
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().to_string())
+                })
+                .map_or(0, |v| v.parse::<usize>().unwrap());
+            if buf.len() >= end + 4 + len {
+                return text[..end].to_string();
+            }
+        }
+    }
+}
+
+/// `input` split at `offsets` (any order, duplicates allowed, clamped to the length): the
+/// reads a decoder is fed.
+pub fn split_at_offsets(input: &[u8], offsets: &[usize]) -> Vec<Vec<u8>> {
+    let mut cuts: Vec<usize> = offsets.iter().map(|&o| o.min(input.len())).collect();
+    cuts.sort_unstable();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for cut in cuts {
+        parts.push(input[start..cut].to_vec());
+        start = cut;
+    }
+    parts.push(input[start..].to_vec());
+    parts
 }

@@ -18,6 +18,7 @@
 //! real CSP, for the screenshots (`LLM_PROBE_SCREENSHOTS=docs` writes them into `docs/`).
 
 use crate::common;
+use common::ScriptExt;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -31,20 +32,9 @@ use llm_probe::daemon::Daemon;
 use llm_probe::history::RecentProbe;
 use llm_probe::measure::FailureReason;
 use llm_probe::server::{ServerOptions, WebUrls};
-use llm_probe::simulate::{Fault, Script, Simulator};
+use llm_probe::simulate::{Fault, Simulator};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-
-fn script(ttft_ms: u64, fault: Fault) -> Script {
-    Script {
-        ttft: Duration::from_millis(ttft_ms),
-        itl: Duration::from_millis(3),
-        tokens: 8,
-        model: "fleet-model".into(),
-        fault,
-        ..Script::default()
-    }
-}
 
 fn target(name: &str, base_url: &str, extra: &str) -> String {
     format!(
@@ -75,11 +65,36 @@ struct Fleet {
 }
 
 async fn fleet(options: ServerOptions) -> Fleet {
-    let http500 = common::simulator(script(5, Fault::Http500)).await;
-    let flaky = common::simulator(script(5, Fault::None)).await;
-    let slow = common::simulator(script(40, Fault::None)).await;
-    let fast = common::simulator(script(5, Fault::None)).await;
-    let silent = common::simulator(script(5, Fault::NoHeaders)).await;
+    let http500 = common::simulator(
+        common::stream(5, 3, 8)
+            .model("fleet-model")
+            .fault(Fault::Http500),
+    )
+    .await;
+    let flaky = common::simulator(
+        common::stream(5, 3, 8)
+            .model("fleet-model")
+            .fault(Fault::None),
+    )
+    .await;
+    let slow = common::simulator(
+        common::stream(40, 3, 8)
+            .model("fleet-model")
+            .fault(Fault::None),
+    )
+    .await;
+    let fast = common::simulator(
+        common::stream(5, 3, 8)
+            .model("fleet-model")
+            .fault(Fault::None),
+    )
+    .await;
+    let silent = common::simulator(
+        common::stream(5, 3, 8)
+            .model("fleet-model")
+            .fault(Fault::NoHeaders),
+    )
+    .await;
     let targets = vec![
         target(
             "api-dead",
@@ -734,7 +749,12 @@ async fn every_link_resolves_behind_a_route_prefix() {
 async fn wall_view_fits_50_pairs_on_1920_by_1080() {
     let browser = Browser::new();
     // 50 targets that never answer (so only the history below counts).
-    let silent = common::simulator(script(5, Fault::NoHeaders)).await;
+    let silent = common::simulator(
+        common::stream(5, 3, 8)
+            .model("fleet-model")
+            .fault(Fault::NoHeaders),
+    )
+    .await;
     let targets: Vec<String> = (0..50)
         .map(|i| {
             target(

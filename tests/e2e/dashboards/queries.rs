@@ -13,6 +13,7 @@
 //! reason, which are checked to be valid PromQL that Prometheus accepts.
 
 use crate::common;
+use common::ScriptExt;
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use common::dashboards::{
     substitute_grafana_vars, QueryKind,
 };
 use common::prometheus::{Prometheus, Scrape};
-use llm_probe::simulate::{Fault, Script};
+use llm_probe::simulate::Fault;
 
 /// Queries that need what a few minutes cannot have, by the start of the expression; each still
 /// has to be accepted by Prometheus.
@@ -84,17 +85,6 @@ async fn replay(body: &'static [u8]) -> std::net::SocketAddr {
     addr
 }
 
-fn script(model: &str, fault: Fault) -> Script {
-    Script {
-        ttft: Duration::from_millis(40),
-        itl: Duration::from_millis(4),
-        tokens: 12,
-        model: model.into(),
-        fault,
-        ..Script::default()
-    }
-}
-
 fn substitute(expr: &str) -> String {
     let mut s = expr.to_string();
     for (var, val) in TIME_VARS {
@@ -112,13 +102,25 @@ fn now() -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_query_returns_data() {
-    let v1 = common::simulator(script("sim-v1", Fault::None)).await;
-    let v2 = common::simulator(script("sim-v2", Fault::None)).await;
-    let prefill = common::simulator(script("sim-llama", Fault::None)).await;
-    let failing = common::simulator(script("sim", Fault::Http500)).await;
-    let anomalous = common::simulator(script("sim", Fault::NoUsage)).await;
+    let v1 = common::simulator(common::stream(40, 4, 12).model("sim-v1").fault(Fault::None)).await;
+    let v2 = common::simulator(common::stream(40, 4, 12).model("sim-v2").fault(Fault::None)).await;
+    let prefill = common::simulator(
+        common::stream(40, 4, 12)
+            .model("sim-llama")
+            .fault(Fault::None),
+    )
+    .await;
+    let failing =
+        common::simulator(common::stream(40, 4, 12).model("sim").fault(Fault::Http500)).await;
+    let anomalous =
+        common::simulator(common::stream(40, 4, 12).model("sim").fault(Fault::NoUsage)).await;
     // Complete streams whose answers fail a check (the wrong-answer panel).
-    let looping = common::simulator(script("sim", Fault::RepetitionLoop)).await;
+    let looping = common::simulator(
+        common::stream(40, 4, 12)
+            .model("sim")
+            .fault(Fault::RepetitionLoop),
+    )
+    .await;
     let upstream = Arc::new(AtomicU16::new(v1.addr.port()));
     let chat = relay(upstream.clone()).await;
     let cached = replay(include_bytes!(concat!(

@@ -5,7 +5,7 @@ use crate::common;
 
 use llm_probe::simulate::{Fault, Script, Simulator};
 
-use common::bedrock::{script, MODEL};
+use common::bedrock::MODEL;
 
 /// The AWS SDK for JavaScript (installed by scripts/install-test-deps.sh into
 /// `~/.cache/llm-probe-aws-sdk`) run against the simulator with `fault`; its JSON output.
@@ -49,7 +49,7 @@ async fn the_aws_sdk_reads_the_simulators_stream() {
         Script {
             reasoning_tokens: 2,
             tokens: 5,
-            ..script(Fault::None)
+            ..common::faulty(Fault::None)
         },
     )
     .await
@@ -108,7 +108,7 @@ async fn the_aws_sdk_reads_the_simulators_stream() {
             "simulated error inside a 200 stream",
         ),
     ] {
-        let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script(fault))
+        let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), common::faulty(fault))
             .await
             .unwrap();
         let url = sim.root_url();

@@ -27,7 +27,7 @@ fn cache() -> PathBuf {
 }
 
 /// `scripts/real-llm.sh ARGS…` with `REAL_LLM_CACHE` set (so that the stop hint names it).
-fn script(args: &[&str]) -> Output {
+fn real_llm(args: &[&str]) -> Output {
     Command::new("bash")
         .arg(repo().join("scripts/real-llm.sh"))
         .args(args)
@@ -45,7 +45,7 @@ struct StopOnDrop(u16);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        let _ = script(&["stop", &self.0.to_string()]);
+        let _ = real_llm(&["stop", &self.0.to_string()]);
         // The log of a port chosen at random would only clutter the shared cache.
         let _ = std::fs::remove_file(cache().join(format!("llama-server.{}.log", self.0)));
     }
@@ -53,7 +53,7 @@ impl Drop for StopOnDrop {
 
 /// Starts a server on `port`; returns its base URL and the script's stderr.
 fn start(port: u16) -> (String, String) {
-    let out = script(&["start", &port.to_string()]);
+    let out = real_llm(&["start", &port.to_string()]);
     let err = text(&out.stderr);
     assert!(out.status.success(), "start {port} failed:\n{err}");
     (text(&out.stdout).trim().to_string(), err)
@@ -99,7 +99,7 @@ fn servers_on(port: u16) -> usize {
 }
 
 fn healthy(port: u16) -> bool {
-    script(&["status", &port.to_string()]).status.success()
+    real_llm(&["status", &port.to_string()]).status.success()
 }
 
 fn wait_gone(pid: u32) -> bool {
@@ -183,7 +183,7 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     assert!(again.contains("already running"), "{again}");
     assert_eq!(pid_file(a), Some(pa));
 
-    let out = script(&["stop", &a.to_string()]);
+    let out = real_llm(&["stop", &a.to_string()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(wait_gone(pa), "stop {a} ended its server (pid {pa})");
     assert!(pid_file(a).is_none(), "its PID file is gone");
@@ -194,7 +194,7 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     assert_eq!(pid_file(b), Some(pb));
 
     // Stopping a port again, or one with no server of this cache, touches nothing.
-    let out = script(&["stop", &a.to_string()]);
+    let out = real_llm(&["stop", &a.to_string()]);
     assert!(out.status.success());
     assert!(
         text(&out.stderr).contains("no llama-server"),
@@ -203,7 +203,7 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     );
     assert!(running(pb));
 
-    let out = script(&["stop", &b.to_string()]);
+    let out = real_llm(&["stop", &b.to_string()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(wait_gone(pb), "stop {b} ended its server (pid {pb})");
     assert!(!healthy(a) && !healthy(b));

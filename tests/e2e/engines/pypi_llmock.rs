@@ -15,7 +15,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use llm_probe::measure::{FailureReason, ProbeOutcome, TokenCountSource};
-use llm_probe::probe::Prober;
 
 fn llmock_bin() -> PathBuf {
     let home = std::env::var_os("HOME").expect("HOME is set");
@@ -53,7 +52,7 @@ fn llmock(args: &[&str]) -> Llmock {
     }
 }
 
-async fn probe(mock: &Llmock) -> ProbeOutcome {
+async fn probe_llmock(mock: &Llmock) -> ProbeOutcome {
     let yaml = format!(
         "defaults:\n  interval: 10s\n  timeout: 5s\nscenarios:\n  - name: s\n    messages: [{{role: system, content: \"Be brief.\"}}, {{role: user, content: \"Repeat: one two three four five six seven eight nine ten.\"}}]\n    max_tokens: 64\ntargets:\n  - name: llmock\n    protocol: gemini\n    base_url: http://127.0.0.1:{}/gemini\n    model: gemini-2.5-flash\n    api_key_env: GEMINI_TEST_KEY\n",
         mock.port
@@ -62,8 +61,7 @@ async fn probe(mock: &Llmock) -> ProbeOutcome {
         (k == "GEMINI_TEST_KEY").then(|| "test-key".to_string())
     })
     .unwrap();
-    let t = cfg.targets[0].clone();
-    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
+    common::probe_first(&cfg, None).await
 }
 
 #[tokio::test]
@@ -72,8 +70,8 @@ async fn a_paced_gemini_stream_is_measured_from_its_chunks_and_usage_metadata() 
         .await
         .unwrap();
     // llmock's first request pays for its lazy imports: not measured.
-    let _ = probe(&mock).await;
-    let o = probe(&mock).await;
+    let _ = probe_llmock(&mock).await;
+    let o = probe_llmock(&mock).await;
     let m = o.result.as_ref().unwrap_or_else(|f| panic!("{f}"));
     let obs = &o.observations;
     // Its text comes in several chunks, the last with finishReason STOP and usageMetadata.
@@ -118,7 +116,7 @@ async fn a_gemini_stream_cut_before_its_finish_reason_is_truncated() {
     .await
     .unwrap();
     for _ in 0..3 {
-        let o = probe(&mock).await;
+        let o = probe_llmock(&mock).await;
         let f = o.result.as_ref().expect_err("a cut stream is no success");
         assert_eq!(f.reason, FailureReason::Truncated, "{f}");
         assert!(!o.observations.finished);
@@ -130,7 +128,7 @@ async fn a_gemini_503_is_http_status() {
     let mock = tokio::task::spawn_blocking(|| llmock(&["--error-rate-503", "1.0"]))
         .await
         .unwrap();
-    let o = probe(&mock).await;
+    let o = probe_llmock(&mock).await;
     let f = o.result.as_ref().expect_err("a 503 is no success");
     assert_eq!(f.reason, FailureReason::HttpStatus, "{f}");
     assert_eq!(o.observations.http_status, Some(503));

@@ -17,7 +17,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use llm_probe::measure::{Anomaly, FailureReason, ProbeOutcome, TokenCountSource};
-use llm_probe::probe::Prober;
 
 /// The text both mocks answer with (20 characters).
 const ANSWER: &str = "Hello from the mock.";
@@ -91,13 +90,12 @@ fn llm_mock_api() -> Mock {
     start(cmd, port, dir)
 }
 
-async fn probe(mock: &Mock, protocol: &str) -> ProbeOutcome {
+async fn probe_mock(mock: &Mock, protocol: &str) -> ProbeOutcome {
     let yaml = format!(
         "defaults:\n  interval: 10s\n  timeout: 5s\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 64\ntargets:\n  - name: mock\n    protocol: {protocol}\n    base_url: http://127.0.0.1:{}/v1\n    model: gpt-4o\n",
         mock.port
     );
-    let t = common::parse(&yaml).targets[0].clone();
-    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
+    common::probe_first(&common::parse(&yaml), None).await
 }
 
 fn success(o: &ProbeOutcome) -> &llm_probe::measure::Measurement {
@@ -113,7 +111,7 @@ fn success(o: &ProbeOutcome) -> &llm_probe::measure::Measurement {
 async fn mockllm_openai_chat_has_no_usage_so_n_is_counted_from_events() {
     let mock = tokio::task::spawn_blocking(mockllm).await.unwrap();
     for _ in 0..2 {
-        let o = probe(&mock, "openai-chat").await;
+        let o = probe_mock(&mock, "openai-chat").await;
         let m = success(&o);
         // One event per character, `role: null` on content chunks, no usage chunk.
         assert_eq!(
@@ -132,7 +130,7 @@ async fn mockllm_openai_chat_has_no_usage_so_n_is_counted_from_events() {
 #[tokio::test]
 async fn mockllm_fake_anthropic_is_a_failure_with_anomalies_not_a_number() {
     let mock = tokio::task::spawn_blocking(mockllm).await.unwrap();
-    let o = probe(&mock, "anthropic").await;
+    let o = probe_mock(&mock, "anthropic").await;
     // Its content rides inside `message_delta` (not `content_block_delta`), and it ends with
     // OpenAI's `[DONE]` instead of `message_stop`: no token, no finish, no terminator.
     let f = o.result.as_ref().unwrap_err();
@@ -155,7 +153,7 @@ async fn llm_mock_api_every_protocol_reports_its_fixed_usage_and_flags_multi_tok
     let mock = tokio::task::spawn_blocking(llm_mock_api).await.unwrap();
     for protocol in ["openai-chat", "openai-responses", "anthropic"] {
         for _ in 0..2 {
-            let o = probe(&mock, protocol).await;
+            let o = probe_mock(&mock, protocol).await;
             let m = success(&o);
             // Two chunks of 10 characters; usage says 5 output tokens (a constant in
             // llm-mock-api): N is the server's count, and 5 tokens in 2 events is flagged.

@@ -35,12 +35,6 @@ async fn promtool_accepts_the_text_exposition() {
     );
 }
 
-/// An instant query; returns the `data.result` array.
-async fn query(prom: &Prometheus, promql: &str) -> Vec<serde_json::Value> {
-    let data = prom.api("/api/v1/query", &[("query", promql)]).await;
-    data["result"].as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_prometheus_scrapes_and_computes_p95_ttft() {
     let script = Script {
@@ -64,7 +58,7 @@ async fn real_prometheus_scrapes_and_computes_p95_ttft() {
     let q = "histogram_quantile(0.95, sum by (le, target, scenario) (rate(llm_probe_time_to_first_token_seconds_bucket[1m])))";
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     let p95 = loop {
-        let r = query(&prom, q).await;
+        let r = common::rules::vector(&prom, q).await;
         let v = r
             .first()
             .and_then(|s| s["value"][1].as_str())
@@ -80,10 +74,10 @@ async fn real_prometheus_scrapes_and_computes_p95_ttft() {
     };
     // Every TTFT is ≈ 250 ms, inside the (0.25, 0.3] bucket: the estimate lies in that bucket.
     assert!((0.25..=0.3).contains(&p95), "P95 TTFT {p95}");
-    let up = query(&prom, "up{job=\"llm-probe\"}").await;
+    let up = common::rules::vector(&prom, "up{job=\"llm-probe\"}").await;
     assert_eq!(up[0]["value"][1], "1");
     // The exact-bucket SLI at the 0.3 s boundary: every probe was within the SLO.
-    let ratio = query(&prom, "sum(rate(llm_probe_time_to_first_token_seconds_bucket{le=~\"0.3(0*)?\"}[1m])) / sum(rate(llm_probe_time_to_first_token_seconds_count[1m]))").await;
+    let ratio = common::rules::vector(&prom, "sum(rate(llm_probe_time_to_first_token_seconds_bucket{le=~\"0.3(0*)?\"}[1m])) / sum(rate(llm_probe_time_to_first_token_seconds_count[1m]))").await;
     assert_eq!(ratio[0]["value"][1], "1", "{ratio:?}");
     d.stop().await;
 }

@@ -14,37 +14,21 @@ use common::dashboards::{
 };
 use common::prometheus::Prometheus;
 use llm_probe::simulate::Script;
-use serde_json::Value;
 
 /// What Prometheus 2.42 sends with the feature flag (as in `src/server/accept.rs`).
 const PROMETHEUS_NATIVE_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-
-async fn query(prom: &Prometheus, promql: &str) -> Vec<Value> {
-    let data = prom.api("/api/v1/query", &[("query", promql)]).await;
-    data["result"].as_array().cloned().unwrap_or_default()
-}
-
-/// The first sample's value of an instant query, if finite.
-async fn scalar(prom: &Prometheus, promql: &str) -> Option<f64> {
-    query(prom, promql)
-        .await
-        .first()
-        .and_then(|s| s["value"][1].as_str())
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|v| v.is_finite())
-}
 
 /// Polls `promql` until it has a finite value (at most `limit`).
 async fn eventually(prom: &Prometheus, promql: &str, limit: Duration) -> f64 {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if let Some(v) = scalar(prom, promql).await {
+        if let Some(v) = common::rules::scalar(prom, promql).await {
             return v;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
             "no value for {promql} in {limit:?}; last: {:?}",
-            query(prom, promql).await
+            common::rules::vector(prom, promql).await
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -111,7 +95,7 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
     assert!((0.25..=0.33).contains(&p95), "P95 TTFT {p95}");
 
     // The series is a native histogram sample (the API's `histogram`, not `value`).
-    let raw = query(&prom, "llm_probe_time_to_first_token_seconds").await;
+    let raw = common::rules::vector(&prom, "llm_probe_time_to_first_token_seconds").await;
     assert!(
         raw.first().is_some_and(|s| s.get("histogram").is_some()),
         "a native histogram sample: {raw:?}"
@@ -121,10 +105,18 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
     // scrape_classic_histograms: true; see README). The native rules do not need them.
     for classic in ["_bucket", "_count", "_sum"] {
         let q = format!("count(llm_probe_time_to_first_token_seconds{classic})");
-        assert!(query(&prom, &q).await.is_empty(), "{q} is not empty");
+        assert!(
+            common::rules::vector(&prom, &q).await.is_empty(),
+            "{q} is not empty"
+        );
     }
     // Series of other types are unaffected.
-    assert!(scalar(&prom, "sum(llm_probe_probes_total)").await.unwrap() >= 1.0);
+    assert!(
+        common::rules::scalar(&prom, "sum(llm_probe_probes_total)")
+            .await
+            .unwrap()
+            >= 1.0
+    );
 
     // The shipped native recording rules, evaluated on what was scraped: TTFT ≈ 250 ms, all
     // within the 300 ms SLO; ~100 tokens/s (5 ms per token), none at or below the 30 floor.
@@ -164,7 +156,7 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
             }
             let expr = substitute_grafana_vars(&e.expr);
             assert!(
-                !query(&prom, &expr).await.is_empty(),
+                !common::rules::vector(&prom, &expr).await.is_empty(),
                 "{}: no data from {expr}",
                 e.place
             );

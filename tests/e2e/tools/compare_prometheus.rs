@@ -6,6 +6,7 @@
 //! never answers.
 
 use crate::common;
+use common::ScriptExt;
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -16,6 +17,9 @@ use serde_json::Value;
 use common::prometheus::Prometheus;
 
 /// The daemon's probe interval and Prometheus's scrape interval (tests/support/prometheus.rs).
+/// The simulator's ITL: well inside the TPOT bucket (0.01, 0.015] s, so a busy machine's delays
+/// of a few milliseconds do not move decode into the next bucket in one window only.
+const ITL_MS: u64 = 12;
 const INTERVAL: f64 = 1.0;
 const SCRAPE: f64 = 1.0;
 /// `--window` and `--settle` of the test (shortened from hours and minutes).
@@ -24,18 +28,6 @@ const SETTLE: f64 = 2.0;
 
 fn unix(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
-}
-
-fn script(model: &str, ttft_ms: u64) -> Script {
-    Script {
-        ttft: Duration::from_millis(ttft_ms),
-        // Well inside the TPOT bucket (0.01, 0.015] s, so a busy machine's delays of a few
-        // milliseconds do not move decode into the next bucket in one window only.
-        itl: Duration::from_millis(12),
-        tokens: 8,
-        model: model.into(),
-        ..Script::default()
-    }
 }
 
 fn compare(args: &[&str]) -> Output {
@@ -84,7 +76,7 @@ async fn restart_on(addr: std::net::SocketAddr, script: Script) -> Simulator {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn around_change_finds_the_restart_and_the_ttft_regression() {
     let started = Instant::now();
-    let sim_a = common::simulator(script("model-a", 200)).await;
+    let sim_a = common::simulator(common::stream(200, ITL_MS, 8).model("model-a")).await;
     let addr = sim_a.addr;
     let yaml = common::yaml(&sim_a.base_url(), "1s", &common::scenario("chat", 8), "");
     let daemon = common::daemon(common::parse(&yaml)).await;
@@ -107,7 +99,7 @@ async fn around_change_finds_the_restart_and_the_ttft_regression() {
 
     // The upgrade: A stops, B starts on the same port.
     drop(sim_a);
-    let _sim_b = restart_on(addr, script("model-b", 300)).await;
+    let _sim_b = restart_on(addr, common::stream(300, ITL_MS, 8).model("model-b")).await;
     let restart = unix(SystemTime::now());
     // Ground truth from the daemon itself: the first probe that met B, and the probes that
     // failed before it (one that meets the port between A's stop and B's bind is refused).

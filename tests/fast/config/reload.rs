@@ -12,16 +12,6 @@ use std::time::Duration;
 
 use llm_probe::daemon::Daemon;
 use llm_probe::reload::ReloadError;
-use llm_probe::simulate::Script;
-
-fn quick() -> Script {
-    Script {
-        ttft: Duration::from_millis(5),
-        itl: Duration::from_millis(1),
-        tokens: 4,
-        ..Script::default()
-    }
-}
 
 fn target(name: &str, base_url: &str) -> String {
     format!("  - name: {name}\n    protocol: openai-chat\n    base_url: {base_url}\n    model: m\n    scenarios: [chat]\n")
@@ -47,9 +37,9 @@ fn probes(text: &str, target: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
     let (a, b, c) = (
-        common::simulator(quick()).await,
-        common::simulator(quick()).await,
-        common::simulator(quick()).await,
+        common::simulator(common::stream(5, 1, 4)).await,
+        common::simulator(common::stream(5, 1, 4)).await,
+        common::simulator(common::stream(5, 1, 4)).await,
     );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
@@ -136,7 +126,7 @@ async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_reload_and_a_flood_of_reloads() {
-    let a = common::simulator(quick()).await;
+    let a = common::simulator(common::stream(5, 1, 4)).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
     write(&path, &[target("a", &a.base_url())]);
@@ -194,8 +184,8 @@ async fn http_reload_and_a_flood_of_reloads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_running_binary() {
-    let a = common::simulator(quick()).await;
-    let b = common::simulator(quick()).await;
+    let a = common::simulator(common::stream(5, 1, 4)).await;
+    let b = common::simulator(common::stream(5, 1, 4)).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
     write(&path, &[target("a", &a.base_url())]);
@@ -248,7 +238,7 @@ async fn sighup_reloads_the_running_binary() {
 /// interval only ever lengthens (to a day at most), and the reloader keeps working after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_at_the_float_limits_reloads_and_only_lengthens_the_interval() {
-    let a = common::simulator(quick()).await;
+    let a = common::simulator(common::stream(5, 1, 4)).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
     write(&path, &[target("a", &a.base_url())]);

@@ -3,25 +3,16 @@
 //! bucket boundaries and the backend identity series.
 
 use crate::common;
+use common::ScriptExt;
 
 use std::time::Duration;
 
-use llm_probe::simulate::{Fault, Script};
-
-fn script(ttft_ms: u64, tokens: u32, fault: Fault) -> Script {
-    Script {
-        ttft: Duration::from_millis(ttft_ms),
-        itl: Duration::from_millis(5),
-        tokens,
-        fault,
-        ..Script::default()
-    }
-}
+use llm_probe::simulate::Fault;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_of_one_pair_never_overlap() {
     // Each probe takes ≈ 420 ms + 5 × 5 ms against a 300 ms interval: ticks are skipped, not stacked.
-    let sim = common::simulator(script(420, 5, Fault::None)).await;
+    let sim = common::simulator(common::stream(420, 5, 5).fault(Fault::None)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "300ms",
@@ -50,7 +41,7 @@ async fn probes_of_one_pair_never_overlap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_drops_in_flight_probes_without_observing_them() {
-    let sim = common::simulator(script(10, 20, Fault::Stall)).await;
+    let sim = common::simulator(common::stream(10, 5, 20).fault(Fault::Stall)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "30s",
@@ -96,7 +87,7 @@ async fn shutdown_drops_in_flight_probes_without_observing_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exporter_endpoints_and_content_negotiation() {
-    let sim = common::simulator(script(10, 5, Fault::None)).await;
+    let sim = common::simulator(common::stream(10, 5, 5).fault(Fault::None)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",

@@ -4,6 +4,7 @@
 //! per-check counter and the tool timing histograms; config errors that name the field.
 
 use crate::common;
+use common::ScriptExt;
 
 use std::time::Duration;
 
@@ -12,16 +13,6 @@ use llm_probe::measure::{FailureReason, ProbeOutcome};
 use llm_probe::metrics::Metrics;
 use llm_probe::probe::Prober;
 use llm_probe::simulate::{Fault, Script};
-
-fn quick(fault: Fault) -> Script {
-    Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(2),
-        tokens: 20,
-        fault,
-        ..Script::default()
-    }
-}
 
 /// Probes each scenario of `scenarios_yaml` once, in order, against `script`.
 async fn probe_all(script: Script, scenarios_yaml: &str) -> Vec<ProbeOutcome> {
@@ -48,7 +39,7 @@ fn check_of(o: &ProbeOutcome) -> Option<&'static str> {
 #[tokio::test]
 async fn each_degenerate_fault_fails_its_check_and_clean_output_passes() {
     let plain = common::scenario("chat", 64);
-    let clean = probe_one(quick(Fault::None), &plain).await;
+    let clean = probe_one(common::stream(20, 2, 20).fault(Fault::None), &plain).await;
     assert!(clean.is_success(), "{:?}", clean.result);
     assert_eq!(check_of(&clean), None);
 
@@ -58,7 +49,7 @@ async fn each_degenerate_fault_fails_its_check_and_clean_output_passes() {
         (Fault::SpecialToken, "special_tokens"),
         (Fault::EmptyAfterReasoning, "empty_after_reasoning"),
     ] {
-        let o = probe_one(quick(fault), &plain).await;
+        let o = probe_one(common::stream(20, 2, 20).fault(fault), &plain).await;
         assert_eq!(
             o.failure_reason(),
             Some(FailureReason::WrongAnswer),
@@ -73,14 +64,14 @@ async fn each_degenerate_fault_fails_its_check_and_clean_output_passes() {
 #[tokio::test]
 async fn a_degeneration_check_can_be_turned_off_per_scenario() {
     let s = "  - name: loops-ok\n    messages: [{role: user, content: hi}]\n    max_tokens: 64\n    expect: {degeneration: {repetition_loop: false}}\n";
-    let o = probe_one(quick(Fault::RepetitionLoop), s).await;
+    let o = probe_one(common::stream(20, 2, 20).fault(Fault::RepetitionLoop), s).await;
     assert!(o.is_success(), "{:?}", o.result);
 }
 
 #[tokio::test]
 async fn expect_contains_and_regex() {
     let scenarios = "  - name: right\n    messages: [{role: user, content: hi}]\n    max_tokens: 64\n    expect: {contains: [\"T19\"], case_insensitive: true, regex: '^ t0 t1'}\n  - name: impossible\n    messages: [{role: user, content: hi}]\n    max_tokens: 64\n    expect: {contains: \"Paris\"}\n";
-    let out = probe_all(quick(Fault::None), scenarios).await;
+    let out = probe_all(common::stream(20, 2, 20).fault(Fault::None), scenarios).await;
     assert!(out[0].is_success(), "{:?}", out[0].result);
     assert_eq!(out[1].failure_reason(), Some(FailureReason::WrongAnswer));
     let detail = &out[1].result.as_ref().unwrap_err().detail;
@@ -92,7 +83,11 @@ async fn expect_contains_and_regex() {
 
 #[tokio::test]
 async fn a_wrong_answer_is_counted_by_check_and_not_observed_as_a_success() {
-    let o = probe_one(quick(Fault::PunctuationOnly), &common::scenario("chat", 64)).await;
+    let o = probe_one(
+        common::stream(20, 2, 20).fault(Fault::PunctuationOnly),
+        &common::scenario("chat", 64),
+    )
+    .await;
     let metrics = Metrics::new(&[]);
     metrics.observe(&o);
     let (_, text) = metrics.render(None);
@@ -134,13 +129,12 @@ const WEATHER: &str = r#"  - name: tool
 async fn a_tool_scenario_sends_its_tools_and_validates_the_call() {
     let good = Script {
         answer: Some(r#"{"city":"Paris"}"#.into()),
-        ..quick(Fault::None)
+        ..common::stream(20, 2, 20)
     };
     let sim = common::simulator(good).await;
     let yaml = common::yaml(&sim.base_url(), "10s", WEATHER, "    timeout: 5s\n");
     let cfg = common::parse(&yaml);
-    let t = cfg.targets[0].clone();
-    let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+    let o = common::probe_first(&cfg, None).await;
     assert!(o.is_success(), "{:?}", o.result);
     let answer = &o.observations.answer;
     assert_eq!(answer.tool_calls.len(), 1);
@@ -169,7 +163,7 @@ async fn a_tool_scenario_sends_its_tools_and_validates_the_call() {
 
     let bad = Script {
         answer: Some(r#"{"town":"Paris"}"#.into()),
-        ..quick(Fault::None)
+        ..common::stream(20, 2, 20)
     };
     let o = probe_one(bad, WEATHER).await;
     assert_eq!(o.failure_reason(), Some(FailureReason::WrongAnswer));
@@ -181,7 +175,7 @@ async fn a_tool_scenario_sends_its_tools_and_validates_the_call() {
 #[tokio::test]
 async fn tool_choice_none_takes_text() {
     let s = WEATHER.replace("tool_choice: required", "tool_choice: none");
-    let o = probe_one(quick(Fault::None), &s).await;
+    let o = probe_one(common::stream(20, 2, 20).fault(Fault::None), &s).await;
     assert!(o.is_success(), "{:?}", o.result);
     assert!(o.observations.answer.tool_calls.is_empty());
 }
@@ -203,19 +197,19 @@ async fn a_structured_output_scenario_validates_its_json() {
     let s = format!("  - name: structured\n{STRUCTURED}");
     let good = Script {
         answer: Some(r#"{"city": "Paris"}"#.into()),
-        ..quick(Fault::None)
+        ..common::stream(20, 2, 20)
     };
     let o = probe_one(good, &s).await;
     assert!(o.is_success(), "{:?}", o.result);
     let bad = Script {
         answer: Some(r#"{"city": 7}"#.into()),
-        ..quick(Fault::None)
+        ..common::stream(20, 2, 20)
     };
     let o = probe_one(bad, &s).await;
     assert_eq!(check_of(&o), Some("json_schema"), "{:?}", o.result);
     let broken = Script {
         answer: Some(r#"{"city": "Par"#.into()),
-        ..quick(Fault::None)
+        ..common::stream(20, 2, 20)
     };
     let o = probe_one(broken, &s).await;
     assert_eq!(check_of(&o), Some("json_schema"), "{:?}", o.result);
@@ -229,7 +223,7 @@ async fn a_cold_schema_pays_the_grammar_compilation_on_every_probe_a_warm_one_on
     let script = Script {
         answer: Some(r#"{"city": "Paris"}"#.into()),
         grammar_compile: compile,
-        ..quick(Fault::None)
+        ..common::stream(20, 2, 20)
     };
     let scenarios =
         format!("  - name: warm\n{STRUCTURED}  - name: cold\n    schema_cache: cold\n{STRUCTURED}");
@@ -322,13 +316,12 @@ async fn the_cache_canary_ratio_shows_whether_the_prefix_cache_works() {
         let script = Script {
             ttft: Duration::from_millis(400),
             prefix_cache,
-            ..quick(Fault::None)
+            ..common::stream(20, 2, 20)
         };
         let sim = common::simulator(script).await;
         let yaml = common::yaml(&sim.base_url(), "10s", scenario, "    timeout: 5s\n");
         let cfg = common::parse(&yaml);
-        let t = cfg.targets[0].clone();
-        let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+        let o = common::probe_first(&cfg, None).await;
         assert!(o.is_success(), "{:?}", o.result);
         let bodies: Vec<_> = sim.received().into_iter().map(|r| r.body).collect();
         assert_eq!(bodies.len(), 2, "two requests per canary probe");

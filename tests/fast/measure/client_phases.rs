@@ -11,16 +11,6 @@ use std::time::{Duration, Instant};
 
 use llm_probe::measure::{ProbeOutcome, Timeline};
 use llm_probe::probe::Prober;
-use llm_probe::simulate::Script;
-
-fn script() -> Script {
-    Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(2),
-        tokens: 5,
-        ..Script::default()
-    }
-}
 
 /// `n` probes in a row by one prober of `base_url` with `target_extra` config keys.
 async fn probes(base_url: &str, target_extra: &str, n: usize) -> Vec<ProbeOutcome> {
@@ -100,7 +90,7 @@ fn assert_ordered(o: &ProbeOutcome) {
 
 #[tokio::test]
 async fn plain_http_by_ip_and_by_name() {
-    let sim = common::simulator(script()).await;
+    let sim = common::simulator(common::stream(20, 2, 5)).await;
     // An IP literal: nothing to resolve.
     let o = probes(&sim.base_url(), "", 1).await.remove(0);
     assert_ordered(&o);
@@ -122,7 +112,7 @@ async fn plain_http_by_ip_and_by_name() {
 
 #[tokio::test]
 async fn a_reused_connection_has_no_connect_phases() {
-    let sim = common::simulator(script()).await;
+    let sim = common::simulator(common::stream(20, 2, 5)).await;
     let by_name = sim.base_url().replace("127.0.0.1", "localhost");
     let o = probes(&by_name, "    connection: reuse\n", 2).await;
     assert_eq!(
@@ -203,7 +193,7 @@ async fn tls_front(
 
 #[tokio::test]
 async fn over_tls_by_ip_and_by_name() {
-    let sim = common::simulator(script()).await;
+    let sim = common::simulator(common::stream(20, 2, 5)).await;
     let backend: std::net::SocketAddr = sim
         .root_url()
         .trim_start_matches("http://")

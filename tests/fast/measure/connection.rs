@@ -17,20 +17,10 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use llm_probe::config::Config;
 use llm_probe::probe::{build_client, Prober};
-use llm_probe::simulate::Script;
-
-fn script() -> Script {
-    Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(2),
-        tokens: 5,
-        ..Script::default()
-    }
-}
 
 /// Three probes of one target with `target_extra` config keys; each one's connection setup.
 async fn setups(target_extra: &str) -> Vec<Option<Duration>> {
-    let sim = common::simulator(script()).await;
+    let sim = common::simulator(common::stream(20, 2, 5)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "5s",

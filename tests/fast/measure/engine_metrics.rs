@@ -103,15 +103,6 @@ fn prober(cfg: &llm_probe::config::Config) -> (Prober, Arc<llm_probe::config::Sc
     (Prober::new(t).unwrap(), s)
 }
 
-fn quick() -> Script {
-    Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(2),
-        tokens: 4,
-        ..Script::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_records_the_simulators_queue_and_the_gauges_follow() {
     // One slot, a 1.5 s TTFT: one background stream runs, a second waits for the slot.
@@ -121,7 +112,7 @@ async fn a_probe_records_the_simulators_queue_and_the_gauges_follow() {
             slots: 1,
             ..Load::default()
         },
-        ..quick()
+        ..common::stream(20, 2, 4)
     })
     .await;
     let metrics_url = format!("{}/metrics", sim.root_url());
@@ -361,7 +352,7 @@ async fn hostile(how: Hostile) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_metrics_servers_are_typed_scrape_failures_and_the_probe_is_unaffected() {
-    let sim = common::simulator(quick()).await;
+    let sim = common::simulator(common::stream(20, 2, 4)).await;
     let refused = common::free_port();
     let cases: [(Option<Hostile>, ScrapeFailureReason); 11] = [
         (Some(Hostile::Huge), ScrapeFailureReason::TooLarge),
@@ -443,7 +434,7 @@ async fn hostile_metrics_servers_are_typed_scrape_failures_and_the_probe_is_unaf
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_key_goes_to_the_metrics_url_only_when_asked() {
-    let sim = common::simulator(quick()).await;
+    let sim = common::simulator(common::stream(20, 2, 4)).await;
     for (opt_in, sent) in [
         ("", false),
         ("    server_metrics_send_api_key: true\n", true),
@@ -511,7 +502,7 @@ fn bad_server_metrics_keys_name_the_field_and_the_fix() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_exports_the_engine_load_and_zeroed_failure_counters() {
-    let sim = common::simulator(quick()).await;
+    let sim = common::simulator(common::stream(20, 2, 4)).await;
     let yaml = format!(
         "defaults:\n  interval: 1s\n  timeout: 1s\nscenarios:\n{}targets:\n  - name: sim\n    protocol: openai-chat\n    base_url: {}\n    model: sim-model\n    server_metrics_url: {}/metrics\n  - name: plain\n    protocol: openai-chat\n    base_url: {}\n    model: sim-model\n",
         common::scenario("s", 4),
@@ -563,7 +554,7 @@ async fn the_daemon_exports_the_engine_load_and_zeroed_failure_counters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redirects_gzip_and_slow_drips_are_typed_failures_and_the_key_does_not_follow() {
-    let sim = common::simulator(quick()).await;
+    let sim = common::simulator(common::stream(20, 2, 4)).await;
     // The redirect's destination: it must see no request at all (a redirect is not followed,
     // so the API key cannot leak to another host).
     let (elsewhere, elsewhere_heads) = hostile(Hostile::Valid).await;
@@ -614,7 +605,7 @@ async fn redirects_gzip_and_slow_drips_are_typed_failures_and_the_key_does_not_f
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn awkward_but_valid_expositions_are_read() {
-    let sim = common::simulator(quick()).await;
+    let sim = common::simulator(common::stream(20, 2, 4)).await;
     let (addr, _) = hostile(Hostile::Awkward).await;
     let cfg = config(
         &sim.base_url(),
@@ -637,7 +628,7 @@ async fn awkward_but_valid_expositions_are_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_changes_the_metrics_url_leaves_no_stale_gauges() {
-    let sim = common::simulator(quick()).await;
+    let sim = common::simulator(common::stream(20, 2, 4)).await;
     let (valid, _) = hostile(Hostile::Valid).await;
     // The new URL answers after 30 s (the scrape's budget is 2 s): right after the reload no
     // read of it has ended, so a gauge then is left from the old URL.
@@ -744,7 +735,7 @@ fn hostile_server_metrics_urls_are_refused_without_echoing_secrets_or_escapes() 
 /// its root) fails as `http_status` with a detail that says where metrics live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_metrics_url_under_v1_says_where_metrics_live() {
-    let sim = common::simulator(quick()).await;
+    let sim = common::simulator(common::stream(20, 2, 4)).await;
     let cfg = config(
         &sim.base_url(),
         &format!("    server_metrics_url: {}/metrics\n", sim.base_url()),

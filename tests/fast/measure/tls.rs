@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::pki::{pki, Pki};
-use llm_probe::measure::{FailureReason, ProbeOutcome};
+use llm_probe::measure::FailureReason;
 use llm_probe::probe::Prober;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -92,11 +92,6 @@ fn config(addr: SocketAddr, tls_yaml: &str) -> llm_probe::config::Config {
     ))
 }
 
-async fn probe(cfg: &llm_probe::config::Config) -> ProbeOutcome {
-    let t = cfg.targets[0].clone();
-    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
-}
-
 #[tokio::test]
 async fn extra_ca_is_trusted_and_an_unknown_ca_is_a_tls_failure() {
     let pki = pki();
@@ -104,14 +99,18 @@ async fn extra_ca_is_trusted_and_an_unknown_ca_is_a_tls_failure() {
     let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
     let addr = https_server(&pki, false, Duration::ZERO).await;
 
-    let o = probe(&config(addr, &format!("    tls:\n      ca_file: {ca}\n"))).await;
+    let o = common::probe_first(
+        &config(addr, &format!("    tls:\n      ca_file: {ca}\n")),
+        None,
+    )
+    .await;
     let m = o
         .result
         .as_ref()
         .unwrap_or_else(|f| panic!("with the CA: {f}"));
     assert_eq!(m.output_tokens, 2);
 
-    let o = probe(&config(addr, "")).await;
+    let o = common::probe_first(&config(addr, ""), None).await;
     assert_eq!(
         o.failure_reason(),
         Some(FailureReason::Tls),
@@ -130,7 +129,7 @@ async fn insecure_skip_verify_connects_and_is_flagged_in_the_summary() {
         "{}",
         cfg.targets[0].summary()
     );
-    let o = probe(&cfg).await;
+    let o = common::probe_first(&cfg, None).await;
     assert!(o.is_success(), "{:?}", o.result);
 }
 
@@ -145,10 +144,14 @@ async fn mutual_tls_needs_the_client_certificate() {
 
     let with =
         format!("    tls:\n      ca_file: {ca}\n      cert_file: {cert}\n      key_file: {key}\n");
-    let o = probe(&config(addr, &with)).await;
+    let o = common::probe_first(&config(addr, &with), None).await;
     assert!(o.is_success(), "with a client certificate: {:?}", o.result);
 
-    let o = probe(&config(addr, &format!("    tls:\n      ca_file: {ca}\n"))).await;
+    let o = common::probe_first(
+        &config(addr, &format!("    tls:\n      ca_file: {ca}\n")),
+        None,
+    )
+    .await;
     let reason = o.failure_reason();
     assert!(
         matches!(
@@ -233,7 +236,7 @@ async fn a_stalled_tls_handshake_ends_at_the_connect_timeout() {
         "    connect_timeout: 300ms\n    tls:\n      insecure_skip_verify: true\n",
     );
     let started = std::time::Instant::now();
-    let o = probe(&cfg).await;
+    let o = common::probe_first(&cfg, None).await;
     let took = started.elapsed();
     assert_eq!(
         o.failure_reason(),

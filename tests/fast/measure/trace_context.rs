@@ -79,8 +79,7 @@ async fn a_target_header_wins_over_the_generated_one() {
         &common::scenario("chat", 8),
         "    headers:\n      X-Request-Id: mine-42\n",
     ));
-    let t = cfg.targets[0].clone();
-    let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+    let o = common::probe_first(&cfg, None).await;
     assert!(o.is_success(), "{:?}", o.result);
     let r = &sim.received()[0];
     let ids: Vec<_> = r

@@ -1,6 +1,8 @@
 //! NDJSON decoder tests (Ollama native streams): framing rules, the "Framing and bytes" fault
 //! classes of `PROTOCOLS.md` §3, a golden Ollama stream split every way, and property tests.
 
+use crate::common;
+
 use llm_probe::decode::ndjson::NdjsonDecoder;
 use llm_probe::decode::{DecodeError, DEFAULT_MAX_EVENT_BYTES};
 use proptest::prelude::*;
@@ -213,19 +215,6 @@ fn sixteen_mib_of_one_byte_reads_completes() {
     assert_eq!(dec.finish(), None);
 }
 
-fn split_at_offsets(input: &[u8], offsets: &[usize]) -> Vec<Vec<u8>> {
-    let mut cuts: Vec<usize> = offsets.iter().map(|&o| o.min(input.len())).collect();
-    cuts.sort_unstable();
-    let mut parts = Vec::new();
-    let mut start = 0;
-    for cut in cuts {
-        parts.push(input[start..cut].to_vec());
-        start = cut;
-    }
-    parts.push(input[start..].to_vec());
-    parts
-}
-
 fn ndjson_ish_byte() -> impl Strategy<Value = u8> {
     prop_oneof![
         4 => prop::sample::select(b"{}\":a \r\n\t\xE4\xB8\xAD\xF0\x9F".to_vec()),
@@ -244,7 +233,7 @@ proptest! {
     ) {
         let whole = decode_chunks([input.as_slice()], limit);
         let offsets: Vec<usize> = cuts.iter().map(|i| i.index(input.len() + 1)).collect();
-        let parts = split_at_offsets(&input, &offsets);
+        let parts = common::split_at_offsets(&input, &offsets);
         prop_assert_eq!(&decode_chunks(parts.iter().map(Vec::as_slice), limit), &whole);
         prop_assert_eq!(&decode_chunks(input.chunks(1), limit), &whole);
         let well_formed = |l: &String| {
@@ -274,7 +263,7 @@ proptest! {
             }
         }
         let offsets: Vec<usize> = cuts.iter().map(|i| i.index(input.len() + 1)).collect();
-        let parts = split_at_offsets(&input, &offsets);
+        let parts = common::split_at_offsets(&input, &offsets);
         let out = decode_chunks(parts.iter().map(Vec::as_slice), DEFAULT_MAX_EVENT_BYTES);
         prop_assert_eq!(out.error, None);
         let mut expected = docs.clone();

@@ -2,6 +2,8 @@
 //! classes of §3, golden streams (captured and hand-written) fed whole / split at every byte /
 //! one byte at a time, and property tests.
 
+use crate::common;
+
 use llm_probe::decode::sse::{SseDecoder, SseEvent, Trailing};
 use llm_probe::decode::{DecodeError, DEFAULT_MAX_EVENT_BYTES};
 use proptest::prelude::*;
@@ -38,20 +40,6 @@ fn decode_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>, limit: usize) -
 
 fn decode(input: &[u8]) -> Outcome {
     decode_chunks([input], DEFAULT_MAX_EVENT_BYTES)
-}
-
-/// Split `input` at the given offsets (any order, duplicates allowed, clamped to the length).
-fn split_at_offsets(input: &[u8], offsets: &[usize]) -> Vec<Vec<u8>> {
-    let mut cuts: Vec<usize> = offsets.iter().map(|&o| o.min(input.len())).collect();
-    cuts.sort_unstable();
-    let mut parts = Vec::new();
-    let mut start = 0;
-    for cut in cuts {
-        parts.push(input[start..cut].to_vec());
-        start = cut;
-    }
-    parts.push(input[start..].to_vec());
-    parts
 }
 
 /// Decode `input` whole, in two parts split at every byte offset, and one byte at a time;
@@ -969,7 +957,7 @@ proptest! {
         limit in prop::sample::select(vec![4usize, 16, 64, DEFAULT_MAX_EVENT_BYTES]),
     ) {
         let whole = decode_chunks([input.as_slice()], limit);
-        let parts = split_at_offsets(&input, &to_offsets(input.len(), &cuts));
+        let parts = common::split_at_offsets(&input, &to_offsets(input.len(), &cuts));
         let split = decode_chunks(parts.iter().map(Vec::as_slice), limit);
         prop_assert_eq!(&split, &whole);
         let bytewise = decode_chunks(input.chunks(1), limit);
@@ -990,7 +978,7 @@ proptest! {
         let (lines, expected, comments) = build_stream(&events, &spaces);
         let mut input = if bom { "\u{FEFF}".as_bytes().to_vec() } else { Vec::new() };
         input.extend(serialize(&lines, &endings));
-        let parts = split_at_offsets(&input, &to_offsets(input.len(), &cuts));
+        let parts = common::split_at_offsets(&input, &to_offsets(input.len(), &cuts));
         let out = decode_chunks(parts.iter().map(Vec::as_slice), DEFAULT_MAX_EVENT_BYTES);
         prop_assert_eq!(out.error, None);
         prop_assert_eq!(out.events, expected);

@@ -5,40 +5,14 @@ use crate::common;
 
 use std::time::Duration;
 
-use llm_probe::measure::{Anomaly, FailureReason, ProbeOutcome, TokenCountSource};
-use llm_probe::probe::Prober;
+use llm_probe::measure::{Anomaly, FailureReason, TokenCountSource};
 use llm_probe::simulate::{Fault, Script};
-
-fn quick(fault: Fault) -> Script {
-    Script {
-        ttft: Duration::from_millis(30),
-        itl: Duration::from_millis(3),
-        tokens: 20,
-        fault,
-        ..Script::default()
-    }
-}
-
-async fn probe_url(base_url: &str, timeout: &str) -> ProbeOutcome {
-    let extra = format!("    timeout: {timeout}\n");
-    let yaml = common::yaml(base_url, "10s", &common::scenario("chat", 64), &extra);
-    let cfg = common::parse(&yaml);
-    let t = cfg.targets[0].clone();
-    Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await
-}
-
-async fn probe(script: Script) -> ProbeOutcome {
-    let sim = common::simulator(script).await;
-    probe_url(&sim.base_url(), "2s").await
-}
-
-fn reason(o: &ProbeOutcome) -> Option<FailureReason> {
-    o.failure_reason()
-}
 
 #[tokio::test]
 async fn clean_stream_succeeds_without_anomalies() {
-    let o = probe(quick(Fault::None)).await;
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::None))
+        .await;
     assert!(o.is_success(), "{:?}", o.result);
     assert!(
         o.observations.anomalies.is_empty(),
@@ -54,8 +28,10 @@ async fn clean_stream_succeeds_without_anomalies() {
 
 #[tokio::test]
 async fn error_after_tokens_is_stream_error_not_a_fast_success() {
-    let o = probe(quick(Fault::ErrorAfterTokens)).await;
-    assert_eq!(reason(&o), Some(FailureReason::StreamError));
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::ErrorAfterTokens))
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::StreamError));
     assert_eq!(o.observations.timeline.token_events.len(), 3);
     assert!(o
         .result
@@ -66,23 +42,31 @@ async fn error_after_tokens_is_stream_error_not_a_fast_success() {
 
 #[tokio::test]
 async fn error_only_200_is_stream_error() {
-    let o = probe(quick(Fault::ErrorOnly)).await;
-    assert_eq!(reason(&o), Some(FailureReason::StreamError));
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::ErrorOnly))
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::StreamError));
     assert_eq!(o.observations.http_status, Some(200));
 }
 
 #[tokio::test]
 async fn done_only_is_empty_stream() {
     assert_eq!(
-        reason(&probe(quick(Fault::DoneOnly)).await),
+        (common::OneProbe::default()
+            .of(common::faulty(Fault::DoneOnly))
+            .await
+            .0)
+            .failure_reason(),
         Some(FailureReason::EmptyStream)
     );
 }
 
 #[tokio::test]
 async fn http_500_keeps_status_and_body_excerpt() {
-    let o = probe(quick(Fault::Http500)).await;
-    assert_eq!(reason(&o), Some(FailureReason::HttpStatus));
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::Http500))
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::HttpStatus));
     assert_eq!(o.observations.http_status, Some(500));
     assert!(o
         .result
@@ -93,16 +77,21 @@ async fn http_500_keeps_status_and_body_excerpt() {
 
 #[tokio::test]
 async fn http_429_is_not_retried() {
-    let sim = common::simulator(quick(Fault::Http429)).await;
-    let o = probe_url(&sim.base_url(), "2s").await;
-    assert_eq!(reason(&o), Some(FailureReason::HttpStatus));
+    let sim = common::simulator(common::faulty(Fault::Http429)).await;
+    let o = common::OneProbe::default()
+        .timeout("2s")
+        .at(&sim.base_url())
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::HttpStatus));
     assert_eq!(o.observations.http_status, Some(429));
     assert_eq!(sim.received().len(), 1, "no client-side retry");
 }
 
 #[tokio::test]
 async fn missing_usage_counts_events_and_says_so() {
-    let o = probe(quick(Fault::NoUsage)).await;
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::NoUsage))
+        .await;
     let m = o.result.as_ref().unwrap();
     assert_eq!(
         (m.output_tokens, m.token_count_source),
@@ -113,10 +102,13 @@ async fn missing_usage_counts_events_and_says_so() {
 
 #[tokio::test]
 async fn stall_mid_stream_times_out_at_the_deadline() {
-    let sim = common::simulator(quick(Fault::Stall)).await;
+    let sim = common::simulator(common::faulty(Fault::Stall)).await;
     let t = std::time::Instant::now();
-    let o = probe_url(&sim.base_url(), "500ms").await;
-    assert_eq!(reason(&o), Some(FailureReason::Timeout));
+    let o = common::OneProbe::default()
+        .timeout("500ms")
+        .at(&sim.base_url())
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::Timeout));
     assert!(
         t.elapsed() < Duration::from_secs(2),
         "the deadline bounds the probe: {:?} {:?}",
@@ -128,13 +120,22 @@ async fn stall_mid_stream_times_out_at_the_deadline() {
 
 #[tokio::test]
 async fn reset_mid_stream_is_truncated() {
-    let o = probe(quick(Fault::Reset)).await;
-    assert_eq!(reason(&o), Some(FailureReason::Truncated), "{:?}", o.result);
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::Reset))
+        .await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::Truncated),
+        "{:?}",
+        o.result
+    );
 }
 
 #[tokio::test]
 async fn collapsed_stream_is_flagged() {
-    let o = probe(quick(Fault::Collapsed)).await;
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::Collapsed))
+        .await;
     let m = o.result.as_ref().unwrap();
     assert!(o.observations.anomalies.contains(&Anomaly::CollapsedStream));
     assert!(
@@ -145,7 +146,9 @@ async fn collapsed_stream_is_flagged() {
 
 #[tokio::test]
 async fn no_terminator_after_finish_is_success_with_anomaly() {
-    let o = probe(quick(Fault::NoTerminator)).await;
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::NoTerminator))
+        .await;
     assert!(o.is_success(), "{:?}", o.result);
     assert_eq!(o.observations.anomalies, vec![Anomaly::MissingTerminator]);
 }
@@ -154,9 +157,9 @@ async fn no_terminator_after_finish_is_success_with_anomaly() {
 async fn keepalive_comments_are_not_tokens() {
     let script = Script {
         ttft: Duration::from_millis(100),
-        ..quick(Fault::Keepalive)
+        ..common::faulty(Fault::Keepalive)
     };
-    let o = probe(script).await;
+    let (o, _sim) = common::OneProbe::default().of(script).await;
     let m = o.result.as_ref().unwrap();
     assert!(
         m.ttft >= Duration::from_millis(100),
@@ -171,14 +174,20 @@ async fn multi_token_events_use_the_server_count() {
     let script = Script {
         tokens_per_event: 4,
         itl: Duration::from_millis(10),
-        ..quick(Fault::None)
+        ..common::faulty(Fault::None)
     };
-    let o = probe(script).await;
+    let (o, sim) = common::OneProbe::default().of(script).await;
     let m = o.result.as_ref().unwrap();
     assert_eq!((m.output_tokens, m.token_events), (20, 5));
-    // 5 events 10 ms apart carry 20 tokens: TPOT = 40 ms / 19.
+    // 5 events (scripted 10 ms apart) carry 20 tokens: TPOT is the span from the first event
+    // to the last over 19, judged against when the simulator actually sent them.
     let tpot = m.tpot.unwrap().as_secs_f64();
-    assert!((tpot - 0.040 / 19.0).abs() < 0.0005, "TPOT {tpot}");
+    let sent = sim.received()[0].events_sent.lock().unwrap().clone();
+    let want = (*sent.last().unwrap() - sent[0]).as_secs_f64() / 19.0;
+    assert!(
+        (tpot - want).abs() < 0.0006,
+        "TPOT {tpot}, the simulator's {want}"
+    );
     assert_eq!(o.observations.anomalies, vec![Anomaly::MultiTokenEvents]);
 }
 
@@ -187,9 +196,9 @@ async fn reasoning_tokens_start_ttft_and_delay_first_output() {
     let script = Script {
         reasoning_tokens: 5,
         itl: Duration::from_millis(10),
-        ..quick(Fault::None)
+        ..common::faulty(Fault::None)
     };
-    let o = probe(script).await;
+    let (o, _sim) = common::OneProbe::default().of(script).await;
     let m = o.result.as_ref().unwrap();
     let ttfo = m.time_to_first_output_token.unwrap();
     let gap = (ttfo - m.ttft).as_secs_f64();
@@ -208,8 +217,16 @@ async fn connection_refused_is_connect() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     drop(l);
-    let o = probe_url(&format!("http://{addr}/v1"), "2s").await;
-    assert_eq!(reason(&o), Some(FailureReason::Connect), "{:?}", o.result);
+    let o = common::OneProbe::default()
+        .timeout("2s")
+        .at(&format!("http://{addr}/v1"))
+        .await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::Connect),
+        "{:?}",
+        o.result
+    );
     // The detail names where it tried to connect (a wrong base_url is the usual cause), and
     // the report says there was no HTTP response rather than printing a status.
     let detail = &o.result.as_ref().unwrap_err().detail;
@@ -228,15 +245,29 @@ async fn connection_refused_is_connect() {
 
 #[tokio::test]
 async fn unresolvable_host_is_dns() {
-    let o = probe_url("http://no-such-host.invalid/v1", "5s").await;
-    assert_eq!(reason(&o), Some(FailureReason::Dns), "{:?}", o.result);
+    let o = common::OneProbe::default()
+        .timeout("5s")
+        .at("http://no-such-host.invalid/v1")
+        .await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::Dns),
+        "{:?}",
+        o.result
+    );
 }
 
 #[tokio::test]
 async fn request_carries_streaming_options_and_a_cold_cache_nonce() {
-    let sim = common::simulator(quick(Fault::None)).await;
-    probe_url(&sim.base_url(), "2s").await;
-    probe_url(&sim.base_url(), "2s").await;
+    let sim = common::simulator(common::faulty(Fault::None)).await;
+    common::OneProbe::default()
+        .timeout("2s")
+        .at(&sim.base_url())
+        .await;
+    common::OneProbe::default()
+        .timeout("2s")
+        .at(&sim.base_url())
+        .await;
     let r = sim.received();
     assert_eq!(r.len(), 2);
     assert_eq!(r[0].path, "/v1/chat/completions");
@@ -255,28 +286,44 @@ async fn request_carries_streaming_options_and_a_cold_cache_nonce() {
 
 #[tokio::test]
 async fn headers_that_never_arrive_time_out() {
-    let o = probe(quick(Fault::NoHeaders)).await;
-    assert_eq!(reason(&o), Some(FailureReason::Timeout));
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::NoHeaders))
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::Timeout));
     assert!(o.observations.timeline.headers.is_none());
     assert!(o.result.unwrap_err().detail.contains("no response headers"));
 }
 
 #[tokio::test]
 async fn broken_json_is_decode() {
-    let o = probe(quick(Fault::InvalidJson)).await;
-    assert_eq!(reason(&o), Some(FailureReason::Decode), "{:?}", o.result);
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::InvalidJson))
+        .await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::Decode),
+        "{:?}",
+        o.result
+    );
     assert_eq!(o.observations.timeline.token_events.len(), 2);
 }
 
 #[tokio::test]
 async fn invalid_utf8_is_decode() {
-    let o = probe(quick(Fault::InvalidUtf8)).await;
-    assert_eq!(reason(&o), Some(FailureReason::Decode), "{:?}", o.result);
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::InvalidUtf8))
+        .await;
+    assert_eq!(
+        o.failure_reason(),
+        Some(FailureReason::Decode),
+        "{:?}",
+        o.result
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_keeps_probing_through_faults() {
-    let sim = common::simulator(quick(Fault::Reset)).await;
+    let sim = common::simulator(common::faulty(Fault::Reset)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "200ms",
@@ -307,7 +354,7 @@ async fn the_daemon_keeps_probing_through_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_holds_the_next_probe_back_and_shows_in_metrics() {
     // The simulator answers 429 with Retry-After: 7; the interval is 300 ms.
-    let sim = common::simulator(quick(Fault::Http429)).await;
+    let sim = common::simulator(common::faulty(Fault::Http429)).await;
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "300ms",

@@ -3,11 +3,12 @@
 //! token events seen before it), or success with the anomalies, TTFT within a few ms of the
 //! scripted one, and N exact with its source. One table ([`expected`]), one helper ([`run`]).
 
+use crate::common;
+
 use std::time::Duration;
 
 use llm_probe::config::Protocol;
 use llm_probe::measure::{Anomaly, FailureReason, ProbeOutcome, TokenCountSource};
-use llm_probe::probe::{Limits, Prober};
 use llm_probe::simulate::{Fault, Script, Simulator};
 
 use Anomaly::*;
@@ -179,60 +180,29 @@ fn expected(p: Protocol, fault: Fault, per_event: u32) -> Option<Expect> {
     }
 }
 
-fn script(fault: Fault) -> Script {
-    Script {
-        ttft: Duration::from_millis(30),
-        itl: Duration::from_millis(3),
-        tokens: TOKENS as u32,
-        fault,
-        ..Script::default()
-    }
-}
-
-/// Probes `p` on a fresh simulator playing `script`; returns the outcome and the simulator.
-async fn probe(p: Protocol, script: Script, timeout: &str) -> (ProbeOutcome, Simulator) {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), script)
-        .await
-        .unwrap();
-    let (base, extra) = match p {
-        Protocol::Ollama | Protocol::Tgi | Protocol::LlamaCpp => (sim.root_url(), ""),
-        Protocol::AzureOpenAi => (sim.root_url(), "    deployment: dep-1\n"),
-        Protocol::Gemini => (sim.root_url(), ""),
-        Protocol::VertexGemini => (
-            format!(
-                "{}/v1/projects/sim-project/locations/us-central1",
-                sim.root_url()
-            ),
-            "",
-        ),
-        Protocol::Bedrock => (sim.root_url(), "    aws_region: us-east-1\n"),
-        _ => (sim.base_url(), ""),
-    };
-    let yaml = format!(
-        "defaults:\n  interval: 10s\n  timeout: {timeout}\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 64\ntargets:\n  - name: sim\n    protocol: {}\n    base_url: {base}\n    model: sim-model\n{extra}",
-        p.as_str()
-    );
-    // AWS credentials for bedrock (no other protocol reads them).
-    let env = |v: &str| v.starts_with("AWS_").then(|| "AKIDTEST".to_string());
-    let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
-    let t = cfg.targets[0].clone();
-    let limits = Limits {
-        max_stream_bytes: 2 << 20,
-        drain_after_end: Duration::from_millis(10),
-        ..Limits::default()
-    };
-    let prober = Prober::new(t.clone()).unwrap().with_limits(limits);
-    (prober.probe(&t.scenarios[0]).await, sim)
-}
-
-/// Why `o` was read late in a merged read, if it was: a token event marked more than
-/// [`TRUTH_SLACK`] after the simulator wrote it that shares its mark with the next event (read
-/// together). None for a probe that failed or read every event on time.
-fn stalled_read(o: &ProbeOutcome, sim: &Simulator) -> Option<String> {
+/// Why `o` says nothing of the code under test, if it does not: its first token event marked
+/// more than [`TRUTH_SLACK`] after the simulator handed it to its connection (the simulator's
+/// own writer ran late on a busy host), or a token event read late together with the next one
+/// (a stalled reader: they share the read's one kernel stamp). None for a probe that failed or
+/// read every event on time.
+fn late_read(o: &ProbeOutcome, sim: &Simulator) -> Option<String> {
     let sent_at = o.observations.timeline.sent;
     let events = &o.observations.timeline.token_events;
     let got = sim.received().last().cloned()?;
     let written = got.events_sent.lock().unwrap().clone();
+    if let (Some(first), Some(&w)) = (events.first(), written.first()) {
+        if first
+            .at
+            .checked_duration_since(w)
+            .is_some_and(|late| late > TRUTH_SLACK)
+        {
+            return Some(format!(
+                "the first token event written at {:?}, read at {:?}",
+                w - sent_at,
+                first.at - sent_at
+            ));
+        }
+    }
     events
         .windows(2)
         .zip(written)
@@ -259,20 +229,25 @@ async fn run(
     let mut out = Vec::new();
     let mut checked = 0;
     for p in ALL.into_iter().filter(|p| filter(*p)) {
-        let s = tweak(script(fault));
+        let s = tweak(common::faulty(fault));
         let Some(want) = expected(p, fault, s.tokens_per_event) else {
             continue;
         };
         let ttft = s.ttft;
         let timeout = if fault == Fault::Stall { "400ms" } else { "3s" };
-        // A host that stalls this test's thread makes the probe read several token events at
-        // once, late; they share the read's one kernel stamp, so no client could mark them at
-        // their arrival. Such a sample says nothing of the code under test: probe again (a bug
-        // that delays marks fails all three).
+        // A host that stalls the simulator's writer or this test's reader delivers token
+        // events late (several at once, sharing the read's one kernel stamp), so no client could
+        // mark them at their scripted instants. Such a sample says nothing of the code under
+        // test: probe again (a bug that delays marks fails all three).
         let mut attempt = 1;
         let (o, sim) = loop {
-            let (o, sim) = probe(p, s.clone(), timeout).await;
-            match stalled_read(&o, &sim) {
+            let (o, sim) = common::OneProbe::default()
+                .protocol(p)
+                .timeout(timeout)
+                .drained()
+                .of(s.clone())
+                .await;
+            match late_read(&o, &sim) {
                 Some(why) if attempt < 3 => {
                     eprintln!(
                         "{} / {fault:?}: attempt {attempt}: {why}; again",
@@ -416,9 +391,14 @@ async fn the_cap_is_read_from_each_protocols_own_field() {
         let s = Script {
             tokens: 100,
             itl: Duration::from_millis(1),
-            ..script(Fault::None)
+            ..common::faulty(Fault::None)
         };
-        let (o, _sim) = probe(p, s, "3s").await;
+        let (o, _sim) = common::OneProbe::default()
+            .protocol(p)
+            .timeout("3s")
+            .drained()
+            .of(s)
+            .await;
         let m = o.result.as_ref().unwrap();
         assert_eq!(m.token_events, 64, "{}", p.as_str());
     }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use llm_probe::config::Protocol;
 use llm_probe::measure::{Anomaly, FailureReason, ProbeOutcome, TokenCountSource};
-use llm_probe::probe::{Limits, Prober};
+use llm_probe::probe::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -37,29 +37,6 @@ async fn server(handler: Handler) -> SocketAddr {
         }
     });
     addr
-}
-
-/// Reads one request (head and `content-length` body); returns the head, lower-cased.
-async fn read_request(tcp: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = tcp.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return String::new();
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf).to_ascii_lowercase();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let len = text
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-            if buf.len() >= end + 4 + len {
-                return text[..end].to_string();
-            }
-        }
-    }
 }
 
 /// Makes the connection's close a reset (RST), as a crashed server or a proxy's idle killer does.
@@ -86,7 +63,7 @@ async fn fixed(status: &str, headers: &str, body: &'static [u8]) -> SocketAddr {
     server(Arc::new(move |mut tcp| {
         let head = head.clone();
         Box::pin(async move {
-            read_request(&mut tcp).await;
+            common::read_request_head(&mut tcp).await;
             let _ = tcp.write_all(head.as_bytes()).await;
             let _ = tcp.write_all(body).await;
             let _ = tcp.shutdown().await;
@@ -96,36 +73,6 @@ async fn fixed(status: &str, headers: &str, body: &'static [u8]) -> SocketAddr {
 }
 
 // ---- probing --------------------------------------------------------------------------------
-
-/// Probes `protocol` at `scheme://host:port` once with `timeout`.
-async fn probe_at(protocol: Protocol, url_root: &str, timeout: &str) -> ProbeOutcome {
-    let (base, extra) = match protocol {
-        Protocol::Ollama | Protocol::Tgi | Protocol::LlamaCpp => (url_root.to_string(), ""),
-        Protocol::AzureOpenAi => (url_root.to_string(), "    deployment: dep-1\n"),
-        Protocol::Gemini => (url_root.to_string(), ""),
-        Protocol::VertexGemini => (format!("{url_root}/v1/projects/p/locations/l"), ""),
-        Protocol::Bedrock => (url_root.to_string(), "    aws_region: us-east-1\n"),
-        _ => (format!("{url_root}/v1"), ""),
-    };
-    let yaml = format!(
-        "defaults:\n  interval: 10s\n  timeout: {timeout}\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: 16\ntargets:\n  - name: t\n    protocol: {}\n    base_url: {base}\n    model: m\n{extra}",
-        protocol.as_str()
-    );
-    // AWS credentials for bedrock (no other protocol reads them).
-    let env = |v: &str| v.starts_with("AWS_").then(|| "AKIDTEST".to_string());
-    let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
-    let t = cfg.targets[0].clone();
-    let limits = Limits {
-        drain_after_end: Duration::from_millis(20),
-        ..Limits::default()
-    };
-    let prober = Prober::new(t.clone()).unwrap().with_limits(limits);
-    prober.probe(&t.scenarios[0]).await
-}
-
-async fn probe(protocol: Protocol, addr: SocketAddr) -> ProbeOutcome {
-    probe_at(protocol, &format!("http://{addr}"), "3s").await
-}
 
 fn failure(o: &ProbeOutcome) -> (FailureReason, String) {
     let f = o.result.as_ref().expect_err("the probe should fail");
@@ -164,6 +111,18 @@ fn completion(p: Protocol) -> &'static [u8] {
 }
 
 const HTML: &[u8] = b"<!DOCTYPE html>\r\n<html><head><title>502 Bad Gateway</title></head>\r\n<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\r\n";
+
+/// One probe of `protocol` as these tests send it: at most 16 tokens, 20 ms of draining after
+/// the end.
+fn trust(protocol: Protocol) -> common::OneProbe {
+    common::OneProbe::default()
+        .protocol(protocol)
+        .max_tokens(16)
+        .limits(Limits {
+            drain_after_end: Duration::from_millis(20),
+            ..Limits::default()
+        })
+}
 
 #[tokio::test]
 async fn a_2xx_body_that_is_no_event_stream_says_what_came_back_in_every_protocol() {
@@ -237,7 +196,10 @@ async fn a_2xx_body_that_is_no_event_stream_says_what_came_back_in_every_protoco
         }
         for (ct, body, wants) in cases {
             let addr = fixed("200 OK", ct, body).await;
-            let o = probe(p, addr).await;
+            let o = trust(p)
+                .timeout("3s")
+                .at_root(&format!("http://{addr}"))
+                .await;
             let (reason, detail) = failure(&o);
             let ctx = format!("{} / {ct:?}: {detail}", p.as_str());
             assert_eq!(reason, FailureReason::Decode, "{ctx}");
@@ -268,8 +230,7 @@ async fn a_body_that_echoes_the_key_does_not_put_it_in_the_detail() {
         );
         let env = |k: &str| (k == "KEY").then(|| "sk-echoed-key-1234".to_string());
         let cfg = llm_probe::config::parse(&yaml, "<test>", &env).unwrap();
-        let t = cfg.targets[0].clone();
-        let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+        let o = common::probe_first(&cfg, None).await;
         let (_, detail) = failure(&o);
         assert!(
             detail.contains("Authorization: Bearer [redacted]"),
@@ -286,7 +247,10 @@ async fn a_json_error_object_with_200_is_the_servers_error() {
         "content-type: text/event-stream\r\n",
     ] {
         let addr = fixed("200 OK", ct, br#"{"error":{"message":"model not loaded"}}"#).await;
-        let o = probe(Protocol::OpenAiChat, addr).await;
+        let o = trust(Protocol::OpenAiChat)
+            .timeout("3s")
+            .at_root(&format!("http://{addr}"))
+            .await;
         assert_eq!(
             failure(&o),
             (FailureReason::StreamError, "model not loaded".to_string()),
@@ -386,7 +350,7 @@ async fn coded_server(
     server(Arc::new(move |mut tcp| {
         let heads = heads.clone();
         Box::pin(async move {
-            let head = read_request(&mut tcp).await;
+            let head = common::read_request_head(&mut tcp).await.to_ascii_lowercase();
             let start = Instant::now();
             heads.lock().unwrap().push(head);
             let ct = if p == Protocol::Ollama {
@@ -434,7 +398,10 @@ async fn every_content_coding_is_decoded_read_by_read_and_flagged() {
         ] {
             let heads = Arc::new(Mutex::new(Vec::new()));
             let addr = coded_server(p, coding, heads.clone()).await;
-            let o = probe(p, addr).await;
+            let o = trust(p)
+                .timeout("3s")
+                .at_root(&format!("http://{addr}"))
+                .await;
             let ctx = format!("{} {coding:?}: {:?}", p.as_str(), o.result);
             let m = o.result.as_ref().unwrap_or_else(|_| panic!("{ctx}"));
             assert_eq!(m.token_events, TOKENS, "{ctx}");
@@ -481,7 +448,12 @@ async fn compressed_error_pages_are_shown_decoded() {
             page,
         )
         .await;
-        let (_, detail) = failure(&probe(Protocol::OpenAiChat, addr).await);
+        let (_, detail) = failure(
+            &trust(Protocol::OpenAiChat)
+                .timeout("3s")
+                .at_root(&format!("http://{addr}"))
+                .await,
+        );
         assert!(
             detail.contains("<title>502 Bad Gateway</title>"),
             "{status}: {detail}"
@@ -498,7 +470,12 @@ async fn a_coding_the_probe_cannot_undo_is_named() {
         sse,
     )
     .await;
-    let (reason, detail) = failure(&probe(Protocol::OpenAiChat, addr).await);
+    let (reason, detail) = failure(
+        &trust(Protocol::OpenAiChat)
+            .timeout("3s")
+            .at_root(&format!("http://{addr}"))
+            .await,
+    );
     assert_eq!(reason, FailureReason::Decode);
     assert!(detail.contains("Content-Encoding \"compress\""), "{detail}");
     // Claimed gzip, sent plain: the detail names the coding, not a UTF-8 problem.
@@ -508,7 +485,12 @@ async fn a_coding_the_probe_cannot_undo_is_named() {
         sse,
     )
     .await;
-    let (reason, detail) = failure(&probe(Protocol::OpenAiChat, addr).await);
+    let (reason, detail) = failure(
+        &trust(Protocol::OpenAiChat)
+            .timeout("3s")
+            .at_root(&format!("http://{addr}"))
+            .await,
+    );
     assert_eq!(reason, FailureReason::Decode);
     assert!(
         detail.starts_with("the gzip-coded body does not decode"),
@@ -563,7 +545,7 @@ async fn faulty(fault: Fault) -> SocketAddr {
                 reset(&tcp);
                 return;
             }
-            read_request(&mut tcp).await;
+            common::read_request_head(&mut tcp).await;
             let sse_head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
             let first = chunk(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n");
             let out: Vec<u8> = match fault {
@@ -607,12 +589,10 @@ async fn faulty(fault: Fault) -> SocketAddr {
 async fn every_host(scheme: &str, port: u16, want: FailureReason, timeout: &str) -> Vec<String> {
     let mut details = Vec::new();
     for host in HOSTS {
-        let o = probe_at(
-            Protocol::OpenAiChat,
-            &format!("{scheme}://{host}.localhost:{port}"),
-            timeout,
-        )
-        .await;
+        let o = trust(Protocol::OpenAiChat)
+            .timeout(timeout)
+            .at_root(&format!("{scheme}://{host}.localhost:{port}"))
+            .await;
         let (reason, detail) = failure(&o);
         assert_eq!(reason, want, "{host}: {detail}");
         details.push(detail);
@@ -742,12 +722,10 @@ async fn tls_failures_are_tls_whatever_the_host_name() {
 #[tokio::test]
 async fn an_unresolvable_name_is_dns_whatever_else_it_says() {
     for host in HOSTS {
-        let o = probe_at(
-            Protocol::OpenAiChat,
-            &format!("http://{host}.invalid:1"),
-            "5s",
-        )
-        .await;
+        let o = trust(Protocol::OpenAiChat)
+            .timeout("5s")
+            .at_root(&format!("http://{host}.invalid:1"))
+            .await;
         let (reason, detail) = failure(&o);
         assert_eq!(reason, FailureReason::Dns, "{host}: {detail}");
     }
@@ -759,7 +737,7 @@ async fn a_stream_that_ends_just_before_the_deadline_is_not_a_timeout() {
     // for its 100 ms drain while the server holds the connection open.
     let addr = server(Arc::new(|mut tcp| {
         Box::pin(async move {
-            read_request(&mut tcp).await;
+            common::read_request_head(&mut tcp).await;
             tokio::time::sleep(Duration::from_millis(250)).await;
             let sse = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n";
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
@@ -772,8 +750,7 @@ async fn a_stream_that_ends_just_before_the_deadline_is_not_a_timeout() {
         "defaults:\n  timeout: 300ms\n  interval: 10s\nscenarios:\n  - name: s\n    messages: [{{role: user, content: \"Hi\"}}]\n    max_tokens: 8\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://{addr}/v1\n    model: m\n"
     );
     let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
-    let t = cfg.targets[0].clone();
-    let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+    let o = common::probe_first(&cfg, None).await;
     let m = o.result.as_ref().unwrap_or_else(|f| panic!("{f}"));
     assert!(
         m.e2e >= Duration::from_millis(250) && m.e2e < Duration::from_millis(300),
@@ -795,7 +772,10 @@ async fn a_count_far_above_the_request_is_not_believed_and_no_counter_wraps() {
         let addr = fixed("200 OK", "content-type: text/event-stream\r\n", body).await;
         let metrics = llm_probe::metrics::Metrics::new(&[]);
         for _ in 0..2 {
-            let o = probe(protocol, addr).await;
+            let o = trust(protocol)
+                .timeout("3s")
+                .at_root(&format!("http://{addr}"))
+                .await;
             let m = o
                 .result
                 .as_ref()

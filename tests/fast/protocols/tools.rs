@@ -11,7 +11,6 @@ use std::time::Duration;
 use llm_probe::config;
 use llm_probe::measure::{FailureReason, ProbeOutcome};
 use llm_probe::metrics::Metrics;
-use llm_probe::probe::Prober;
 use llm_probe::simulate::{Script, Simulator};
 use serde_json::{json, Value};
 
@@ -62,7 +61,7 @@ fn env(var: &str) -> Option<String> {
 
 /// One probe of the tool scenario on `protocol` against a simulator answering `arguments`,
 /// with the request body the simulator received.
-async fn probe(protocol: &str, arguments: &str, scenario: &str) -> (ProbeOutcome, Value) {
+async fn probe_tools(protocol: &str, arguments: &str, scenario: &str) -> (ProbeOutcome, Value) {
     let sim = common::simulator(Script {
         ttft: Duration::from_millis(20),
         itl: Duration::from_millis(2),
@@ -81,8 +80,7 @@ async fn probe(protocol: &str, arguments: &str, scenario: &str) -> (ProbeOutcome
     );
     let cfg = config::parse(&yaml, "<test>", &env)
         .unwrap_or_else(|e| panic!("config should load:\n{e}\n---\n{yaml}"));
-    let t = cfg.targets[0].clone();
-    let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+    let o = common::probe_first(&cfg, None).await;
     let body = match sim.received().first() {
         Some(r) => r.body.clone(),
         None => panic!(
@@ -151,7 +149,7 @@ async fn a_tool_call_validates_on_every_protocol_with_tools() {
         "gemini",
         "bedrock",
     ] {
-        let (o, body) = probe(protocol, r#"{"city":"Paris"}"#, TOOL_SCENARIO).await;
+        let (o, body) = probe_tools(protocol, r#"{"city":"Paris"}"#, TOOL_SCENARIO).await;
         assert_request_shape(protocol, &body);
         assert!(o.is_success(), "{protocol}: {:?}", o.result);
         let answer = &o.observations.answer;
@@ -189,7 +187,7 @@ async fn invalid_arguments_are_a_wrong_answer_on_every_protocol_with_tools() {
         "gemini",
         "bedrock",
     ] {
-        let (o, _) = probe(protocol, r#"{"town":"Paris"}"#, TOOL_SCENARIO).await;
+        let (o, _) = probe_tools(protocol, r#"{"town":"Paris"}"#, TOOL_SCENARIO).await;
         assert_eq!(
             o.failure_reason(),
             Some(FailureReason::WrongAnswer),
@@ -218,7 +216,7 @@ async fn tool_choice_none_is_sent_and_text_passes() {
             json!("NONE"),
         ),
     ] {
-        let (o, body) = probe(protocol, "It is sunny.", &scenario).await;
+        let (o, body) = probe_tools(protocol, "It is sunny.", &scenario).await;
         assert_eq!(body.pointer(pointer), Some(&want), "{protocol}: {body}");
         assert!(o.is_success(), "{protocol}: {:?}", o.result);
         assert!(o.observations.answer.tool_calls.is_empty(), "{protocol}");
@@ -256,7 +254,7 @@ async fn a_named_tool_choice_is_mapped_per_protocol() {
             json!({"tool": {"name": "get_weather"}}),
         ),
     ] {
-        let (o, body) = probe(protocol, r#"{"city":"Oslo"}"#, &scenario).await;
+        let (o, body) = probe_tools(protocol, r#"{"city":"Oslo"}"#, &scenario).await;
         assert_eq!(body.pointer(pointer), Some(&want), "{protocol}: {body}");
         assert!(o.is_success(), "{protocol}: {:?}", o.result);
     }

@@ -15,8 +15,8 @@ use std::time::Duration;
 use llm_probe::config::Config;
 use llm_probe::measure::{FailureReason, ProbeOutcome};
 use llm_probe::probe::{Limits, Prober};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 
 // ---- a scripted server ----------------------------------------------------------------------
 
@@ -31,39 +31,13 @@ async fn server(answer: Answer) -> SocketAddr {
         while let Ok((mut tcp, _)) = listener.accept().await {
             let answer = Arc::clone(&answer);
             tokio::spawn(async move {
-                let head = read_request(&mut tcp).await;
+                let head = common::read_request_head(&mut tcp).await;
                 let _ = tcp.write_all(&answer(&head)).await;
                 let _ = tcp.shutdown().await;
             });
         }
     });
     addr
-}
-
-async fn read_request(tcp: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = tcp.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return String::from_utf8_lossy(&buf).into_owned();
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let len = text
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().to_string())
-                })
-                .map_or(0, |v| v.parse::<usize>().unwrap());
-            if buf.len() >= end + 4 + len {
-                return text[..end].to_string();
-            }
-        }
-    }
 }
 
 /// The value of request header `name` (case-insensitive) in `head`.
@@ -102,15 +76,12 @@ fn config(addr: SocketAddr) -> Config {
     .unwrap()
 }
 
-async fn probe(addr: SocketAddr) -> ProbeOutcome {
-    let cfg = config(addr);
-    let t = cfg.targets[0].clone();
+async fn probe_echoing(addr: SocketAddr) -> ProbeOutcome {
     let limits = Limits {
         drain_after_end: Duration::from_millis(20),
         ..Limits::default()
     };
-    let prober = Prober::new(t.clone()).unwrap().with_limits(limits);
-    prober.probe(&t.scenarios[0]).await
+    common::probe_first(&config(addr), Some(limits)).await
 }
 
 /// Every output of a probe: its JSON line and its text block.
@@ -151,7 +122,7 @@ async fn an_echoed_key_cut_by_the_detail_excerpt_leaves_no_beginning_behind() {
             )
         }))
         .await;
-        let o = probe(addr).await;
+        let o = probe_echoing(addr).await;
         let f = o.result.as_ref().expect_err("a 400 fails");
         assert_eq!(f.reason, FailureReason::HttpStatus);
         let out = printed(&o);
@@ -183,7 +154,7 @@ async fn echoed_secrets_in_identity_fields_are_redacted_whole_and_cut() {
         response("200 OK", "content-type: text/event-stream\r\n", body.as_bytes())
     }))
     .await;
-    let o = probe(addr).await;
+    let o = probe_echoing(addr).await;
     assert!(o.is_success(), "{:?}", o.result);
     let id = &o.observations.identity;
     assert!(
@@ -271,7 +242,7 @@ async fn a_content_coding_on_two_header_lines_or_with_odd_bytes_is_named_not_ign
     for (headers, body, named) in cases {
         let headers = format!("content-type: text/event-stream\r\n{headers}");
         let addr = server(Arc::new(move |_: &str| response("200 OK", &headers, &body))).await;
-        let o = probe(addr).await;
+        let o = probe_echoing(addr).await;
         let f = o.result.as_ref().expect_err("an undecodable coding fails");
         assert_eq!(f.reason, FailureReason::Decode, "{f:?}");
         assert!(
@@ -439,8 +410,7 @@ async fn an_empty_stream_names_the_finish_reason_that_emptied_it() {
             .replace("http://127.0.0.1:8000/v1", &format!("http://{addr}{path}"))
             + extra;
         let cfg = llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap();
-        let t = cfg.targets[0].clone();
-        let o = Prober::new(t.clone()).unwrap().probe(&t.scenarios[0]).await;
+        let o = common::probe_first(&cfg, None).await;
         let f = o.result.as_ref().expect_err(protocol);
         assert_eq!(f.reason, FailureReason::EmptyStream, "{protocol}: {f:?}");
         assert!(
@@ -461,7 +431,7 @@ async fn a_stream_labelled_json_is_named_as_a_mislabelled_stream_not_as_text_wit
             response("200 OK", "content-type: application/json\r\n", body)
         }))
         .await;
-        let o = probe(addr).await;
+        let o = probe_echoing(addr).await;
         let f = o
             .result
             .as_ref()
@@ -488,7 +458,7 @@ async fn a_done_with_spaces_around_it_ends_the_stream_like_done() {
             response("200 OK", "content-type: text/event-stream\r\n", &body)
         }))
         .await;
-        let o = probe(addr).await;
+        let o = probe_echoing(addr).await;
         assert!(o.is_success(), "{done:?}: {:?}", o.result);
         assert!(o.observations.terminated, "{done:?}");
         assert!(

@@ -3,6 +3,7 @@
 //! in headless Chromium are in the end-to-end tier, `browser::status_pages`.)
 
 use crate::common;
+use common::ScriptExt;
 
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
@@ -10,19 +11,10 @@ use std::time::{Duration, SystemTime};
 use llm_probe::daemon::Daemon;
 use llm_probe::history::RecentProbe;
 use llm_probe::measure::FailureReason;
-use llm_probe::simulate::Script;
 
 const HOSTILE_MODEL: &str = "<script>alert(\"m\")</script>'";
 const HOSTILE_SERVED: &str = "\"><script>alert(1)</script>\n<img src=x onerror=alert(2)>";
 const HOSTILE_DETAIL: &str = "</title><script>alert(\"d\")</script>\n\"'&";
-
-/// A quick stream from a simulator serving `model`.
-fn quick(model: &str) -> Script {
-    Script {
-        model: model.into(),
-        ..common::stream(40, 5, 8)
-    }
-}
 
 fn pages() -> [&'static str; 7] {
     [
@@ -45,7 +37,7 @@ async fn get_full(addr: SocketAddr, path: &str) -> (u16, reqwest::header::Header
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_names_and_details_are_escaped_on_every_page_api_and_badge() {
-    let sim = common::simulator(quick(HOSTILE_SERVED)).await;
+    let sim = common::simulator(common::stream(40, 5, 8).model(HOSTILE_SERVED)).await;
     let d = common::daemon(common::parse(&common::sim_target_yaml(
         &sim.base_url(),
         HOSTILE_MODEL,
@@ -287,7 +279,7 @@ async fn control_characters_in_a_failure_detail_are_escaped_on_every_page() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_rejects_bad_parameters_with_a_reason() {
-    let sim = common::simulator(quick("m")).await;
+    let sim = common::simulator(common::stream(40, 5, 8).model("m")).await;
     let d = common::daemon(common::parse(&common::sim_target_yaml(
         &sim.base_url(),
         "m",
@@ -323,7 +315,7 @@ async fn api_rejects_bad_parameters_with_a_reason() {
 #[ignore = "a measurement for BENCHMARKS.md, run by hand"]
 async fn status_pages_at_1000_pairs() {
     const PAIRS: usize = 1000;
-    let sim = common::simulator(quick("bench-model")).await;
+    let sim = common::simulator(common::stream(40, 5, 8).model("bench-model")).await;
     let mut y = format!(
         "defaults:\n  interval: 1h\nscenarios:\n{}targets:\n",
         common::scenario("chat", 8)
