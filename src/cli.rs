@@ -922,7 +922,7 @@ mod tests {
         assert_eq!(o.debug_probe.min_interval, Some(Duration::from_secs(300)));
         assert_eq!(o.limits.max_connections, 3);
         assert!(Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", "0"]).is_err());
-        // Issue 27, item 8: above tokio's semaphore limit (2^61 − 1) the web thread panicked.
+        // above tokio's semaphore limit (2^61 − 1) the web thread panicked.
         for huge in ["2305843009213693952", "18446744073709551615", "1048577"] {
             assert!(
                 Cli::try_parse_from(["llm-probe", "run", "--web.max-connections", huge]).is_err(),

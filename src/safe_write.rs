@@ -1,4 +1,4 @@
-//! Writing files in directories others may write too (issue 27, items 11 and 12): what a run
+//! Writing files in directories others may write too: what a run
 //! as root must never do is follow a symlink someone planted, or replace a device.
 //!
 //! - [`replace_file`] writes a file whole: a randomly named temporary in the same directory,

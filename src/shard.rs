@@ -277,7 +277,7 @@ mod tests {
             let e = ordinal_from_hostname(bad).unwrap_err();
             assert!(e.contains("--shard.index"), "{bad:?}: {e}");
         }
-        // An ordinal too large is named as such, not as "no ordinal" (issue 27, minor).
+        // An ordinal too large is named as such, not as "no ordinal".
         let e = ordinal_from_hostname("llm-probe-99999999999999999999").unwrap_err();
         assert!(
             e.contains("too large") && e.contains("--shard.index"),

@@ -5,7 +5,7 @@
 
 use super::{Config, Protocol, Target};
 
-/// Endpoint paths the protocols append to `base_url` (`PROTOCOLS.md` §1), longest first.
+/// Endpoint paths the protocols append to `base_url` (docs/protocols.md), longest first.
 pub const ENDPOINT_PATHS: &[&str] = &[
     "/chat/completions",
     "/generate_stream",

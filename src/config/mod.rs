@@ -150,7 +150,7 @@ impl PrefixCache {
     }
 }
 
-/// The wire protocol spoken to a target (`PROTOCOLS.md` §1). Match exhaustively.
+/// The wire protocol spoken to a target (docs/protocols.md). Match exhaustively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     /// OpenAI-compatible `POST {base_url}/chat/completions` with `stream: true`
@@ -318,8 +318,8 @@ pub struct Target {
     /// AWS signing (region and credentials) of a `bedrock` target that has no API key (`Some`
     /// exactly then); see [`aws`].
     pub aws: Option<aws::AwsAuth>,
-    /// The engine's own Prometheus `/metrics` to read at each probe (`server_metrics_url:`,
-    /// issue 29); `None` when not configured.
+    /// The engine's own Prometheus `/metrics` to read at each probe (`server_metrics_url:`);
+    /// `None` when not configured.
     pub server_metrics: Option<ServerMetrics>,
 }
 

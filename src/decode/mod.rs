@@ -4,14 +4,14 @@
 //! frames found so far and keeps the rest for the next read. Both decoders
 //!
 //! - split on bytes and decode whole lines only, so a multi-byte UTF-8 character split across two
-//!   reads is never mangled (`PROTOCOLS.md` §3, "Framing and bytes");
+//!   reads is never mangled (docs/protocols.md, "Stream faults the probe gets right", "Framing and bytes");
 //! - scan each input byte once (a scan position per line, `memchr` for terminators), so the work
-//!   is linear in the input however the reads are split (`PROTOCOLS.md` §2 rule 10);
+//!   is linear in the input however the reads are split (docs/protocols.md, "Server-sent events, exactly", rule 10);
 //! - cap the size of one line / one event and fail with [`DecodeError::TooLarge`] past it;
 //! - give the same output whatever the read boundaries are: fed whole, split at any byte offset,
 //!   or one byte at a time.
 //!
-//! [`sse::SseDecoder`] implements the WHATWG "event stream" rules (`PROTOCOLS.md` §2) for OpenAI,
+//! [`sse::SseDecoder`] implements the WHATWG "event stream" rules (docs/protocols.md, "Server-sent events, exactly") for OpenAI,
 //! Anthropic, Responses and TGI streams; [`ndjson::NdjsonDecoder`] splits Ollama's native
 //! one-JSON-document-per-line streams; [`eventstream::EventStreamDecoder`] splits the binary
 //! event stream of Amazon Bedrock `converse-stream` into messages. Interpreting the payloads (JSON, `[DONE]`, keep-alives

@@ -1,5 +1,5 @@
 //! Newline-delimited JSON splitter for Ollama's native streams (`/api/chat`, `/api/generate`):
-//! one JSON document per line (`PROTOCOLS.md` §1). This module only frames lines; parsing the JSON
+//! one JSON document per line (docs/protocols.md). This module only frames lines; parsing the JSON
 //! is the caller's job.
 //!
 //! ```

@@ -1,5 +1,5 @@
 //! Server-Sent Events decoder, following the WHATWG HTML "event stream" rules as restated in
-//! `PROTOCOLS.md` §2 (rule numbers below refer to that list).
+//! docs/protocols.md, "Server-sent events, exactly" (rule numbers below refer to that list).
 //!
 //! Feed it the bytes of each network read with [`SseDecoder::feed`]; it pushes every event whose
 //! terminating blank line has arrived. At end of stream call [`SseDecoder::finish`] to learn what
@@ -35,7 +35,7 @@ pub struct SseEvent {
     pub id: Option<String>,
 }
 
-/// What was left at end of stream, returned by [`SseDecoder::finish`] (`PROTOCOLS.md` §2 rule 9).
+/// What was left at end of stream, returned by [`SseDecoder::finish`] (docs/protocols.md, "Server-sent events, exactly", rule 9).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Trailing {
     /// Bytes received after the last dispatched event (or after the last blank line) that did not form a dispatched event. 0 = clean end.
@@ -96,7 +96,7 @@ impl SseDecoder {
     }
 
     /// A decoder capping one line (terminator excluded) and one event's joined data at `limit`
-    /// bytes; anything larger fails with [`DecodeError::TooLarge`] (`PROTOCOLS.md` §2 rule 10).
+    /// bytes; anything larger fails with [`DecodeError::TooLarge`] (docs/protocols.md, "Server-sent events, exactly", rule 10).
     pub fn with_max_event_bytes(limit: usize) -> Self {
         SseDecoder {
             limit,

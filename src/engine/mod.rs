@@ -1,4 +1,4 @@
-//! Engine metrics beside the probe (issue 29): what an inference engine's own Prometheus
+//! Engine metrics beside the probe: what an inference engine's own Prometheus
 //! `/metrics` said about its load in the moments before a probe's request — requests waiting, requests
 //! running and KV-cache usage — so that "TTFT rose while 37 requests were waiting" is one query.
 //!

@@ -1,4 +1,4 @@
-//! The derived numbers of one probe, as defined in `DESIGN.md` §2 ("Derived per probe").
+//! The derived numbers of one probe, as defined in docs/measurement.md ("Marks and definitions").
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@ use std::fmt;
 
 /// The fixed set of failure reasons; the `reason` label of `llm_probe_probe_failures_total`.
 ///
-/// The set is closed on purpose: labels never carry error strings (`DESIGN.md` §3).
+/// The set is closed on purpose: labels never carry error strings (docs/metrics.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FailureReason {
     /// The host name did not resolve.

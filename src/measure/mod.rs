@@ -1,4 +1,4 @@
-//! The measurement contract (`DESIGN.md` §2): a probe's timeline of monotonic instants, what the
+//! The measurement contract (docs/measurement.md): a probe's timeline of monotonic instants, what the
 //! server said about itself, and the pure math that turns both into TTFT, TPOT, ITL, output
 //! tokens per second and E2E. No async and no IO: everything here is tested on hand-built
 //! timelines.

@@ -1,4 +1,4 @@
-//! The TTFT split (issue 29): a probe's TTFT divided into what the server says it spent — waiting
+//! The TTFT split: a probe's TTFT divided into what the server says it spent — waiting
 //! in its engine's queue, loading the model, prefilling the prompt up to the first token — and
 //! the rest, which no server accounts for (network, TLS, gateways, the server's HTTP frontend).
 //! Pure arithmetic on [`ServerTimings`]; nothing is estimated: a part the server does not

@@ -1,10 +1,10 @@
-//! A probe's marks on the monotonic clock (`DESIGN.md` §2, "Marks on one probe's timeline").
+//! A probe's marks on the monotonic clock (docs/measurement.md, "Marks and definitions").
 
 use std::time::{Duration, Instant};
 
 /// What a token-bearing event carried.
 ///
-/// Source: `DESIGN.md` §2. `Reasoning` is reasoning text (`delta.reasoning_content`,
+/// Source: docs/measurement.md. `Reasoning` is reasoning text (`delta.reasoning_content`,
 /// `delta.reasoning`, Anthropic `thinking_delta`, Ollama `message.thinking`); `Output` is answer
 /// text or tool-call arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct TokenEvent {
 
 /// What the instants of the marks after the request (`headers`, token events, `ended`) are.
 ///
-/// Source: issue 15, [`crate::probe::arrival`]. `Kernel`: the kernel's receive time of the
+/// Source: [`crate::probe::arrival`]. `Kernel`: the kernel's receive time of the
 /// bytes, mapped onto the monotonic clock, independent of how late the probe's task read them;
 /// on Linux, for `http://` and `https://` targets (TLS, mTLS, HTTP/2 too; for TLS, the arrival
 /// of the segment that completed the record), direct or through an HTTP proxy from the
@@ -64,7 +64,7 @@ pub struct Timeline {
     pub connect_started: Option<Instant>,
     /// That connection was ready to carry the request. Set together with `connect_started`.
     pub connected: Option<Instant>,
-    /// Client phase (issue 29): the host name resolved, on the connection the probe opened.
+    /// Client phase: the host name resolved, on the connection the probe opened.
     /// `None` for an IP literal, a reused connection, or a connector not using the probe's
     /// resolver.
     pub dns_resolved: Option<Instant>,

@@ -1,4 +1,4 @@
-//! A probe's W3C trace id (issue 29) as 16 bytes: what the history keeps per probe, what the
+//! A probe's W3C trace id as 16 bytes: what the history keeps per probe, what the
 //! TTFT, TPOT and E2E exemplars carry (`trace_id`), and the key of the probe-record URL
 //! (`/probes/{trace_id}`).
 

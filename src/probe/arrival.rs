@@ -1,5 +1,5 @@
 //! Kernel receive timestamps: when the bytes a read returned arrived at this host, as opposed to
-//! when the probe's task got around to reading them (issue 15).
+//! when the probe's task got around to reading them.
 //!
 //! # How the arrival time is obtained (measured on Linux 6.18, this project's CI machine)
 //!
@@ -502,7 +502,7 @@ impl tokio::io::AsyncRead for StampedStream {
             let fd = std::os::fd::AsRawFd::as_raw_fd(&this.inner);
             // Read into the unfilled part as it is, without zeroing it first: hyper hands over
             // its whole spare read buffer (8 KiB or more) on every read, and zeroing it was
-            // 3.5 % of the probing thread's CPU at 1,000 targets (issue 31).
+            // 3.5 % of the probing thread's CPU at 1,000 targets.
             // SAFETY: `recv_stamped` only writes into the slice (the kernel copies at most its
             // length), and `assume_init` below covers just the `n` bytes it reports written.
             let unfilled = unsafe { buf.unfilled_mut() };
@@ -511,7 +511,7 @@ impl tokio::io::AsyncRead for StampedStream {
             // is cleared now (by reporting `WouldBlock` to `try_io` and keeping the result), as
             // tokio's own `TcpStream` does, so the next poll waits for the next epoll event
             // instead of spending a `recvmsg` on learning that nothing is there (one syscall
-            // per token event saved, issue 31). Readiness is edge-triggered, so data that
+            // per token event saved). Readiness is edge-triggered, so data that
             // arrives after this read raises a new event; a close stays visible (tokio keeps
             // the closed state when it clears readiness).
             let mut drained = None;
@@ -649,7 +649,7 @@ mod tests {
         }
     }
 
-    /// Acceptance 2 of issue 15 at the socket: the reading runtime (single-threaded) is blocked
+    /// At the socket: the reading runtime (single-threaded) is blocked
     /// for 50 ms by another task after the token arrived; the arrival is still within 1 ms of
     /// the true send instant, and the read came ≈ 50 ms after it.
     #[test]

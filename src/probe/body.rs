@@ -264,7 +264,7 @@ mod tests {
         assert_eq!(e.chars().count(), EXCERPT_CHARS + 1);
         assert!(e.ends_with('…'));
         assert_eq!(excerpt(&[0xff, b'x'], 5), "\u{fffd}x");
-        // Bidirectional controls reorder what a page or terminal shows (issue 27, minor).
+        // Bidirectional controls reorder what a page or terminal shows.
         assert_eq!(
             excerpt("evil\u{202e}gpj.exe\u{2066}x".as_bytes(), 40),
             "evil gpj.exe x"

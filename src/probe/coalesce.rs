@@ -1,5 +1,5 @@
 //! Wake-up coalescing: an idle runtime worker waits a moment before it sleeps in the kernel, so
-//! that one wake-up serves the reads of several streams (issue 31).
+//! that one wake-up serves the reads of several streams.
 //!
 //! At 1,000 pairs every 10 s the daemon reads about 6,400 token events a second, nearly each in
 //! a wake-up of its own: the worker sleeps in `epoll_wait`, one segment arrives, the worker

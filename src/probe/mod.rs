@@ -1036,7 +1036,7 @@ mod tests {
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert_eq!(parse_retry_after("999999999", now), Some(MAX_RETRY_AFTER));
-        // Beyond u64 (issue 27, minor): still a number of seconds, capped, not ignored.
+        // Beyond u64: still a number of seconds, capped, not ignored.
         assert_eq!(
             parse_retry_after("99999999999999999999999", now),
             Some(MAX_RETRY_AFTER)

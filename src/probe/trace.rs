@@ -1,4 +1,4 @@
-//! The trace context each probe sends (issue 29): a W3C `traceparent` (Trace Context, level 1:
+//! The trace context each probe sends: a W3C `traceparent` (Trace Context, level 1:
 //! `00-<32 hex trace id>-<16 hex parent id>-01`) and an `x-request-id`, so a slow probe can be
 //! found in the engine's own spans and logs (vLLM and SGLang read `traceparent`; vLLM, TGI and
 //! most gateways log `x-request-id`). Both are recorded on the probe's observations.

@@ -20,7 +20,7 @@
 //! terminator. Errors inside a 200: `event: error` / `type: error` with `error.type` and
 //! `error.message` (e.g. `overloaded_error`). Unknown event or delta types, and `message_delta`s
 //! whose `delta` is a content delta (not Anthropic's shape), are [`Anomaly::UnknownEvent`].
-//! Source: PROTOCOLS.md §1, captured/llama-cpp-anthropic.txt, captured/llm-mock-api_anthropic.txt.
+//! Source: docs/protocols.md, tests/fixtures/captured/llama-cpp-anthropic.txt, tests/fixtures/captured/llm-mock-api_anthropic.txt.
 
 use std::time::Instant;
 

@@ -8,7 +8,7 @@
 //! a first chunk with `choices: []` and `prompt_filter_results`, chunks whose choices have no
 //! `delta` (content filter results), and `usage` on the last chunk before `[DONE]`. None of them
 //! is a token. A refusal streams in `delta.refusal` and is output, as in OpenAI chat. Source:
-//! PROTOCOLS.md §1.
+//! docs/protocols.md.
 
 use super::RequestSpec;
 use crate::config::{Scenario, Target, DEFAULT_AZURE_API_VERSION};

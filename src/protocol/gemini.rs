@@ -31,7 +31,7 @@
 //! `content_filter (prompt blocked: REASON)`, so a blocked prompt is an `empty_stream` whose
 //! detail says why. Errors inside a 200: `{"error": {"code", "message", "status"}}`.
 //! Source: Google's Gemini API and Vertex AI references (`GenerateContentResponse`,
-//! `UsageMetadata`, `FinishReason`, `BlockReason`), PROTOCOLS.md §1.
+//! `UsageMetadata`, `FinishReason`, `BlockReason`), docs/protocols.md.
 
 use std::time::Instant;
 

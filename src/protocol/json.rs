@@ -1,5 +1,5 @@
 //! Lenient readers over `serde_json::Value`: absent, `null` or mistyped means unknown
-//! (`None`), never 0 (PROTOCOLS.md §3, "Strict schemas vs real servers").
+//! (`None`), never 0 (docs/protocols.md, "Stream faults the probe gets right", "Strict schemas vs real servers").
 
 use serde_json::{Number, Value};
 

@@ -6,7 +6,7 @@
 //! Stream: SSE `data:` lines without `[DONE]`. Tokens: a non-empty `content`. The last event has
 //! `stop: true` (the terminator), `tokens_predicted`, `tokens_evaluated` and the `timings` object
 //! (`predicted_n` → N with source `server`, `prompt_ms` → server prefill). Errors inside a 200:
-//! `{"error": {...}}`. Source: PROTOCOLS.md §1, captured/llama-cpp-native.txt.
+//! `{"error": {...}}`. Source: docs/protocols.md, tests/fixtures/captured/llama-cpp-native.txt.
 
 use std::time::Instant;
 

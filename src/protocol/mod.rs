@@ -135,7 +135,7 @@ pub fn build_request(target: &Target, scenario: &Scenario, nonce: Option<&str>) 
 
 /// Whether `protocol`'s adapter assembles the answer text ([`crate::measure::Answer`]), so
 /// that the answer checks can run on it. A protocol that does not skips the checks (its probes
-/// are timed only); every protocol of PROTOCOLS.md §1 does.
+/// are timed only); every protocol of docs/protocols.md does.
 pub fn captures_answer(protocol: Protocol) -> bool {
     matches!(
         protocol,

@@ -11,7 +11,7 @@
 //! `prompt_eval_count`, and durations in **nanoseconds**: `prompt_eval_duration` (→ server
 //! prefill), `load_duration` (model load; server time, kept out of the TTFT overhead),
 //! `eval_duration`, `total_duration`; any may be absent (unknown, never 0). Error inside a 200: a
-//! line `{"error": "..."}`. Source: PROTOCOLS.md §1.
+//! line `{"error": "..."}`. Source: docs/protocols.md.
 
 use std::time::Instant;
 

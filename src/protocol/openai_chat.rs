@@ -10,7 +10,7 @@
 //! (a string or nested text parts) reasoning.
 //! Counts: the final `usage` chunk (`stream_options.include_usage`), and llama.cpp's `timings`.
 //! Terminator: `data: [DONE]`. Errors inside a 200: `{"error": …}`, `event: error`,
-//! `finish_reason: "error"`. Source: PROTOCOLS.md §1.
+//! `finish_reason: "error"`. Source: docs/protocols.md.
 //!
 //! The stream side, [`OpenAiStream`], also reads legacy completions (`choices[].text`) and Azure
 //! OpenAI; [`interpret_common`] is shared with the llama.cpp native adapter.

@@ -7,7 +7,7 @@
 //! Tokens: a non-empty `choices[i].text` (`""` is sent for special tokens and is no token).
 //! Counts, identity, errors and the terminator are those of OpenAI chat (`usage` chunk,
 //! llama.cpp `timings`, `data: [DONE]`, `{"error": …}`, `finish_reason: "error"`); the stream
-//! side is [`super::openai_chat::OpenAiStream::completions`]. Source: PROTOCOLS.md §1.
+//! side is [`super::openai_chat::OpenAiStream::completions`]. Source: docs/protocols.md.
 
 use serde_json::json;
 

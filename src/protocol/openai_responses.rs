@@ -15,7 +15,7 @@
 //! (`response.error.message`) and the `error` event (`message`, `code`). Types this adapter does
 //! not know are recorded once as [`Anomaly::UnknownEvent`]. A `data: [DONE]` after the terminal
 //! event (LiteLLM sends one) is harmless ([`StreamProtocol::is_benign_after_end`]). Source:
-//! PROTOCOLS.md §1, captured/llama-cpp-responses.txt.
+//! docs/protocols.md, tests/fixtures/captured/llama-cpp-responses.txt.
 
 use std::time::Instant;
 

@@ -12,7 +12,7 @@
 //! is counted through `details.generated_tokens` and not stamped as a token event. The last
 //! event has a non-null `generated_text` (the terminator) and `details.generated_tokens` (N,
 //! source `server`). Error inside a 200: `data:{"error": "...", "error_type": "..."}`.
-//! Source: PROTOCOLS.md §1, tests/fixtures/sse/tgi-nospace.sse.
+//! Source: docs/protocols.md, tests/fixtures/sse/tgi-nospace.sse.
 
 use std::time::Instant;
 

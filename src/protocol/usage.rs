@@ -1,5 +1,5 @@
 //! Token counts a server reports (`usage`): the last report of each count wins; an absent,
-//! `null` or mistyped count changes nothing (PROTOCOLS.md §3).
+//! `null` or mistyped count changes nothing (docs/protocols.md, "Stream faults the probe gets right").
 
 use serde_json::Value;
 

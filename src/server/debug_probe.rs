@@ -251,7 +251,7 @@ fn without_markup(json: String) -> String {
 mod tests {
     use super::*;
 
-    /// Issue 27, item 1(a): probing a target with a short period must not erase another
+    /// probing a target with a short period must not erase another
     /// target's "one per period" entry (the map was pruned with the caller's period).
     #[test]
     fn a_short_period_does_not_erase_a_long_one() {

@@ -155,7 +155,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 /// The highest `--web.max-connections` accepted (2^20): far beyond what one process's file
 /// descriptors allow, and far below tokio's semaphore limit (2^61 − 1), above which the accept
-/// loop panicked (issue 27, item 8).
+/// loop panicked.
 pub const MAX_CONNECTIONS: usize = 1 << 20;
 
 impl Default for ConnectionLimits {
@@ -383,7 +383,7 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ListenError> {
 /// The server runs on its own runtime (one worker, a few blocking threads for renders and
 /// bcrypt checks), whose threads run at a lower CPU priority (10 nice levels below the process): a flood of scrapes,
 /// TLS handshakes or login attempts then takes CPU from the probes only when they leave it
-/// idle, and never queues a probe's read behind a response being written (issue 18, item 5).
+/// idle, and never queues a probe's read behind a response being written.
 /// On-demand probes are sent back to the caller's runtime, where the scheduled ones run.
 pub async fn serve_exporter(
     listener: TcpListener,
@@ -684,7 +684,7 @@ pub const STATUS_RENDERS: usize = 2;
 
 /// [`status::route`] on a blocking thread, at most [`STATUS_RENDERS`] at once: a render walks
 /// the whole history, and a flood of them must not keep `/-/healthy`, `/-/ready` or
-/// `/metrics` waiting behind it on the web server's single worker (issue 27, item 2).
+/// `/metrics` waiting behind it on the web server's single worker.
 async fn rendered(
     state: &Arc<ExporterState>,
     path: &str,
@@ -741,7 +741,7 @@ async fn reload(state: &ExporterState, req: &Request<Incoming>) -> Response<Full
 mod tests {
     use super::*;
 
-    /// Issue 27, item 8: a connection cap above tokio's semaphore limit (a library caller's,
+    /// a connection cap above tokio's semaphore limit (a library caller's,
     /// the flag is bounded) must not panic the accept loop: the server still answers.
     #[tokio::test]
     async fn a_huge_connection_cap_still_serves() {

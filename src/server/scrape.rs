@@ -8,7 +8,7 @@
 //!
 //! A render of thousands of series takes tens of milliseconds of CPU (BENCHMARKS.md, table 4)
 //! and a body of megabytes. Rendering once per scrape let 200 concurrent scrapers hold 200
-//! bodies and 200 blocking threads, and starve the probes of CPU (issue 18, item 5). Here a
+//! bodies and 200 blocking threads, and starve the probes of CPU. Here a
 //! scrape that finds a render of its format in progress waits for it and serves the same
 //! body; renders of the three formats take turns (one permit), on a blocking thread so that a
 //! probe's reads on the runtime's workers are never queued behind one.

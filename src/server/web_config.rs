@@ -37,7 +37,7 @@ use crate::config::{ConfigError, Problem};
 /// The highest bcrypt cost accepted in `basic_auth_users` (2^12 rounds, about 0.5 s of CPU per
 /// check on a busy 2-core machine; 14 took 1.8–3.3 s): every wrong password costs one check at
 /// this cost and anyone can send one, so a higher cost lets a few clients hold the checks'
-/// turns for minutes (issue 27, item 3). `htpasswd -B` makes cost 5 by default, `-C 10` is usual.
+/// turns for minutes. `htpasswd -B` makes cost 5 by default, `-C 10` is usual.
 pub const MAX_BCRYPT_COST: u32 = 12;
 
 /// Largest web config file, certificate or key file read.

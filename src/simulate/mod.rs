@@ -1,5 +1,5 @@
 //! A built-in streaming LLM endpoint whose timing is scripted, so tests and benchmarks know the
-//! ground truth. It speaks every protocol of PROTOCOLS.md §1, routed by path as real servers do
+//! ground truth. It speaks every protocol of docs/protocols.md, routed by path as real servers do
 //! (see [`Wire::for_path`]): OpenAI chat (also Azure's deployment path), completions and
 //! Responses, Anthropic Messages, Ollama `/api/chat`, TGI `/generate_stream`, llama.cpp
 //! `/completion`, Gemini `…:streamGenerateContent` (AI Studio and Vertex AI paths) and Amazon
@@ -10,7 +10,7 @@
 //! Event `k` is sent at `arrival + ttft + k·itl` on an absolute schedule (no drift); a [`Load`]
 //! model adds slots with a FIFO queue, prefill per prompt token, batch slowdown and seeded
 //! jitter, and records what it did per request ([`Truth`]). Fault modes
-//! reproduce the classes of PROTOCOLS.md §3, each in the protocol's own shapes
+//! reproduce the classes of docs/protocols.md, "Stream faults the probe gets right", each in the protocol's own shapes
 //! (`wire`).
 
 mod bedrock;

@@ -1,4 +1,4 @@
-//! The simulator's wire shapes, one per protocol family (PROTOCOLS.md §1): which path serves it,
+//! The simulator's wire shapes, one per protocol family (docs/protocols.md): which path serves it,
 //! how a message is framed, and the bytes of each part of a scripted stream (preamble, token
 //! event, error inside the 200, end of generation, terminator). The timing lives in
 //! [`super::stream`]; this file only knows shapes.

@@ -151,7 +151,7 @@ fn parse_since(s: &str) -> Result<SystemTime, String> {
 /// Probes `/api/v1/probes` answers when no `limit` is given.
 pub const DEFAULT_PROBES_LIMIT: usize = 200;
 /// The largest `limit` of `/api/v1/probes`: an answer is at most about 0.5 MB, however long
-/// the history (issue 27, item 2: the whole history was one 11 MB answer per request).
+/// the history (the whole history was one 11 MB answer per request).
 pub const MAX_PROBES_LIMIT: usize = 1000;
 
 /// Nanoseconds since the Unix epoch: the page cursor (`next`, `before`).

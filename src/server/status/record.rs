@@ -1,4 +1,4 @@
-//! One kept probe by its trace id: `GET /probes/{trace_id}` (issue 29), the stable URL an
+//! One kept probe by its trace id: `GET /probes/{trace_id}`, the stable URL an
 //! exemplar's `trace_id` leads to from Grafana. A page for browsers (`Accept: text/html`, or
 //! `?format=html`), JSON otherwise (`?format=json` forces it): the probe as
 //! `/api/v1/probes` lists it, with its `trace_id`. Served while the probe is in the history

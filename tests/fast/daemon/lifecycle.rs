@@ -128,7 +128,7 @@ async fn exporter_endpoints_and_content_negotiation() {
     let (_, ct, text) = common::get(d.addr, "/metrics", Some("text/plain")).await;
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
     assert!(!text.contains("# EOF"));
-    // The spelling trap of DESIGN.md §3: the two formats write integer bounds differently.
+    // The spelling trap of docs/metrics.md: the two formats write integer bounds differently.
     assert!(text.contains(r#"le="30""#) && om.contains(r#"le="30.0""#));
 
     let info = [

@@ -1,5 +1,5 @@
 //! NDJSON decoder tests (Ollama native streams): framing rules, the "Framing and bytes" fault
-//! classes of `PROTOCOLS.md` §3, a golden Ollama stream split every way, and property tests.
+//! classes of docs/protocols.md, "Stream faults the probe gets right", a golden Ollama stream split every way, and property tests.
 
 use crate::common;
 

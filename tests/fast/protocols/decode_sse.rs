@@ -1,4 +1,4 @@
-//! SSE decoder tests: one test per rule of `PROTOCOLS.md` §2, the "Framing and bytes" fault
+//! SSE decoder tests: one test per rule of docs/protocols.md, "Server-sent events, exactly", the "Framing and bytes" fault
 //! classes of §3, golden streams (captured and hand-written) fed whole / split at every byte /
 //! one byte at a time, and property tests.
 
@@ -75,7 +75,7 @@ fn datas(outcome: &Outcome) -> Vec<&str> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rules of PROTOCOLS.md §2
+// Rules of docs/protocols.md, "Server-sent events, exactly"
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -408,7 +408,7 @@ fn invalid_utf8_in_a_complete_line_is_an_error() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fault classes of PROTOCOLS.md §3 "Framing and bytes"
+// Fault classes of docs/protocols.md, "Stream faults the probe gets right", "Framing and bytes"
 // ---------------------------------------------------------------------------------------------
 
 #[test]

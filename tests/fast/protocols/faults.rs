@@ -1,4 +1,4 @@
-//! Every fault class the simulator can play (PROTOCOLS.md §3) ends in its exact outcome: a
+//! Every fault class the simulator can play (docs/protocols.md, "Stream faults the probe gets right") ends in its exact outcome: a
 //! failure reason, an anomaly, or the correct numbers despite the fault.
 
 use crate::common;

@@ -1,5 +1,5 @@
 //! The fault-class matrix: every protocol the simulator speaks × every fault class of
-//! PROTOCOLS.md §3 that applies to it, each with its exact outcome: the failure reason (and the
+//! docs/protocols.md, "Stream faults the probe gets right" that applies to it, each with its exact outcome: the failure reason (and the
 //! token events seen before it), or success with the anomalies, TTFT within a few ms of the
 //! scripted one, and N exact with its source. One table ([`expected`]), one helper ([`run`]).
 
