@@ -154,20 +154,23 @@ impl Catalog {
     }
 
     /// Registers `metric` under `name` (a [`SeriesFamily`] on the fast path, anything else in a
-    /// library section); the same call shape as `Registry::register`.
-    pub fn register(&mut self, name: &str, help: &str, metric: impl Registrable) {
-        metric.add_to(self, name, help, None);
+    /// library section); the same call shape as `Registry::register`. Returns `metric` (its
+    /// clones share its series), for the caller to keep and record into.
+    pub fn register<M: Registrable + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        metric.clone().add_to(self, name, help, None);
+        metric
     }
 
     /// [`Catalog::register`] with `unit` appended to the name.
-    pub fn register_with_unit(
+    pub fn register_with_unit<M: Registrable + Clone>(
         &mut self,
         name: &str,
         help: &str,
         unit: Unit,
-        metric: impl Registrable,
-    ) {
-        metric.add_to(self, name, help, Some(unit));
+        metric: M,
+    ) -> M {
+        metric.clone().add_to(self, name, help, Some(unit));
+        metric
     }
 
     /// Registers a family the crate encodes.
