@@ -81,9 +81,16 @@ struct FastFamily<L, M> {
 trait RenderFamily: Send + Sync {
     fn render_text(&self, format: TextFormat, out: &mut String, scratch: &mut Scratch);
     fn render_protobuf(&self, out: &mut Vec<u8>, scratch: &mut Scratch);
+    #[cfg(test)]
+    fn name(&self) -> &str;
 }
 
 impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
+    #[cfg(test)]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
     fn render_text(&self, format: TextFormat, out: &mut String, scratch: &mut Scratch) {
         let series = self.family.read();
         if series.is_empty() {
@@ -151,6 +158,19 @@ impl Catalog {
     /// The complete registry, encoded by prometheus-client alone.
     pub fn reference(&self) -> &Registry {
         &self.reference
+    }
+
+    /// The full names of the families on the fast path (every [`SeriesFamily`]: the families
+    /// with per-pair or per-target labels), in exposition order.
+    #[cfg(test)]
+    pub(crate) fn fast_family_names(&self) -> Vec<&str> {
+        self.sections
+            .iter()
+            .filter_map(|s| match s {
+                Section::Fast(f) => Some(f.name()),
+                Section::Library(_) => None,
+            })
+            .collect()
     }
 
     /// Registers `metric` under `name` (a [`SeriesFamily`] on the fast path, anything else in a

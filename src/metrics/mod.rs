@@ -9,7 +9,8 @@
 //! own families, so a new family is an edit to one group's file; the exposition lists the
 //! families in the order they are registered, group after group ([`Metrics::with_histograms`]).
 //! Every per-pair series is keyed by [`ProbeLabels`], alone or with one more label
-//! (`labels.rs`), so a label every pair gains is a field of `ProbeLabels`.
+//! (`labels.rs`), so a label every pair gains is a field of `ProbeLabels`. `tests.rs` checks that
+//! a forgotten pair leaves no series behind in any family.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -467,3 +468,6 @@ fn unix_seconds(t: SystemTime) -> f64 {
         .unwrap_or(Duration::ZERO)
         .as_secs_f64()
 }
+
+#[cfg(test)]
+mod tests;
