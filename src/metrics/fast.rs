@@ -81,9 +81,16 @@ struct FastFamily<L, M> {
 trait RenderFamily: Send + Sync {
     fn render_text(&self, format: TextFormat, out: &mut String, scratch: &mut Scratch);
     fn render_protobuf(&self, out: &mut Vec<u8>, scratch: &mut Scratch);
+    #[cfg(test)]
+    fn name(&self) -> &str;
 }
 
 impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
+    #[cfg(test)]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
     fn render_text(&self, format: TextFormat, out: &mut String, scratch: &mut Scratch) {
         let series = self.family.read();
         if series.is_empty() {
@@ -153,21 +160,37 @@ impl Catalog {
         &self.reference
     }
 
+    /// The full names of the families on the fast path (every [`SeriesFamily`]: the families
+    /// with per-pair or per-target labels), in exposition order.
+    #[cfg(test)]
+    pub(crate) fn fast_family_names(&self) -> Vec<&str> {
+        self.sections
+            .iter()
+            .filter_map(|s| match s {
+                Section::Fast(f) => Some(f.name()),
+                Section::Library(_) => None,
+            })
+            .collect()
+    }
+
     /// Registers `metric` under `name` (a [`SeriesFamily`] on the fast path, anything else in a
-    /// library section); the same call shape as `Registry::register`.
-    pub fn register(&mut self, name: &str, help: &str, metric: impl Registrable) {
-        metric.add_to(self, name, help, None);
+    /// library section); the same call shape as `Registry::register`. Returns `metric` (its
+    /// clones share its series), for the caller to keep and record into.
+    pub fn register<M: Registrable + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        metric.clone().add_to(self, name, help, None);
+        metric
     }
 
     /// [`Catalog::register`] with `unit` appended to the name.
-    pub fn register_with_unit(
+    pub fn register_with_unit<M: Registrable + Clone>(
         &mut self,
         name: &str,
         help: &str,
         unit: Unit,
-        metric: impl Registrable,
-    ) {
-        metric.add_to(self, name, help, Some(unit));
+        metric: M,
+    ) -> M {
+        metric.clone().add_to(self, name, help, Some(unit));
+        metric
     }
 
     /// Registers a family the crate encodes.

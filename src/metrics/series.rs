@@ -120,6 +120,22 @@ impl<L: SeriesLabels, M: Clone> SeriesFamily<L, M> {
             .is_some()
     }
 
+    /// Removes the run of series that starts at the first label set not below `first` and
+    /// lasts while `within` holds of their label sets (in label order); how many.
+    pub fn remove_run(&self, first: &L, within: impl Fn(&L) -> bool) -> usize {
+        let mut map = self.series.write().unwrap_or_else(PoisonError::into_inner);
+        let run: Vec<L> = map
+            .range(first..)
+            .map(|(l, _)| l)
+            .take_while(|l| within(l))
+            .cloned()
+            .collect();
+        for l in &run {
+            map.remove(l);
+        }
+        run.len()
+    }
+
     /// Removes every series.
     pub fn clear(&self) {
         self.series
@@ -231,5 +247,25 @@ mod tests {
         assert_eq!(f.get(&l("a")).map(|c| c.get()), None);
         f.clear();
         assert!(EncodeMetric::is_empty(&f));
+    }
+
+    #[test]
+    fn a_run_of_series_goes_and_its_neighbours_stay() {
+        let f: SeriesFamily<Two, Counter> = SeriesFamily::default();
+        let l = |target: &str, reason| Two {
+            target: target.into(),
+            reason,
+        };
+        for (t, r) in [("a", "x"), ("b", "x"), ("b", "y"), ("c", "x")] {
+            f.get_or_create(&l(t, r)).inc();
+        }
+        assert_eq!(f.remove_run(&l("b", ""), |k| k.target == "b"), 2);
+        let left: Vec<(String, &str)> = f
+            .read()
+            .keys()
+            .map(|k| (k.target.clone(), k.reason))
+            .collect();
+        assert_eq!(left, vec![("a".into(), "x"), ("c".into(), "x")]);
+        assert_eq!(f.remove_run(&l("b", ""), |k| k.target == "b"), 0);
     }
 }

@@ -1,0 +1,213 @@
+//! What each target is and how it is probed, and what this replica is: credential reloads, the
+//! probe interval, the SLO, the endpoint's own description of itself, the configuration loads
+//! and the shard.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Unit;
+
+use super::fast::Catalog;
+use super::labels::{ProbeLabels, TargetLabels};
+use super::series::{series_labels, SeriesFamily};
+use super::{unix_seconds, F64Gauge};
+use crate::config::Slo;
+use crate::measure::{Identity as Revealed, ProbeOutcome};
+
+/// `llm_probe_endpoint_info`'s labels: the target and what its backend revealed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct EndpointLabels {
+    target: Arc<str>,
+    model: Arc<str>,
+    response_model: Arc<str>,
+    system_fingerprint: Arc<str>,
+    server: Arc<str>,
+    server_version: Arc<str>,
+}
+
+series_labels!(EndpointLabels {
+    target,
+    model,
+    response_model,
+    system_fingerprint,
+    server,
+    server_version
+});
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct ShardLabels {
+    index: u32,
+    count: u32,
+}
+
+/// The per-target and per-replica families.
+pub(super) struct Identity {
+    credential_reloads: SeriesFamily<TargetLabels, Counter>,
+    interval: SeriesFamily<ProbeLabels, F64Gauge>,
+    slo_ttft: SeriesFamily<TargetLabels, F64Gauge>,
+    slo_tokens_per_second: SeriesFamily<TargetLabels, F64Gauge>,
+    endpoint_info: SeriesFamily<EndpointLabels, Gauge>,
+    /// Each target's exported endpoint identity, by target name.
+    current_identity: Mutex<HashMap<Arc<str>, EndpointLabels>>,
+    reload_success: Gauge,
+    reload_timestamp: F64Gauge,
+    shard_info: Family<ShardLabels, Gauge>,
+}
+
+impl Identity {
+    /// Registers the per-target and per-replica families in `r`.
+    pub(super) fn register(r: &mut Catalog) -> Self {
+        let credential_reloads = r.register(
+            "credential_reloads",
+            "Times the target's credentials (api_key_file, TLS files) were read again because a file changed, and the next probes used them (never the value)",
+            SeriesFamily::default(),
+        );
+        let interval = r.register_with_unit(
+            "probe_interval",
+            "Time between the starts of two probes of the pair (the configured interval, or longer when the target's cost.monthly_budget needs it); the alert rules derive their probe-count guards and detection windows from it",
+            Unit::Seconds,
+            SeriesFamily::default(),
+        );
+        let slo_ttft = r.register_with_unit(
+            "slo_time_to_first_token",
+            "Configured P95 TTFT objective of the target",
+            Unit::Seconds,
+            SeriesFamily::default(),
+        );
+        let slo_tokens_per_second = r.register(
+            "slo_output_tokens_per_second",
+            "Configured output tokens per second floor of the target",
+            SeriesFamily::default(),
+        );
+        let endpoint_info = r.register("endpoint_info", "What the backend reveals about itself (value 1); a new label set marks a model or framework change", SeriesFamily::default());
+        let reload_success = r.register(
+            "config_last_reload_successful",
+            "1 if the last configuration load succeeded",
+            Gauge::default(),
+        );
+        let reload_timestamp = r.register_with_unit(
+            "config_last_reload_success_timestamp",
+            "Unix time of the last successful configuration load",
+            Unit::Seconds,
+            F64Gauge::default(),
+        );
+        let shard_info = r.register(
+            "shard_info",
+            "This replica's shard: index in 0..count of the replicas sharing the probes file (value 1)",
+            Family::default(),
+        );
+        Identity {
+            credential_reloads,
+            interval,
+            slo_ttft,
+            slo_tokens_per_second,
+            endpoint_info,
+            current_identity: Mutex::new(HashMap::new()),
+            reload_success,
+            reload_timestamp,
+            shard_info,
+        }
+    }
+
+    /// Creates the credential reload count of a pair's target at zero and exports its SLO.
+    pub(super) fn register_pair(&self, labels: &ProbeLabels, slo: &Slo) {
+        let t = labels.target();
+        let _ = self.credential_reloads.get_or_create(&t);
+        self.slo_ttft
+            .get_or_create(&t)
+            .set(slo.ttft_p95.as_secs_f64());
+        self.slo_tokens_per_second
+            .get_or_create(&t)
+            .set(slo.output_tokens_per_second_min);
+    }
+
+    /// Exports the interval a pair is probed at.
+    pub(super) fn set_interval(&self, labels: &ProbeLabels, interval: Duration) {
+        self.interval
+            .get_or_create(labels)
+            .set(interval.as_secs_f64());
+    }
+
+    /// Records one finished probe: a credential reload, and what the backend revealed.
+    pub(super) fn observe(&self, labels: &ProbeLabels, outcome: &ProbeOutcome) {
+        let obs = &outcome.observations;
+        self.update_identity(labels, &obs.identity);
+        if obs.credentials_reloaded {
+            self.credential_reloads
+                .get_or_create(&labels.target())
+                .inc();
+        }
+    }
+
+    fn update_identity(&self, labels: &ProbeLabels, id: &Revealed) {
+        if id.response_model.is_none()
+            && id.system_fingerprint.is_none()
+            && id.server_header.is_none()
+            && id.server_version.is_none()
+        {
+            return;
+        }
+        let new = EndpointLabels {
+            target: labels.target.clone(),
+            model: labels.model.clone(),
+            response_model: id.response_model.as_deref().unwrap_or_default().into(),
+            system_fingerprint: id.system_fingerprint.as_deref().unwrap_or_default().into(),
+            server: id.server_header.as_deref().unwrap_or_default().into(),
+            server_version: id.server_version.as_deref().unwrap_or_default().into(),
+        };
+        let mut current = self
+            .current_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if current.get(&labels.target) != Some(&new) {
+            if let Some(old) = current.insert(labels.target.clone(), new.clone()) {
+                self.endpoint_info.remove(&old);
+            }
+            self.endpoint_info.get_or_create(&new).set(1);
+        }
+    }
+
+    /// Removes every series of one pair.
+    pub(super) fn forget(&self, labels: &ProbeLabels) {
+        self.interval.remove(labels);
+    }
+
+    /// Removes every series of a target.
+    pub(super) fn forget_target(&self, t: &TargetLabels) {
+        self.slo_ttft.remove(t);
+        self.slo_tokens_per_second.remove(t);
+        self.credential_reloads.remove(t);
+        if let Some(old) = self
+            .current_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&t.target)
+        {
+            self.endpoint_info.remove(&old);
+        }
+    }
+
+    /// Records the result of loading the configuration at `at`.
+    pub(super) fn config_loaded(&self, success: bool, at: SystemTime) {
+        self.reload_success.set(i64::from(success));
+        if success {
+            self.reload_timestamp.set(unix_seconds(at));
+        }
+    }
+
+    /// Exports `shard` (replacing any earlier one).
+    pub(super) fn set_shard(&self, shard: crate::shard::Shard) {
+        self.shard_info.clear();
+        self.shard_info
+            .get_or_create(&ShardLabels {
+                index: shard.index,
+                count: shard.count,
+            })
+            .set(1);
+    }
+}

@@ -1,0 +1,112 @@
+//! The engine's own load, read from its metrics endpoint just before a probe
+//! (`server_metrics_url:`): requests waiting and running, KV-cache use, and the reads that gave no
+//! numbers. Per target.
+
+use prometheus_client::metrics::counter::Counter;
+
+use super::fast::Catalog;
+use super::labels::{ProbeLabels, TargetLabels, WithLabel};
+use super::series::SeriesFamily;
+use super::F64Gauge;
+use crate::engine::ScrapeFailureReason;
+use crate::measure::ProbeOutcome;
+
+/// The engine-load families.
+pub(super) struct ServerLoad {
+    waiting: SeriesFamily<TargetLabels, F64Gauge>,
+    running: SeriesFamily<TargetLabels, F64Gauge>,
+    kv_ratio: SeriesFamily<TargetLabels, F64Gauge>,
+    scrape_failures: SeriesFamily<WithLabel<TargetLabels>, Counter>,
+}
+
+impl ServerLoad {
+    /// Registers the engine-load families in `r`.
+    pub(super) fn register(r: &mut Catalog) -> Self {
+        let waiting = r.register(
+            "server_requests_waiting",
+            "Requests waiting in the engine's queue, from the engine's own /metrics read just before the last probe (server_metrics_url:; summed over the engine's label sets); absent after a failed read",
+            SeriesFamily::default(),
+        );
+        let running = r.register(
+            "server_requests_running",
+            "Requests the engine was running, from its own /metrics read just before the last probe (server_metrics_url:; summed over the engine's label sets); absent after a failed read",
+            SeriesFamily::default(),
+        );
+        let kv_ratio = r.register(
+            "server_kv_cache_usage_ratio",
+            "Share of the engine's KV cache in use (0 to 1), from its own /metrics read just before the last probe (server_metrics_url:; the largest over the engine's label sets); absent when the engine does not publish it or the read failed",
+            SeriesFamily::default(),
+        );
+        let scrape_failures = r.register(
+            "server_metrics_scrape_failures",
+            "Reads of the engine's own /metrics (server_metrics_url:) that gave no numbers, by reason; the probe itself is not affected",
+            SeriesFamily::default(),
+        );
+        ServerLoad {
+            waiting,
+            running,
+            kv_ratio,
+            scrape_failures,
+        }
+    }
+
+    /// Creates the failure counters of a target with a `server_metrics_url` at zero (every
+    /// reason).
+    pub(super) fn register_target(&self, t: &TargetLabels) {
+        for reason in ScrapeFailureReason::ALL {
+            let _ = self
+                .scrape_failures
+                .get_or_create(&t.with("reason", reason.as_str()));
+        }
+    }
+
+    /// The engine's load read before a probe, if it was read: sets the gauges it published and
+    /// removes the others (an absent series, not a stale or made-up value); a failed read counts
+    /// in `llm_probe_server_metrics_scrape_failures_total{reason}` and removes all three gauges.
+    pub(super) fn observe(&self, labels: &ProbeLabels, outcome: &ProbeOutcome) {
+        let Some(scrape) = &outcome.observations.server_load else {
+            return;
+        };
+        let t = labels.target();
+        let (waiting, running, kv) = match scrape {
+            Ok(l) => (
+                l.requests_waiting,
+                l.requests_running,
+                l.kv_cache_usage_ratio,
+            ),
+            Err(f) => {
+                self.scrape_failures
+                    .get_or_create(&t.with("reason", f.reason.as_str()))
+                    .inc();
+                (None, None, None)
+            }
+        };
+        for (family, value) in [
+            (&self.waiting, waiting),
+            (&self.running, running),
+            (&self.kv_ratio, kv),
+        ] {
+            match value {
+                Some(v) => {
+                    family.get_or_create(&t).set(v);
+                }
+                None => {
+                    family.remove(&t);
+                }
+            }
+        }
+    }
+
+    /// Removes a target's three load gauges; the failure counters stay.
+    pub(super) fn forget_load(&self, t: &TargetLabels) {
+        self.waiting.remove(t);
+        self.running.remove(t);
+        self.kv_ratio.remove(t);
+    }
+
+    /// Removes every series of a target.
+    pub(super) fn forget_target(&self, t: &TargetLabels) {
+        self.forget_load(t);
+        self.scrape_failures.remove_all_of(t);
+    }
+}

@@ -1,0 +1,214 @@
+//! Every family of [`Metrics`] at once: pairs and their targets given a series in each, then one
+//! of them removed the way the daemon removes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::*;
+use crate::baseline::{Baseline, Endpoint, Origin, Quantiles};
+use crate::engine::{Engine, EngineLoad};
+use crate::measure::{
+    Anomaly, CacheCanary, Failure, FailureReason, Measurement, Observations, ServerTimingSource,
+    TokenCountSource, TtftComponent, TtftSplit,
+};
+
+fn pair(target: &str, scenario: &str) -> ProbeLabels {
+    ProbeLabels {
+        target: target.into(),
+        model: "m".into(),
+        scenario: scenario.into(),
+    }
+}
+
+/// A probe of `labels` that reaches every family its result can: a new connection, a kernel
+/// read delay, usage, an anomaly, what the backend revealed, the engine's load, a cost, a
+/// credential reload, a `Retry-After`, a trace id, a tool call, a failed check, the cache canary.
+fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeOutcome {
+    let sent = Instant::now();
+    let at = |ms| sent + Duration::from_millis(ms);
+    let mut o = Observations::new(sent);
+    o.timeline.connect_started = Some(sent);
+    o.timeline.connected = Some(at(3));
+    o.read_delays = vec![Duration::from_micros(200)];
+    o.usage.prompt_tokens = Some(12);
+    o.usage.cached_prompt_tokens = Some(8);
+    o.usage.completion_tokens = Some(2);
+    o.anomalies = vec![Anomaly::ALL[0]];
+    o.identity.response_model = Some("served".into());
+    o.server_load = Some(Ok(EngineLoad {
+        engine: Engine::Vllm,
+        requests_waiting: Some(1.0),
+        requests_running: Some(2.0),
+        kv_cache_usage_ratio: Some(0.5),
+    }));
+    o.cost = Some(0.25);
+    o.credentials_reloaded = true;
+    o.retry_after = Some(Duration::from_secs(7));
+    o.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+    o.answer.first_tool_call = Some(at(150));
+    o.answer.last_tool_arguments = Some(at(170));
+    o.answer.failed_check = Some("contains");
+    o.cache_canary = Some(CacheCanary {
+        cold_ttft: Duration::from_millis(200),
+        warm_ttft: Some(Duration::from_millis(100)),
+        warm_cached_tokens: Some(8),
+    });
+    ProbeOutcome {
+        target: labels.target.clone(),
+        scenario: labels.scenario.clone(),
+        model: labels.model.clone(),
+        started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_000_000),
+        observations: o,
+        result,
+    }
+}
+
+/// A success with every optional number: time to first output token, TPOT, tokens/s, the
+/// server's prefill, the TTFT overhead and split.
+fn success() -> Measurement {
+    let ms = Duration::from_millis;
+    Measurement {
+        ttft: ms(120),
+        time_to_first_output_token: Some(ms(130)),
+        tpot: Some(ms(20)),
+        output_tokens_per_second: Some(50.0),
+        e2e: ms(200),
+        output_tokens: 4,
+        token_count_source: TokenCountSource::Usage,
+        token_events: 4,
+        inter_token_latencies: vec![ms(19), ms(20), ms(21)],
+        server_prefill: Some(ms(60)),
+        ttft_overhead: Some(ms(50)),
+        ttft_split: TtftSplit {
+            source: Some(ServerTimingSource::VllmRequestMetrics),
+            engine_queue: Some(ms(10)),
+            model_load: None,
+            engine_prefill: Some(ms(60)),
+            remainder: Some(ms(50)),
+            remainder_component: Some(TtftComponent::OutsideEngine),
+            excess: Duration::ZERO,
+        },
+    }
+}
+
+fn baseline(labels: &ProbeLabels) -> Baseline {
+    let q = |s: f64| Quantiles {
+        p50: s,
+        p95: 2.0 * s,
+        p99: 3.0 * s,
+    };
+    Baseline {
+        schema: crate::baseline::SCHEMA.into(),
+        target: labels.target.to_string(),
+        scenario: labels.scenario.to_string(),
+        model: Some(labels.model.to_string()),
+        measured_at: "2026-11-30T12:00:00.000Z".into(),
+        saved_at: "2026-11-30T12:05:00.000Z".into(),
+        source: Origin {
+            kind: "bench".into(),
+            file: "run.json".into(),
+            level: "concurrency 1".into(),
+            llm_probe_version: "0.1.0".into(),
+        },
+        endpoint: Endpoint::default(),
+        samples: 120,
+        ttft_seconds: q(0.2),
+        tpot_seconds: Some(q(0.02)),
+        output_tokens_per_second: Some(q(50.0)),
+        e2e_seconds: Some(q(1.0)),
+    }
+}
+
+/// Gives `labels` and its target a series in every family the way the daemon does: registered,
+/// scheduled with prices, engine metrics on, a success and a wrong answer observed (the
+/// baselines are set for all pairs at once, [`Metrics::set_baselines`]).
+fn populate(metrics: &Metrics, labels: &ProbeLabels) {
+    metrics.register_probe(labels, &crate::config::Slo::default());
+    metrics.set_schedule(labels, Duration::from_secs(15), true);
+    metrics.register_server_metrics(&labels.target, &labels.model);
+    metrics.observe(&outcome(labels, Ok(success())));
+    metrics.observe(&outcome(
+        labels,
+        Err(Failure::new(FailureReason::WrongAnswer, "no")),
+    ));
+}
+
+/// For each family in `families` (full names), the `target` label values of its series in the
+/// text exposition.
+fn targets_by_family<'a>(
+    metrics: &Metrics,
+    families: &[&'a str],
+) -> BTreeMap<&'a str, BTreeSet<String>> {
+    let mut seen: BTreeMap<&str, BTreeSet<String>> =
+        families.iter().map(|f| (*f, BTreeSet::new())).collect();
+    for line in metrics.render(None).1.lines() {
+        let Some((name, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let family = families.iter().find(|f| {
+            name.strip_prefix(**f)
+                .is_some_and(|s| ["", "_total", "_bucket", "_sum", "_count"].contains(&s))
+        });
+        let target = rest
+            .strip_prefix("target=\"")
+            .and_then(|t| t.split_once('"'))
+            .map(|(t, _)| t.to_string());
+        if let (Some(family), Some(target)) = (family, target) {
+            seen.get_mut(family).unwrap().insert(target);
+        }
+    }
+    seen
+}
+
+/// Every family with per-pair or per-target labels (every `SeriesFamily`) has a series of a
+/// pair once the pair is registered and probed, and none once the daemon has removed the pair
+/// (`forget`), its target (`forget_target`) and its baseline (`set_baselines` without it),
+/// while the other pairs keep theirs. A family whose group records it and does not remove it
+/// fails here by name; so does a new family the fixture does not reach (extend `populate`).
+#[test]
+fn a_removed_pair_leaves_no_series_in_any_family() {
+    let metrics = Metrics::new(&[]);
+    let gone = pair("gone", "s");
+    let kept = [pair("alpha", "s"), pair("omega", "s")];
+    for labels in kept.iter().chain([&gone]) {
+        populate(&metrics, labels);
+    }
+    let baselines: Vec<Baseline> = kept.iter().chain([&gone]).map(baseline).collect();
+    let pinned: Vec<(ProbeLabels, &Baseline)> = kept
+        .iter()
+        .chain([&gone])
+        .cloned()
+        .zip(&baselines)
+        .collect();
+    metrics.set_baselines(&pinned);
+    let families = metrics.render.catalog.fast_family_names();
+    assert!(families.contains(&"llm_probe_probes"), "{families:?}");
+    let everyone: BTreeSet<String> = ["alpha", "gone", "omega"].map(String::from).into();
+    for (family, targets) in targets_by_family(&metrics, &families) {
+        assert_eq!(
+            targets, everyone,
+            "{family} has no series of some pair: make populate() give it one"
+        );
+    }
+
+    metrics.forget(&gone);
+    metrics.forget_target(&gone.target, &gone.model);
+    metrics.set_baselines(&pinned[..kept.len()]);
+
+    let left: Vec<String> = metrics
+        .render(None)
+        .1
+        .lines()
+        .filter(|l| l.contains("target=\"gone\""))
+        .map(String::from)
+        .collect();
+    assert!(
+        left.is_empty(),
+        "series of the removed pair are left:\n{}",
+        left.join("\n")
+    );
+    let others: BTreeSet<String> = ["alpha", "omega"].map(String::from).into();
+    for (family, targets) in targets_by_family(&metrics, &families) {
+        assert_eq!(targets, others, "{family}: the other pairs' series");
+    }
+}
