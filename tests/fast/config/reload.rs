@@ -34,6 +34,25 @@ fn probes(text: &str, target: &str) -> Option<f64> {
     common::sample(text, "llm_probe_probes_total", &[("target", target)])
 }
 
+/// `sim` was probed on one 400 ms schedule, not two. Its ticks are `t0 + n × 400 ms` and a
+/// probe is never early, so over the span from the first request to the last there are at most
+/// span / 400 ms + 2 of them, however late a busy host sends any one (up to an interval); a
+/// second schedule doubles the count. (Gaps between arrivals would judge the host's load: a
+/// late probe followed by a punctual one is a short gap on one schedule.)
+fn assert_one_schedule(sim: &llm_probe::simulate::Simulator) {
+    let arrivals: Vec<_> = sim.received().iter().map(|r| r.arrived).collect();
+    let (Some(first), Some(last)) = (arrivals.first(), arrivals.last()) else {
+        panic!("no probe arrived");
+    };
+    let span = *last - *first;
+    let most = (span.as_secs_f64() / 0.4).floor() as usize + 2;
+    assert!(
+        arrivals.len() <= most,
+        "{} probes in {span:?} on a 400 ms interval (at most {most} on one schedule): a second schedule",
+        arrivals.len()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
     let (a, b, c) = (
@@ -111,16 +130,9 @@ async fn bad_file_keeps_the_old_config_and_good_file_swaps() {
     let text = metrics(&d).await;
     assert!(probes(&text, "c").unwrap() >= 1.0, "the new target probes");
 
-    // Over all of it, target a was probed on one schedule: never two probes closer than the
-    // interval (a restarted or duplicated schedule would show as a short gap).
-    let arrivals: Vec<_> = a.received().iter().map(|r| r.arrived).collect();
-    for w in arrivals.windows(2) {
-        assert!(
-            w[1] - w[0] >= Duration::from_millis(380),
-            "gap {:?}",
-            w[1] - w[0]
-        );
-    }
+    // Over all of it, target a was probed on one schedule (a restarted one shows in the
+    // summary as changed, not kept).
+    assert_one_schedule(&a);
     d.stop().await;
 }
 
@@ -159,14 +171,7 @@ async fn http_reload_and_a_flood_of_reloads() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let arrivals: Vec<_> = a.received().iter().map(|r| r.arrived).collect();
-    for w in arrivals.windows(2) {
-        assert!(
-            w[1] - w[0] >= Duration::from_millis(380),
-            "a duplicated schedule: gap {:?}",
-            w[1] - w[0]
-        );
-    }
+    assert_one_schedule(&a);
     // A reload of a daemon without a config file is refused, not a crash.
     let d2 = common::daemon(common::parse(&common::yaml(
         &a.base_url(),

@@ -11,8 +11,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use llm_probe::simulate::Script;
-
 const GOLDEN: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/golden/one_pair.prom"
@@ -125,13 +123,10 @@ fn assert_buckets_consistent(text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_pair_exposition_matches_the_golden_file() {
-    let sim = common::simulator(Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(2),
-        tokens: 8,
-        ..Script::default()
-    })
-    .await;
+    // Token events 30 ms apart: the pinned counts (a TPOT sample, no `collapsed_stream`) hold
+    // unless the reader stalls for 150 ms, where 2 ms apart a 10 ms stall on a busy host read
+    // the events together, as a buffering proxy would deliver them.
+    let sim = common::simulator(common::stream(20, 30, 8)).await;
     // One probe: the interval is far longer than the test. The pair's first probe comes 8.6 s
     // after start (its slot, `schedule::slot`, of at most 10 s).
     // With a pinned baseline: its gauges are part of the exposition.
