@@ -124,7 +124,7 @@ fn two_ports() -> (u16, u16) {
     }
 }
 
-/// Acceptance 2: two starts at once on two ports from one cache both come up (before, the
+/// Two starts at once on two ports from one cache both come up (before, the
 /// second waited 60 s for the first's server on the wrong port); each stop ends only its own.
 #[test]
 fn two_servers_from_one_cache_start_and_stop_independently() {
@@ -246,7 +246,7 @@ fn a_server_started_with_other_flags_is_restarted() {
     assert_eq!(servers_on(port), 1);
 }
 
-/// Acceptance 3: for each scenario of `examples/llama-cpp.yaml`, the prompt size `bench` prints
+/// For each scenario of `examples/llama-cpp.yaml`, the prompt size `bench` prints
 /// before the sweep is within 20 % of the server's own count (`usage.prompt_tokens` of the
 /// sweep's request, `metadata.prompt_tokens` of the JSON report). The text estimate alone was
 /// 16 tokens for chat_short where the server counted 58.

@@ -100,7 +100,7 @@ fn cli(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// Acceptance 5: bad input is refused with a message that names the problem.
+/// Bad input is refused with a message that names the problem.
 #[test]
 fn bad_input_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
@@ -160,7 +160,7 @@ fn bad_input_is_refused_clearly() {
     }
 }
 
-/// Acceptance 5: a server that fails every request ends each level with the failure reasons
+/// A server that fails every request ends each level with the failure reasons
 /// (exit 1, no panic, the report still written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_fails_every_request_reports_the_reasons() {
