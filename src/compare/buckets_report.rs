@@ -8,10 +8,11 @@ use serde_json::{json, Value};
 use super::buckets::{BucketRow, ScenarioComparison, SloRow};
 use super::from_prometheus::WindowComparison;
 use super::prometheus::{show_identity, Identity};
-use super::report::{aligned, failure_cells, interval, markdown_table, p_value, pct};
+use super::report::{failure_cells, interval, p_value, pct};
 use super::stats::binned::BinnedQuantile;
 use super::window::{human, rfc3339};
 use super::{Metric, QUANTILES};
+use crate::bench::table::{aligned, markdown_table};
 use crate::sanitize::{markdown_text, terminal_safe};
 
 /// The JSON schema name of `compare --prometheus.url … --output json`.

@@ -8,6 +8,7 @@ use super::input::{LevelKey, Run};
 use super::selection::{workload, Estimate, Selection};
 use super::verdict::Verdict;
 use super::{Comparison, FailureRow, Metric, Row, QUANTILES};
+use crate::bench::table::{aligned, markdown_table};
 use crate::sanitize::terminal_safe;
 
 /// The JSON schema name of `compare --output json`.
@@ -513,36 +514,6 @@ fn run_title(run: &Run) -> String {
         run.scenario.as_deref().unwrap_or("?"),
     ))
     .into_owned()
-}
-
-pub(super) fn aligned(rows: &[Vec<String>]) -> String {
-    let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect();
-        out += line.join("  ").trim_end();
-        out.push('\n');
-    }
-    out
-}
-
-pub(super) fn markdown_table(rows: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    for (i, r) in rows.iter().enumerate() {
-        let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
-        out += &format!("| {} |\n", cells.join(" | "));
-        if i == 0 {
-            out += &format!("|{}\n", "---|".repeat(r.len()));
-        }
-    }
-    out
 }
 
 fn estimate_text(e: &Estimate, scale: f64, digits: usize) -> String {
