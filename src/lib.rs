@@ -49,3 +49,4 @@ pub mod logging;
 pub mod report;
 pub mod safe_write;
 pub mod sanitize;
+pub mod schemas;

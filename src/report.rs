@@ -2,78 +2,337 @@
 //! never 0) or a short text block. Both are safe to print to a terminal: every string a server
 //! sent is escaped ([`crate::sanitize::terminal_safe`] in text, `\uXXXX` in JSON).
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::measure::ProbeOutcome;
 use crate::sanitize::{is_unsafe_char, terminal_safe};
 
-/// The JSON object of one probe. Fields: `target`, `scenario`, `model`, `success`,
-/// `failure_reason`, `failure_detail`, `http_status`, `ttft_seconds`,
-/// `time_to_first_output_token_seconds`, `tpot_seconds`, `output_tokens_per_second`,
-/// `e2e_seconds`, `output_tokens`, `token_count_source` (`usage` | `server` | `events`),
-/// `prompt_tokens`, `cached_prompt_tokens`, `token_events`, `inter_token_latencies_seconds`,
-/// `response_model`, `system_fingerprint`, `server_header`, `server_version`,
-/// `server_prompt_seconds`, `server_predicted_tokens`, `server_latency_seconds` (Bedrock's own
-/// latency of the call), `server_prefill_seconds` and
-/// `ttft_overhead_seconds` (successful probes whose server reports its prefill time),
-/// `server_queue_seconds` (vLLM per-request metrics, TGI `x-queue-time`), `ttft_split` (a
-/// successful probe's TTFT split, [`crate::measure::TtftSplit::to_json`]: `source` and seconds
-/// per component, or `source: null` and a `note` when the server reported nothing),
-/// `traceparent`, `trace_id` and `request_id` (the W3C trace context and `x-request-id` the
-/// request carried, `null` when none was sent),
-/// `server_load` (`null` without `server_metrics_url`; else what the engine's own `/metrics`
-/// said just before the request, [`crate::engine::to_json`]: `engine`, `requests_waiting`,
-/// `requests_running`, `kv_cache_usage_ratio`, `error`),
-/// `connection_setup_seconds` (probes that opened a connection), `client_phases`
-/// ([`client_phases_json`]), `timestamp_source` (`kernel`:
-/// the marks are the kernel's receive times of the bytes; `read`: the instants the reads
-/// returned), `read_delay_max_seconds` (the longest kernel-to-read delay of a read that carried
-/// token events, `null` without kernel stamps), `anomalies`. Times in seconds.
+/// One probe-once record (`probe-once --output json`, one object per line; the `/probe`
+/// endpoint's body; the JSON Schema is docs/schemas/probe-once.schema.json). Unknown values are
+/// `null`, never 0; times in seconds.
+///
+/// `compare` and `baseline save` read a collection of these back
+/// ([`crate::compare::input`]): every field has a default, so a line from an older llm-probe (or
+/// one with only what `compare` needs) still reads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+#[schemars(
+    title = "llm-probe probe-once record",
+    description = "One line of `llm-probe probe-once --output json`"
+)]
+pub struct ProbeRecord {
+    /// The target's name.
+    #[schemars(with = "String")]
+    pub target: Option<String>,
+    /// The scenario's name.
+    #[schemars(with = "String")]
+    pub scenario: Option<String>,
+    /// The configured model.
+    #[schemars(with = "String")]
+    pub model: Option<String>,
+    /// The probe succeeded (read as `failure_reason` being `null` when absent).
+    #[schemars(with = "bool")]
+    pub success: Option<bool>,
+    /// The failure reason (the daemon's `reason` label).
+    pub failure_reason: Option<String>,
+    /// What happened.
+    pub failure_detail: Option<String>,
+    /// The HTTP status of the response, if one came.
+    pub http_status: Option<u16>,
+    /// Time to first token.
+    pub ttft_seconds: Option<f64>,
+    /// Time to the first output (not reasoning) token.
+    pub time_to_first_output_token_seconds: Option<f64>,
+    /// Time per output token after the first.
+    pub tpot_seconds: Option<f64>,
+    /// Output tokens per second (1 / TPOT).
+    pub output_tokens_per_second: Option<f64>,
+    /// End to end.
+    pub e2e_seconds: Option<f64>,
+    /// Output tokens (N).
+    pub output_tokens: Option<u64>,
+    /// Where N came from: `usage`, `server` or `events`.
+    pub token_count_source: Option<String>,
+    /// Prompt tokens the server reported.
+    pub prompt_tokens: Option<u64>,
+    /// Prompt tokens served from the server's cache.
+    pub cached_prompt_tokens: Option<u64>,
+    /// Token events read.
+    pub token_events: u64,
+    /// Every gap between token events.
+    pub inter_token_latencies_seconds: Option<Vec<f64>>,
+    /// The model the response named.
+    pub response_model: Option<String>,
+    /// OpenAI's `system_fingerprint`.
+    pub system_fingerprint: Option<String>,
+    /// The `Server` header.
+    pub server_header: Option<String>,
+    /// The server's version (`version_path`).
+    pub server_version: Option<String>,
+    /// The server's own prompt processing time, as reported.
+    pub server_prompt_seconds: Option<f64>,
+    /// The server's own count of generated tokens, as reported.
+    pub server_predicted_tokens: Option<u64>,
+    /// The server's own latency of the whole call (Amazon Bedrock).
+    pub server_latency_seconds: Option<f64>,
+    /// The server's prefill time (successful probes whose server reports it).
+    pub server_prefill_seconds: Option<f64>,
+    /// TTFT minus the server's prefill.
+    pub ttft_overhead_seconds: Option<f64>,
+    /// The server's queue wait (vLLM per-request metrics, TGI `x-queue-time`).
+    pub server_queue_seconds: Option<f64>,
+    /// A successful probe's TTFT in parts.
+    pub ttft_split: Option<TtftSplitRecord>,
+    /// The W3C `traceparent` the request carried.
+    pub traceparent: Option<String>,
+    /// The trace id of `traceparent`.
+    pub trace_id: Option<String>,
+    /// The `x-request-id` the request carried.
+    pub request_id: Option<String>,
+    /// What the engine's own `/metrics` said just before the request (`null` without
+    /// `server_metrics_url`).
+    pub server_load: Option<ServerLoad>,
+    /// Connection setup (DNS, TCP, proxy, TLS), when the probe opened a connection.
+    pub connection_setup_seconds: Option<f64>,
+    /// The client phases as offsets from `sent`.
+    pub client_phases: ClientPhases,
+    /// `kernel`: the marks are the kernel's receive times of the bytes; `read`: the instants
+    /// the reads returned.
+    pub timestamp_source: String,
+    /// The longest kernel-to-read delay of a read that carried token events (`null` without
+    /// kernel stamps).
+    pub read_delay_max_seconds: Option<f64>,
+    /// The anomalies seen.
+    pub anomalies: Vec<String>,
+}
+
+impl From<&ProbeOutcome> for ProbeRecord {
+    fn from(o: &ProbeOutcome) -> Self {
+        let obs = &o.observations;
+        let m = o.result.as_ref().ok();
+        let f = o.result.as_ref().err();
+        let secs = |d: std::time::Duration| d.as_secs_f64();
+        ProbeRecord {
+            target: Some(o.target.to_string()),
+            scenario: Some(o.scenario.to_string()),
+            model: Some(o.model.to_string()),
+            success: Some(o.is_success()),
+            failure_reason: f.map(|f| f.reason.as_str().into()),
+            failure_detail: f.map(|f| f.detail.clone()),
+            http_status: obs.http_status,
+            ttft_seconds: m.map(|m| secs(m.ttft)),
+            time_to_first_output_token_seconds: m
+                .and_then(|m| m.time_to_first_output_token)
+                .map(secs),
+            tpot_seconds: m.and_then(|m| m.tpot).map(secs),
+            output_tokens_per_second: m.and_then(|m| m.output_tokens_per_second),
+            e2e_seconds: m.map(|m| secs(m.e2e)),
+            output_tokens: m.map(|m| m.output_tokens),
+            token_count_source: m.map(|m| m.token_count_source.as_str().into()),
+            prompt_tokens: obs.usage.prompt_tokens,
+            cached_prompt_tokens: obs.usage.cached_prompt_tokens,
+            token_events: obs.timeline.token_events.len() as u64,
+            inter_token_latencies_seconds: m
+                .map(|m| m.inter_token_latencies.iter().map(|d| secs(*d)).collect()),
+            response_model: obs.identity.response_model.clone(),
+            system_fingerprint: obs.identity.system_fingerprint.clone(),
+            server_header: obs.identity.server_header.clone(),
+            server_version: obs.identity.server_version.clone(),
+            server_prompt_seconds: obs.server_timings.prompt_seconds,
+            server_predicted_tokens: obs.server_timings.predicted_tokens,
+            server_latency_seconds: obs.server_timings.latency_seconds,
+            server_prefill_seconds: m.and_then(|m| m.server_prefill).map(secs),
+            ttft_overhead_seconds: m.and_then(|m| m.ttft_overhead).map(secs),
+            server_queue_seconds: obs.server_timings.queue_seconds,
+            ttft_split: m.map(|m| TtftSplitRecord::from(&m.ttft_split)),
+            traceparent: obs.traceparent.clone(),
+            trace_id: (obs.traceparent.as_deref())
+                .and_then(crate::probe::trace::trace_id_of)
+                .map(String::from),
+            request_id: obs.request_id.clone(),
+            server_load: obs.server_load.as_ref().map(ServerLoad::from),
+            connection_setup_seconds: obs.timeline.connection_setup().map(secs),
+            client_phases: ClientPhases::from(&obs.timeline),
+            timestamp_source: obs.timeline.timestamp_source.as_str().into(),
+            read_delay_max_seconds: obs.read_delays.iter().max().copied().map(secs),
+            anomalies: obs.anomalies.iter().map(|a| a.as_str().into()).collect(),
+        }
+    }
+}
+
+/// The JSON object of one probe: [`ProbeRecord`], keys in serde_json's order (sorted).
 pub fn to_json(o: &ProbeOutcome) -> Value {
-    let obs = &o.observations;
-    let m = o.result.as_ref().ok();
-    let f = o.result.as_ref().err();
-    let secs = |d: std::time::Duration| d.as_secs_f64();
-    json!({
-        "target": &*o.target,
-        "scenario": &*o.scenario,
-        "model": &*o.model,
-        "success": o.is_success(),
-        "failure_reason": f.map(|f| f.reason.as_str()),
-        "failure_detail": f.map(|f| f.detail.as_str()),
-        "http_status": obs.http_status,
-        "ttft_seconds": m.map(|m| secs(m.ttft)),
-        "time_to_first_output_token_seconds": m.and_then(|m| m.time_to_first_output_token).map(secs),
-        "tpot_seconds": m.and_then(|m| m.tpot).map(secs),
-        "output_tokens_per_second": m.and_then(|m| m.output_tokens_per_second),
-        "e2e_seconds": m.map(|m| secs(m.e2e)),
-        "output_tokens": m.map(|m| m.output_tokens),
-        "token_count_source": m.map(|m| m.token_count_source.as_str()),
-        "prompt_tokens": obs.usage.prompt_tokens,
-        "cached_prompt_tokens": obs.usage.cached_prompt_tokens,
-        "token_events": obs.timeline.token_events.len(),
-        "inter_token_latencies_seconds": m.map(|m| m.inter_token_latencies.iter().map(|d| secs(*d)).collect::<Vec<_>>()),
-        "response_model": obs.identity.response_model,
-        "system_fingerprint": obs.identity.system_fingerprint,
-        "server_header": obs.identity.server_header,
-        "server_version": obs.identity.server_version,
-        "server_prompt_seconds": obs.server_timings.prompt_seconds,
-        "server_predicted_tokens": obs.server_timings.predicted_tokens,
-        "server_latency_seconds": obs.server_timings.latency_seconds,
-        "server_prefill_seconds": m.and_then(|m| m.server_prefill).map(secs),
-        "ttft_overhead_seconds": m.and_then(|m| m.ttft_overhead).map(secs),
-        "server_queue_seconds": obs.server_timings.queue_seconds,
-        "ttft_split": m.map(|m| m.ttft_split.to_json()),
-        "traceparent": obs.traceparent,
-        "trace_id": obs.traceparent.as_deref().and_then(crate::probe::trace::trace_id_of),
-        "request_id": obs.request_id,
-        "server_load": obs.server_load.as_ref().map(crate::engine::to_json),
-        "connection_setup_seconds": obs.timeline.connection_setup().map(secs),
-        "client_phases": client_phases_json(&obs.timeline),
-        "timestamp_source": obs.timeline.timestamp_source.as_str(),
-        "read_delay_max_seconds": obs.read_delays.iter().max().copied().map(secs),
-        "anomalies": obs.anomalies.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-    })
+    serde_json::to_value(ProbeRecord::from(o)).expect("a probe record serializes")
+}
+
+/// `ttft_split`: a successful probe's TTFT in parts ([`crate::measure::TtftSplit`]). `source`
+/// and seconds per component (`{component}_seconds`, the components of
+/// `llm_probe_ttft_component_seconds`) plus `excess_seconds`; or `source: null` and a `note`
+/// when the server reported nothing, or `excess_seconds` and a `note` when every part it
+/// reported is longer than the TTFT.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct TtftSplitRecord {
+    /// Who reported the server's parts (`vllm_request_metrics`, `llama_cpp_timings`, `ollama`,
+    /// `tgi_headers`), `null` when nothing was reported.
+    pub source: Option<String>,
+    /// TTFT outside the engine's own account (network, TLS, gateways, the HTTP frontend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outside_engine_seconds: Option<f64>,
+    /// The engine's queue wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_queue_seconds: Option<f64>,
+    /// Loading the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_load_seconds: Option<f64>,
+    /// Prefill up to the first token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_prefill_seconds: Option<f64>,
+    /// TTFT minus what the server reported, when it reported part of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unattributed_seconds: Option<f64>,
+    /// How much the reported parts exceed the TTFT (0 when they do not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excess_seconds: Option<f64>,
+    /// Why the TTFT is not split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl From<&crate::measure::TtftSplit> for TtftSplitRecord {
+    fn from(s: &crate::measure::TtftSplit) -> Self {
+        use crate::measure::TtftComponent;
+        let source = s.source.map(|s| s.as_str().to_string());
+        let excess = s.excess.as_secs_f64();
+        if s.remainder.is_none() && !s.excess.is_zero() {
+            return TtftSplitRecord {
+                source,
+                excess_seconds: Some(excess),
+                note: Some(
+                    "every part the server reported is longer than the TTFT: TTFT is not split"
+                        .into(),
+                ),
+                ..TtftSplitRecord::default()
+            };
+        }
+        if s.remainder.is_none() {
+            return TtftSplitRecord {
+                source: None,
+                note: Some(
+                    "the server reported no queue, load or prefill time: TTFT is not split".into(),
+                ),
+                ..TtftSplitRecord::default()
+            };
+        }
+        let mut r = TtftSplitRecord {
+            source,
+            excess_seconds: Some(excess),
+            ..TtftSplitRecord::default()
+        };
+        for (c, d) in s.components() {
+            let field = match c {
+                TtftComponent::OutsideEngine => &mut r.outside_engine_seconds,
+                TtftComponent::EngineQueue => &mut r.engine_queue_seconds,
+                TtftComponent::ModelLoad => &mut r.model_load_seconds,
+                TtftComponent::EnginePrefill => &mut r.engine_prefill_seconds,
+                TtftComponent::Unattributed => &mut r.unattributed_seconds,
+            };
+            *field = Some(d.as_secs_f64());
+        }
+        r
+    }
+}
+
+/// `server_load`: `engine`, `requests_waiting`, `requests_running`, `kv_cache_usage_ratio`
+/// (numbers or `null`) and `error` (`null`), or on a failed scrape the numbers `null` and
+/// `error: {reason, detail}` ([`crate::engine::EngineScrape`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct ServerLoad {
+    /// The engine whose metric names were read.
+    pub engine: Option<String>,
+    /// Requests queued and not yet scheduled.
+    pub requests_waiting: Option<f64>,
+    /// Requests being processed.
+    pub requests_running: Option<f64>,
+    /// Share of the KV cache in use, 0 to 1.
+    pub kv_cache_usage_ratio: Option<f64>,
+    /// Why the engine's `/metrics` could not be read.
+    pub error: Option<ScrapeError>,
+}
+
+/// `server_load.error`: the reason label of `llm_probe_server_metrics_scrape_failures_total`
+/// and what happened.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct ScrapeError {
+    /// The reason.
+    pub reason: String,
+    /// What happened.
+    pub detail: String,
+}
+
+impl From<&crate::engine::EngineScrape> for ServerLoad {
+    fn from(scrape: &crate::engine::EngineScrape) -> Self {
+        match scrape {
+            Ok(l) => ServerLoad {
+                engine: Some(l.engine.as_str().into()),
+                requests_waiting: l.requests_waiting,
+                requests_running: l.requests_running,
+                kv_cache_usage_ratio: l.kv_cache_usage_ratio,
+                error: None,
+            },
+            Err(f) => ServerLoad {
+                error: Some(ScrapeError {
+                    reason: f.reason.as_str().into(),
+                    detail: f.detail.clone(),
+                }),
+                ..ServerLoad::default()
+            },
+        }
+    }
+}
+
+/// `client_phases`: a probe's client phases as offsets from `sent`, seconds, each `null` when
+/// it did not happen or is not known (never 0 in its place); in order when present, none later
+/// than TTFT.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct ClientPhases {
+    /// The probe's connection resolved a host name (not for an IP literal or a reused
+    /// connection).
+    pub dns_resolved_seconds: Option<f64>,
+    /// Its TCP connection was established (not on a reused connection).
+    pub tcp_connected_seconds: Option<f64>,
+    /// Its TLS handshake was done (`https` only, not on a reused connection).
+    pub tls_done_seconds: Option<f64>,
+    /// The request's last byte was handed to the socket.
+    pub request_written_seconds: Option<f64>,
+    /// The kernel arrival of the response's first byte.
+    pub first_byte_seconds: Option<f64>,
+    /// The response head was parsed.
+    pub headers_seconds: Option<f64>,
+    /// The first token (= TTFT).
+    pub first_token_seconds: Option<f64>,
+}
+
+impl From<&crate::measure::Timeline> for ClientPhases {
+    fn from(tl: &crate::measure::Timeline) -> Self {
+        let offset = |t: Option<std::time::Instant>| {
+            t.map(|t| t.saturating_duration_since(tl.sent).as_secs_f64())
+        };
+        ClientPhases {
+            dns_resolved_seconds: offset(tl.dns_resolved),
+            tcp_connected_seconds: offset(tl.tcp_connected),
+            tls_done_seconds: offset(tl.tls_done),
+            request_written_seconds: offset(tl.request_written),
+            first_byte_seconds: offset(tl.first_byte),
+            headers_seconds: offset(tl.headers),
+            first_token_seconds: offset(tl.first_token()),
+        }
+    }
 }
 
 /// The text block's line for the TTFT split: each component in milliseconds (they sum to
@@ -148,28 +407,9 @@ pub fn json_text(v: &Value, pretty: bool) -> String {
     out
 }
 
-/// The client phases of a probe (issue 29) as offsets from `sent`, seconds, each `null` when
-/// it did not happen or is not known (never 0 in its place): `dns_resolved_seconds` (the
-/// probe's connection resolved a host name: not for an IP literal or a reused connection),
-/// `tcp_connected_seconds` (its TCP connection was established; not on a reused connection),
-/// `tls_done_seconds` (its TLS handshake was done: `https` only, not on a reused connection),
-/// `request_written_seconds` (the request's last byte handed to the socket) and
-/// `first_byte_seconds` (the kernel arrival of the response's first byte; both HTTP/1.x on the
-/// probe's stamped client), `headers_seconds` (response head parsed) and
-/// `first_token_seconds` (= TTFT). In order when present; none is later than TTFT.
+/// The client phases of a probe as JSON: [`ClientPhases`].
 pub fn client_phases_json(tl: &crate::measure::Timeline) -> Value {
-    let offset = |t: Option<std::time::Instant>| {
-        t.map(|t| t.saturating_duration_since(tl.sent).as_secs_f64())
-    };
-    json!({
-        "dns_resolved_seconds": offset(tl.dns_resolved),
-        "tcp_connected_seconds": offset(tl.tcp_connected),
-        "tls_done_seconds": offset(tl.tls_done),
-        "request_written_seconds": offset(tl.request_written),
-        "first_byte_seconds": offset(tl.first_byte),
-        "headers_seconds": offset(tl.headers),
-        "first_token_seconds": offset(tl.first_token()),
-    })
+    serde_json::to_value(ClientPhases::from(tl)).expect("client phases serialize")
 }
 
 /// Most token events listed in a timeline.
@@ -337,4 +577,40 @@ pub fn to_text(o: &ProbeOutcome) -> String {
         s += &format!("  anomalies   {}\n", kinds.join(", "));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::measure::{ServerTimingSource, TtftComponent, TtftSplit};
+
+    /// `ttft_split` has a `{component}_seconds` field for every component of
+    /// `llm_probe_ttft_component_seconds`, each filled from its own part.
+    #[test]
+    fn the_ttft_split_record_names_every_component() {
+        let ms = Duration::from_millis;
+        let mut named = std::collections::BTreeSet::new();
+        for remainder in [TtftComponent::OutsideEngine, TtftComponent::Unattributed] {
+            let split = TtftSplit {
+                source: Some(ServerTimingSource::VllmRequestMetrics),
+                engine_queue: Some(ms(1)),
+                model_load: Some(ms(2)),
+                engine_prefill: Some(ms(3)),
+                remainder: Some(ms(4)),
+                remainder_component: Some(remainder),
+                excess: Duration::ZERO,
+            };
+            let v = serde_json::to_value(TtftSplitRecord::from(&split)).unwrap();
+            for (c, d) in split.components() {
+                assert_eq!(v[format!("{}_seconds", c.as_str())], d.as_secs_f64(), "{v}");
+                named.insert(c.as_str());
+            }
+            assert_eq!(v["excess_seconds"], 0.0, "{v}");
+        }
+        let all: std::collections::BTreeSet<&str> =
+            TtftComponent::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(named, all);
+    }
 }

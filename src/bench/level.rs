@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::record::{RequestRecord, Sample};
 use super::stats::Summary;
@@ -37,7 +38,7 @@ impl Load {
 }
 
 /// Requests of a level (warmup excluded).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
     /// Requests sent (completed or failed).
     pub sent: u64,
@@ -152,8 +153,11 @@ pub fn level_stats(load: Load, records: &[&RequestRecord], slo: &Slo) -> LevelSt
     }
 }
 
-/// The SLA criteria a level is judged on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// The SLA criteria a level is judged on (in JSON: `ttft_p95`, `output_tokens_per_second_p5`,
+/// `failure_ratio`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Criterion {
     /// P95 TTFT above the target's `slo.ttft_p95`.

@@ -156,30 +156,49 @@ fn slo_line(r: &Report, text: fn(&str) -> String) -> String {
 
 /// The terminal table: aligned columns, then the SLA capacity.
 pub fn to_text(r: &Report) -> String {
-    let rows: Vec<[String; 11]> = r.levels.iter().map(|(s, v)| row(s, v)).collect();
-    let mut widths = HEADER.map(|h| h.chars().count());
-    for row in &rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
+    let mut rows = vec![HEADER.map(String::from).to_vec()];
+    rows.extend(r.levels.iter().map(|(s, v)| row(s, v).to_vec()));
+    let plain = |s: &str| crate::sanitize::terminal_safe(s).into_owned();
+    let out = [
+        slo_line(r, plain),
+        String::new(),
+        aligned(&rows),
+        capacity_line(r),
+    ];
+    out.join("\n") + "\n"
+}
+
+/// `rows` (the header first) as text columns: each cell padded to its column's widest, two
+/// spaces apart, no trailing blanks; one line each.
+pub(crate) fn aligned(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
             .iter()
-            .zip(widths)
+            .zip(&widths)
             .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
             .collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    let plain = |s: &str| crate::sanitize::terminal_safe(s).into_owned();
-    let mut out = vec![slo_line(r, plain), String::new()];
-    out.push(line(HEADER.iter().map(|h| h.to_string()).collect()));
-    for row in rows {
-        out.push(line(row.to_vec()));
+        out += line.join("  ").trim_end();
+        out.push('\n');
     }
-    out.push(String::new());
-    out.push(capacity_line(r));
-    out.join("\n") + "\n"
+    out
+}
+
+/// `rows` (the header first) as a Markdown table, `|` in a cell escaped.
+pub(crate) fn markdown_table(rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+        out += &format!("| {} |\n", cells.join(" | "));
+        if i == 0 {
+            out += &format!("|{}\n", "---|".repeat(r.len()));
+        }
+    }
+    out
 }
 
 /// The Markdown report (for a pull request or a wiki page).
@@ -193,13 +212,10 @@ pub fn to_markdown(r: &Report) -> String {
         String::new(),
         slo_line(r, crate::sanitize::markdown_text),
         String::new(),
-        format!("| {} |", HEADER.join(" | ")),
-        format!("|{}", "---|".repeat(HEADER.len())),
     ];
-    for (s, v) in &r.levels {
-        out.push(format!("| {} |", row(s, v).join(" | ")));
-    }
-    out.push(String::new());
+    let mut rows = vec![HEADER.map(String::from).to_vec()];
+    rows.extend(r.levels.iter().map(|(s, v)| row(s, v).to_vec()));
+    out.push(markdown_table(&rows));
     out.push(capacity_line(r).replace("\n  ", "\n- "));
     out.push(String::new());
     out.push(format!(

@@ -3,15 +3,22 @@
 //! from Prometheus pass through [`terminal_safe`] (text), [`markdown_text`] (markdown) or
 //! [`crate::report::json_text`] (JSON).
 
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::buckets::{BucketRow, ScenarioComparison, SloRow};
 use super::from_prometheus::WindowComparison;
 use super::prometheus::{show_identity, Identity};
-use super::report::{aligned, failure_cells, interval, markdown_table, p_value, pct};
+use super::report::{
+    failure_cells, interval, p_value, pct, ChangeIntervals, FailureRatio, PerMetric,
+};
 use super::stats::binned::BinnedQuantile;
 use super::window::{human, rfc3339};
 use super::{Metric, QUANTILES};
+use crate::bench::table::{aligned, markdown_table};
 use crate::sanitize::{markdown_text, terminal_safe};
 
 /// The JSON schema name of `compare --prometheus.url … --output json`.
@@ -619,134 +626,379 @@ pub fn to_markdown(c: &WindowComparison) -> String {
     out
 }
 
-fn quantile_json(q: Option<BinnedQuantile>, ci: Option<(f64, f64)>) -> Value {
-    let finite = |x: f64| x.is_finite().then_some(x);
-    match q {
-        None => Value::Null,
-        Some(q) => json!({
-            "value": q.value,
-            "bucket_lower": q.lower,
-            "bucket_upper": finite(q.upper),
-            "ci": ci.map(|(l, h)| vec![l, h]),
-        }),
+/// `compare --prometheus.url … --output json` (`schema` [`SCHEMA`]; its JSON Schema, generated
+/// from these types, is docs/schemas/compare-prometheus.schema.json). Keys are written in
+/// serde_json's order (sorted).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(
+    title = "llm-probe.compare.prometheus/v1",
+    description = "`llm-probe compare --prometheus.url … --output json`"
+)]
+pub struct WindowReport<'a> {
+    /// `llm-probe.compare.prometheus/v1`.
+    #[schemars(extend("const" = SCHEMA))]
+    pub schema: &'static str,
+    /// Where the histograms came from.
+    pub source: Source<'a>,
+    /// The endpoint change compared around (`--around-change`), else `null`.
+    pub change: Option<ChangeReport<'a>>,
+    /// The endpoint label sets seen in each of `--before`/`--after`, else `null`.
+    pub identities: Option<Identities<'a>>,
+    /// The BEFORE window.
+    pub before: Window,
+    /// The AFTER window.
+    pub after: AfterWindow,
+    /// The objectives the shares were counted against.
+    pub slo: SloReport,
+    /// How the rows were judged.
+    pub rule: WindowRule,
+    /// Warnings for the reader.
+    pub warnings: &'a [String],
+    /// Scenarios with probes in only one window.
+    pub not_compared: &'a [String],
+    /// One object per scenario with probes in both windows.
+    pub scenarios: Vec<ScenarioReport<'a>>,
+    /// The one-line verdict.
+    pub summary: String,
+    /// Something regressed (exit status 1).
+    pub regression: bool,
+}
+
+/// `source`: the Prometheus URL (redacted), the target and `--scenario`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Source<'a> {
+    /// The Prometheus URL, credentials redacted.
+    pub prometheus_url: &'a str,
+    /// The target.
+    pub target: &'a str,
+    /// `--scenario`, else `null`.
+    pub scenario: Option<&'a str>,
+}
+
+/// An endpoint label set (`llm_probe_endpoint_info`'s labels).
+pub type LabelSet<'a> = BTreeMap<&'a str, &'a str>;
+
+fn label_set(id: &Identity) -> LabelSet<'_> {
+    id.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// `change`: the last change of the endpoint identity, Unix seconds.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ChangeReport<'a> {
+    /// The last sample of the old label set.
+    pub last_old: f64,
+    /// The first sample of the new label set.
+    pub first_new: f64,
+    /// `last_old` in RFC 3339.
+    pub last_old_rfc3339: String,
+    /// `first_new` in RFC 3339.
+    pub first_new_rfc3339: String,
+    /// The old label set.
+    pub old: LabelSet<'a>,
+    /// The new label set.
+    pub new: LabelSet<'a>,
+}
+
+/// `identities`: the label sets seen in each window.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Identities<'a> {
+    /// BEFORE's.
+    pub before: Vec<LabelSet<'a>>,
+    /// AFTER's.
+    pub after: Vec<LabelSet<'a>>,
+}
+
+/// A window `(start, end]`, Unix seconds and RFC 3339.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Window {
+    /// Start, Unix seconds.
+    pub start: f64,
+    /// End, Unix seconds.
+    pub end: f64,
+    /// Start in RFC 3339.
+    pub start_rfc3339: String,
+    /// End in RFC 3339.
+    pub end_rfc3339: String,
+}
+
+impl Window {
+    fn of((start, end): (f64, f64)) -> Self {
+        Window {
+            start,
+            end,
+            start_rfc3339: rfc3339(start),
+            end_rfc3339: rfc3339(end),
+        }
     }
 }
 
-fn side_json(q: &[Option<BinnedQuantile>; 3], ci: &[Option<(f64, f64)>; 3]) -> Value {
-    let mut o = serde_json::Map::new();
-    for (i, name) in ["p50", "p95", "p99"].iter().enumerate() {
-        o.insert((*name).into(), quantile_json(q[i], ci[i]));
-    }
-    Value::Object(o)
+/// The AFTER window and the settle-in skipped before it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AfterWindow {
+    /// The window.
+    #[serde(flatten)]
+    pub window: Window,
+    /// The settle-in skipped (`--around-change`), seconds, else `null`.
+    pub settle_seconds: Option<f64>,
 }
 
-fn row_json(r: &BucketRow) -> Value {
-    let ci = |i: usize| r.change_ci[i].map(|(l, h)| vec![l, h]);
-    json!({
-        "n_before": r.n_before,
-        "n_after": r.n_after,
-        "before": side_json(&r.before, &r.before_ci),
-        "after": side_json(&r.after, &r.after_ci),
-        "change_ci": { "p50": ci(0), "p95": ci(1), "p99": ci(2) },
-        "ci_method": "multinomial bootstrap over bucket counts",
-        "mann_whitney_u": r.u_test.map(|u| u.u_x),
-        "mann_whitney_p": r.u_test.map(|u| u.p_value),
-        "p50_change": r.evidence.map(|e| e.change),
-        "verdict": r.verdict.map(|v| v.name()),
-        "verdict_label": r.verdict.map(|v| v.label()),
-        "more_requests": match r.verdict {
-            Some(super::verdict::Verdict::Inconclusive { more_requests }) => Some(more_requests),
-            _ => None,
+/// `slo`: the objectives and where the TTFT one came from.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SloReport {
+    /// TTFT objective, seconds.
+    pub ttft_seconds: Option<f64>,
+    /// Output tokens per second floor.
+    pub output_tokens_per_second: Option<f64>,
+    /// `--slo` or `llm_probe_slo_time_to_first_token_seconds`.
+    pub ttft_source: &'static str,
+}
+
+/// `rule`: the significance level, threshold, test and bootstrap settings.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WindowRule {
+    /// `--alpha`.
+    pub alpha: f64,
+    /// `--threshold`, relative.
+    pub threshold: f64,
+    /// The test.
+    pub test: &'static str,
+    /// What the verdict judges.
+    pub change: &'static str,
+    /// `--resamples`.
+    pub bootstrap_resamples: usize,
+    /// `--seed`.
+    pub seed: u64,
+    /// The percentiles reported.
+    pub quantiles: [f64; 3],
+}
+
+/// One item of `scenarios[]`: one object per metric, the SLO shares, the failure ratio.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScenarioReport<'a> {
+    /// The scenario.
+    pub scenario: &'a str,
+    /// The rows.
+    #[serde(flatten)]
+    pub metrics: PerMetric<BucketRowReport>,
+    /// The shares beyond each objective.
+    pub slo: Vec<SloShare>,
+    /// The failure ratio's row.
+    pub failure_ratio: FailureRatio,
+}
+
+/// A metric's row from the windows' buckets.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BucketRowReport {
+    /// BEFORE's probes with a value.
+    pub n_before: u64,
+    /// AFTER's probes with a value.
+    pub n_after: u64,
+    /// BEFORE's percentiles.
+    pub before: BinnedPercentiles,
+    /// AFTER's percentiles.
+    pub after: BinnedPercentiles,
+    /// Bootstrap intervals of each percentile's relative change.
+    pub change_ci: ChangeIntervals,
+    /// `multinomial bootstrap over bucket counts`.
+    pub ci_method: &'static str,
+    /// The binned Mann–Whitney U statistic.
+    pub mann_whitney_u: Option<f64>,
+    /// Its p-value.
+    pub mann_whitney_p: Option<f64>,
+    /// The interpolated median's relative change.
+    pub p50_change: Option<f64>,
+    /// The verdict.
+    pub verdict: Option<&'static str>,
+    /// The verdict as the tables print it.
+    pub verdict_label: Option<String>,
+    /// Inconclusive: about how many more probes per window would settle it.
+    pub more_requests: Option<u64>,
+    /// Compared on the bucket bounds both windows share.
+    pub coarsened: bool,
+}
+
+/// P50, P95 and P99 of a window's buckets, each `null` without probes.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BinnedPercentiles {
+    /// Median.
+    pub p50: Option<BinnedPercentile>,
+    /// 95th percentile.
+    pub p95: Option<BinnedPercentile>,
+    /// 99th percentile.
+    pub p99: Option<BinnedPercentile>,
+}
+
+/// A percentile interpolated in its bucket, with the bucket and its interval.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BinnedPercentile {
+    /// Interpolated as `histogram_quantile`.
+    pub value: f64,
+    /// The bucket's lower bound.
+    pub bucket_lower: f64,
+    /// The bucket's upper bound (`null`: the `+Inf` bucket).
+    pub bucket_upper: Option<f64>,
+    /// Its bootstrap interval `[low, high]`.
+    pub ci: Option<[f64; 2]>,
+}
+
+fn binned(q: &[Option<BinnedQuantile>; 3], ci: &[Option<(f64, f64)>; 3]) -> BinnedPercentiles {
+    let one = |i: usize| {
+        q[i].map(|q| BinnedPercentile {
+            value: q.value,
+            bucket_lower: q.lower,
+            bucket_upper: q.upper.is_finite().then_some(q.upper),
+            ci: ci[i].map(|(l, h)| [l, h]),
+        })
+    };
+    BinnedPercentiles {
+        p50: one(0),
+        p95: one(1),
+        p99: one(2),
+    }
+}
+
+/// `slo[]`: the share of probes beyond an objective before and after.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SloShare {
+    /// The metric (`ttft_seconds`, `output_tokens_per_second`).
+    pub metric: &'static str,
+    /// The objective.
+    pub threshold: f64,
+    /// The bucket bound counted at.
+    pub bucket_bound: f64,
+    /// `above` (latencies) or `at_or_below` (tokens/s).
+    pub side: &'static str,
+    /// BEFORE's share.
+    pub before: ShareCount,
+    /// AFTER's share.
+    pub after: ShareCount,
+    /// The two-proportion z-test's p-value.
+    pub p_value: Option<f64>,
+    /// The verdict.
+    pub verdict: Option<&'static str>,
+}
+
+/// Probes beyond the objective of all probes.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ShareCount {
+    /// Probes beyond the objective.
+    pub beyond: u64,
+    /// All probes with a value.
+    pub total: u64,
+}
+
+fn row_report(r: &BucketRow) -> BucketRowReport {
+    BucketRowReport {
+        n_before: r.n_before,
+        n_after: r.n_after,
+        before: binned(&r.before, &r.before_ci),
+        after: binned(&r.after, &r.after_ci),
+        change_ci: ChangeIntervals::of(&r.change_ci),
+        ci_method: "multinomial bootstrap over bucket counts",
+        mann_whitney_u: r.u_test.map(|u| u.u_x),
+        mann_whitney_p: r.u_test.map(|u| u.p_value),
+        p50_change: r.evidence.map(|e| e.change),
+        verdict: r.verdict.map(|v| v.name()),
+        verdict_label: r.verdict.map(|v| v.label()),
+        more_requests: super::report::more_requests(r.verdict),
+        coarsened: r.coarsened,
+    }
+}
+
+fn slo_share(s: &SloRow) -> SloShare {
+    SloShare {
+        metric: s.metric.json_name(),
+        threshold: s.threshold,
+        bucket_bound: s.before.bound,
+        side: if s.metric == Metric::OutputTokensPerSecond {
+            "at_or_below"
+        } else {
+            "above"
         },
-        "coarsened": r.coarsened,
-    })
+        before: ShareCount {
+            beyond: s.before.beyond,
+            total: s.before.total,
+        },
+        after: ShareCount {
+            beyond: s.after.beyond,
+            total: s.after.total,
+        },
+        p_value: s.test.as_ref().map(|t| t.1.p_value),
+        verdict: s.test.as_ref().map(|t| t.0.name()),
+    }
 }
 
-fn slo_json(s: &SloRow) -> Value {
-    json!({
-        "metric": s.metric.json_name(),
-        "threshold": s.threshold,
-        "bucket_bound": s.before.bound,
-        "side": if s.metric == Metric::OutputTokensPerSecond { "at_or_below" } else { "above" },
-        "before": { "beyond": s.before.beyond, "total": s.before.total },
-        "after": { "beyond": s.after.beyond, "total": s.after.total },
-        "p_value": s.test.as_ref().map(|t| t.1.p_value),
-        "verdict": s.test.as_ref().map(|t| t.0.name()),
-    })
-}
-
-fn identity_json(id: &Identity) -> Value {
-    Value::Object(
-        id.iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect(),
-    )
-}
-
-fn window_json((start, end): (f64, f64)) -> Value {
-    json!({ "start": start, "end": end, "start_rfc3339": rfc3339(start), "end_rfc3339": rfc3339(end) })
-}
-
-/// The JSON document (`schema` [`SCHEMA`]): `source` (redacted URL, target, scenario),
-/// `change` (or null; `--around-change`), `identities` (or null; the endpoint label sets seen in
-/// each of `--before`/`--after`), `before`/`after` windows, `slo`, `rule`, `warnings`, `not_compared`,
+/// The JSON report ([`WindowReport`]): `source` (redacted URL, target, scenario), `change` (or
+/// null; `--around-change`), `identities` (or null; the endpoint label sets seen in each of
+/// `--before`/`--after`), `before`/`after` windows, `slo`, `rule`, `warnings`, `not_compared`,
 /// `scenarios[]` (`scenario`, one object per metric named as in `compare`'s JSON, `slo[]`,
 /// `failure_ratio`) and `regression`.
-pub fn to_json(c: &WindowComparison) -> Value {
-    let scenarios: Vec<Value> = c
-        .scenarios
-        .iter()
+pub fn report(c: &WindowComparison) -> WindowReport<'_> {
+    let scenarios = (c.scenarios.iter())
         .map(|s| {
-            let mut o = serde_json::Map::new();
-            o.insert("scenario".into(), json!(s.scenario));
+            let mut metrics = PerMetric::default();
             for r in &s.rows {
-                o.insert(r.metric.json_name().into(), row_json(r));
+                metrics.set(r.metric, row_report(r));
             }
-            o.insert("slo".into(), s.slo.iter().map(slo_json).collect());
-            o.insert(
-                "failure_ratio".into(),
-                super::report::failure_json(&s.failures),
-            );
-            Value::Object(o)
+            ScenarioReport {
+                scenario: &s.scenario,
+                metrics,
+                slo: s.slo.iter().map(slo_share).collect(),
+                failure_ratio: FailureRatio::from(&s.failures),
+            }
         })
         .collect();
-    let mut after = window_json(c.after);
-    after["settle_seconds"] = json!(c.settle);
-    json!({
-        "schema": SCHEMA,
-        "source": { "prometheus_url": c.url, "target": c.target, "scenario": c.scenario },
-        "change": c.change.as_ref().map(|ch| json!({
-            "last_old": ch.last_old,
-            "first_new": ch.first_new,
-            "last_old_rfc3339": rfc3339(ch.last_old),
-            "first_new_rfc3339": rfc3339(ch.first_new),
-            "old": identity_json(&ch.old),
-            "new": identity_json(&ch.new),
-        })),
-        "identities": c.identities.as_ref().map(|(b, a)| json!({
-            "before": b.iter().map(identity_json).collect::<Vec<_>>(),
-            "after": a.iter().map(identity_json).collect::<Vec<_>>(),
-        })),
-        "before": window_json(c.before),
-        "after": after,
-        "slo": {
-            "ttft_seconds": c.slo.ttft,
-            "output_tokens_per_second": c.slo.tokens_per_second,
-            "ttft_source": if c.slo_from_flag { "--slo" } else { "llm_probe_slo_time_to_first_token_seconds" },
+    WindowReport {
+        schema: SCHEMA,
+        source: Source {
+            prometheus_url: &c.url,
+            target: &c.target,
+            scenario: c.scenario.as_deref(),
         },
-        "rule": {
-            "alpha": c.options.rule.alpha,
-            "threshold": c.options.rule.threshold,
-            "test": "mann-whitney-u on binned data, two-sided, tie-corrected, continuity-corrected normal approximation",
-            "change": "interpolated P50, relative, multinomial bootstrap interval",
-            "bootstrap_resamples": c.options.resamples,
-            "seed": c.options.seed,
-            "quantiles": QUANTILES,
+        change: c.change.as_ref().map(|ch| ChangeReport {
+            last_old: ch.last_old,
+            first_new: ch.first_new,
+            last_old_rfc3339: rfc3339(ch.last_old),
+            first_new_rfc3339: rfc3339(ch.first_new),
+            old: label_set(&ch.old),
+            new: label_set(&ch.new),
+        }),
+        identities: c.identities.as_ref().map(|(b, a)| Identities {
+            before: b.iter().map(label_set).collect(),
+            after: a.iter().map(label_set).collect(),
+        }),
+        before: Window::of(c.before),
+        after: AfterWindow {
+            window: Window::of(c.after),
+            settle_seconds: c.settle,
         },
-        "warnings": c.warnings,
-        "not_compared": c.not_compared,
-        "scenarios": scenarios,
-        "summary": summary(c),
-        "regression": c.has_regression(),
-    })
+        slo: SloReport {
+            ttft_seconds: c.slo.ttft,
+            output_tokens_per_second: c.slo.tokens_per_second,
+            ttft_source: if c.slo_from_flag {
+                "--slo"
+            } else {
+                "llm_probe_slo_time_to_first_token_seconds"
+            },
+        },
+        rule: WindowRule {
+            alpha: c.options.rule.alpha,
+            threshold: c.options.rule.threshold,
+            test: "mann-whitney-u on binned data, two-sided, tie-corrected, continuity-corrected normal approximation",
+            change: "interpolated P50, relative, multinomial bootstrap interval",
+            bootstrap_resamples: c.options.resamples,
+            seed: c.options.seed,
+            quantiles: QUANTILES,
+        },
+        warnings: &c.warnings,
+        not_compared: &c.not_compared,
+        scenarios,
+        summary: summary(c),
+        regression: c.has_regression(),
+    }
+}
+
+/// The JSON document of [`report`], keys in serde_json's order (sorted).
+pub fn to_json(c: &WindowComparison) -> Value {
+    serde_json::to_value(report(c)).expect("a window comparison serializes")
 }

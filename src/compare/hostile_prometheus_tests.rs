@@ -129,6 +129,31 @@ async fn a_plain_answer_is_compared() {
     assert!(queries.lock().unwrap().len() >= 6);
 }
 
+/// The JSON report of a comparison validates against its checked-in JSON Schema
+/// (docs/schemas/compare-prometheus.schema.json), and a report with a wrong field does not.
+#[tokio::test]
+async fn the_json_report_validates_against_its_schema() {
+    let (url, _) = responder(answer("50", "chat", "m1")).await;
+    let c = compare(&request(&url), &quick()).await.unwrap();
+    let doc = super::buckets_report::to_json(&c);
+    assert!(
+        doc["identities"].is_object() && doc["scenarios"][0]["ttft_seconds"].is_object(),
+        "{doc}"
+    );
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/schemas/compare-prometheus.schema.json"
+    );
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let mut wrong = doc.clone();
+    wrong["scenarios"][0]["ttft_seconds"]["n_before"] = "fifty".into();
+    assert!(!v.is_valid(&wrong));
+}
+
 /// Counts far beyond any number of probes (a broken exporter or a hostile Prometheus) are
 /// refused with the bucket named; they overflowed the U test's sums (a panic in a debug build,
 /// a wrapped count in release).

@@ -1,7 +1,8 @@
 //! Reading a run for `compare`: a `bench --output json` file (`"schema": "llm-probe.bench/v1"`,
-//! written by [`crate::bench::json::to_json`], documented in docs/bench.md, "The JSON
-//! report") or a `probe-once --output json` collection (one JSON object per line, fields of
-//! [`crate::report::to_json`]). Unknown fields are ignored.
+//! read through the types that write it, [`crate::bench::json::BenchFile`]; documented in
+//! docs/bench.md, "The JSON report") or a `probe-once --output json` collection (one
+//! [`crate::report::ProbeRecord`] per line). Unknown fields are ignored; fields compare does
+//! not need may be absent.
 //!
 //! What is read from the bench JSON:
 //! - `metadata`: `target`, `model`, `scenario`, `prompt_tokens` (as the server counted them),
@@ -21,10 +22,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::Metric;
+use crate::bench::json::{self as bench, BenchFile, Measured, Outcome};
+use crate::bench::level::Criterion;
+use crate::report::ProbeRecord;
 
 /// The schema name prefix of `bench` JSON.
 pub const BENCH_SCHEMA_PREFIX: &str = "llm-probe.bench/";
@@ -70,19 +73,15 @@ impl std::fmt::Display for LevelKey {
 }
 
 /// The endpoint identity a run saw (what the server said it is).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Identity {
     /// The model the responses named.
-    #[serde(default)]
     pub response_model: Option<String>,
     /// OpenAI's `system_fingerprint`.
-    #[serde(default)]
     pub system_fingerprint: Option<String>,
     /// The `Server` header (bench: `server`; probe-once: `server_header`).
-    #[serde(default, alias = "server")]
     pub server_header: Option<String>,
     /// The server's reported version.
-    #[serde(default)]
     pub server_version: Option<String>,
 }
 
@@ -90,6 +89,28 @@ impl Identity {
     /// Whether nothing is known.
     pub fn is_empty(&self) -> bool {
         *self == Identity::default()
+    }
+}
+
+impl From<bench::Endpoint> for Identity {
+    fn from(e: bench::Endpoint) -> Self {
+        Identity {
+            response_model: e.response_model,
+            system_fingerprint: e.system_fingerprint,
+            server_header: e.server,
+            server_version: e.server_version,
+        }
+    }
+}
+
+impl From<&ProbeRecord> for Identity {
+    fn from(p: &ProbeRecord) -> Self {
+        Identity {
+            response_model: p.response_model.clone(),
+            system_fingerprint: p.system_fingerprint.clone(),
+            server_header: p.server_header.clone(),
+            server_version: p.server_version.clone(),
+        }
     }
 }
 
@@ -174,11 +195,10 @@ pub struct Sla {
     pub capacity: Option<LevelKey>,
     /// The first level that broke the SLA; `None`: every level met it.
     pub broken_at: Option<LevelKey>,
-    /// The criteria that broke there (`ttft_p95`, `output_tokens_per_second_p5`,
-    /// `failure_ratio`).
-    pub broken_by: Vec<String>,
+    /// The criteria that broke there.
+    pub broken_by: Vec<Criterion>,
     /// Levels whose interval crosses a threshold (the knee is not established there).
-    pub straddles: Vec<(LevelKey, Vec<String>)>,
+    pub straddles: Vec<(LevelKey, Vec<Criterion>)>,
 }
 
 /// A run file that cannot be compared: names the file, what is wrong and what to do.
@@ -230,92 +250,38 @@ pub fn parse_run(path: &Path, text: &str) -> Result<Run, String> {
     parse_probe_lines(path, text)
 }
 
-#[derive(Deserialize)]
-struct BenchFile {
-    metadata: BenchMeta,
-    levels: Vec<BenchLevel>,
-    #[serde(default)]
-    requests: Vec<Value>,
-    #[serde(default)]
-    sla_capacity: Option<BenchCapacity>,
-}
-
-#[derive(Deserialize)]
-struct BenchSlo {
-    ttft_p95_seconds: Option<f64>,
-    output_tokens_per_second_min: Option<f64>,
-    max_failure_ratio: Option<f64>,
-}
-
-/// A level named by `concurrency` or `rate` (the other `null`).
-#[derive(Deserialize)]
-struct BenchLevelKey {
-    concurrency: Option<u64>,
-    rate: Option<f64>,
-}
-
-impl BenchLevelKey {
-    fn key(&self) -> Option<LevelKey> {
-        match (self.concurrency, self.rate) {
-            (Some(c), _) => Some(LevelKey::Concurrency(c)),
-            (None, Some(r)) => Some(LevelKey::Rate(r)),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct BenchStraddle {
-    #[serde(flatten)]
-    level: BenchLevelKey,
-    #[serde(default)]
-    criteria: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct BenchCapacity {
-    #[serde(flatten)]
-    capacity: BenchLevelKey,
-    broken_at: Option<BenchLevelKey>,
-    #[serde(default)]
-    broken_by: Vec<String>,
-    #[serde(default)]
-    straddles: Vec<BenchStraddle>,
-}
-
-#[derive(Deserialize)]
-struct BenchMeta {
-    target: Option<String>,
-    model: Option<String>,
-    scenario: Option<String>,
-    prompt_tokens: Option<Value>,
-    max_tokens: Option<Value>,
-    endpoint: Option<Identity>,
-    #[serde(default)]
-    slo: Option<BenchSlo>,
-}
-
-#[derive(Deserialize)]
-struct BenchLevel {
-    concurrency: Option<u64>,
-    rate: Option<f64>,
-    requests: Option<LevelCounts>,
-}
-
-#[derive(Deserialize)]
-struct LevelCounts {
-    sent: u64,
-    failed: u64,
-}
-
 /// The metric fields a bench `requests[]` item and a probe-once line share.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct MetricFields {
     ttft_seconds: Option<f64>,
     time_to_first_output_token_seconds: Option<f64>,
     tpot_seconds: Option<f64>,
     e2e_seconds: Option<f64>,
     output_tokens_per_second: Option<f64>,
+}
+
+impl From<&Measured> for MetricFields {
+    fn from(m: &Measured) -> Self {
+        MetricFields {
+            ttft_seconds: m.ttft_seconds,
+            time_to_first_output_token_seconds: m.time_to_first_output_token_seconds,
+            tpot_seconds: m.tpot_seconds,
+            e2e_seconds: m.e2e_seconds,
+            output_tokens_per_second: m.output_tokens_per_second,
+        }
+    }
+}
+
+impl From<&ProbeRecord> for MetricFields {
+    fn from(p: &ProbeRecord) -> Self {
+        MetricFields {
+            ttft_seconds: p.ttft_seconds,
+            time_to_first_output_token_seconds: p.time_to_first_output_token_seconds,
+            tpot_seconds: p.tpot_seconds,
+            e2e_seconds: p.e2e_seconds,
+            output_tokens_per_second: p.output_tokens_per_second,
+        }
+    }
 }
 
 impl MetricFields {
@@ -373,47 +339,26 @@ fn check_value(metric: Metric, v: f64) -> Result<(), String> {
     }
 }
 
-/// One item of bench's `requests[]`.
-#[derive(Deserialize)]
-struct BenchRequest {
-    level: usize,
-    #[serde(default)]
-    warmup: bool,
-    ok: bool,
-    reason: Option<String>,
-    inter_token_latency_seconds: Option<Vec<f64>>,
-    #[serde(flatten)]
-    metrics: MetricFields,
-}
-
-/// One `probe-once --output json` line.
-#[derive(Deserialize)]
-struct ProbeLine {
-    success: Option<bool>,
-    failure_reason: Option<String>,
-    inter_token_latencies_seconds: Option<Vec<f64>>,
-    #[serde(flatten)]
-    metrics: MetricFields,
-    target: Option<String>,
-    scenario: Option<String>,
-    model: Option<String>,
-    prompt_tokens: Option<Value>,
-    #[serde(flatten)]
-    identity: Identity,
-}
-
-impl ProbeLine {
-    fn record(&self) -> Result<RequestRecord, String> {
-        self.metrics.record(
-            self.success.unwrap_or(self.failure_reason.is_none()),
-            self.failure_reason.clone(),
-            self.inter_token_latencies_seconds.as_deref(),
-        )
+/// A capacity's or a straddle's level: `concurrency` or `rate` (the other `null`).
+fn load_key(k: bench::LoadKey) -> Option<LevelKey> {
+    match (k.concurrency, k.rate) {
+        (Some(c), _) => Some(LevelKey::Concurrency(c)),
+        (None, Some(r)) => Some(LevelKey::Rate(r)),
+        _ => None,
     }
 }
 
+/// The record of a probe-once line.
+fn probe_record(p: &ProbeRecord) -> Result<RequestRecord, String> {
+    MetricFields::from(p).record(
+        p.success.unwrap_or(p.failure_reason.is_none()),
+        p.failure_reason.clone(),
+        p.inter_token_latencies_seconds.as_deref(),
+    )
+}
+
 fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
-    let file: BenchFile = serde_json::from_value(whole).map_err(|e| {
+    let file: BenchFile<Value> = serde_json::from_value(whole).map_err(|e| {
         format!("not a readable bench JSON ({e}); write it with `llm-probe bench --output json`")
     })?;
     let meta = file.metadata;
@@ -440,7 +385,7 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
         })
         .collect::<Result<_, String>>()?;
     for (i, item) in file.requests.into_iter().enumerate() {
-        let r: BenchRequest = serde_json::from_value(item).map_err(|e| {
+        let r: bench::Request = serde_json::from_value(item).map_err(|e| {
             format!(
                 "requests[{i}] is not a bench request ({e}); write the file with \
                  `llm-probe bench --output json`"
@@ -457,10 +402,15 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
                 r.level
             )
         })?;
-        let record = r
-            .metrics
-            .record(r.ok, r.reason, r.inter_token_latency_seconds.as_deref())
-            .map_err(|e| format!("requests[{i}]: {e}"))?;
+        let record = match &r.outcome {
+            Outcome::Measured(m) => {
+                MetricFields::from(m).record(r.ok, None, Some(&m.inter_token_latency_seconds))
+            }
+            Outcome::Failed { reason, .. } => {
+                MetricFields::default().record(r.ok, Some(reason.clone()), None)
+            }
+        }
+        .map_err(|e| format!("requests[{i}]: {e}"))?;
         level.requests.push(record);
     }
     // The summaries are bench's counts of these very requests: a file where they disagree
@@ -496,11 +446,11 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
             ttft_p95: slo.and_then(|s| s.ttft_p95_seconds),
             output_tokens_per_second_min: slo.and_then(|s| s.output_tokens_per_second_min),
             max_failure_ratio: slo.and_then(|s| s.max_failure_ratio),
-            capacity: c.capacity.key(),
-            broken_at: c.broken_at.as_ref().and_then(BenchLevelKey::key),
+            capacity: load_key(c.capacity()),
+            broken_at: c.broken_at.and_then(load_key),
             broken_by: c.broken_by,
             straddles: (c.straddles.into_iter())
-                .filter_map(|s| Some((s.level.key()?, s.criteria)))
+                .filter_map(|s| Some((load_key(s.level())?, s.criteria)))
                 .collect(),
         }
     });
@@ -511,9 +461,9 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
         target: meta.target,
         model: meta.model,
         scenario: meta.scenario,
-        prompt_tokens: meta.prompt_tokens,
-        max_tokens: meta.max_tokens,
-        identity: meta.endpoint.unwrap_or_default(),
+        prompt_tokens: meta.prompt_tokens.map(Value::from),
+        max_tokens: meta.max_tokens.map(Value::from),
+        identity: meta.endpoint.map(Identity::from).unwrap_or_default(),
         levels,
     })
 }
@@ -524,7 +474,7 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let fields: ProbeLine = serde_json::from_str(line).map_err(|e| {
+        let fields: ProbeRecord = serde_json::from_str(line).map_err(|e| {
             format!(
                 "line {}: not a probe-once JSON object ({e}); compare reads \
                  `llm-probe bench --output json` files or `llm-probe probe-once --output json` \
@@ -555,12 +505,13 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
         ));
     }
     let requests = (lines.iter().enumerate())
-        .map(|(i, l)| l.record().map_err(|e| format!("probe {}: {e}", i + 1)))
+        .map(|(i, l)| probe_record(l).map_err(|e| format!("probe {}: {e}", i + 1)))
         .collect::<Result<Vec<_>, String>>()?;
     let identity = lines
         .iter()
-        .find(|l| l.success == Some(true) && !l.identity.is_empty())
-        .map(|l| l.identity.clone())
+        .filter(|l| l.success == Some(true))
+        .map(Identity::from)
+        .find(|id| !id.is_empty())
         .unwrap_or_default();
     Ok(Run {
         path: path.to_path_buf(),
@@ -568,9 +519,7 @@ fn parse_probe_lines(path: &Path, text: &str) -> Result<Run, String> {
         target: first.target.clone(),
         model: first.model.clone(),
         scenario: first.scenario.clone(),
-        prompt_tokens: lines
-            .iter()
-            .find_map(|l| l.prompt_tokens.clone().filter(|v| !v.is_null())),
+        prompt_tokens: lines.iter().find_map(|l| l.prompt_tokens.map(Value::from)),
         max_tokens: None,
         identity,
         sla: None,

@@ -28,6 +28,7 @@ pub mod verdict;
 mod calibration;
 pub mod window;
 
+use crate::bench::level::Criterion;
 use input::{Level, LevelKey, Run};
 use verdict::{Direction, Evidence, Rule, Verdict};
 
@@ -254,22 +255,21 @@ fn capacity_rank(k: Option<LevelKey>) -> Option<f64> {
     }
 }
 
-/// A bench criterion name (`ttft_p95`, …) with the objective from `sla`.
-fn describe_criterion(name: &str, sla: &input::Sla) -> String {
-    match name {
-        "ttft_p95" => match sla.ttft_p95 {
+/// A bench criterion with the objective from `sla`.
+fn describe_criterion(criterion: Criterion, sla: &input::Sla) -> String {
+    match criterion {
+        Criterion::TtftP95 => match sla.ttft_p95 {
             Some(s) => format!("TTFT P95 > {} ms", report::number(s * 1e3)),
             None => "TTFT P95 above its objective".into(),
         },
-        "output_tokens_per_second_p5" => match sla.output_tokens_per_second_min {
+        Criterion::OutputTokensPerSecondP5 => match sla.output_tokens_per_second_min {
             Some(m) => format!("tokens/s P5 < {}", report::number(m)),
             None => "tokens/s P5 below its floor".into(),
         },
-        "failure_ratio" => match sla.max_failure_ratio {
+        Criterion::FailureRatio => match sla.max_failure_ratio {
             Some(m) => format!("failure ratio > {}", report::number(m * 100.0) + " %"),
             None => "failure ratio above its maximum".into(),
         },
-        other => other.to_string(),
     }
 }
 
@@ -301,7 +301,7 @@ pub fn compare_capacity(before: &Run, after: &Run) -> Option<CapacityChange> {
         after_broken_by: a
             .broken_by
             .iter()
-            .map(|c| describe_criterion(c, a))
+            .map(|c| describe_criterion(*c, a))
             .collect(),
         after_straddles: a.straddles.iter().any(|(k, _)| Some(*k) == a.broken_at),
         verdict,

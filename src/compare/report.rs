@@ -2,12 +2,16 @@
 //! comment) or JSON (`"schema": "llm-probe.compare/v1"`). Strings from the run files pass
 //! through [`terminal_safe`] (text, markdown) or [`crate::report::json_text`] (JSON).
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::input::{LevelKey, Run};
 use super::selection::{workload, Estimate, Selection};
 use super::verdict::Verdict;
 use super::{Comparison, FailureRow, Metric, Row, QUANTILES};
+use crate::bench::json::LoadKey;
+use crate::bench::table::{aligned, markdown_table};
 use crate::sanitize::terminal_safe;
 
 /// The JSON schema name of `compare --output json`.
@@ -515,36 +519,6 @@ fn run_title(run: &Run) -> String {
     .into_owned()
 }
 
-pub(super) fn aligned(rows: &[Vec<String>]) -> String {
-    let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect();
-        out += line.join("  ").trim_end();
-        out.push('\n');
-    }
-    out
-}
-
-pub(super) fn markdown_table(rows: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    for (i, r) in rows.iter().enumerate() {
-        let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
-        out += &format!("| {} |\n", cells.join(" | "));
-        if i == 0 {
-            out += &format!("|{}\n", "---|".repeat(r.len()));
-        }
-    }
-    out
-}
-
 fn estimate_text(e: &Estimate, scale: f64, digits: usize) -> String {
     match (e.low, e.high) {
         (Some(l), Some(h)) => format!(
@@ -799,166 +773,565 @@ fn code_block(text: &str) -> String {
     format!("\n{fence}\n{text}{fence}\n")
 }
 
+/// `compare --output json` (`schema` [`SCHEMA`]; its JSON Schema, generated from these types,
+/// is docs/schemas/compare.schema.json). Keys are written in serde_json's order (sorted).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(
+    title = "llm-probe.compare/v1",
+    description = "`llm-probe compare BEFORE AFTER --output json`"
+)]
+pub struct CompareReport<'a> {
+    /// `llm-probe.compare/v1`.
+    #[schemars(extend("const" = SCHEMA))]
+    pub schema: &'static str,
+    /// The BEFORE run.
+    pub before: RunInfo<'a>,
+    /// The AFTER run.
+    pub after: RunInfo<'a>,
+    /// How the rows were judged.
+    pub rule: RuleInfo,
+    /// Warnings for the reader.
+    pub warnings: &'a [String],
+    /// Levels only one run has (not compared).
+    pub unmatched_levels: &'a [String],
+    /// One object per level both runs have.
+    pub levels: Vec<LevelReport>,
+    /// Which endpoint answers sooner for typical output lengths (two different endpoints),
+    /// else `null`.
+    pub selection: Option<SelectionReport<'a>>,
+    /// Both runs' SLA capacities (bench runs that state them), else `null`.
+    pub sla_capacity: Option<CapacityReport<'a>>,
+    /// The one-line verdict.
+    pub summary: String,
+    /// Something regressed (exit status 1).
+    pub regression: bool,
+    /// Some row is inconclusive.
+    pub inconclusive: bool,
+    /// The exit status.
+    pub exit_status: u8,
+}
+
+/// `before`, `after`: a run's file, kind, names and endpoint identity.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunInfo<'a> {
+    /// The file it was read from.
+    pub file: String,
+    /// `bench` or `probe-once`.
+    pub kind: &'static str,
+    /// Target name.
+    pub target: Option<&'a str>,
+    /// Configured model.
+    pub model: Option<&'a str>,
+    /// Scenario name.
+    pub scenario: Option<&'a str>,
+    /// Prompt tokens as the run states them.
+    #[schemars(with = "Option<u64>")]
+    pub prompt_tokens: Option<&'a Value>,
+    /// `max_tokens` as the run states it.
+    #[schemars(with = "Option<u64>")]
+    pub max_tokens: Option<&'a Value>,
+    /// What the endpoint said about itself.
+    pub endpoint_identity: IdentityInfo<'a>,
+}
+
+/// `endpoint_identity`: each `null` when unknown.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct IdentityInfo<'a> {
+    /// The model the responses named.
+    pub response_model: Option<&'a str>,
+    /// OpenAI's `system_fingerprint`.
+    pub system_fingerprint: Option<&'a str>,
+    /// The `Server` header.
+    pub server_header: Option<&'a str>,
+    /// The server's version.
+    pub server_version: Option<&'a str>,
+}
+
+/// `rule`: the significance level, threshold, tests and bootstrap settings.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RuleInfo {
+    /// `--alpha`.
+    pub alpha: f64,
+    /// `--threshold`, relative.
+    pub threshold: f64,
+    /// The median's test.
+    pub test: &'static str,
+    /// The median's shift estimate.
+    pub shift: &'static str,
+    /// `--resamples`.
+    pub bootstrap_resamples: usize,
+    /// `--seed`.
+    pub seed: u64,
+    /// The percentiles reported.
+    pub quantiles: [f64; 3],
+    /// The tail's quantile and interval.
+    pub tail: &'static str,
+    /// `--fail-on inconclusive`.
+    pub fail_on_inconclusive: bool,
+}
+
+/// One object per metric, named as the daemon's metrics; a metric without a row is absent.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PerMetric<T> {
+    /// TTFT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_seconds: Option<T>,
+    /// Time to first output token (where it differs from TTFT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_first_output_token_seconds: Option<T>,
+    /// TPOT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_seconds: Option<T>,
+    /// ITL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inter_token_latency_seconds: Option<T>,
+    /// E2E.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_seconds: Option<T>,
+    /// Output tokens per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_second: Option<T>,
+}
+
+impl<T> Default for PerMetric<T> {
+    fn default() -> Self {
+        PerMetric {
+            ttft_seconds: None,
+            time_to_first_output_token_seconds: None,
+            tpot_seconds: None,
+            inter_token_latency_seconds: None,
+            e2e_seconds: None,
+            output_tokens_per_second: None,
+        }
+    }
+}
+
+impl<T> PerMetric<T> {
+    /// `metric`'s object, under its [`Metric::json_name`].
+    pub fn set(&mut self, metric: Metric, value: T) {
+        let field = match metric {
+            Metric::Ttft => &mut self.ttft_seconds,
+            Metric::TimeToFirstOutputToken => &mut self.time_to_first_output_token_seconds,
+            Metric::Tpot => &mut self.tpot_seconds,
+            Metric::Itl => &mut self.inter_token_latency_seconds,
+            Metric::E2e => &mut self.e2e_seconds,
+            Metric::OutputTokensPerSecond => &mut self.output_tokens_per_second,
+        };
+        *field = Some(value);
+    }
+}
+
+/// One item of `levels[]`: the level, one object per metric, the failure ratio.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LevelReport {
+    /// The level's virtual users (bench, closed loop), else `null`.
+    pub concurrency: Option<u64>,
+    /// The level's rate (bench, open loop), else `null`.
+    pub rate: Option<f64>,
+    /// The rows.
+    #[serde(flatten)]
+    pub metrics: PerMetric<RowReport>,
+    /// The failure ratio's row.
+    pub failure_ratio: FailureRatio,
+}
+
+/// A metric's row: percentiles of both runs, their changes, the tests and the verdicts.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RowReport {
+    /// BEFORE's requests with a value.
+    pub n_before: usize,
+    /// AFTER's requests with a value.
+    pub n_after: usize,
+    /// BEFORE's percentiles.
+    pub before: Percentiles,
+    /// AFTER's percentiles.
+    pub after: Percentiles,
+    /// Bootstrap intervals of each percentile's relative change (`null`: too few requests).
+    pub change_ci: ChangeIntervals,
+    /// `bootstrap`.
+    pub change_ci_method: &'static str,
+    /// The Mann–Whitney U test's p-value.
+    pub mann_whitney_p: Option<f64>,
+    /// The Hodges–Lehmann shift and its interval.
+    pub hodges_lehmann: Option<HodgesLehmann>,
+    /// The median's verdict.
+    pub median_verdict: Option<&'static str>,
+    /// The SLO quantile's change and verdict.
+    pub tail: Option<TailReport>,
+    /// The row's verdict.
+    pub verdict: Option<&'static str>,
+    /// Which parts gave the verdict (`P50`, `P95`, `P5`).
+    pub verdict_by: Vec<&'static str>,
+    /// The verdict as the tables print it.
+    pub verdict_label: Option<String>,
+    /// Inconclusive: about how many more requests per run would settle it.
+    pub more_requests: Option<u64>,
+}
+
 /// `{p50, p95, p99}` with each percentile's order-statistic interval as `p50_ci` … (`null`: too
 /// few requests for one).
-fn quantile_object(v: &[Option<f64>; 3], ci: &[Option<(f64, f64)>; 3]) -> Value {
-    let ci = |i: usize| ci[i].map(|(l, h)| vec![l, h]);
-    json!({
-        "p50": v[0], "p95": v[1], "p99": v[2],
-        "p50_ci": ci(0), "p95_ci": ci(1), "p99_ci": ci(2),
-        "ci_method": "order statistics",
-    })
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 95th percentile.
+    pub p95: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// P50's interval `[low, high]`.
+    pub p50_ci: Option<[f64; 2]>,
+    /// P95's interval.
+    pub p95_ci: Option<[f64; 2]>,
+    /// P99's interval.
+    pub p99_ci: Option<[f64; 2]>,
+    /// `order statistics`.
+    pub ci_method: &'static str,
+}
+
+/// `change_ci`: each percentile's relative change interval `[low, high]`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ChangeIntervals {
+    /// P50's.
+    pub p50: Option<[f64; 2]>,
+    /// P95's.
+    pub p95: Option<[f64; 2]>,
+    /// P99's.
+    pub p99: Option<[f64; 2]>,
+}
+
+impl ChangeIntervals {
+    /// The intervals of P50, P95 and P99.
+    pub(super) fn of(ci: &[Option<(f64, f64)>; 3]) -> Self {
+        let pair = |i: usize| ci[i].map(|(l, h)| [l, h]);
+        ChangeIntervals {
+            p50: pair(0),
+            p95: pair(1),
+            p99: pair(2),
+        }
+    }
+}
+
+/// `hodges_lehmann`: the shift (after − before) and its interval, absolute and relative to
+/// BEFORE's median.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HodgesLehmann {
+    /// The shift.
+    pub shift: f64,
+    /// Its interval's low end.
+    pub low: Option<f64>,
+    /// Its interval's high end.
+    pub high: Option<f64>,
+    /// The shift relative to BEFORE's median.
+    pub relative: f64,
+    /// The relative interval's low end.
+    pub relative_low: Option<f64>,
+    /// The relative interval's high end.
+    pub relative_high: Option<f64>,
+    /// BEFORE's median.
+    pub before_median: f64,
+}
+
+/// `tail`: the SLO quantile (P95, P5 of tokens/s) of both runs and its relative change.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TailReport {
+    /// The quantile.
+    pub quantile: f64,
+    /// `linear interpolation`.
+    pub estimator: &'static str,
+    /// BEFORE's.
+    pub before: f64,
+    /// AFTER's.
+    pub after: f64,
+    /// The relative change.
+    pub relative: f64,
+    /// Its bootstrap interval's low end.
+    pub relative_low: f64,
+    /// Its bootstrap interval's high end.
+    pub relative_high: f64,
+    /// The interval's confidence.
+    pub confidence: f64,
+    /// The tail's verdict.
+    pub verdict: Option<&'static str>,
+    /// Inconclusive: about how many more requests per run would settle it.
+    pub more_requests: Option<u64>,
 }
 
 /// The `failure_ratio` object of a level (or a window's scenario): counts, p-value, verdict.
-pub(crate) fn failure_json(f: &super::FailureRow) -> Value {
-    json!({
-        "sent_before": f.before.0, "failed_before": f.before.1,
-        "sent_after": f.after.0, "failed_after": f.after.1,
-        "p_value": f.test.as_ref().map(|t| t.1.p_value),
-        "verdict": f.test.as_ref().map(|t| t.0.name()),
-    })
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FailureRatio {
+    /// BEFORE's requests sent.
+    pub sent_before: u64,
+    /// BEFORE's failed requests.
+    pub failed_before: u64,
+    /// AFTER's requests sent.
+    pub sent_after: u64,
+    /// AFTER's failed requests.
+    pub failed_after: u64,
+    /// The two-proportion z-test's p-value.
+    pub p_value: Option<f64>,
+    /// The verdict.
+    pub verdict: Option<&'static str>,
 }
 
-fn row_json(r: &Row) -> Value {
-    let ci = |i: usize| r.change_ci[i].map(|(l, h)| vec![l, h]);
-    json!({
-        "n_before": r.n_before,
-        "n_after": r.n_after,
-        "before": quantile_object(&r.before, &r.before_ci),
-        "after": quantile_object(&r.after, &r.after_ci),
-        "change_ci": { "p50": ci(0), "p95": ci(1), "p99": ci(2) },
-        "change_ci_method": "bootstrap",
-        "mann_whitney_p": r.evidence.as_ref().map(|e| e.p_value),
-        "hodges_lehmann": r.evidence.as_ref().map(|e| json!({
-            "shift": e.shift.estimate,
-            "low": e.shift.low,
-            "high": e.shift.high,
-            "relative": e.change,
-            "relative_low": e.low,
-            "relative_high": e.high,
-            "before_median": e.before_median,
-        })),
-        "median_verdict": r.median_verdict.map(|v| v.name()),
-        "tail": r.tail.as_ref().map(|t| json!({
-            "quantile": t.q,
-            "estimator": "linear interpolation",
-            "before": t.before,
-            "after": t.after,
-            "relative": t.change,
-            "relative_low": t.low,
-            "relative_high": t.high,
-            "confidence": t.confidence,
-            "verdict": r.tail_verdict.map(|v| v.name()),
-            "more_requests": match r.tail_verdict {
-                Some(Verdict::Inconclusive { more_requests }) => Some(more_requests),
-                _ => None,
-            },
-        })),
-        "verdict": r.verdict.map(|v| v.name()),
-        "verdict_by": r.verdict_by,
-        "verdict_label": r.verdict.map(|v| v.label()),
-        "more_requests": match r.verdict {
-            Some(super::verdict::Verdict::Inconclusive { more_requests }) => Some(more_requests),
-            _ => None,
+impl From<&FailureRow> for FailureRatio {
+    fn from(f: &FailureRow) -> Self {
+        FailureRatio {
+            sent_before: f.before.0,
+            failed_before: f.before.1,
+            sent_after: f.after.0,
+            failed_after: f.after.1,
+            p_value: f.test.as_ref().map(|t| t.1.p_value),
+            verdict: f.test.as_ref().map(|t| t.0.name()),
+        }
+    }
+}
+
+/// `selection`: each endpoint's medians, the crossover and the expected E2E per length.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SelectionReport<'a> {
+    /// BEFORE's endpoint.
+    pub before: EndpointMedians<'a>,
+    /// AFTER's endpoint.
+    pub after: EndpointMedians<'a>,
+    /// The output length where the endpoint with the lower TPOT overtakes the other, tokens.
+    pub crossover_output_tokens: Option<EstimateReport>,
+    /// Expected E2E per output length.
+    pub expected_e2e_seconds: Vec<ExpectedE2e>,
+}
+
+/// One endpoint's median TTFT and TPOT.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EndpointMedians<'a> {
+    /// `target` / `model`.
+    pub label: &'a str,
+    /// Median TTFT.
+    pub ttft_seconds: f64,
+    /// Median TPOT.
+    pub tpot_seconds: f64,
+    /// Requests with both values.
+    pub n: usize,
+}
+
+/// An estimate and its 95 % bootstrap interval.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EstimateReport {
+    /// The estimate.
+    pub value: f64,
+    /// The interval's low end.
+    pub low: Option<f64>,
+    /// The interval's high end.
+    pub high: Option<f64>,
+}
+
+impl From<&Estimate> for EstimateReport {
+    fn from(e: &Estimate) -> Self {
+        EstimateReport {
+            value: e.value,
+            low: e.low,
+            high: e.high,
+        }
+    }
+}
+
+/// The expected E2E of both endpoints for one output length.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExpectedE2e {
+    /// Output tokens.
+    pub output_tokens: u32,
+    /// BEFORE's, seconds.
+    pub before: EstimateReport,
+    /// AFTER's, seconds.
+    pub after: EstimateReport,
+}
+
+/// `sla_capacity`: both runs' capacities and where AFTER broke the SLA.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CapacityReport<'a> {
+    /// BEFORE's capacity (`null`: its first level broke the SLA).
+    pub before: Option<LoadKey>,
+    /// AFTER's capacity.
+    pub after: Option<LoadKey>,
+    /// Where AFTER broke the SLA (`null`: every level met it).
+    pub after_broken_at: Option<LoadKey>,
+    /// What broke there, with the objective.
+    pub after_broken_by: &'a [String],
+    /// AFTER's interval at that level crosses the objective.
+    pub after_straddles: bool,
+    /// `regression`, `improvement` or `~`.
+    pub verdict: &'static str,
+}
+
+/// A bench level as `{concurrency, rate}`; `None` for a probe-once collection's single level.
+fn load_key(k: Option<LevelKey>) -> Option<LoadKey> {
+    match k? {
+        LevelKey::Concurrency(n) => Some(LoadKey {
+            concurrency: Some(n),
+            rate: None,
+        }),
+        LevelKey::Rate(r) => Some(LoadKey {
+            concurrency: None,
+            rate: Some(r),
+        }),
+        LevelKey::Single => None,
+    }
+}
+
+fn percentiles(v: &[Option<f64>; 3], ci: &[Option<(f64, f64)>; 3]) -> Percentiles {
+    let ci = |i: usize| ci[i].map(|(l, h)| [l, h]);
+    Percentiles {
+        p50: v[0],
+        p95: v[1],
+        p99: v[2],
+        p50_ci: ci(0),
+        p95_ci: ci(1),
+        p99_ci: ci(2),
+        ci_method: "order statistics",
+    }
+}
+
+/// The `more_requests` of an inconclusive verdict.
+pub(super) fn more_requests(v: Option<Verdict>) -> Option<u64> {
+    match v {
+        Some(Verdict::Inconclusive { more_requests }) => Some(more_requests),
+        _ => None,
+    }
+}
+
+fn row_report(r: &Row) -> RowReport {
+    RowReport {
+        n_before: r.n_before,
+        n_after: r.n_after,
+        before: percentiles(&r.before, &r.before_ci),
+        after: percentiles(&r.after, &r.after_ci),
+        change_ci: ChangeIntervals::of(&r.change_ci),
+        change_ci_method: "bootstrap",
+        mann_whitney_p: r.evidence.as_ref().map(|e| e.p_value),
+        hodges_lehmann: r.evidence.as_ref().map(|e| HodgesLehmann {
+            shift: e.shift.estimate,
+            low: e.shift.low,
+            high: e.shift.high,
+            relative: e.change,
+            relative_low: e.low,
+            relative_high: e.high,
+            before_median: e.before_median,
+        }),
+        median_verdict: r.median_verdict.map(|v| v.name()),
+        tail: r.tail.as_ref().map(|t| TailReport {
+            quantile: t.q,
+            estimator: "linear interpolation",
+            before: t.before,
+            after: t.after,
+            relative: t.change,
+            relative_low: t.low,
+            relative_high: t.high,
+            confidence: t.confidence,
+            verdict: r.tail_verdict.map(|v| v.name()),
+            more_requests: more_requests(r.tail_verdict),
+        }),
+        verdict: r.verdict.map(|v| v.name()),
+        verdict_by: r.verdict_by.clone(),
+        verdict_label: r.verdict.map(|v| v.label()),
+        more_requests: more_requests(r.verdict),
+    }
+}
+
+fn run_info(r: &Run) -> RunInfo<'_> {
+    RunInfo {
+        file: r.path.to_string_lossy().into_owned(),
+        kind: match r.kind {
+            super::input::RunKind::Bench => "bench",
+            super::input::RunKind::ProbeOnce => "probe-once",
         },
-    })
-}
-
-fn run_json(r: &Run) -> Value {
-    json!({
-        "file": r.path.to_string_lossy(),
-        "kind": match r.kind { super::input::RunKind::Bench => "bench", super::input::RunKind::ProbeOnce => "probe-once" },
-        "target": r.target,
-        "model": r.model,
-        "scenario": r.scenario,
-        "prompt_tokens": r.prompt_tokens,
-        "max_tokens": r.max_tokens,
-        "endpoint_identity": {
-            "response_model": r.identity.response_model,
-            "system_fingerprint": r.identity.system_fingerprint,
-            "server_header": r.identity.server_header,
-            "server_version": r.identity.server_version,
+        target: r.target.as_deref(),
+        model: r.model.as_deref(),
+        scenario: r.scenario.as_deref(),
+        prompt_tokens: r.prompt_tokens.as_ref(),
+        max_tokens: r.max_tokens.as_ref(),
+        endpoint_identity: IdentityInfo {
+            response_model: r.identity.response_model.as_deref(),
+            system_fingerprint: r.identity.system_fingerprint.as_deref(),
+            server_header: r.identity.server_header.as_deref(),
+            server_version: r.identity.server_version.as_deref(),
         },
-    })
+    }
 }
 
-fn estimate_json(e: &Estimate) -> Value {
-    json!({ "value": e.value, "low": e.low, "high": e.high })
+fn endpoint_medians(e: &super::selection::Endpoint) -> EndpointMedians<'_> {
+    EndpointMedians {
+        label: &e.label,
+        ttft_seconds: e.ttft,
+        tpot_seconds: e.tpot,
+        n: e.n,
+    }
 }
 
-/// The JSON document (`schema` [`SCHEMA`]): `before`/`after` run metadata, `rule`,
-/// `warnings`, `unmatched_levels`, `levels[]` (`concurrency`, `rate`, one object per metric
-/// named as the daemon's metrics, `failure_ratio`), `selection` (or null) and `regression`.
-pub fn to_json(c: &Comparison, before: &Run, after: &Run) -> Value {
-    let levels: Vec<Value> = c
-        .levels
-        .iter()
+/// The JSON report ([`CompareReport`]): `before`/`after` run metadata, `rule`, `warnings`,
+/// `unmatched_levels`, `levels[]` (`concurrency`, `rate`, one object per metric named as the
+/// daemon's metrics, `failure_ratio`), `selection` (or null) and `regression`.
+pub fn report<'a>(c: &'a Comparison, before: &'a Run, after: &'a Run) -> CompareReport<'a> {
+    let levels = (c.levels.iter())
         .map(|l| {
-            let mut o = serde_json::Map::new();
-            let (conc, rate) = match l.key {
-                LevelKey::Concurrency(n) => (Some(n), None),
-                LevelKey::Rate(r) => (None, Some(r)),
-                LevelKey::Single => (None, None),
-            };
-            o.insert("concurrency".into(), json!(conc));
-            o.insert("rate".into(), json!(rate));
+            let key = load_key(Some(l.key)).unwrap_or_default();
+            let mut metrics = PerMetric::default();
             for r in &l.rows {
-                o.insert(r.metric.json_name().into(), row_json(r));
+                metrics.set(r.metric, row_report(r));
             }
-            o.insert("failure_ratio".into(), failure_json(&l.failures));
-            Value::Object(o)
+            LevelReport {
+                concurrency: key.concurrency,
+                rate: key.rate,
+                metrics,
+                failure_ratio: FailureRatio::from(&l.failures),
+            }
         })
         .collect();
-    let selection = c.selection.as_ref().map(|s| {
-        json!({
-            "before": { "label": s.before.label, "ttft_seconds": s.before.ttft, "tpot_seconds": s.before.tpot, "n": s.before.n },
-            "after": { "label": s.after.label, "ttft_seconds": s.after.ttft, "tpot_seconds": s.after.tpot, "n": s.after.n },
-            "crossover_output_tokens": s.crossover.as_ref().map(estimate_json),
-            "expected_e2e_seconds": s.lengths.iter().map(|l| json!({
-                "output_tokens": l.tokens,
-                "before": estimate_json(&l.before),
-                "after": estimate_json(&l.after),
-            })).collect::<Vec<_>>(),
-        })
-    });
-    json!({
-        "schema": SCHEMA,
-        "before": run_json(before),
-        "after": run_json(after),
-        "rule": {
-            "alpha": c.options.rule.alpha,
-            "threshold": c.options.rule.threshold,
-            "test": "mann-whitney-u two-sided tie-corrected, continuity-corrected normal approximation",
-            "shift": "hodges-lehmann with moses interval, relative to before median",
-            "bootstrap_resamples": c.options.resamples,
-            "seed": c.options.seed,
-            "quantiles": QUANTILES,
-            "tail": "p95 (p5 of tokens/s), percentile bootstrap at 1 - alpha/2",
-            "fail_on_inconclusive": c.options.fail_on_inconclusive,
-        },
-        "warnings": c.warnings,
-        "unmatched_levels": c.unmatched,
-        "levels": levels,
-        "selection": selection,
-        "sla_capacity": c.capacity.as_ref().map(|k| {
-            let key = |k: Option<LevelKey>| match k {
-                Some(LevelKey::Concurrency(n)) => json!({"concurrency": n, "rate": null}),
-                Some(LevelKey::Rate(r)) => json!({"concurrency": null, "rate": r}),
-                _ => Value::Null,
-            };
-            json!({
-                "before": key(k.before),
-                "after": key(k.after),
-                "after_broken_at": key(k.after_broken_at),
-                "after_broken_by": k.after_broken_by,
-                "after_straddles": k.after_straddles,
-                "verdict": k.verdict.name(),
+    let selection = c.selection.as_ref().map(|s| SelectionReport {
+        before: endpoint_medians(&s.before),
+        after: endpoint_medians(&s.after),
+        crossover_output_tokens: s.crossover.as_ref().map(EstimateReport::from),
+        expected_e2e_seconds: (s.lengths.iter())
+            .map(|l| ExpectedE2e {
+                output_tokens: l.tokens,
+                before: EstimateReport::from(&l.before),
+                after: EstimateReport::from(&l.after),
             })
+            .collect(),
+    });
+    CompareReport {
+        schema: SCHEMA,
+        before: run_info(before),
+        after: run_info(after),
+        rule: RuleInfo {
+            alpha: c.options.rule.alpha,
+            threshold: c.options.rule.threshold,
+            test:
+                "mann-whitney-u two-sided tie-corrected, continuity-corrected normal approximation",
+            shift: "hodges-lehmann with moses interval, relative to before median",
+            bootstrap_resamples: c.options.resamples,
+            seed: c.options.seed,
+            quantiles: QUANTILES,
+            tail: "p95 (p5 of tokens/s), percentile bootstrap at 1 - alpha/2",
+            fail_on_inconclusive: c.options.fail_on_inconclusive,
+        },
+        warnings: &c.warnings,
+        unmatched_levels: &c.unmatched,
+        levels,
+        selection,
+        sla_capacity: c.capacity.as_ref().map(|k| CapacityReport {
+            before: load_key(k.before),
+            after: load_key(k.after),
+            after_broken_at: load_key(k.after_broken_at),
+            after_broken_by: &k.after_broken_by,
+            after_straddles: k.after_straddles,
+            verdict: k.verdict.name(),
         }),
-        "summary": summary(c),
-        "regression": c.has_regression(),
-        "inconclusive": !c.inconclusive().is_empty(),
-        "exit_status": c.exit_status(c.options.fail_on_inconclusive),
-    })
+        summary: summary(c),
+        regression: c.has_regression(),
+        inconclusive: !c.inconclusive().is_empty(),
+        exit_status: c.exit_status(c.options.fail_on_inconclusive),
+    }
+}
+
+/// The JSON document of [`report`], keys in serde_json's order (sorted).
+pub fn to_json(c: &Comparison, before: &Run, after: &Run) -> Value {
+    serde_json::to_value(report(c, before, after)).expect("a comparison serializes")
 }

@@ -322,3 +322,23 @@ fn inconclusive_rows_exit_3_only_when_asked() {
     assert_eq!(json["inconclusive"], true);
     assert_eq!(json["exit_status"], 0);
 }
+
+/// The JSON reports name each metric's object as the daemon's metrics ([`Metric::json_name`]).
+#[test]
+fn every_metric_has_its_json_name_in_the_reports() {
+    let mut m = report::PerMetric::default();
+    for metric in Metric::ALL {
+        m.set(metric, metric.label());
+    }
+    let v = serde_json::to_value(&m).unwrap();
+    assert_eq!(v.as_object().unwrap().len(), Metric::ALL.len(), "{v}");
+    for metric in Metric::ALL {
+        assert_eq!(v[metric.json_name()], metric.label(), "{v}");
+    }
+    let none = serde_json::to_value(report::PerMetric::<u8>::default()).unwrap();
+    assert_eq!(
+        none.as_object().map(|o| o.len()),
+        Some(0),
+        "a metric without a row is absent"
+    );
+}

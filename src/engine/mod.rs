@@ -113,25 +113,3 @@ impl ScrapeFailure {
 
 /// The outcome of one scrape of the engine's `/metrics`, kept on the probe's record.
 pub type EngineScrape = Result<EngineLoad, ScrapeFailure>;
-
-/// The probe record's `server_load` object: `engine`, `requests_waiting`, `requests_running`,
-/// `kv_cache_usage_ratio` (numbers or `null`), and `error` (`null`), or on a failed scrape the
-/// numbers `null` and `error: {reason, detail}`.
-pub fn to_json(scrape: &EngineScrape) -> serde_json::Value {
-    match scrape {
-        Ok(l) => serde_json::json!({
-            "engine": l.engine.as_str(),
-            "requests_waiting": l.requests_waiting,
-            "requests_running": l.requests_running,
-            "kv_cache_usage_ratio": l.kv_cache_usage_ratio,
-            "error": null,
-        }),
-        Err(f) => serde_json::json!({
-            "engine": null,
-            "requests_waiting": null,
-            "requests_running": null,
-            "kv_cache_usage_ratio": null,
-            "error": { "reason": f.reason.as_str(), "detail": f.detail },
-        }),
-    }
-}

@@ -175,32 +175,6 @@ impl TtftSplit {
         out.extend(parts.into_iter().filter_map(|(c, d)| Some((c, d?))));
         out
     }
-
-    /// The parts as a JSON object for records (`probe-once`, the status page): seconds per
-    /// component, `source`, `excess_seconds`; `{"source": null, "note": …}` when the server
-    /// revealed nothing.
-    pub fn to_json(&self) -> serde_json::Value {
-        if self.remainder.is_none() && self.excess > Duration::ZERO {
-            return serde_json::json!({
-                "source": self.source.map(|s| s.as_str()),
-                "excess_seconds": self.excess.as_secs_f64(),
-                "note": "every part the server reported is longer than the TTFT: TTFT is not split",
-            });
-        }
-        if self.remainder.is_none() {
-            return serde_json::json!({
-                "source": null,
-                "note": "the server reported no queue, load or prefill time: TTFT is not split",
-            });
-        }
-        let mut o = serde_json::Map::new();
-        o.insert("source".into(), self.source.map(|s| s.as_str()).into());
-        for (c, d) in self.components() {
-            o.insert(format!("{}_seconds", c.as_str()), d.as_secs_f64().into());
-        }
-        o.insert("excess_seconds".into(), self.excess.as_secs_f64().into());
-        serde_json::Value::Object(o)
-    }
 }
 
 #[cfg(test)]
@@ -242,9 +216,9 @@ mod tests {
         let sum: Duration = s.components().iter().map(|(_, d)| *d).sum();
         assert_eq!(sum, ms(400));
         assert_eq!(s.excess, Duration::ZERO);
-        let j = s.to_json();
-        assert_eq!(j["source"], "vllm_request_metrics");
-        assert_eq!(j["outside_engine_seconds"], 0.05);
+        let j = crate::report::TtftSplitRecord::from(&s);
+        assert_eq!(j.source.as_deref(), Some("vllm_request_metrics"));
+        assert_eq!(j.outside_engine_seconds, Some(0.05));
     }
 
     #[test]
@@ -277,7 +251,7 @@ mod tests {
         let s = TtftSplit::new(ms(300), &ServerTimings::default());
         assert_eq!(s, TtftSplit::default());
         assert!(s.components().is_empty());
-        assert_eq!(s.to_json()["source"], serde_json::Value::Null);
+        assert_eq!(crate::report::TtftSplitRecord::from(&s).source, None);
         // Garbage from the server is not a report either.
         let t = timings(
             Some(-1.0),
@@ -323,9 +297,9 @@ mod tests {
         let tgi = timings(Some(1e6), None, None, ServerTimingSource::TgiHeaders);
         let s = TtftSplit::new(ms(300), &tgi);
         assert!(s.components().is_empty());
-        let j = s.to_json();
-        assert_eq!(j["source"], "tgi_headers");
-        assert!(j["excess_seconds"].as_f64().unwrap() > 999_999.0, "{j}");
+        let j = crate::report::TtftSplitRecord::from(&s);
+        assert_eq!(j.source.as_deref(), Some("tgi_headers"));
+        assert!(j.excess_seconds.unwrap() > 999_999.0, "{j:?}");
         // 1e308 ms does not fit a Duration: not reported at all.
         let huge = timings(Some(1e305), None, None, ServerTimingSource::TgiHeaders);
         assert_eq!(TtftSplit::new(ms(300), &huge), TtftSplit::default());

@@ -19,7 +19,7 @@ pub fn assert_golden(path: &str, got: &str, test: &str) {
     if got != want {
         let diff: Vec<String> = diff_lines(&want, got);
         panic!(
-            "the exposition differs from {path} ({} lines; `-` golden, `+` now). If the change is intended, regenerate with {REGENERATE}=1 cargo test --test fast {test} and review the diff.\n{}",
+            "{path} differs from what the code makes ({} lines; `-` golden, `+` now). If the change is intended, regenerate with {REGENERATE}=1 cargo test --test fast {test} and review the diff.\n{}",
             diff.len(),
             diff.join("\n")
         );

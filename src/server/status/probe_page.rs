@@ -137,7 +137,7 @@ fn client_phases(p: &Value) -> Option<Markup> {
     })
 }
 
-/// The TTFT split (`body["ttft_split"]`, [`crate::measure::TtftSplit::to_json`]) as a
+/// The TTFT split (`body["ttft_split"]`, [`crate::report::TtftSplitRecord`]) as a
 /// waterfall: one bar per component, each starting where the previous one ended, so the bars
 /// end at TTFT; with each component's milliseconds and share in words. A split whose server
 /// reported nothing shows the note instead of bars.
@@ -199,7 +199,7 @@ fn visible_lines(raw: &str) -> String {
 }
 
 /// What the engine's own `/metrics` said just before the request (`body["server_load"]`,
-/// [`crate::engine::to_json`]): its three numbers, or why they could not be read.
+/// [`crate::report::ServerLoad`]): its three numbers, or why they could not be read.
 fn server_load(load: &Value) -> Markup {
     let count = |v: &Value| v.as_f64().map_or("–".to_string(), |v| format!("{v}"));
     html! {
