@@ -9,10 +9,10 @@ use super::buckets::{BucketRow, ScenarioComparison, SloRow};
 use super::from_prometheus::WindowComparison;
 use super::prometheus::{show_identity, Identity};
 use super::report::{aligned, failure_cells, interval, markdown_table, p_value, pct};
-use super::stats::binned::BinnedQuantile;
 use super::window::{human, rfc3339};
 use super::{Metric, QUANTILES};
 use crate::sanitize::{markdown_text, terminal_safe};
+use crate::stats::histogram::BinnedQuantile;
 
 /// The JSON schema name of `compare --prometheus.url … --output json`.
 pub const SCHEMA: &str = "llm-probe.compare.prometheus/v1";

@@ -11,8 +11,9 @@ use crate::common;
 use std::time::Duration;
 
 use llm_probe::bench::{self, level::Load as BenchLoad};
-use llm_probe::compare::stats::{hodges_lehmann, median};
+use llm_probe::compare::stats::hodges_lehmann;
 use llm_probe::simulate::{Fault, Load as SimLoad, Script};
+use llm_probe::stats::median;
 
 fn script(ttft_ms: u64, itl_ms: u64, model: &str) -> Script {
     Script {
