@@ -9,11 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigError};
 use crate::daemon::{Daemon, StartError};
-use crate::history::{quantile, RecentProbe};
+use crate::history::RecentProbe;
 use crate::logging::stdout_text;
 use crate::sanitize::terminal_safe;
 use crate::server::ListenError;
 use crate::simulate::{Script, Simulator};
+use crate::stats::quantiles_type7;
 
 /// The demo's probes file; `{BASE_URL}` is replaced by the simulator's address.
 pub const DEMO_CONFIG: &str = r#"
@@ -137,6 +138,8 @@ pub fn summary(recent: &[RecentProbe]) -> String {
             .iter()
             .filter_map(|p| p.output_tokens_per_second)
             .collect();
+        let [ttft_p50, ttft_p95] = quantiles_type7(&mut ttft, [0.5, 0.95]);
+        let [tps_p50] = quantiles_type7(&mut tps, [0.5]);
         let fmt =
             |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1} {unit}"));
         let (target, scenario) = (terminal_safe(target), terminal_safe(scenario));
@@ -144,9 +147,9 @@ pub fn summary(recent: &[RecentProbe]) -> String {
             "  {target}/{scenario}: {} {}, {failed} failed | TTFT p50 {} p95 {} | {} (p50)\n",
             probes.len(),
             if probes.len() == 1 { "probe" } else { "probes" },
-            fmt(quantile(&mut ttft, 0.5), "ms"),
-            fmt(quantile(&mut ttft, 0.95), "ms"),
-            fmt(quantile(&mut tps, 0.5), "tokens/s"),
+            fmt(ttft_p50, "ms"),
+            fmt(ttft_p95, "ms"),
+            fmt(tps_p50, "tokens/s"),
         );
     }
     out

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::measure::{FailureReason, Identity, ProbeOutcome, TraceId};
+use crate::stats::quantiles_type7;
 
 /// Failures are kept this many times longer (count and age) than probes.
 pub const FAILURE_RETENTION: u32 = 4;
@@ -68,8 +69,8 @@ pub struct RecentProbe {
     pub output_tokens_per_second: Option<f64>,
     /// TPOT, when known (N ≥ 2 over a non-zero span).
     pub tpot: Option<Duration>,
-    /// Median and 95th percentile (nearest rank) of the probe's inter-token latencies, when it
-    /// had at least one gap.
+    /// Median and 95th percentile (type 7, [`crate::stats::quantile_type7`]) of the probe's
+    /// inter-token latencies, when it had at least one gap.
     pub itl: Option<ItlSummary>,
     /// E2E, when the probe succeeded.
     pub e2e: Option<Duration>,
@@ -342,9 +343,10 @@ impl From<&ProbeOutcome> for RecentProbe {
                 .iter()
                 .map(Duration::as_secs_f64)
                 .collect();
+            let [p50, p95] = quantiles_type7(&mut gaps, [0.5, 0.95]);
             Some(ItlSummary {
-                p50: Duration::from_secs_f64(quantile(&mut gaps, 0.5)?),
-                p95: Duration::from_secs_f64(quantile(&mut gaps, 0.95)?),
+                p50: Duration::from_secs_f64(p50?),
+                p95: Duration::from_secs_f64(p95?),
             })
         });
         RecentProbe {
@@ -624,16 +626,6 @@ impl History {
     }
 }
 
-/// The `q`-quantile (0..=1) of `values` by the nearest-rank method; `None` when empty.
-pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let rank = (q * values.len() as f64).ceil().max(1.0) as usize;
-    Some(values[rank.min(values.len()) - 1])
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
@@ -662,16 +654,6 @@ mod tests {
             max_probes,
             max_age,
         }
-    }
-
-    #[test]
-    fn nearest_rank_quantiles() {
-        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(quantile(&mut v, 0.5), Some(50.0));
-        assert_eq!(quantile(&mut v, 0.95), Some(95.0));
-        assert_eq!(quantile(&mut v, 1.0), Some(100.0));
-        assert_eq!(quantile(&mut [3.0], 0.5), Some(3.0));
-        assert_eq!(quantile(&mut [], 0.5), None);
     }
 
     /// `outcome(ok)` started `ago`.

@@ -5,8 +5,11 @@
 //! with `daemon` wiring them together (and `trim` giving the allocator's free memory back every
 //! 15 s), `simulate` the scripted test endpoint, `app`, `cli`,
 //! `demo` and `report` the command line, `sanitize` making server-sent text safe to print
-//! and URLs safe to quote, `clock` the deadline arithmetic that cannot overflow, and `check` the
-//! answer checks a scenario declares (`expect:`), run on the assembled answer after a probe.
+//! and URLs safe to quote, `clock` the deadline arithmetic that cannot overflow, `check` the
+//! answer checks a scenario declares (`expect:`), run on the assembled answer after a probe, and
+//! `stats` the statistics of samples: every quantile definition (type 7 for raw samples,
+//! `histogram_quantile`'s for bucket counts), the quantile intervals and the binomial CDF, used
+//! by `bench`, `compare`, `baseline`, `history` and the status pages alike.
 //!
 //! Imports go one way along that flow where it matters: `schedule` uses `probe` (never the
 //! reverse); `server` uses `metrics`, which owns the exposition formats and their `Accept`
@@ -28,6 +31,7 @@ pub mod reload;
 pub mod schedule;
 pub mod server;
 pub mod shard;
+pub mod stats;
 pub mod watch;
 
 pub mod daemon;

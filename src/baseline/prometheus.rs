@@ -5,8 +5,8 @@
 //! - the bucket counts over `(START, END]` come from [`crate::compare::prometheus::fetch_window`]
 //!   (whole observations, counter resets handled, summed over the series' other labels);
 //! - P50/P95/P99 of TTFT, TPOT, output tokens/s and E2E are interpolated within their bucket as
-//!   Prometheus's `histogram_quantile` does ([`Histogram::quantile`]), so they match the
-//!   dashboards; the bucket around each is printed (the file format, strict v1, has no field for
+//!   Prometheus's `histogram_quantile` does ([`Histogram::quantile`], the definition in
+//!   [`crate::stats::histogram`]), so they match the dashboards; the bucket around each is printed (the file format, strict v1, has no field for
 //!   it), and a percentile in the `+Inf` bucket is a warning (only its lower bound is known);
 //! - `samples` is the successful probes in the window (the TTFT histogram's observations);
 //! - the endpoint identity is the `llm_probe_endpoint_info` label set seen last in the window

@@ -2,8 +2,8 @@
 //!
 //! Sources: a `bench --output json` file (one level of its sweep) or a `probe-once --output
 //! json` collection, read by [`crate::compare::input`]. The percentiles are bench's own
-//! ([`crate::bench::stats::Summary`]: linear interpolation between order statistics), over the
-//! level's successful, non-warmup requests.
+//! ([`crate::bench::stats::Summary`]: type 7, linear interpolation between order statistics,
+//! [`crate::stats::quantile_type7`]), over the level's successful, non-warmup requests.
 //!
 //! Any source yields a [`Measured`] (the pair, identity, end time, sample count and the
 //! quantiles); [`Measured::into_baseline`], [`write()`] and [`finish`] (write and print the
@@ -89,10 +89,10 @@ impl Measured {
     }
 }
 
-/// The quantiles of `values` to six decimals (a microsecond; far below any timing's
-/// uncertainty), `None` when empty.
-fn quantiles(values: &[f64]) -> Option<Quantiles> {
-    let s = Summary::of(values);
+/// bench's P50/P95/P99 ([`Summary`]) of `metric` over `level`, to six decimals (a microsecond;
+/// far below any timing's uncertainty), `None` without values.
+fn quantiles(level: &Level, metric: Metric) -> Option<Quantiles> {
+    let s = Summary::of(&level.values(metric));
     let round = |v: f64| (v * 1e6).round() / 1e6;
     Some(Quantiles {
         p50: round(s.p50?),
@@ -167,7 +167,7 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
         .into_iter()
         .collect();
     let ok = level.requests.iter().filter(|r| r.success).count() as u64;
-    let ttft = quantiles(&level.values(Metric::Ttft)).filter(|_| ok > 0).ok_or_else(|| {
+    let ttft = quantiles(level, Metric::Ttft).filter(|_| ok > 0).ok_or_else(|| {
         format!(
             "{} has no successful request ({} sent); a baseline needs measurements: fix the endpoint and run bench again, or pick another level",
             level.key,
@@ -210,9 +210,9 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
         },
         samples: ok,
         ttft,
-        tpot: quantiles(&level.values(Metric::Tpot)),
-        output_tokens_per_second: quantiles(&level.values(Metric::OutputTokensPerSecond)),
-        e2e: quantiles(&level.values(Metric::E2e)),
+        tpot: quantiles(level, Metric::Tpot),
+        output_tokens_per_second: quantiles(level, Metric::OutputTokensPerSecond),
+        e2e: quantiles(level, Metric::E2e),
         why,
         notes: Vec::new(),
         warnings,

@@ -8,10 +8,11 @@
 //! ([`binned::bootstrap_quantiles`]) — a Hodges–Lehmann shift needs the observations, which
 //! buckets do not keep.
 
-use super::stats::binned::{self, BinnedQuantile, Histogram, Share};
+use super::stats::binned::{self, Histogram, Share};
 use super::stats::{MannWhitney, ProportionTest, Shift};
 use super::verdict::{self, Evidence, Verdict};
 use super::{FailureRow, Metric, Options, QUANTILES};
+use crate::stats::histogram::BinnedQuantile;
 
 /// One window's data for one scenario.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -15,11 +15,11 @@ use super::prometheus::{show_identity, Identity};
 use super::report::{
     failure_cells, interval, p_value, pct, ChangeIntervals, FailureRatio, PerMetric,
 };
-use super::stats::binned::BinnedQuantile;
 use super::window::{human, rfc3339};
 use super::{Metric, QUANTILES};
 use crate::bench::table::{aligned, markdown_table};
 use crate::sanitize::{markdown_text, terminal_safe};
+use crate::stats::histogram::BinnedQuantile;
 
 /// The JSON schema name of `compare --prometheus.url … --output json`.
 pub const SCHEMA: &str = "llm-probe.compare.prometheus/v1";

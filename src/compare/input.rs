@@ -297,7 +297,7 @@ impl MetricFields {
                 check_value(Metric::Itl, *g)?;
             }
         }
-        let itl = gaps.and_then(super::stats::median);
+        let itl = gaps.and_then(crate::stats::median);
         let mut values = [None; Metric::ALL.len()];
         for m in Metric::ALL {
             let v = match m {

@@ -591,8 +591,14 @@ pub fn judge_row(metric: Metric, mut b: Vec<f64>, mut a: Vec<f64>, options: &Opt
     let changes = stats::tail::bootstrap_changes(&b, &a, &specs, options.resamples, options.seed);
     b.sort_by(f64::total_cmp);
     a.sort_by(f64::total_cmp);
-    let pct = |s: &[f64]| QUANTILES.map(|q| stats::percentile(s, q));
-    let ci = |s: &[f64]| QUANTILES.map(|q| stats::percentile_ci(s, q, 1.0 - alpha));
+    let pct = |s: &[f64]| QUANTILES.map(|q| crate::stats::quantile_type7(s, q));
+    // An interval where the sample bounds both sides, else none.
+    let ci = |s: &[f64]| {
+        QUANTILES.map(|q| match crate::stats::quantile_ci(s, q, 1.0 - alpha) {
+            [Some(low), Some(high)] => Some((low, high)),
+            _ => None,
+        })
+    };
     let (before_ci, after_ci) = (ci(&b), ci(&a));
     let change_ci = [0, 1, 2].map(|i| {
         let supported = before_ci[i].is_some() && after_ci[i].is_some();

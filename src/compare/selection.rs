@@ -14,8 +14,8 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use super::input::{LevelKey, Run};
-use super::stats;
 use super::Options;
+use crate::stats;
 
 /// Default output lengths (tokens): code completion 5–30, chat 20–80, summaries 300–1,000, batch
 /// generation 500–2,000.
@@ -161,8 +161,8 @@ pub fn select(before: &Run, after: &Run, options: &Options) -> Option<Selection>
     let interval = |mut v: Vec<f64>| -> (Option<f64>, Option<f64>) {
         v.sort_by(f64::total_cmp);
         (
-            stats::percentile(&v, tail),
-            stats::percentile(&v, 1.0 - tail),
+            stats::quantile_type7(&v, tail),
+            stats::quantile_type7(&v, 1.0 - tail),
         )
     };
     let crossover = crossover_tokens(mb.0, mb.1, ma.0, ma.1).map(|value| {

@@ -5,18 +5,21 @@
 //! - [`hodges_lehmann`]: the Hodges–Lehmann shift estimate (median of all pairwise differences
 //!   `after − before`) with its distribution-free interval (Moses: order statistics of the
 //!   pairwise differences, critical rank from the normal approximation of U).
-//! - [`percentile`] (linear interpolation, NumPy's default) and [`percentile_ci`] (exact
-//!   order-statistic interval from the binomial distribution).
 //! - [`bootstrap_relative_change`]: seeded percentile-bootstrap interval of the relative change
 //!   of percentiles, resampling requests.
 //! - [`two_proportion_z_test`]: pooled two-proportion z-test for failure ratios.
 //! - [`binned`]: the same questions asked of histogram bucket counts (Prometheus windows).
+//!
+//! The percentiles themselves, their order-statistic intervals and the median are
+//! [`crate::stats`]'s (type 7, as bench's), like every quantile definition.
 //!
 //! Samples are slices of finite `f64` values (callers drop unknown values first); every function
 //! returns `None` instead of a made-up number when the samples cannot support the result.
 
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+
+use crate::stats::quantile_type7;
 
 pub mod binned;
 pub mod tail;
@@ -202,84 +205,10 @@ fn order_statistic(v: &mut [f64], k: usize) -> f64 {
     *v.select_nth_unstable_by(k - 1, |a, b| a.total_cmp(b)).1
 }
 
-/// The median of a non-empty `v` (mean of the two middle values for an even length), reordering `v`.
-fn median_in_place(v: &mut [f64]) -> f64 {
-    let n = v.len();
-    let upper = order_statistic(v, n / 2 + 1);
-    if n % 2 == 1 {
-        upper
-    } else {
-        // After the selection, everything left of position n/2 is ≤ it: the lower middle is their max.
-        let lower = v[..n / 2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lower + upper) / 2.0
-    }
-}
-
-/// The `q` quantile (`0 ≤ q ≤ 1`) of an ascending `sorted` sample by linear interpolation between
-/// order statistics (NumPy's default, Hyndman–Fan type 7). `None` for an empty sample.
-pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    let n = sorted.len();
-    if n == 0 {
-        return None;
-    }
-    let h = (n - 1) as f64 * q.clamp(0.0, 1.0);
-    let lo = h.floor() as usize;
-    let hi = h.ceil() as usize;
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
-}
-
-/// Distribution-free interval of the `q` quantile at `confidence` from an ascending `sorted`
-/// sample: the order statistics `[X(l), X(u)]` (1-based) with `l` the largest rank such that
-/// `P(B ≤ l − 1) ≤ (1 − confidence)/2` and `u` the smallest such that
-/// `P(B ≤ u − 1) ≥ 1 − (1 − confidence)/2`, `B ~ Binomial(n, q)`; so each side misses with
-/// probability at most `(1 − confidence)/2`. `None` when no such rank exists within the sample
-/// (too few samples for this quantile, e.g. a P99 from 30 requests).
-pub fn percentile_ci(sorted: &[f64], q: f64, confidence: f64) -> Option<(f64, f64)> {
-    let (l, u) = percentile_ci_ranks(sorted.len(), q, confidence)?;
-    Some((sorted[l - 1], sorted[u - 1]))
-}
-
-/// The 1-based ranks `(l, u)` of [`percentile_ci`] for a sample of `n`.
-pub fn percentile_ci_ranks(n: usize, q: f64, confidence: f64) -> Option<(usize, usize)> {
-    if n == 0 || !(0.0..=1.0).contains(&q) {
-        return None;
-    }
-    let tail = (1.0 - confidence) / 2.0;
-    let cdf = binomial_cdf_all(n, q);
-    // cdf[k] = P(B ≤ k). Rank r has P(B ≤ r − 1) = cdf[r − 1].
-    let l = (1..=n).rev().find(|&r| cdf[r - 1] <= tail)?;
-    let u = (1..=n).find(|&r| cdf[r - 1] >= 1.0 - tail)?;
-    Some((l, u))
-}
-
-/// `P(B ≤ k)` for `k = 0..=n`, `B ~ Binomial(n, p)`, from log-space probabilities.
-fn binomial_cdf_all(n: usize, p: f64) -> Vec<f64> {
-    let nf = n as f64;
-    let ln_n_fact = libm::lgamma(nf + 1.0);
-    let mut acc = 0.0;
-    (0..=n)
-        .map(|k| {
-            let kf = k as f64;
-            let pmf = if p <= 0.0 {
-                f64::from(u8::from(k == 0))
-            } else if p >= 1.0 {
-                f64::from(u8::from(k == n))
-            } else {
-                (ln_n_fact - libm::lgamma(kf + 1.0) - libm::lgamma(nf - kf + 1.0)
-                    + kf * p.ln()
-                    + (nf - kf) * (1.0 - p).ln())
-                .exp()
-            };
-            acc += pmf;
-            acc.min(1.0)
-        })
-        .collect()
-}
-
 /// Seeded percentile-bootstrap intervals of the relative change `Q_after(q) / Q_before(q) − 1`
 /// for each quantile in `qs`: `resamples` times, each sample is resampled with replacement
-/// (independently, same size), the quantiles ([`percentile`]) recomputed, and the interval is the
-/// `(1 ± confidence)/2` quantiles of the resampled changes. One entry per `q`; `None` where a
+/// (independently, same size), the quantiles ([`quantile_type7`]) recomputed, and the interval is
+/// the `(1 ± confidence)/2` quantiles of the resampled changes. One entry per `q`; `None` where a
 /// sample is empty, `resamples` is 0 or a resampled `before` quantile is 0 (the change is then
 /// undefined). The same `seed` gives the same intervals.
 pub fn bootstrap_relative_change(
@@ -301,7 +230,7 @@ pub fn bootstrap_relative_change(
         resample_sorted(before, &mut rb, &mut rng);
         resample_sorted(after, &mut ra, &mut rng);
         for (i, &q) in qs.iter().enumerate() {
-            let (b, a) = (percentile(&rb, q), percentile(&ra, q));
+            let (b, a) = (quantile_type7(&rb, q), quantile_type7(&ra, q));
             match (b, a) {
                 (Some(b), Some(a)) if b != 0.0 => changes[i].push(a / b - 1.0),
                 _ => undefined[i] = true,
@@ -317,7 +246,7 @@ pub fn bootstrap_relative_change(
             }
             c.sort_by(f64::total_cmp);
             let tail = (1.0 - confidence) / 2.0;
-            Some((percentile(&c, tail)?, percentile(&c, 1.0 - tail)?))
+            Some((quantile_type7(&c, tail)?, quantile_type7(&c, 1.0 - tail)?))
         })
         .collect()
 }
@@ -370,14 +299,6 @@ pub fn two_proportion_z_test(
         z,
         p_value,
     })
-}
-
-/// The median of a sample (`None` when empty), without reordering it.
-pub fn median(sample: &[f64]) -> Option<f64> {
-    if sample.is_empty() {
-        return None;
-    }
-    Some(median_in_place(&mut sample.to_vec()))
 }
 
 /// Upper tail of the standard normal distribution, `P(Z > z)`.

@@ -125,7 +125,7 @@ pub struct Evidence {
 pub fn evidence(before: &[f64], after: &[f64], alpha: f64) -> Option<Evidence> {
     let u = stats::mann_whitney_u(before, after)?;
     let shift = stats::hodges_lehmann(before, after, 1.0 - alpha)?;
-    let before_median = stats::median(before)?;
+    let before_median = crate::stats::median(before)?;
     if before_median <= 0.0 || !before_median.is_finite() {
         return None;
     }

@@ -55,7 +55,7 @@ async fn concurrency_sweep_matches_the_queueing_model() {
             })
             .collect();
         truth.sort_by(f64::total_cmp);
-        let truth_p50 = llm_probe::bench::stats::quantile(&truth, 0.5).unwrap();
+        let truth_p50 = llm_probe::stats::quantile_type7(&truth, 0.5).unwrap();
         let p50 = s.ttft.p50.unwrap();
         let analytic = if c <= 4 { 0.200 } else { 1.020 };
         eprintln!("C={c}: P50 TTFT {p50:.4} s, the simulator's actual {truth_p50:.4} s, analytic {analytic} s");

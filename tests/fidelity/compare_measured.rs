@@ -12,8 +12,9 @@ use common::ScriptExt;
 use std::time::Duration;
 
 use llm_probe::bench::{self, level::Load as BenchLoad};
-use llm_probe::compare::stats::{hodges_lehmann, median};
+use llm_probe::compare::stats::hodges_lehmann;
 use llm_probe::simulate::{Load as SimLoad, Script};
+use llm_probe::stats::median;
 
 /// `n` outcomes of probing `base_url` as target `name` / model `model`, as JSON lines.
 async fn collect(base_url: String, name: &str, model: &str, n: usize) -> String {

@@ -4,7 +4,8 @@
 //! A bucket count says how many observations lie between two bounds, not where: every question
 //! is answered at the resolution of the buckets, and says so.
 //! - [`Histogram::quantile`]: the bucket a quantile lies in, and the value Prometheus's
-//!   `histogram_quantile` interpolates linearly within it (so the number matches the dashboards).
+//!   `histogram_quantile` interpolates linearly within it (so the number matches the dashboards;
+//!   the definition is [`crate::stats::histogram`]'s).
 //! - [`bootstrap_quantiles`]: seeded intervals of each window's quantiles and of their relative
 //!   change, by resampling the bucket counts (a multinomial draw of the window's total with the
 //!   observed bucket shares, sampled as a chain of binomials: `O(buckets)` per resample, whatever
@@ -19,7 +20,9 @@ use rand::SeedableRng;
 use rand_distr::{Binomial, Distribution};
 use rand_pcg::Pcg64Mcg;
 
-use super::{percentile, u_test_from_ranks, MannWhitney};
+use super::{u_test_from_ranks, MannWhitney};
+use crate::stats::histogram::{histogram_quantile, BinnedQuantile};
+use crate::stats::quantile_type7;
 
 /// Observation counts per bucket of one classic histogram over a window.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,18 +66,6 @@ pub enum HistogramError {
         /// Its count.
         count: f64,
     },
-}
-
-/// A quantile of a [`Histogram`]: the bucket it lies in and the interpolated value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BinnedQuantile {
-    /// Lower bound of the bucket (0 for the first bucket when its bound is positive).
-    pub lower: f64,
-    /// Upper bound of the bucket (`+Inf` for the last).
-    pub upper: f64,
-    /// Linear interpolation within the bucket, as Prometheus's `histogram_quantile` (in the
-    /// `+Inf` bucket: `lower`, the largest finite bound).
-    pub value: f64,
 }
 
 impl Histogram {
@@ -145,10 +136,11 @@ impl Histogram {
         self.counts.iter().sum()
     }
 
-    /// The `q` quantile (`0 ≤ q ≤ 1`) as `histogram_quantile(q, …)` computes it; `None` without
+    /// The `q` quantile (`0 ≤ q ≤ 1`) as `histogram_quantile(q, …)` computes it
+    /// ([`crate::stats::histogram::histogram_quantile`] of its buckets); `None` without
     /// observations, with fewer than two buckets or `q` outside `[0, 1]`.
     pub fn quantile(&self, q: f64) -> Option<BinnedQuantile> {
-        quantile_of(&self.upper, &self.counts, q)
+        histogram_quantile(&self.upper, &self.counts, q)
     }
 
     /// This histogram on the coarser `bounds` (each one of its own bounds, `+Inf` included):
@@ -185,57 +177,6 @@ pub fn common_layout(a: &Histogram, b: &Histogram) -> (Histogram, Histogram) {
     // Both have +Inf, so `shared` is a valid layout of each.
     let coarse = |h: &Histogram| h.coarsen(&shared).unwrap_or_else(|| h.clone());
     (coarse(a), coarse(b))
-}
-
-/// [`Histogram::quantile`] on bounds and counts (the bootstrap's resampled counts).
-fn quantile_of(upper: &[f64], counts: &[u64], q: f64) -> Option<BinnedQuantile> {
-    if !(0.0..=1.0).contains(&q) || upper.len() < 2 {
-        return None;
-    }
-    let total: u64 = counts.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = q * total as f64;
-    let last = upper.len() - 1;
-    // The first bucket (before +Inf) whose cumulative count reaches the rank.
-    let mut cumulative = 0u64;
-    let mut b = last;
-    for (i, &c) in counts[..last].iter().enumerate() {
-        if (cumulative + c) as f64 >= rank {
-            b = i;
-            break;
-        }
-        cumulative += c;
-    }
-    if b == last {
-        let lower = upper[last - 1];
-        return Some(BinnedQuantile {
-            lower,
-            upper: f64::INFINITY,
-            value: lower,
-        });
-    }
-    if b == 0 && upper[0] <= 0.0 {
-        return Some(BinnedQuantile {
-            lower: upper[0],
-            upper: upper[0],
-            value: upper[0],
-        });
-    }
-    let lower = if b == 0 { 0.0 } else { upper[b - 1] };
-    let in_bucket = counts[b] as f64;
-    // An empty bucket is only reached for q = 0 (rank 0): the distribution starts at its bound.
-    let value = if in_bucket == 0.0 {
-        upper[b]
-    } else {
-        lower + (upper[b] - lower) * ((rank - cumulative as f64) / in_bucket)
-    };
-    Some(BinnedQuantile {
-        lower,
-        upper: upper[b],
-        value,
-    })
 }
 
 /// Counts drawn from the multinomial distribution of `counts.sum()` trials with the shares
@@ -306,8 +247,8 @@ pub fn bootstrap_quantiles(
         multinomial_resample(&before.counts, &mut rb, &mut rng);
         multinomial_resample(&after.counts, &mut ra, &mut rng);
         for (i, &q) in qs.iter().enumerate() {
-            let b = quantile_of(&before.upper, &rb, q).map(|x| x.value);
-            let a = quantile_of(&after.upper, &ra, q).map(|x| x.value);
+            let b = histogram_quantile(&before.upper, &rb, q).map(|x| x.value);
+            let a = histogram_quantile(&after.upper, &ra, q).map(|x| x.value);
             vb[i].extend(b);
             va[i].extend(a);
             match (b, a) {
@@ -322,7 +263,7 @@ pub fn bootstrap_quantiles(
             return None;
         }
         v.sort_by(f64::total_cmp);
-        Some((percentile(&v, tail)?, percentile(&v, 1.0 - tail)?))
+        Some((quantile_type7(&v, tail)?, quantile_type7(&v, 1.0 - tail)?))
     };
     QuantileIntervals {
         before: vb.into_iter().map(|v| interval(v, true)).collect(),

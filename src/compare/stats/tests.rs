@@ -4,13 +4,8 @@
 //! Each value below is that script's output line, quoted beside it.
 
 use super::*;
+use crate::stats::tests::{A, B};
 
-const A: [f64; 12] = [
-    0.210, 0.198, 0.205, 0.230, 0.199, 0.215, 0.205, 0.220, 0.202, 0.240, 0.211, 0.207,
-];
-const B: [f64; 10] = [
-    0.245, 0.231, 0.205, 0.260, 0.238, 0.229, 0.251, 0.240, 0.236, 0.270,
-];
 const C: [f64; 8] = [1.2, 3.4, 2.2, 5.1, 0.7, 2.9, 4.4, 3.3];
 const D: [f64; 7] = [2.5, 3.9, 1.8, 6.0, 4.8, 3.1, 5.5];
 
@@ -106,34 +101,6 @@ fn hodges_lehmann_is_exact_on_large_samples() {
 }
 
 #[test]
-fn percentile_matches_numpy() {
-    // "pct [0.2245, 0.25955, 0.2679]": np.percentile(sorted(A + B), [50, 95, 99]).
-    let mut s: Vec<f64> = A.iter().chain(B.iter()).copied().collect();
-    s.sort_by(f64::total_cmp);
-    close(percentile(&s, 0.5).unwrap(), 0.2245, 1e-12);
-    close(percentile(&s, 0.95).unwrap(), 0.25955, 1e-12);
-    close(percentile(&s, 0.99).unwrap(), 0.2679, 1e-12);
-    assert_eq!(percentile(&[], 0.5), None);
-    assert_eq!(percentile(&[7.0], 0.99), Some(7.0));
-}
-
-#[test]
-fn percentile_ci_ranks_match_scipy_binomial() {
-    // "ranks n=22 q=0.5 (6, 17)", "ranks n=100 q=0.95 (90, 100)", "ranks n=30 q=0.99 (28, None)",
-    // "ranks n=1000 q=0.99 (983, 997)", "ranks n=200 q=0.5 (86, 115)"
-    assert_eq!(percentile_ci_ranks(22, 0.5, 0.95), Some((6, 17)));
-    assert_eq!(percentile_ci_ranks(100, 0.95, 0.95), Some((90, 100)));
-    assert_eq!(percentile_ci_ranks(30, 0.99, 0.95), None);
-    assert_eq!(percentile_ci_ranks(1000, 0.99, 0.95), Some((983, 997)));
-    assert_eq!(percentile_ci_ranks(200, 0.5, 0.95), Some((86, 115)));
-    // Cross-check against scipy.stats.quantile_test(...).confidence_interval(0.95) for the median
-    // of A + B: "ConfidenceInterval(low=0.205, high=0.24)".
-    let mut s: Vec<f64> = A.iter().chain(B.iter()).copied().collect();
-    s.sort_by(f64::total_cmp);
-    assert_eq!(percentile_ci(&s, 0.5, 0.95), Some((0.205, 0.24)));
-}
-
-#[test]
 fn two_proportion_matches_reference() {
     // "prop 3/200 vs 12/200 z=2.3686261018551678 p=0.017854292789383008"
     let t = two_proportion_z_test(3, 200, 12, 200).unwrap();
@@ -161,13 +128,6 @@ fn normal_quantile_matches_scipy() {
     ] {
         close(normal_quantile(p), want, 1e-12);
     }
-}
-
-#[test]
-fn median_handles_odd_and_even() {
-    assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-    assert_eq!(median(&[]), None);
 }
 
 /// A seeded sample of `n` values, uniform in `[1, 2)`, for the bootstrap tests.

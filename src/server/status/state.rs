@@ -18,8 +18,9 @@
 use std::time::{Duration, SystemTime};
 
 use crate::config::Slo;
-use crate::history::{quantile, RecentProbe};
+use crate::history::RecentProbe;
 use crate::measure::FailureReason;
+use crate::stats::quantiles_type7;
 
 /// The window states are judged over: 10 minutes, as the SLO alerts.
 pub const WINDOW: Duration = crate::history::STATE_WINDOW;
@@ -99,13 +100,13 @@ pub struct Verdict {
     pub window_probes: usize,
     /// Failed probes in the window.
     pub window_failures: usize,
-    /// P50 TTFT over the window's successes (nearest rank), ms.
+    /// P50 TTFT over the window's successes (type 7, as bench's), ms.
     pub ttft_p50_ms: Option<f64>,
-    /// P95 TTFT over the window's successes (nearest rank), ms.
+    /// P95 TTFT over the window's successes (type 7, as bench's), ms.
     pub ttft_p95_ms: Option<f64>,
-    /// P50 output tokens/s over the window's successes (nearest rank).
+    /// P50 output tokens/s over the window's successes (type 7).
     pub tokens_per_second_p50: Option<f64>,
-    /// P5 output tokens/s over the window's successes (nearest rank).
+    /// P5 output tokens/s over the window's successes (type 7).
     pub tokens_per_second_p5: Option<f64>,
 }
 
@@ -126,8 +127,8 @@ pub fn judge(probes: &[&RecentProbe], slo: Slo, now: SystemTime) -> Verdict {
         .filter(|p| p.failure.is_none())
         .filter_map(|p| p.output_tokens_per_second)
         .collect();
-    let (ttft_p95_ms, tokens_per_second_p5) = (quantile(&mut ttft, 0.95), quantile(&mut tps, 0.05));
-    let (ttft_p50_ms, tokens_per_second_p50) = (quantile(&mut ttft, 0.5), quantile(&mut tps, 0.5));
+    let [ttft_p50_ms, ttft_p95_ms] = quantiles_type7(&mut ttft, [0.5, 0.95]);
+    let [tokens_per_second_p5, tokens_per_second_p50] = quantiles_type7(&mut tps, [0.05, 0.5]);
     let latest_failure = || window.iter().rev().find_map(|p| p.failure.clone());
     let (state, since, reason) = if window.is_empty() {
         (PairState::NoData, None, None)

@@ -136,7 +136,9 @@ pub struct Chart {
 /// 1.5× that and they are drawn on the top edge (their titles keep the value).
 pub fn y_range(values: &[f64], thresholds: &[f64]) -> (f64, f64) {
     let mut vals: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    let p90 = crate::history::quantile(&mut vals, 0.9).unwrap_or(0.0);
+    // Sorts `vals`: the last is the largest.
+    let [p90] = crate::stats::quantiles_type7(&mut vals, [0.9]);
+    let p90 = p90.unwrap_or(0.0);
     let max = vals.last().copied().unwrap_or(0.0);
     let line = thresholds
         .iter()
@@ -336,13 +338,15 @@ fn short(v: f64) -> String {
     }
 }
 
-/// Rolling `q`-quantile over the last `window` values of `points` (time, value).
+/// Rolling `q`-quantile (type 7, [`crate::stats::quantile_type7`]) over the last `window` values
+/// of `points` (time, value).
 pub fn rolling(points: &[(f64, f64)], window: usize, q: f64) -> Vec<(f64, f64)> {
     (0..points.len())
         .filter_map(|i| {
             let from = (i + 1).saturating_sub(window);
             let mut vals: Vec<f64> = points[from..=i].iter().map(|p| p.1).collect();
-            crate::history::quantile(&mut vals, q).map(|v| (points[i].0, v))
+            let [v] = crate::stats::quantiles_type7(&mut vals, [q]);
+            v.map(|v| (points[i].0, v))
         })
         .collect()
 }
@@ -442,10 +446,15 @@ mod tests {
     #[test]
     fn rolling_quantiles() {
         let pts: Vec<(f64, f64)> = (1..=5).map(|i| (f64::from(i), f64::from(i))).collect();
+        // Type 7, as bench: the median of two values is their mean (nearest rank said 1.0).
         let p50 = rolling(&pts, 3, 0.5);
         assert_eq!(
             p50,
-            vec![(1.0, 1.0), (2.0, 1.0), (3.0, 2.0), (4.0, 3.0), (5.0, 4.0)]
+            vec![(1.0, 1.0), (2.0, 1.5), (3.0, 2.0), (4.0, 3.0), (5.0, 4.0)]
         );
+        // P95 of 3, 4, 5: 4 + 0.9 × (5 − 4) (nearest rank said 5.0).
+        let p95 = rolling(&pts, 3, 0.95);
+        assert_eq!(p95.len(), 5);
+        assert!((p95[4].1 - 4.9).abs() < 1e-12, "{p95:?}");
     }
 }

@@ -1,4 +1,5 @@
-//! The repository itself: its docs and its layering.
+//! The repository itself: its docs, its layering and its one definition per quantile.
 
 mod docs;
 mod layering;
+mod quantiles;

@@ -1,4 +1,5 @@
-//! The status pages and what a reload does to them.
+//! The status pages, their percentiles and what a reload does to them.
 
 mod pages;
+mod quantiles;
 mod reload_races;
