@@ -2,8 +2,8 @@
 # The benchmark suite of BENCHMARKS.md, run by hand (never by CI or `cargo test`):
 #
 #   benches/run.sh [fidelity|peers|real|scale|render|ceiling|decoder|all]   (default: all)
-#   benches/run.sh [kernel|kernel-idle|kernel-hog|kernel-ab|kernel-cpu]     (issue 15; not in all)
-#   benches/run.sh [sweep|sweep-ceiling|sweep-real]                         (issue 10; not in all)
+#   benches/run.sh [kernel|kernel-idle|kernel-hog|kernel-ab|kernel-cpu]     (not in all)
+#   benches/run.sh [sweep|sweep-ceiling|sweep-real]                         (not in all)
 #   benches/run.sh daemon-soak   (§20: the shipped binary as its own process, 22 min; not in all)
 #
 # Builds the release binary and the `suite` bench, then prints each table as Markdown.
@@ -15,7 +15,7 @@
 # overrides; the simulator ignores prompts, and token counts come from the server's usage).
 # The real-server table needs `scripts/real-llm.sh start` first.
 # kernel-cpu also measures BEFORE_SUITE when set: a `suite` executable built from another commit.
-# The sweep tables (issue 10) keep every tool's raw output in SWEEP_DIR (default: a new temporary
+# The sweep tables keep every tool's raw output in SWEEP_DIR (default: a new temporary
 # directory, printed); SWEEP_PORT (default 18556) is the simulator's port, REAL_URL (default
 # http://127.0.0.1:18080) the real server's; BENCH_LOCK, if set, is a lock file each tool's sweep
 # holds (`flock`; 1–3 min each), so that another benchmark on the machine never measures at the same time.
@@ -223,7 +223,7 @@ with open(out + "/prompts.jsonl", "w") as a, open(out + "/prompts-guidellm.jsonl
         print(json.dumps({"prompt": p, "output_tokens_count": max_tokens}), file=g)' "$2" "$3" "$1"
 }
 
-# Issue 10, acceptance 3. Each tool in turn runs the same concurrency sweep against a fresh
+# Each tool in turn runs the same concurrency sweep against a fresh
 # `suite sim` per level (same load model and seed), whose records are the ground truth of
 # exactly the requests that tool sent at that level.
 SWEEP_SIM=(--ttft 100ms --itl 20ms --tokens 16 --slots 4 --prefill-per-token 1ms
@@ -290,7 +290,7 @@ sweep_real() {
 
 run() {
   case $1 in
-    # Issue 15: kernel receive timestamps against read instants, from the same probes (every
+    # kernel receive timestamps against read instants, from the same probes (every
     # fidelity table prints both, and what `llm_probe_read_delay_seconds` reports). Two halves
     # of about 4 minutes each, so that each can hold a shared lock on its own.
     kernel-idle)
@@ -317,7 +317,7 @@ run() {
       done
       ;;
     kernel) run kernel-idle; run kernel-hog ;;
-    # Issue 15, acceptance 3: CPU per token event at 1,000 targets (table 4's command, 60 s
+    # CPU per token event at 1,000 targets (table 4's command, 60 s
     # window), once per path: this build with kernel stamps (plain http: the stamped client);
     # this build with the stamped client off (a proxy variable in the environment that NO_PROXY
     # then bypasses: reqwest, read instants, no proxy in the path); and, when BEFORE_SUITE names

@@ -60,7 +60,7 @@ const backendAnnotation = {
 
 // ---- panels ----------------------------------------------------------------------------------
 let nextId = 1;
-// Exemplars (issue 29): Grafana fetches them for a target with `exemplar: true` from the
+// Exemplars: Grafana fetches them for a target with `exemplar: true` from the
 // series it reads (never from a recorded series), so they go on one raw-bucket TTFT target
 // per panel; each carries trace_id and request_id, linked to the exporter's
 // /probes/{trace_id} by the datasource's exemplarTraceIdDestinations (docs/dashboards.md).

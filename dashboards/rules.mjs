@@ -104,7 +104,7 @@ or on (${L})
 (${fr} > (1 - ${q})) * 0 + Inf`;
 }
 
-// ---- TTFT split (issue 29): which component of the TTFT grew ----------------------------------
+// ---- TTFT split: which component of the TTFT grew ----------------------------------
 const LC = `${L}, component`;
 /** A component's P95 over `w` (seconds), per pair and component. */
 export const compP95 = (w) => `target_model_scenario_component:llm_probe_ttft_component_seconds:p95_${w}`;

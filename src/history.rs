@@ -734,7 +734,7 @@ mod tests {
         assert_eq!(h.pairs().len(), 2);
     }
 
-    /// Issue 31: a probe is stored in a fixed-size record and read back unchanged; repeated
+    /// A probe is stored in a fixed-size record and read back unchanged; repeated
     /// failure details and identities are stored once per pair, not once per probe.
     #[test]
     fn compact_records_round_trip_and_share_repeated_texts() {
@@ -954,7 +954,7 @@ mod tests {
         assert_eq!(h.probes("t", "s").len(), 10);
     }
 
-    /// Issue 31: a pair's ring holds the 120 probes of the default limit in room for 120, not
+    /// A pair's ring holds the 120 probes of the default limit in room for 120, not
     /// the 128 a doubling `VecDeque` would take.
     #[test]
     fn a_full_ring_takes_no_more_room_than_its_limit() {
@@ -970,7 +970,7 @@ mod tests {
         assert_eq!(rings.failures.capacity(), 0, "no failure, no failures ring");
     }
 
-    /// Issue 29: a kept probe is found by its trace id (in the recent ring or, once it left
+    /// A kept probe is found by its trace id (in the recent ring or, once it left
     /// that, in the failures ring), and not once it rolled out of both.
     #[test]
     fn a_probe_is_found_by_its_trace_id_while_it_is_kept() {

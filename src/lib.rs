@@ -1,6 +1,6 @@
 //! llm-probe: synthetic streaming probes for LLM inference endpoints.
 //!
-//! The modules follow the data flow (see `DESIGN.md` §4):
+//! The modules follow the data flow (CONTRIBUTING.md, "Layout"):
 //! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`,
 //! with `daemon` wiring them together (and `trim` giving the allocator's free memory back every
 //! 15 s), `simulate` the scripted test endpoint, `app`, `cli`,

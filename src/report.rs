@@ -417,7 +417,7 @@ pub const MAX_TIMELINE_EVENTS: usize = 2000;
 
 /// The probe's marks as offsets from `sent`, seconds: `connect_started_seconds` and
 /// `connected_seconds` (null when the probe opened no connection); the client phases
-/// (issue 29, each null when it did not happen or is not known, never 0 in its place):
+/// (each null when it did not happen or is not known, never 0 in its place):
 /// `dns_resolved_seconds`, `tcp_connected_seconds`, `tls_done_seconds` (null on a reused
 /// connection, an IP literal for DNS, plain HTTP for TLS), `request_written_seconds` and
 /// `first_byte_seconds` (HTTP/1.x on the stamped client); `headers_seconds`, `ended_seconds`

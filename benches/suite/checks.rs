@@ -1,4 +1,4 @@
-//! Answer-check CPU (issue 30): `Checks::evaluate` on realistic answers, per probe, and what it
+//! Answer-check CPU: `Checks::evaluate` on realistic answers, per probe, and what it
 //! adds at 1,000 targets probed every 10 s (100 probes/s) against the probe's own CPU there
 //! (BENCHMARKS.md §4/§8b: 14–18.5 % of a core, 1.4–1.85 ms per probe). Best of `--rounds`
 //! timed passes of `--iterations` evaluations each, after one warm-up pass.

@@ -1,4 +1,4 @@
-//! The benchmark suite of issue 6, run by hand (`benches/run.sh [table]`), never by `cargo test`.
+//! The benchmark suite of BENCHMARKS.md, run by hand (`benches/run.sh [table]`), never by `cargo test`.
 //! Each subcommand prints Markdown tables for `BENCHMARKS.md`:
 //!
 //! - `fidelity`: measured − scripted TTFT/TPOT/ITL against the in-process simulator at 1, 100,

@@ -433,7 +433,7 @@ pub fn main(opts: &Opts) {
             "| CPU per token event | {:.1} µs | |",
             cpu / window_events.max(1) as f64 * 1e6
         );
-        // What the daemon's own `llm_probe_read_delay_seconds` says (absent before issue 15).
+        // What the daemon's own `llm_probe_read_delay_seconds` says (absent in builds before kernel receive stamps).
         let (_, body) = daemon_metrics_text;
         let b = buckets(&body, "llm_probe_read_delay_seconds");
         if b.is_empty() {

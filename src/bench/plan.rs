@@ -331,7 +331,7 @@ mod tests {
         assert!("soon".parse::<Warmup>().is_err());
     }
 
-    /// Issue 27, item 10: the plan's arithmetic saturates, so huge rates, counts or warmups are
+    /// The plan's arithmetic saturates, so huge rates, counts or warmups are
     /// refused by `--max-requests` instead of wrapping to a small (or zero) plan.
     #[test]
     fn huge_levels_counts_and_warmups_are_refused_not_wrapped() {
@@ -376,7 +376,7 @@ mod tests {
         assert!(p.validate().is_ok());
     }
 
-    /// Issue 27, item 7: a rate above [`MAX_RATE`] is refused (1e308 hung the chart).
+    /// A rate above [`MAX_RATE`] is refused (1e308 hung the chart).
     #[test]
     fn rates_above_the_maximum_are_refused() {
         for r in [1e308, f64::MAX, MAX_RATE * 2.0] {

@@ -92,7 +92,7 @@ pub(crate) const SHIPPED: usize = 3;
 
 /// The candidate tail rules.
 pub(crate) const CANDIDATES: [&str; 6] = [
-    "median only (issue 17's rule)",
+    "median only (the first rule)",
     "P95 interpolated, bootstrap 95 %",
     "P95 Harrell–Davis, bootstrap 95 %",
     "P95 interpolated, bootstrap 97.5 % (shipped)",
@@ -215,7 +215,7 @@ fn format_table(results: &[Vec<Tally>], n: usize, reps: u32) -> String {
     out
 }
 
-/// Print the calibration tables of BENCHMARKS.md §6b and check acceptance 1 of issue 26 on the
+/// Print the calibration tables of BENCHMARKS.md §6b and check the tail rule's acceptance on the
 /// shipped rule: A/A false regressions ≤ 1 %, P95-only +50 % found ≥ 90 %, median +15 % found
 /// ≥ 95 %, and the 95 % Harrell–Davis interval's coverage within 93–97 % in every case.
 #[test]
@@ -245,7 +245,7 @@ fn tail_calibration_by_sample_size() {
 }
 
 /// Quick check that the simulation runs and the median-only rule misses a tail-only change
-/// (the symptom of issue 26), on few repetitions.
+/// (the symptom the tail rule was added for), on few repetitions.
 #[test]
 fn the_median_alone_misses_a_tail_regression_the_tail_rule_finds() {
     let t = simulate(CASES[1], 200, 4, 5);

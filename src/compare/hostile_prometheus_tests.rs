@@ -251,7 +251,7 @@ fn a_histogram_with_too_many_buckets_is_refused() {
 /// "beyond NaN", counted at an arbitrary bucket bound.
 #[tokio::test]
 async fn an_slo_gauge_that_is_not_a_positive_number_is_no_objective() {
-    // 1e-300 s and 1e300 (issue 27, minor): no daemon's objective either.
+    // 1e-300 s and 1e300: no daemon's objective either.
     for v in ["NaN", "+Inf", "-1", "0", "1e-300", "1e300"] {
         let (url, _) = responder(move |q: &str| {
             if q.starts_with("max(") {
@@ -276,7 +276,7 @@ async fn an_slo_gauge_that_is_not_a_positive_number_is_no_objective() {
     }
 }
 
-/// Issue 27, item 9: an answer without end (a server streaming spaces) is cut at
+/// An answer without end (a server streaming spaces) is cut at
 /// [`super::prometheus::MAX_ANSWER_BYTES`] with a reason, not read whole into memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_answer_is_cut_at_the_size_limit() {
@@ -318,7 +318,7 @@ fn with_values(values: &'static str) -> impl Fn(&str) -> String {
     }
 }
 
-/// Issue 27, item 13: samples out of time order or repeated (a broken proxy) read as counter
+/// Samples out of time order or repeated (a broken proxy) read as counter
 /// resets and multiplied the counts; they are refused.
 #[tokio::test]
 async fn samples_out_of_order_or_repeated_are_refused() {
@@ -335,7 +335,7 @@ async fn samples_out_of_order_or_repeated_are_refused() {
     }
 }
 
-/// Issue 27, item 13: a negative bucket bound is refused (latencies and rates are not
+/// A negative bucket bound is refused (latencies and rates are not
 /// negative), and more failed probes than probes too.
 #[tokio::test]
 async fn negative_bounds_and_more_failures_than_probes_are_refused() {
@@ -383,7 +383,7 @@ async fn negative_bounds_and_more_failures_than_probes_are_refused() {
     );
 }
 
-/// Issue 27, item 13: the same exporter's series twice (an HA pair of Prometheus servers
+/// The same exporter's series twice (an HA pair of Prometheus servers
 /// queried without deduplication: the series differ only by a replica label) doubled every
 /// count; they are refused with the label named.
 #[tokio::test]

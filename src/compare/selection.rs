@@ -1,6 +1,6 @@
 //! Choosing between two endpoints: which one answers sooner for a given output length.
 //!
-//! With TTFT the time to the first token and TPOT the time per output token after it (DESIGN.md:
+//! With TTFT the time to the first token and TPOT the time per output token after it (docs/measurement.md:
 //! `(last − first) / (N − 1)`), an answer of `N` output tokens ends after about
 //! `E2E(N) = TTFT + (N − 1) × TPOT`. Two endpoints A and B take equally long at
 //! `N* = 1 + (TTFT_B − TTFT_A) / (TPOT_A − TPOT_B)`: the one with the lower TTFT wins below `N*`,

@@ -161,7 +161,7 @@ fn option_parsers() {
     assert!(parse_alpha("0.7").is_err());
 }
 
-/// Issue 27 (minor): level summaries that contradict the file's requests, a level listed
+/// Level summaries that contradict the file's requests, a level listed
 /// twice, or a rate that is not a positive number are refused: they were trusted (and a file
 /// whose summaries claimed requests it did not hold compared as "no regression").
 #[test]

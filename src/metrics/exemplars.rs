@@ -1,4 +1,4 @@
-//! Exemplars on the TTFT, TPOT and E2E histograms (issue 29): each observation carries the
+//! Exemplars on the TTFT, TPOT and E2E histograms: each observation carries the
 //! probe's `trace_id` and `request_id`, its value and the probe's start, so a slow bucket in
 //! Grafana leads to that probe's record (`/probes/{trace_id}`) and to the engine's own span or
 //! log line.

@@ -1,4 +1,4 @@
-//! The `/metrics` encoder of the per-pair families (issue 31): each series' label text is written
+//! The `/metrics` encoder of the per-pair families: each series' label text is written
 //! once per sample line from its pre-escaped form ([`SeriesFamily`]), numbers through `itoa` and
 //! `dtoa` (what prometheus-client uses), the protobuf `Metric` messages straight into the body
 //! (`fast/protobuf.rs`), no intermediate `MetricFamily` list: 8–13× faster than prometheus-client's

@@ -1,4 +1,4 @@
-//! One histogram series of our own (issue 31): classic and native buckets with the exemplars
+//! One histogram series of our own: classic and native buckets with the exemplars
 //! of the series beside them, readable under one lock so that a fast `/metrics` encoder can
 //! write the counts straight out ([`ProbeHistogram::read`]).
 //!

@@ -1,6 +1,6 @@
 //! A family of labelled series whose label sets are kept sorted and pre-escaped, so the fast
 //! encoder ([`super::fast`]) can write each series' label text once per render instead of once per
-//! sample line (issue 31).
+//! sample line.
 //!
 //! [`SeriesFamily`] is the exporter's own replacement for prometheus-client's `Family`: that type
 //! keeps its map private, so nothing outside the crate can iterate it. It still implements the

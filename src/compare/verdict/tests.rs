@@ -173,7 +173,7 @@ fn regression_rate(shift: f64, reps: u64, seed: u64) -> f64 {
     f64::from(regressions) / reps as f64
 }
 
-/// Acceptance 2 of issue 17 (calibration). The rates are printed (`--nocapture`) and recorded in
+/// The verdict rule's calibration. The rates are printed (`--nocapture`) and recorded in
 /// BENCHMARKS.md; they are deterministic (seeded), so debug and release builds agree.
 #[test]
 fn calibration_on_lognormal_samples() {
@@ -192,7 +192,7 @@ fn calibration_on_lognormal_samples() {
     assert!(plus3 <= 0.02, "+3 %: {plus3}");
 }
 
-/// Issue 27, item 6: an alpha so small that `1 − alpha` rounds to 1 is refused at the command
+/// An alpha so small that `1 − alpha` rounds to 1 is refused at the command
 /// line, and `more_requests` ends for any alpha (the interval never existed and it looped).
 #[test]
 fn a_tiny_alpha_is_refused_and_more_requests_always_ends() {

@@ -256,8 +256,8 @@ fn names_work_item(line: &str) -> bool {
 #[test]
 fn no_document_refers_to_internal_work_items() {
     assert!(
-        names_work_item(&format!("(issue {}, acceptance 3)", 10))
-            && names_work_item("(acceptance 3)")
+        names_work_item(&format!("(issue {}, acceptance {})", 10, 3))
+            && names_work_item(&format!("(acceptance {})", 3))
             && !names_work_item("an issue to fix")
     );
     let mut problems = Vec::new();
@@ -274,6 +274,78 @@ fn no_document_refers_to_internal_work_items() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The files of the repository's code, tests, rules, dashboards and scripts (not the benchmark
+/// records of `benches/results/`, which keep what was measured when, nor fixtures captured from
+/// other servers).
+fn source_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !["results", "captured", "node_modules", "target"].contains(&name.as_str()) {
+                    walk(&path, out);
+                }
+            } else if [".rs", ".sh", ".mjs", ".yml", ".yaml", ".md", ".py", ".toml"]
+                .iter()
+                .any(|ext| name.ends_with(ext))
+                || name == "run"
+                || name == "Dockerfile"
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for dir in [
+        "src",
+        "tests",
+        "benches",
+        "dashboards",
+        "scripts",
+        ".ci",
+        "examples",
+        "docs",
+    ] {
+        walk(&root().join(dir), &mut files);
+    }
+    files.push(root().join("Dockerfile"));
+    files.push(root().join("Cargo.toml"));
+    files.sort();
+    files
+}
+
+/// The code, tests and shipped files cite neither a work item nor a file outside the repository
+/// (the design notes the project started from are not in it): a reader of the repository can
+/// follow every reference.
+#[test]
+fn no_source_refers_to_work_items_or_files_outside_the_repository() {
+    let outside: Vec<String> = ["DESIGN", "PROTOCOLS"]
+        .iter()
+        .map(|n| format!("{n}.md"))
+        .collect();
+    let mut problems = Vec::new();
+    for file in source_files() {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue; // not text
+        };
+        for (n, line) in text.lines().enumerate() {
+            let cites = outside.iter().find(|o| line.contains(o.as_str()));
+            if names_work_item(line) || cites.is_some() {
+                problems.push(format!("{}:{}: {}", rel(&file), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "references a reader of the repository cannot follow (a work item, or a file outside it):\n{}",
+        problems.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
