@@ -13,6 +13,7 @@
 //! type errors detected by serde stop at the first one.
 
 pub mod aws;
+pub mod baseline_file;
 pub mod cost;
 pub mod credentials;
 pub mod durations;
@@ -311,7 +312,7 @@ pub struct Target {
     /// Pinned baselines (`baseline_file:`), read and checked at load: at most one per scenario
     /// of the target, each naming this target and one of its scenarios. Exported as the
     /// `llm_probe_baseline_*` gauges; they do not change how the target is probed.
-    pub baselines: Vec<Arc<crate::baseline::Baseline>>,
+    pub baselines: Vec<Arc<baseline_file::Baseline>>,
     /// Prices and monthly budget (`cost:`), when the endpoint is metered: the money probes
     /// spend is counted, and a budget stretches the interval ([`cost`]).
     pub cost: Option<cost::Cost>,
@@ -469,7 +470,7 @@ impl Target {
 
 impl Target {
     /// The pinned baseline of `scenario`, if `baseline_file:` names one.
-    pub fn baseline_for(&self, scenario: &str) -> Option<&Arc<crate::baseline::Baseline>> {
+    pub fn baseline_for(&self, scenario: &str) -> Option<&Arc<baseline_file::Baseline>> {
         self.baselines.iter().find(|b| b.scenario == scenario)
     }
 

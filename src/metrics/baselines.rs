@@ -11,7 +11,7 @@ use super::fast::Catalog;
 use super::labels::{ProbeLabels, WithLabel};
 use super::series::SeriesFamily;
 use super::F64Gauge;
-use crate::baseline::{Baseline, Quantiles};
+use crate::config::baseline_file::{Baseline, Quantiles};
 
 /// The baseline families.
 pub(super) struct Baselines {

@@ -191,7 +191,7 @@ impl Metrics {
     /// `llm_probe_baseline_*` gauges and removes those of pairs no longer in it (a baseline
     /// taken out of the probes file, a pair removed or moved to another shard). A metric the
     /// baseline has no value for (`null` TPOT) has no series.
-    pub fn set_baselines(&self, pinned: &[(ProbeLabels, &crate::baseline::Baseline)]) {
+    pub fn set_baselines(&self, pinned: &[(ProbeLabels, &crate::config::baseline_file::Baseline)]) {
         self.baselines.set(pinned);
     }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::*;
-use crate::baseline::{Baseline, Endpoint, Origin, Quantiles};
+use crate::config::baseline_file::{Baseline, Endpoint, Origin, Quantiles};
 use crate::engine::{Engine, EngineLoad};
 use crate::measure::{
     Anomaly, CacheCanary, Failure, FailureReason, Measurement, Observations, ServerTimingSource,
@@ -98,7 +98,7 @@ fn baseline(labels: &ProbeLabels) -> Baseline {
         p99: 3.0 * s,
     };
     Baseline {
-        schema: crate::baseline::SCHEMA.into(),
+        schema: crate::config::baseline_file::SCHEMA.into(),
         target: labels.target.to_string(),
         scenario: labels.scenario.to_string(),
         model: Some(labels.model.to_string()),

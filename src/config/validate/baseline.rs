@@ -1,9 +1,9 @@
 //! A target's `baseline_file:`: the pinned baseline files it names (one path or a list), read
-//! with the bounded reader, parsed ([`crate::baseline::parse`]) and matched to the target and its
+//! with the bounded reader, parsed ([`crate::config::baseline_file::parse`]) and matched to the target and its
 //! scenarios. Every problem names the field and the baseline file.
 
 use super::*;
-use crate::baseline::Baseline;
+use crate::config::baseline_file::Baseline;
 
 impl Validator<'_> {
     /// The baselines `baseline_file:` names (relative paths against the probes file's directory).
@@ -86,7 +86,7 @@ impl Validator<'_> {
         };
         let parsed = String::from_utf8(bytes)
             .map_err(|_| "not UTF-8 text".to_string())
-            .and_then(|t| crate::baseline::parse(&t));
+            .and_then(|t| crate::config::baseline_file::parse(&t));
         match parsed {
             Ok(b) => Some(b),
             Err(e) => {
