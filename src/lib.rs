@@ -1,56 +1,99 @@
 //! llm-probe: synthetic streaming probes for LLM inference endpoints.
 //!
-//! The modules follow the data flow (CONTRIBUTING.md, "Layout"):
-//! `config` → `schedule` → `probe` → `decode` → `protocol` → `measure` → `metrics` → `server`,
-//! with `daemon` wiring them together (and `trim` giving the allocator's free memory back every
-//! 15 s), `simulate` the scripted test endpoint, `app`, `cli`,
-//! `demo` and `report` the command line, `sanitize` making server-sent text safe to print
-//! and URLs safe to quote, `clock` the deadline arithmetic that cannot overflow, `check` the
-//! answer checks a scenario declares (`expect:`), run on the assembled answer after a probe, and
-//! `stats` the statistics of samples: every quantile definition (type 7 for raw samples,
-//! `histogram_quantile`'s for bucket counts), the quantile intervals and the binomial CDF, used
-//! by `bench`, `compare`, `baseline`, `history` and the status pages alike.
+//! The source tree is in layers, one folder each (CONTRIBUTING.md, "Layout"); a layer imports
+//! only from itself and the layers listed before it, and no two modules import each other, even
+//! through others (`tests/fast/project/layering.rs` checks both). A module's path stays
+//! `crate::config`, `crate::metrics`, …: the layer is where its file lives, not a path segment.
 //!
-//! Imports go one way along that flow where it matters: `schedule` uses `probe` (never the
-//! reverse); `server` uses `metrics`, which owns the exposition formats and their `Accept`
-//! negotiation (never the reverse). The command line sits on top: each command's module
-//! (`bench`, `compare`, `baseline`, `healthcheck`, `logging`, …) owns its options and output
-//! formats, `cli` maps the flags onto them, and nothing but `app` and `main` imports `cli`
-//! (`tests/fast/project/layering.rs` checks these rules).
+//! - **`src/core/`, the measurement core.** `config` (YAML in, a validated `Config` out, the
+//!   baseline file format it loads), `probe` (the only network IO: one streaming request,
+//!   kernel-stamped reads) → `decode` (sans-IO SSE and NDJSON framing) → `protocol` (per-API
+//!   adapters) → `measure` (the timeline and the derived numbers), `check` (the answer checks a
+//!   scenario declares), `engine` (an inference engine's own metrics beside the probe),
+//!   `report` (one probe's record), `stats` (every quantile definition, named; intervals),
+//!   and the utilities `clock` (deadline arithmetic that cannot overflow), `sanitize` (text safe
+//!   to print, URLs safe to quote), `logging`, `safe_write`.
+//! - **`src/exporter/`, the daemon.** `daemon` wires the rest: `schedule` (one task per pair),
+//!   `metrics` (every family and the exposition formats), `server` (`/metrics`, the status
+//!   pages, reloads), `history`, `reload`, `shard`, `watch`, `trim`, `failure_log`, `listen`.
+//! - **`src/simulate/`, the simulator**: the scripted endpoint that speaks every protocol.
+//! - **`src/tools/`, the offline tools**: `bench`, `compare`, `baseline` and the JSON
+//!   `schemas` of their reports.
+//! - **`src/command/`, the command line**: `cli` (the flags, mapped onto each layer's own
+//!   options; nothing but `app` and `main` imports it), `app` (runs a subcommand), `demo`,
+//!   `healthcheck`; `src/main.rs` on top.
 
+// The measurement core.
+#[path = "core/check/mod.rs"]
 pub mod check;
+#[path = "core/clock.rs"]
 pub mod clock;
+#[path = "core/config/mod.rs"]
 pub mod config;
+#[path = "core/decode/mod.rs"]
 pub mod decode;
+#[path = "core/engine/mod.rs"]
 pub mod engine;
+#[path = "core/logging.rs"]
+pub mod logging;
+#[path = "core/measure/mod.rs"]
 pub mod measure;
-pub mod metrics;
+#[path = "core/probe/mod.rs"]
 pub mod probe;
+#[path = "core/protocol/mod.rs"]
 pub mod protocol;
-pub mod reload;
-pub mod schedule;
-pub mod server;
-pub mod shard;
+#[path = "core/report.rs"]
+pub mod report;
+#[path = "core/safe_write.rs"]
+pub mod safe_write;
+#[path = "core/sanitize.rs"]
+pub mod sanitize;
+#[path = "core/stats/mod.rs"]
 pub mod stats;
+
+// The daemon.
+#[path = "exporter/daemon.rs"]
+pub mod daemon;
+#[path = "exporter/failure_log.rs"]
+pub mod failure_log;
+#[path = "exporter/history.rs"]
+pub mod history;
+#[path = "exporter/listen.rs"]
+pub mod listen;
+#[path = "exporter/metrics/mod.rs"]
+pub mod metrics;
+#[path = "exporter/reload.rs"]
+pub mod reload;
+#[path = "exporter/schedule.rs"]
+pub mod schedule;
+#[path = "exporter/server/mod.rs"]
+pub mod server;
+#[path = "exporter/shard.rs"]
+pub mod shard;
+#[path = "exporter/trim.rs"]
+pub mod trim;
+#[path = "exporter/watch.rs"]
 pub mod watch;
 
-pub mod daemon;
-pub mod failure_log;
-pub mod history;
+// The simulator.
 pub mod simulate;
-pub mod trim;
 
+// The offline tools.
+#[path = "tools/baseline/mod.rs"]
 pub mod baseline;
+#[path = "tools/bench/mod.rs"]
 pub mod bench;
-
-pub mod app;
-pub mod cli;
+#[path = "tools/compare/mod.rs"]
 pub mod compare;
-pub mod demo;
-pub mod healthcheck;
-pub mod listen;
-pub mod logging;
-pub mod report;
-pub mod safe_write;
-pub mod sanitize;
+#[path = "tools/schemas.rs"]
 pub mod schemas;
+
+// The command line.
+#[path = "command/app.rs"]
+pub mod app;
+#[path = "command/cli.rs"]
+pub mod cli;
+#[path = "command/demo.rs"]
+pub mod demo;
+#[path = "command/healthcheck.rs"]
+pub mod healthcheck;

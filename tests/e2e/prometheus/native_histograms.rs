@@ -15,7 +15,7 @@ use common::dashboards::{
 use common::prometheus::Prometheus;
 use llm_probe::simulate::Script;
 
-/// What Prometheus 2.42 sends with the feature flag (as in `src/server/accept.rs`).
+/// What Prometheus 2.42 sends with the feature flag (as in `src/exporter/server/accept.rs`).
 const PROMETHEUS_NATIVE_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
 /// Polls `promql` until it has a finite value (at most `limit`).

@@ -1,4 +1,4 @@
-//! The fast `/metrics` encoder (`src/metrics/fast.rs`) against prometheus-client's own encoders
+//! The fast `/metrics` encoder (`src/exporter/metrics/fast.rs`) against prometheus-client's own encoders
 //! (`Metrics::render_reference`, one registry of every family): after random pairs (hostile
 //! names included), random probe outcomes (successes with every histogram, failures of every
 //! reason, anomalies, usage, costs, exemplars), schedules, baselines, engine load and removals,

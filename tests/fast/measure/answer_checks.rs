@@ -171,7 +171,7 @@ async fn a_tool_scenario_sends_its_tools_and_validates_the_call() {
 }
 
 /// With `tool_choice: none` the simulator answers with text, and text is then a fine answer
-/// (a required call that is missing is `tool_call_missing`: the unit tests in src/check).
+/// (a required call that is missing is `tool_call_missing`: the unit tests in src/core/check).
 #[tokio::test]
 async fn tool_choice_none_takes_text() {
     let s = WEATHER.replace("tool_choice: required", "tool_choice: none");

@@ -459,7 +459,7 @@ async fn exported_families() -> BTreeSet<String> {
 }
 
 /// Families that exist only against servers the simulator does not imitate, with the name they
-/// are registered under in `src/metrics/` (checked, so a rename cannot leave this list stale).
+/// are registered under in `src/exporter/metrics/` (checked, so a rename cannot leave this list stale).
 /// The answer-check and tool-call families exist once a probe answers wrong or makes a tool
 /// call, which the docs test's clean simulator stream does not.
 const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
@@ -523,8 +523,8 @@ fn is_exported(mentioned: &str, prefix: bool, families: &BTreeSet<String>) -> bo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_is_documented_and_every_documented_metric_exists() {
     let mut families = exported_families().await;
-    let source: String = std::fs::read_dir(root().join("src/metrics"))
-        .expect("src/metrics/ is readable")
+    let source: String = std::fs::read_dir(root().join("src/exporter/metrics"))
+        .expect("src/exporter/metrics/ is readable")
         .map(|e| e.expect("a directory entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "rs"))
         .map(|p| read(&p))
@@ -532,7 +532,7 @@ async fn every_metric_is_documented_and_every_documented_metric_exists() {
     for (family, registered) in CONDITIONAL_FAMILIES {
         assert!(
             source.contains(registered),
-            "src/metrics/ no longer registers {registered}: update CONDITIONAL_FAMILIES in tests/fast/project/docs.rs"
+            "src/exporter/metrics/ no longer registers {registered}: update CONDITIONAL_FAMILIES in tests/fast/project/docs.rs"
         );
         families.insert((*family).to_string());
     }

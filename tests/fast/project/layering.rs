@@ -25,16 +25,39 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `src/compare/window.rs` → `compare`, `src/logging.rs` → `logging`.
-fn top_module(src: &Path, file: &Path) -> String {
+/// The layers of `src/`, lowest first: a module imports only from its own layer and those
+/// before it (`lib.rs` and CONTRIBUTING.md, "Layout", describe them).
+const LAYERS: [&str; 5] = ["core", "exporter", "simulate", "tools", "command"];
+
+/// The top-level module of a file and its layer: `src/tools/compare/window.rs` →
+/// (`compare`, `tools`), `src/core/clock.rs` → (`clock`, `core`), `src/simulate/wire.rs` →
+/// (`simulate`, `simulate`), `src/main.rs` → (`main`, `command`).
+fn module_and_layer(src: &Path, file: &Path) -> (String, &'static str) {
     let rel = file.strip_prefix(src).unwrap();
-    let first = rel
+    let parts: Vec<String> = rel
         .components()
-        .next()
-        .unwrap()
-        .as_os_str()
-        .to_string_lossy();
-    first.trim_end_matches(".rs").to_string()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    let layer = LAYERS.iter().find(|l| **l == parts[0]);
+    match (layer, parts.len()) {
+        (Some(&"simulate"), _) => ("simulate".into(), "simulate"),
+        (Some(layer), n) if n >= 2 => (parts[1].clone(), layer),
+        _ if parts[0] == "main" || parts[0] == "lib" => (parts[0].clone(), "command"),
+        _ => panic!(
+            "{} is in no layer folder of src/ ({LAYERS:?})",
+            rel.display()
+        ),
+    }
+}
+
+/// `src/tools/compare/window.rs` → `compare`, `src/core/logging.rs` → `logging`.
+fn top_module(src: &Path, file: &Path) -> String {
+    module_and_layer(src, file).0
 }
 
 fn ident(s: &str) -> &str {
@@ -242,5 +265,38 @@ fn no_import_cycle_between_top_level_modules() {
         "import cycles between top-level modules of src/ (a type that two layers share belongs \
          to the lower one):\n{}",
         cycles.join("\n")
+    );
+}
+
+/// Every module's layer, from where its files are.
+fn layers() -> BTreeMap<String, &'static str> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.iter().map(|f| module_and_layer(&src, f)).collect()
+}
+
+#[test]
+fn each_layer_imports_only_from_itself_and_the_layers_below() {
+    let (g, layer) = (graph(), layers());
+    let rank = |l: &str| LAYERS.iter().position(|x| *x == l).unwrap();
+    assert_eq!(layer["config"], "core");
+    assert_eq!(layer["metrics"], "exporter");
+    assert_eq!(layer["compare"], "tools");
+    let mut upward = Vec::new();
+    for (from, edges) in &g {
+        for (to, at) in edges {
+            let (Some(lf), Some(lt)) = (layer.get(from), layer.get(to)) else {
+                continue; // not a module of src/ (a crate or a macro path)
+            };
+            if rank(lt) > rank(lf) {
+                upward.push(format!("{from} ({lf}) → {to} ({lt}) at {at}"));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports from a higher layer (move the shared type down, or the importer up):\n{}",
+        upward.join("\n")
     );
 }

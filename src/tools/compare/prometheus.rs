@@ -25,7 +25,7 @@ use super::Metric;
 use crate::sanitize::redact_url;
 
 /// The labels of `llm_probe_endpoint_info` besides `target` that make up the endpoint identity
-/// (the daemon's `EndpointLabels` in `src/metrics/identity.rs`); labels Prometheus adds (`job`,
+/// (the daemon's `EndpointLabels` in `src/exporter/metrics/identity.rs`); labels Prometheus adds (`job`,
 /// `instance`, …) are not part of it, so replicas that see the same backend agree.
 pub const IDENTITY_LABELS: [&str; 5] = [
     "model",

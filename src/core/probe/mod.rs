@@ -79,7 +79,7 @@ const MAX_RECORDED_HEADER: usize = 1024;
 
 /// Probes one target: owns its HTTP clients (connections are reused between probes). An
 /// `http://` or `https://` target (direct, or through an HTTP proxy from the environment)
-/// streams over the probe's own kernel-stamped client (`src/probe/transport.rs`); every other
+/// streams over the probe's own kernel-stamped client (`src/core/probe/transport.rs`); every other
 /// request goes over the reqwest client.
 ///
 /// Credentials are live: before each probe, the files the target's API key and TLS material
@@ -159,7 +159,7 @@ impl Prober {
 
     /// A prober for `target` with default [`Limits`] that uses `client`, built by
     /// [`build_client`] for a target with the same [`client_key`] (targets can share one), for
-    /// every request the stamped client does not carry (`src/probe/transport.rs`: targets
+    /// every request the stamped client does not carry (`src/core/probe/transport.rs`: targets
     /// behind an `https://` or SOCKS proxy, the `version_path` request). Building the first prober of a process
     /// turns the kernel's receive timestamping on (see [`arrival::prepare`]).
     pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {

@@ -4,8 +4,8 @@
 //!
 //! Pure: [`exposition`] reads the text format, [`adapters`] maps each engine's metric names to
 //! an [`EngineLoad`]. The request itself (bounded time and size) is made by the prober
-//! (`src/probe/engine_scrape.rs`); the numbers become gauges in `src/metrics/server_load.rs` and fields of
-//! the probe record (`src/report.rs`).
+//! (`src/core/probe/engine_scrape.rs`); the numbers become gauges in `src/exporter/metrics/server_load.rs` and fields of
+//! the probe record (`src/core/report.rs`).
 
 pub mod adapters;
 pub mod exposition;

@@ -24,7 +24,7 @@
 //!   `probe::connect` can time a connect but cannot wrap its socket. So the probe owns the
 //!   connector where that is small and exact: `http://` and `https://` targets, direct or
 //!   through an HTTP proxy from the environment, go over hyper-util's client with every socket
-//!   a [`StampedStream`] (`src/probe/transport.rs`); targets behind an `https://` or SOCKS
+//!   a [`StampedStream`] (`src/core/probe/transport.rs`); targets behind an `https://` or SOCKS
 //!   proxy stay on reqwest with read instants (`timestamp_source: read`). Through a proxy the
 //!   stamps are the arrival of the proxy's segments at this host.
 //! - TLS (tokio-rustls, through hyper-rustls) reads the [`StampedStream`] itself, so the newest
