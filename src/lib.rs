@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod probe;
 pub mod protocol;
 pub mod reload;
+pub mod replicas;
 pub mod schedule;
 pub mod server;
 pub mod shard;
