@@ -87,6 +87,17 @@ impl Shard {
     pub fn owns(&self, target: &str, scenario: &str) -> bool {
         self.count <= 1 || owner(target, scenario, self.count) == self.index
     }
+
+    /// Whether this replica of llm-probe probes (target, `replica`, scenario): a target with
+    /// `replicas:` is distributed per replica of the target, so one shard does not carry a
+    /// whole pool. An empty `replica` is [`Shard::owns`].
+    pub fn owns_replica(&self, target: &str, replica: &str, scenario: &str) -> bool {
+        if replica.is_empty() {
+            return self.owns(target, scenario);
+        }
+        let key = format!("{scenario}\u{0}{replica}");
+        self.count <= 1 || owner(target, &key, self.count) == self.index
+    }
 }
 
 /// The StatefulSet ordinal at the end of a host name: `llm-probe-3` → 3 (Kubernetes names a

@@ -20,7 +20,7 @@ struct Group {
     labels: BTreeMap<String, String>,
 }
 
-/// The replicas listed in the file at `path`: entries sorted as written (by their text),
+/// The replicas listed in the file at `path`: entries sorted (`Entry::order`),
 /// deduplicated, the first `max` resolved.
 pub(super) async fn discover(path: &Path, max: usize) -> Result<Discovered, DiscoveryError> {
     let shown = crate::sanitize::terminal_safe(&path.display().to_string()).into_owned();
@@ -46,7 +46,7 @@ pub(super) async fn discover(path: &Path, max: usize) -> Result<Discovered, Disc
     // The cap applies to the entries as written, before any name is resolved: a file of
     // 10,000 names costs `max` lookups.
     let mut written: Vec<Entry> = entries;
-    written.sort_by(|a, b| a.label.cmp(&b.label));
+    written.sort_by_cached_key(Entry::order);
     written.dedup_by(|a, b| a.label == b.label);
     let found = written.len();
     written.truncate(max);
@@ -86,6 +86,15 @@ struct Entry {
     label: String,
     host: String,
     port: u16,
+}
+
+impl Entry {
+    /// The order of entries: IP addresses first, by address and port (127.0.0.2 before
+    /// 127.0.0.10), then host names by their text.
+    fn order(&self) -> (bool, Option<SocketAddr>, String) {
+        let addr = (self.host.parse::<IpAddr>().ok()).map(|ip| SocketAddr::new(ip, self.port));
+        (addr.is_none(), addr, self.label.clone())
+    }
 }
 
 /// The entries of a file_sd file, or what is wrong with it (never an entry's text).
@@ -217,6 +226,17 @@ mod tests {
         );
         assert_eq!(set.replicas[2].addr.port(), 9001);
         assert_eq!(set.found, 3);
+        // Addresses in address order (127.0.0.9 before 127.0.0.10), then names; the cap is
+        // applied before any name is resolved.
+        let ordered = write(
+            dir.path(),
+            "order.json",
+            r#"[{"targets": ["b.invalid:1", "127.0.0.10:1", "a.invalid:1", "127.0.0.9:2", "127.0.0.9:1"]}]"#,
+        );
+        let set = discover(&ordered, 3).await.unwrap();
+        let labels: Vec<&str> = set.replicas.iter().map(|r| &*r.label).collect();
+        assert_eq!(labels, ["127.0.0.9:1", "127.0.0.9:2", "127.0.0.10:1"]);
+        assert_eq!(set.found, 5);
         let yaml = write(
             dir.path(),
             "sd.yml",
