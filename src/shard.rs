@@ -161,6 +161,32 @@ pub fn from_flags(index: Option<u32>, from_hostname: bool, count: u32) -> Result
 mod tests {
     use super::*;
 
+    #[test]
+    fn replicas_of_one_target_spread_over_the_shards() {
+        let unsharded = Shard::default();
+        assert!(unsharded.owns_replica("pool", "127.0.0.2:80", "chat"));
+        for index in 0..3 {
+            let shard = Shard::new(index, 3).unwrap();
+            // No replica: the plain pair's owner.
+            assert_eq!(shard.owns_replica("t", "", "s"), shard.owns("t", "s"));
+        }
+        // 60 replicas of one pool: every one owned exactly once, and every shard gets some.
+        let mut per_shard = [0; 3];
+        for r in 0..60 {
+            let replica = format!("10.0.0.{r}:8000");
+            let owners: Vec<u32> = (0..3)
+                .filter(|&i| {
+                    Shard::new(i, 3)
+                        .unwrap()
+                        .owns_replica("pool", &replica, "chat")
+                })
+                .collect();
+            assert_eq!(owners.len(), 1, "{replica}: {owners:?}");
+            per_shard[owners[0] as usize] += 1;
+        }
+        assert!(per_shard.iter().all(|&n| n >= 10), "{per_shard:?}");
+    }
+
     fn pairs(n: usize) -> Vec<(String, String)> {
         (0..n)
             .map(|i| (format!("model-{}", i / 4), format!("scenario-{}", i % 4)))

@@ -487,3 +487,67 @@ async fn a_reload_keeps_replica_pairs_consistent_and_removing_replicas_removes_t
 fn series_of(text: &str, replica: &str) -> bool {
     text.contains(&format!("replica=\"{replica}\""))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_replica_is_verified_and_named_by_the_target_host() {
+    // The certificate names localhost and 127.0.0.1, not the replica's 127.0.0.15: the probe
+    // verifies it only if it checks base_url's host name, and sends that name as SNI.
+    let sim = simulator_at("127.0.0.15", common::stream(5, 1, 2)).await;
+    let pki = common::pki::pki();
+    let (front, names) =
+        common::https::tls_front("127.0.0.15:0", &pki, &[b"http/1.1"], sim.addr).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &[front.to_string()]);
+    let target = |name: &str, host: &str| {
+        format!(
+            "  - name: {name}\n    protocol: openai-chat\n    base_url: https://{host}:8443/v1\n    model: m\n    tls: {{ca_file: {}}}\n    replicas: {{file_sd: {}}}\n",
+            ca.display(),
+            sd.display()
+        )
+    };
+    let text = format!(
+        "defaults:\n  interval: 300ms\n  timeout: 300ms\nscenarios:\n{}targets:\n{}{}",
+        common::scenario("chat", 4),
+        target("named", "localhost"),
+        target("other-name", "elsewhere.test"),
+    );
+    let d = common::daemon(common::parse(&text)).await;
+    let mut rx = d.subscribe();
+    let (mut named, mut other) = (None, None);
+    while named.is_none() || other.is_none() {
+        let o = common::outcomes(&mut rx, 1, Duration::from_secs(30))
+            .await
+            .remove(0);
+        match &*o.target {
+            "named" => named = Some(o),
+            _ => other = Some(o),
+        }
+    }
+    let (named, other) = (named.unwrap(), other.unwrap());
+    assert!(named.is_success(), "{:?}", named.result);
+    assert_eq!(&*named.replica, front.to_string());
+    // The same replica under a name its certificate does not cover fails the TLS check.
+    assert_eq!(
+        other.failure_reason(),
+        Some(llm_probe::measure::FailureReason::Tls),
+        "{:?}",
+        other.result
+    );
+    let names = names.lock().unwrap().clone();
+    assert!(!names.is_empty(), "no handshake completed");
+    assert!(
+        names.iter().all(|n| n.as_deref() == Some("localhost")),
+        "{names:?}"
+    );
+    // (the other name's handshake ends at the client's certificate check, unrecorded)
+    let host = sim.received()[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.clone());
+    assert_eq!(host.as_deref(), Some("localhost:8443"));
+    d.stop().await;
+}
