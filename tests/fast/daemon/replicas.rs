@@ -551,3 +551,71 @@ async fn an_https_replica_is_verified_and_named_by_the_target_host() {
     assert_eq!(host.as_deref(), Some("localhost:8443"));
     d.stop().await;
 }
+
+/// The binary: `check-config` prints the replica source; `run` says when the cap left replicas
+/// out, logs a failing discovery once (not at every refresh) and never a file_sd entry's
+/// credentials.
+#[test]
+fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
+    const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.json");
+    let many: Vec<String> = (0..10_000)
+        .map(|i| format!("127.1.{}.{}:9", i / 250, i % 250 + 1))
+        .collect();
+    write_sd(&huge, &many);
+    let secret = dir.path().join("secret.json");
+    write_sd(&secret, &["admin:hunter2@127.0.0.2:80".to_string()]);
+    let target = |name: &str, file: &Path, extra: &str| {
+        format!(
+            "  - name: {name}\n    protocol: openai-chat\n    base_url: http://{name}.test:9/v1\n    model: m\n    replicas:\n      file_sd: {}\n      refresh: 100ms\n{extra}",
+            file.display()
+        )
+    };
+    let text = format!(
+        "defaults:\n  interval: 1d\nscenarios:\n{}targets:\n{}{}",
+        common::scenario("chat", 4),
+        target("capped", &huge, "      max: 64\n"),
+        target("secret", &secret, ""),
+    );
+    let cfg = dir.path().join("probes.yaml");
+    std::fs::write(&cfg, text).unwrap();
+
+    let check = std::process::Command::new(BIN)
+        .args(["check-config", "--config.file"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{out}");
+    assert!(
+        out.contains(&format!(
+            " replicas=file_sd:{} refresh=100ms max=64 grace=5m",
+            huge.display()
+        )),
+        "{out}"
+    );
+
+    let (child, mut err) = common::spawn_logged(
+        BIN,
+        &["run", "--web.listen-address", "127.0.0.1:0"],
+        &cfg,
+        &[],
+    );
+    let cap = err.until("more replicas were discovered than replicas.max");
+    assert!(cap.contains("10000") && cap.contains("64"), "{cap}");
+    err.until("replica discovery failed");
+    // Ten refreshes more of the same failure.
+    std::thread::sleep(Duration::from_secs(1));
+    common::interrupt(&child.0);
+    let mut child = child;
+    child.0.wait().unwrap();
+    let log = err.finish();
+    assert_eq!(log.matches("replica discovery failed").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("more replicas were discovered").count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains("hunter2"), "{log}");
+}
