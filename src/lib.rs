@@ -15,7 +15,8 @@
 //!   to print, URLs safe to quote), `logging`, `safe_write`.
 //! - **`src/exporter/`, the daemon.** `daemon` wires the rest: `schedule` (one task per pair),
 //!   `metrics` (every family and the exposition formats), `server` (`/metrics`, the status
-//!   pages, reloads), `history`, `reload`, `shard`, `watch`, `trim`, `failure_log`, `listen`.
+//!   pages, reloads), `history`, `reload`, `replicas` (replica discovery), `shard`, `watch`, `trim`,
+//!   `failure_log`, `listen`.
 //! - **`src/simulate/`, the simulator**: the scripted endpoint that speaks every protocol.
 //! - **`src/tools/`, the offline tools**: `bench`, `compare`, `baseline` and the JSON
 //!   `schemas` of their reports.
@@ -64,6 +65,8 @@ pub mod listen;
 pub mod metrics;
 #[path = "exporter/reload.rs"]
 pub mod reload;
+#[path = "exporter/replicas/mod.rs"]
+pub mod replicas;
 #[path = "exporter/schedule.rs"]
 pub mod schedule;
 #[path = "exporter/server/mod.rs"]

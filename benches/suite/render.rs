@@ -76,6 +76,7 @@ pub fn main(opts: &Opts) {
             target: o.target.clone(),
             model: o.model.clone(),
             scenario: o.scenario.clone(),
+            replica: o.replica.clone(),
         };
         metrics.register_probe(&labels, &slo);
         metrics.observe(o);

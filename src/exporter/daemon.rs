@@ -4,6 +4,11 @@
 //!
 //! A supervisor task owns the running set of probe tasks; reload requests (SIGHUP,
 //! `POST /-/reload`, [`Daemon::reload`]) queue up in front of it and are applied one at a time.
+//!
+//! A target with `replicas:` runs one probe task per (target, replica, scenario). A discovery
+//! task per such target ([`crate::replicas`]) hands each result to the supervisor, which
+//! applies a changed set through the same one-at-a-time path as a reload. A replica gone from
+//! discovery stops being probed at once and keeps its series for `replicas.grace`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,6 +23,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::config::replicas::Replicas;
 use crate::config::{self, Config, ConfigError, Scenario, Target};
 use crate::failure_log::FailureLog;
 use crate::history::History;
@@ -25,6 +31,7 @@ use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
+use crate::replicas::{Discovered, DiscoveryError, Replica};
 use crate::schedule::{panic_message, panic_text, probe_loop};
 use crate::server::{self, ExporterState, ListenError};
 use crate::shard::Shard;
@@ -139,6 +146,7 @@ impl Daemon {
         let shutdown = CancellationToken::new();
         let (outcomes, _) = broadcast::channel(256);
         let (reload_tx, reload_rx) = mpsc::channel(8);
+        let (discovery_tx, discovery_rx) = mpsc::channel(64);
         let state = Arc::new(ExporterState::new(
             metrics.clone(),
             history.clone(),
@@ -164,6 +172,11 @@ impl Daemon {
             clients: HashMap::new(),
             shard,
             applied: None,
+            pools: HashMap::new(),
+            next_pool_id: 0,
+            discovery_tx,
+            lingering: HashMap::new(),
+            replica_probers: HashMap::new(),
         };
         supervisor.apply(&config).map_err(StartError::Apply)?;
         supervisor.applied = Some(config.clone());
@@ -173,7 +186,7 @@ impl Daemon {
             state.clone(),
             shutdown.clone(),
         ));
-        tasks.spawn(supervisor.run(reload_rx));
+        tasks.spawn(supervisor.run(reload_rx, discovery_rx));
         state.ready.store(true, Ordering::Release);
         tracing::info!(%addr, targets = config.targets.len(), source = %config.source, %shard, "llm-probe started");
         Ok(Daemon {
@@ -216,6 +229,36 @@ impl Daemon {
     }
 }
 
+/// How long the series of `run`'s pair stay after it stopped: its target's `replicas.grace`
+/// when it probed a replica of a target `config` still discovers replicas of (same model);
+/// `None`: they go at once.
+fn grace_of(config: &Config, run: &Target) -> Option<std::time::Duration> {
+    run.replica.as_ref()?;
+    let t = config.targets.iter().find(|t| t.name == run.name)?;
+    (t.model == run.model).then_some(t.replicas.as_ref()?.grace)
+}
+
+/// Sleeps until `at`, forever when `None`.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// After a target's replicas changed: its expected spend with `count` replicas, when priced.
+fn log_replica_spend(t: &Target, count: usize) {
+    if let Some(s) = config::cost::spend(t) {
+        let n = count as f64;
+        tracing::info!(
+            target = %t.name, replicas = count,
+            "expected spend with {count} replicas ~{}/day, ~{}/month (every replica is probed with every scenario)",
+            config::cost::amount(s.per_day * n),
+            config::cost::amount(s.per_month * n)
+        );
+    }
+}
+
 /// Logs one warning per credential of `cfg` that could not be read (it names the variable or
 /// file, never a value); its target is probed anyway and fails with reason `credentials`.
 pub fn log_credential_problems(cfg: &Config) {
@@ -224,8 +267,31 @@ pub fn log_credential_problems(cfg: &Config) {
     }
 }
 
-/// (target name, scenario name).
-type PairKey = (String, String);
+/// (target name, replica label (empty for a target without `replicas:`), scenario name).
+type PairKey = (String, String, String);
+
+/// What the supervisor keeps of a target with `replicas:`.
+struct Pool {
+    /// What its discovery task discovers with, and where.
+    spec: Replicas,
+    base_url: reqwest::Url,
+    /// Tells this discovery task's results from an earlier one's.
+    id: u64,
+    stop: CancellationToken,
+    /// The last good set (empty before the first).
+    replicas: Vec<Replica>,
+    /// The last failure logged, so that a failure repeated every refresh is logged once.
+    last_error: Option<String>,
+    /// How many replicas the last good discovery found before the cap.
+    last_found: usize,
+}
+
+/// One discovery's result, from a target's discovery task to the supervisor.
+struct DiscoveryUpdate {
+    target: String,
+    id: u64,
+    result: Result<Discovered, DiscoveryError>,
+}
 
 /// One running (target, scenario) probe task.
 struct Running {
@@ -257,7 +323,18 @@ fn labels(t: &Target, s: &Scenario) -> ProbeLabels {
         target: t.name.as_str().into(),
         model: t.model.as_str().into(),
         scenario: s.name.as_str().into(),
+        replica: t
+            .replica
+            .as_ref()
+            .map_or_else(|| "".into(), |r| r.label.clone()),
     }
+}
+
+/// The label of `t`'s replica, empty for a target without `replicas:`.
+fn replica_label(t: &Target) -> String {
+    t.replica
+        .as_ref()
+        .map_or_else(String::new, |r| r.label.to_string())
 }
 
 /// Owns the probe tasks; applies configurations one at a time.
@@ -279,14 +356,36 @@ struct Supervisor {
     shard: Shard,
     /// The configuration last applied in full: what a reload that panicked restores.
     applied: Option<Config>,
+    /// The targets with `replicas:`, by name.
+    pools: HashMap<String, Pool>,
+    next_pool_id: u64,
+    /// Where discovery tasks send their results.
+    discovery_tx: mpsc::Sender<DiscoveryUpdate>,
+    /// The series of departed replicas' pairs, kept until the instant given (`replicas.grace`).
+    lingering: HashMap<ProbeLabels, tokio::time::Instant>,
+    /// The probers of the replicas, by (target, replica label).
+    replica_probers: HashMap<(String, String), Prober>,
 }
 
 impl Supervisor {
-    async fn run(mut self, mut requests: mpsc::Receiver<ReloadRequest>) {
+    async fn run(
+        mut self,
+        mut requests: mpsc::Receiver<ReloadRequest>,
+        mut discoveries: mpsc::Receiver<DiscoveryUpdate>,
+    ) {
         loop {
+            let expiry = self.lingering.values().min().copied();
             let reply = tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 r = requests.recv() => match r { Some(r) => r, None => return },
+                Some(update) = discoveries.recv() => {
+                    self.on_discovery(update);
+                    continue;
+                }
+                _ = sleep_until(expiry) => {
+                    self.expire();
+                    continue;
+                }
             };
             // Reading the files happens off the runtime; a shutdown does not wait for it. The
             // web config too: validate both files, then swap both.
@@ -315,6 +414,149 @@ impl Supervisor {
             self.metrics.config_loaded(result.is_ok(), now);
             let _ = reply.send(result);
         }
+    }
+
+    /// A discovery's result: a failure is counted (and logged once until it changes), the
+    /// last good set staying probed; a new set is applied to the running pairs.
+    fn on_discovery(&mut self, update: DiscoveryUpdate) {
+        let Some(pool) = (self.pools.get_mut(&update.target)).filter(|p| p.id == update.id) else {
+            return;
+        };
+        let name = update.target;
+        let found = match update.result {
+            Err(e) => {
+                self.metrics.replica_discovery_failed(&name, e.reason());
+                let message = e.to_string();
+                if pool.last_error.as_deref() != Some(message.as_str()) {
+                    tracing::warn!(target = %name, reason = e.reason(), error = %message, replicas = pool.replicas.len(), "replica discovery failed; the last good set of replicas stays probed");
+                    pool.last_error = Some(message);
+                }
+                return;
+            }
+            Ok(found) => found,
+        };
+        pool.last_error = None;
+        self.metrics
+            .replicas_discovered(&name, found.found, found.replicas.len());
+        if found.capped() && pool.last_found != found.found {
+            tracing::warn!(target = %name, found = found.found, max = pool.spec.max, "more replicas were discovered than replicas.max: the first max of them (sorted) are probed, the others are not; raise replicas.max to probe them all");
+        }
+        pool.last_found = found.found;
+        if found.replicas == pool.replicas {
+            return;
+        }
+        let count = found.replicas.len();
+        pool.replicas = found.replicas;
+        let Some(config) = self.applied.clone() else {
+            return;
+        };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.apply(&config))) {
+            Ok(Ok(summary)) => {
+                tracing::info!(target = %name, replicas = count, %summary, "the replicas of a target changed");
+                if let Some(t) = config.targets.iter().find(|t| t.name == name) {
+                    log_replica_spend(t, count);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::error!(target = %name, error = %e, "the new replicas of a target cannot be probed; the running pairs are kept")
+            }
+            Err(panic) => {
+                let e = self.restore(panic_text(panic.as_ref()));
+                tracing::error!(target = %name, error = %e, "applying the new replicas of a target failed");
+            }
+        }
+    }
+
+    /// Removes the series of departed replicas whose grace has passed.
+    fn expire(&mut self) {
+        let now = tokio::time::Instant::now();
+        let metrics = &self.metrics;
+        self.lingering.retain(|labels, until| {
+            let keep = *until > now;
+            if !keep {
+                metrics.forget(labels);
+            }
+            keep
+        });
+    }
+
+    /// Starts, restarts and stops the discovery tasks so that each target of `config` with
+    /// `replicas:` has one discovering as configured. A target whose source and base URL are
+    /// unchanged keeps its last good set.
+    fn sync_pools(&mut self, config: &Config) {
+        let mut old = std::mem::take(&mut self.pools);
+        for t in &config.targets {
+            let Some(spec) = &t.replicas else {
+                continue;
+            };
+            if let Some(pool) = old.remove(&t.name) {
+                if pool.spec == *spec && pool.base_url == t.base_url {
+                    self.pools.insert(t.name.clone(), pool);
+                    continue;
+                }
+                pool.stop.cancel();
+                let mut replicas = Vec::new();
+                if pool.spec.source == spec.source && pool.base_url == t.base_url {
+                    replicas = pool.replicas;
+                    replicas.truncate(spec.max);
+                }
+                self.start_pool(t, spec, replicas);
+            } else {
+                self.metrics.register_discovery(&t.name);
+                self.start_pool(t, spec, Vec::new());
+            }
+        }
+        for (name, pool) in old {
+            pool.stop.cancel();
+            self.metrics.forget_discovery(&name);
+        }
+    }
+
+    /// Starts the discovery task of `t` (a target with `replicas:` as `spec`).
+    fn start_pool(&mut self, t: &Target, spec: &Replicas, replicas: Vec<Replica>) {
+        self.next_pool_id += 1;
+        let pool = Pool {
+            spec: spec.clone(),
+            base_url: t.base_url.clone(),
+            id: self.next_pool_id,
+            stop: self.shutdown.child_token(),
+            replicas,
+            last_error: None,
+            last_found: 0,
+        };
+        let (tx, stop, name, id) = (
+            self.discovery_tx.clone(),
+            pool.stop.clone(),
+            t.name.clone(),
+            pool.id,
+        );
+        let (spec, base_url) = (pool.spec.clone(), pool.base_url.clone());
+        self.tasks.spawn(async move {
+            loop {
+                let discovered = AssertUnwindSafe(crate::replicas::discover(&spec, &base_url));
+                let result = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    r = discovered.catch_unwind() => r,
+                };
+                let Ok(result) = result else {
+                    tracing::error!(target = %name, "replica discovery panicked (a bug in llm-probe; please report it); this target's replicas are no longer discovered until a reload");
+                    return;
+                };
+                let update = DiscoveryUpdate {
+                    target: name.clone(),
+                    id,
+                    result,
+                };
+                if tx.send(update).await.is_err() {
+                    return;
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(spec.refresh) => {}
+                }
+            }
+        });
+        self.pools.insert(t.name.clone(), pool);
     }
 
     async fn reload(&mut self) -> ReloadResult {
@@ -391,49 +633,75 @@ impl Supervisor {
         for t in &config.targets {
             let prober = match self.probers.get(&t.name) {
                 Some(p) if p.target().same_settings(t) => p.clone(),
-                _ => {
-                    let client = match self.clients.get(&client_key(t)) {
-                        Some(c) => c.clone(),
-                        None => {
-                            let c = build_client(t).map_err(|source| ReloadError::Client {
-                                target: t.name.clone(),
-                                source,
-                            })?;
-                            self.clients.insert(client_key(t), c.clone());
-                            c
-                        }
-                    };
-                    Prober::with_client(t.clone(), client)
-                }
+                _ => Prober::with_client(t.clone(), self.client(t)?),
             };
             probers.insert(t.name.clone(), prober);
         }
+        // Each replica of a target with `replicas:` is a copy of the target that connects to
+        // the replica's address, with a prober of its own.
+        self.sync_pools(config);
+        let mut replica_probers = HashMap::new();
+        for t in config.targets.iter().filter(|t| t.replicas.is_some()) {
+            let replicas = self.pools.get(&t.name).map(|p| p.replicas.clone());
+            for r in replicas.unwrap_or_default() {
+                let rt = Arc::new(Target {
+                    replica: Some(r.clone()),
+                    ..(**t).clone()
+                });
+                let key = (t.name.clone(), r.label.to_string());
+                let prober = match self.replica_probers.get(&key) {
+                    Some(p) if p.target().same_settings(&rt) => p.clone(),
+                    _ => Prober::with_client(rt.clone(), self.client(&rt)?),
+                };
+                replica_probers.insert(key, prober);
+            }
+        }
         let shard = self.shard;
-        let all_pairs = config.targets.iter().map(|t| t.scenarios.len()).sum();
-        let wanted: HashMap<PairKey, (&Arc<Target>, &Arc<Scenario>)> = config
-            .targets
-            .iter()
-            .flat_map(|t| {
-                t.scenarios
-                    .iter()
-                    .filter(move |s| shard.owns(&t.name, &s.name))
-                    .map(move |s| ((t.name.clone(), s.name.clone()), (t, s)))
-            })
-            .collect();
+        let mut all_pairs = 0;
+        // Every pair of the configuration this shard owns, with its prober.
+        let mut wanted: HashMap<PairKey, (Arc<Target>, Arc<Scenario>, Prober)> = HashMap::new();
+        for t in &config.targets {
+            let copies: Vec<Prober> = match &t.replicas {
+                None => vec![probers[&t.name].clone()],
+                Some(_) => (replica_probers.iter())
+                    .filter(|((name, _), _)| *name == t.name)
+                    .map(|(_, p)| p.clone())
+                    .collect(),
+            };
+            for prober in copies {
+                let target = prober.target().clone();
+                let replica = replica_label(&target);
+                for s in &t.scenarios {
+                    all_pairs += 1;
+                    if shard.owns_replica(&t.name, &replica, &s.name) {
+                        let key = (t.name.clone(), replica.clone(), s.name.clone());
+                        wanted.insert(key, (target.clone(), s.clone(), prober.clone()));
+                    }
+                }
+            }
+        }
         let owned_targets: std::collections::HashSet<&str> =
-            wanted.keys().map(|(t, _)| t.as_str()).collect();
+            wanted.keys().map(|(t, _, _)| t.as_str()).collect();
         let (mut kept, mut changed, mut started, mut removed) = (0, 0, 0, 0);
-        // Stop what is gone or different; forget the series whose labels no longer exist.
+        let now = tokio::time::Instant::now();
+        // Stop what is gone or different; forget the series whose labels no longer exist, but
+        // keep a departed replica's for its target's grace.
+        let (metrics, lingering) = (&self.metrics, &mut self.lingering);
         self.running.retain(|key, run| match wanted.get(key) {
-            Some((t, s)) if run.target.same_settings(t) && run.scenario == **s => {
+            Some((t, s, _)) if run.target.same_settings(t) && run.scenario == *s => {
                 kept += 1;
                 true
             }
             other => {
                 run.close();
-                let still_labelled = other.is_some_and(|(t, s)| labels(t, s) == run.labels());
+                let still_labelled = other.is_some_and(|(t, s, _)| labels(t, s) == run.labels());
                 if !still_labelled {
-                    self.metrics.forget(&run.labels());
+                    match grace_of(config, &run.target) {
+                        Some(grace) => {
+                            lingering.insert(run.labels(), now + grace);
+                        }
+                        None => metrics.forget(&run.labels()),
+                    }
                 }
                 if other.is_some() {
                     changed += 1;
@@ -442,6 +710,15 @@ impl Supervisor {
                 }
                 false
             }
+        });
+        // Lingering series of a target that no longer has replicas (or another model) go now.
+        lingering.retain(|l, _| {
+            let keep = (config.targets.iter())
+                .any(|t| *t.name == *l.target && *t.model == *l.model && t.replicas.is_some());
+            if !keep {
+                metrics.forget(l);
+            }
+            keep
         });
         #[cfg(test)]
         if config
@@ -465,9 +742,19 @@ impl Supervisor {
                 _ => self.metrics.forget_target(name, &old.target().model),
             }
         }
+        // Pinned baselines of the owned pairs, from the new config (a kept run's target may be
+        // the old value: baselines do not change how a pair is probed).
+        let pinned: Vec<_> = wanted
+            .values()
+            .filter_map(|(t, s, _)| {
+                let configured = config.targets.iter().find(|c| c.name == t.name)?;
+                Some((labels(t, s), &**configured.baseline_for(&s.name)?))
+            })
+            .collect();
+        self.metrics.set_baselines(&pinned);
         // Start what is new or changed.
-        for (key, (t, s)) in wanted {
-            if self.running.contains_key(&key) {
+        for (key, (t, s, prober)) in &wanted {
+            if self.running.contains_key(key) {
                 continue;
             }
             let run = Running {
@@ -476,6 +763,8 @@ impl Supervisor {
                 stop: self.shutdown.child_token(),
                 recording: Arc::new(std::sync::Mutex::new(true)),
             };
+            // A replica back within its grace keeps its series.
+            self.lingering.remove(&run.labels());
             self.metrics.register_probe(&run.labels(), &t.slo);
             self.metrics
                 .set_schedule(&run.labels(), t.effective_interval(), t.cost.is_some());
@@ -483,25 +772,16 @@ impl Supervisor {
                 Some(_) => self.metrics.register_server_metrics(&t.name, &t.model),
                 None => self.metrics.forget_server_metrics(&t.name, &t.model),
             }
-            self.spawn(probers[&t.name].clone(), &run);
-            self.running.insert(key, run);
+            self.spawn(prober.clone(), &run);
+            self.running.insert(key.clone(), run);
             started += 1;
         }
-        // Pinned baselines of the owned pairs, from the new config (a kept run's target may be
-        // the old value: baselines do not change how a pair is probed).
-        let pinned: Vec<_> = config
-            .targets
-            .iter()
-            .flat_map(|t| {
-                t.scenarios
-                    .iter()
-                    .filter(move |s| shard.owns(&t.name, &s.name))
-                    .filter_map(move |s| Some((labels(t, s), &**t.baseline_for(&s.name)?)))
-            })
+        // Clients no target uses any more (e.g. after a TLS change, a departed replica) are
+        // dropped.
+        let used: std::collections::HashSet<ClientKey> = (config.targets.iter())
+            .map(|t| client_key(t))
+            .chain(replica_probers.values().map(|p| client_key(p.target())))
             .collect();
-        self.metrics.set_baselines(&pinned);
-        // Clients no target uses any more (e.g. after a TLS change) are dropped.
-        let used: Vec<ClientKey> = config.targets.iter().map(|t| client_key(t)).collect();
         self.clients.retain(|k, _| used.contains(k));
         *self
             .state
@@ -524,8 +804,12 @@ impl Supervisor {
         self.history
             .retain_pairs(|target, scenario| configured.contains(&(target, scenario)));
         self.probers = probers;
-        let mut owned: Vec<PairKey> = self.running.keys().cloned().collect();
+        self.replica_probers = replica_probers;
+        let mut owned: Vec<(String, String)> = (self.running.keys())
+            .map(|(t, _, s)| (t.clone(), s.clone()))
+            .collect();
         owned.sort();
+        owned.dedup();
         *self.state.shard.write().unwrap_or_else(|e| e.into_inner()) = server::ShardView {
             shard,
             owned,
@@ -543,6 +827,22 @@ impl Supervisor {
             if n == 1 { "" } else { "s" },
             started - changed
         ))
+    }
+
+    /// The shared HTTP client of `t`'s [`ClientKey`], built if there is none yet.
+    ///
+    /// Errors: the client cannot be built.
+    fn client(&mut self, t: &Target) -> Result<reqwest::Client, ReloadError> {
+        let key = client_key(t);
+        if let Some(c) = self.clients.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = build_client(t).map_err(|source| ReloadError::Client {
+            target: t.name.clone(),
+            source,
+        })?;
+        self.clients.insert(key, c.clone());
+        Ok(c)
     }
 
     fn spawn(&self, prober: Prober, run: &Running) {

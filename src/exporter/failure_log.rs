@@ -83,7 +83,13 @@ impl FailureLog {
     /// Takes one finished probe: a success is logged at debug; a failure or recovery that
     /// changes the pair's state is logged now or held (see the module docs).
     pub fn record(&self, o: &ProbeOutcome) {
-        let pair: Pair = (o.target.clone(), o.scenario.clone());
+        // Each replica of a target with `replicas:` is a pair of its own: one failing replica
+        // among healthy ones is one failure, not a failure and a recovery at every probe.
+        let scenario = match &*o.replica {
+            "" => o.scenario.clone(),
+            replica => format!("{}@{replica}", o.scenario).into(),
+        };
+        let pair: Pair = (o.target.clone(), scenario);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let held = match &o.result {
             Ok(m) => {

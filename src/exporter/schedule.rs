@@ -84,7 +84,12 @@ pub async fn probe_loop<F>(
     let interval = target.effective_interval();
     let names: Vec<&str> = target.scenarios.iter().map(|s| s.name.as_str()).collect();
     let index = names.iter().position(|n| *n == scenario.name).unwrap_or(0);
-    let slot = slot(&target.name, &names, index, interval);
+    // The replicas of a target are spread like targets: each its own phase.
+    let key = match &target.replica {
+        Some(r) => format!("{}\u{0}{}", target.name, r.label),
+        None => target.name.clone(),
+    };
+    let slot = slot(&key, &names, index, interval);
     let now = Instant::now();
     let first = instant_after(now, slot.first);
     let then = instant_after(now, slot.steady.saturating_add(interval));

@@ -87,6 +87,17 @@ impl Shard {
     pub fn owns(&self, target: &str, scenario: &str) -> bool {
         self.count <= 1 || owner(target, scenario, self.count) == self.index
     }
+
+    /// Whether this replica of llm-probe probes (target, `replica`, scenario): a target with
+    /// `replicas:` is distributed per replica of the target, so one shard does not carry a
+    /// whole pool. An empty `replica` is [`Shard::owns`].
+    pub fn owns_replica(&self, target: &str, replica: &str, scenario: &str) -> bool {
+        if replica.is_empty() {
+            return self.owns(target, scenario);
+        }
+        let key = format!("{scenario}\u{0}{replica}");
+        self.count <= 1 || owner(target, &key, self.count) == self.index
+    }
 }
 
 /// The StatefulSet ordinal at the end of a host name: `llm-probe-3` → 3 (Kubernetes names a
@@ -149,6 +160,32 @@ pub fn from_flags(index: Option<u32>, from_hostname: bool, count: u32) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replicas_of_one_target_spread_over_the_shards() {
+        let unsharded = Shard::default();
+        assert!(unsharded.owns_replica("pool", "127.0.0.2:80", "chat"));
+        for index in 0..3 {
+            let shard = Shard::new(index, 3).unwrap();
+            // No replica: the plain pair's owner.
+            assert_eq!(shard.owns_replica("t", "", "s"), shard.owns("t", "s"));
+        }
+        // 60 replicas of one pool: every one owned exactly once, and every shard gets some.
+        let mut per_shard = [0; 3];
+        for r in 0..60 {
+            let replica = format!("10.0.0.{r}:8000");
+            let owners: Vec<u32> = (0..3)
+                .filter(|&i| {
+                    Shard::new(i, 3)
+                        .unwrap()
+                        .owns_replica("pool", &replica, "chat")
+                })
+                .collect();
+            assert_eq!(owners.len(), 1, "{replica}: {owners:?}");
+            per_shard[owners[0] as usize] += 1;
+        }
+        assert!(per_shard.iter().all(|&n| n >= 10), "{per_shard:?}");
+    }
 
     fn pairs(n: usize) -> Vec<(String, String)> {
         (0..n)

@@ -60,3 +60,41 @@ where
             .await
     };
 }
+
+/// A TLS terminator with the test PKI (ALPN `alpn`) listening on `bind` (`IP:0`) in front of
+/// the plain HTTP server at `backend`: each accepted connection's bytes are copied both ways to
+/// a new connection to it. Returns its address and the server name (SNI) each handshake asked
+/// for, in order (`None`: no SNI).
+pub async fn tls_front(
+    bind: &str,
+    pki: &Pki,
+    alpn: &[&[u8]],
+    backend: std::net::SocketAddr,
+) -> (
+    std::net::SocketAddr,
+    Arc<std::sync::Mutex<Vec<Option<String>>>>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(server_config(pki, false, alpn));
+    let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let names = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = names.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let name = tls.get_ref().1.server_name().map(str::to_string);
+                seen.lock().unwrap().push(name);
+                let Ok(mut back) = tokio::net::TcpStream::connect(backend).await else {
+                    return;
+                };
+                let _ = back.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut back).await;
+            });
+        }
+    });
+    (addr, names)
+}

@@ -13,6 +13,7 @@ pub fn success(ttft: Duration) -> ProbeOutcome {
         target: Arc::from("local"),
         scenario: Arc::from("chat"),
         model: Arc::from("m"),
+        replica: Arc::from(""),
         started_at: SystemTime::now(),
         observations: Observations::new(Instant::now()),
         result: Ok(Measurement {

@@ -159,6 +159,9 @@ pub fn describe(target: &Target, s: &Spend) -> String {
         amount(s.per_day),
         amount(s.per_month)
     );
+    if target.replicas.is_some() {
+        line += " per replica (every discovered replica is probed: multiply by their number)";
+    }
     if let Some(budget) = target.cost.and_then(|c| c.monthly_budget) {
         line += &format!("; monthly_budget {}", amount(budget));
         if s.stretched() {

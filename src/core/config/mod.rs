@@ -21,6 +21,7 @@ pub mod files;
 pub mod hints;
 pub(crate) mod locate;
 mod raw;
+pub mod replicas;
 mod schema_errors;
 mod secret_headers;
 mod tls;
@@ -322,6 +323,14 @@ pub struct Target {
     /// The engine's own Prometheus `/metrics` to read at each probe (`server_metrics_url:`);
     /// `None` when not configured.
     pub server_metrics: Option<ServerMetrics>,
+    /// Where its replicas are discovered (`replicas:`); `None`: the target is probed at
+    /// `base_url` as resolved by the system, one pair per scenario.
+    pub replicas: Option<replicas::Replicas>,
+    /// The one replica this copy of the target probes: set by the daemon on the per-replica
+    /// copies it makes of a target with `replicas:` (never by the config). Its requests connect
+    /// to the replica's address while `Host`, TLS SNI and certificate checks keep `base_url`'s
+    /// host name; its series carry the `replica` label.
+    pub replica: Option<replicas::Replica>,
 }
 
 /// Where and how a target's engine metrics are read before each probe ([`crate::engine`]).
@@ -382,6 +391,8 @@ impl Target {
             cost,
             aws,
             server_metrics,
+            replicas,
+            replica,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -407,6 +418,8 @@ impl Target {
             && *cost == other.cost
             && *aws == other.aws
             && *server_metrics == other.server_metrics
+            && *replicas == other.replicas
+            && *replica == other.replica
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
@@ -429,7 +442,12 @@ impl Target {
             self.api_key_source.as_deref().unwrap_or("none"),
         ) + &self.aws_summary()
             + &self.transport_summary()
-            + &self.baseline_summary();
+            + &self.baseline_summary()
+            + &self
+                .replicas
+                .as_ref()
+                .map(|r| r.summary())
+                .unwrap_or_default();
         // File paths may hold any character: printed escaped.
         crate::sanitize::terminal_safe(&line).into_owned()
     }
@@ -556,6 +574,8 @@ impl fmt::Debug for Target {
             .field("cost", &self.cost)
             .field("aws", &self.aws)
             .field("server_metrics", &self.server_metrics)
+            .field("replicas", &self.replicas)
+            .field("replica", &self.replica)
             .field(
                 "baselines",
                 &self

@@ -130,6 +130,23 @@ pub(crate) struct RawTarget {
     pub server_metrics_url: Option<String>,
     pub server_metrics_adapter: Option<String>,
     pub server_metrics_send_api_key: Option<bool>,
+    pub replicas: Option<RawReplicas>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReplicas {
+    pub dns: Option<RawDns>,
+    pub file_sd: Option<String>,
+    pub refresh: Option<Value>,
+    pub max: Option<i64>,
+    pub grace: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDns {
+    pub nameserver: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

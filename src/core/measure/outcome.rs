@@ -16,6 +16,9 @@ pub struct ProbeOutcome {
     pub scenario: Arc<str>,
     /// Configured model (a label value).
     pub model: Arc<str>,
+    /// The replica probed (its `replica` label value) for a target with `replicas:`; empty
+    /// for every other target.
+    pub replica: Arc<str>,
     /// Wall-clock time the probe started, for `llm_probe_last_probe_timestamp_seconds` only.
     pub started_at: SystemTime,
     /// Everything seen on the wire.
@@ -89,6 +92,7 @@ impl ProbeOutcome {
             target,
             scenario,
             model,
+            replica: "".into(),
             started_at,
             observations,
             result,

@@ -20,6 +20,8 @@ pub struct ClientKey {
     connect_timeout: Duration,
     connection: ConnectionPolicy,
     tls: Tls,
+    /// A replica's host name and address: each replica has a client of its own.
+    replica: Option<(String, std::net::SocketAddr)>,
 }
 
 /// The [`ClientKey`] of `target`.
@@ -28,6 +30,7 @@ pub fn client_key(target: &Target) -> ClientKey {
         connect_timeout: target.connect_timeout.min(target.timeout),
         connection: target.connection,
         tls: target.tls.clone(),
+        replica: super::resolve::pin_of(target).map(|p| (p.host.clone(), p.addr)),
     }
 }
 
@@ -55,8 +58,14 @@ pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> 
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(key.connect_timeout)
         .connector_layer(super::connect::TimeConnects)
-        .dns_resolver(std::sync::Arc::new(super::resolve::Resolver))
+        .dns_resolver(std::sync::Arc::new(super::resolve::Resolver::pinned(
+            super::resolve::pin_of(target),
+        )))
         .tcp_nodelay(true);
+    if target.replica.is_some() {
+        // A replica is reached at its own address: a proxy would choose its own.
+        b = b.no_proxy();
+    }
     b = match key.connection {
         ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),
         ConnectionPolicy::Reuse => b.pool_idle_timeout(REUSE_IDLE_TIMEOUT),

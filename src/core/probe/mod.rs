@@ -538,6 +538,9 @@ impl Armed {
             obs,
             failure,
         );
+        if let Some(r) = &self.target.replica {
+            outcome.replica = r.label.clone();
+        }
         // A complete, measured stream is then checked for being the right answer: a failed
         // check makes it a `wrong_answer` failure (its timings are not observed as a success).
         let checked = protocol::captures_answer(self.target.protocol);

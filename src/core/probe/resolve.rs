@@ -6,8 +6,12 @@
 //! - Names under `.localhost` resolve to the loopback addresses without asking the system
 //!   (RFC 6761 §6.3, as curl, browsers and systemd-resolved do), so a gateway addressed as
 //!   `gateway.localhost` works whatever `/etc/hosts` says.
+//! - A replica's client ([`Resolver::pinned`]) resolves the target's host name to the
+//!   replica's address and nothing else, so the request keeps the name (`Host`, TLS SNI and
+//!   certificate checks) and connects to the replica.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -24,8 +28,50 @@ pub enum ResolveError {
 }
 
 /// The resolver given to every probe client ([`super::build_client`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Resolver;
+#[derive(Debug, Clone, Default)]
+pub struct Resolver {
+    /// A replica's host name and address: that name resolves to that address only.
+    pin: Option<Arc<Pin>>,
+}
+
+/// A host name pinned to one address.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Pin {
+    /// The host name as it appears in URLs (lower case).
+    pub(super) host: String,
+    /// The replica's address (with its port).
+    pub(super) addr: SocketAddr,
+}
+
+impl Pin {
+    /// Whether `host` is the pinned name.
+    pub(super) fn matches(&self, host: &str) -> bool {
+        host.eq_ignore_ascii_case(&self.host)
+    }
+}
+
+impl Resolver {
+    /// A resolver that answers `host` with `addr` alone (a replica of a target), and every
+    /// other name as [`Resolver::default`].
+    pub(super) fn pinned(pin: Option<Arc<Pin>>) -> Self {
+        Resolver { pin }
+    }
+
+    fn answer(&self, host: &str) -> Option<SocketAddr> {
+        let pin = self.pin.as_ref().filter(|p| p.matches(host))?;
+        super::connect::resolved();
+        Some(pin.addr)
+    }
+}
+
+/// The pin of `target`'s host name to its replica's address, if it is a replica.
+pub(super) fn pin_of(target: &crate::config::Target) -> Option<Arc<Pin>> {
+    let replica = target.replica.as_ref()?;
+    Some(Arc::new(Pin {
+        host: target.base_url.host_str()?.to_ascii_lowercase(),
+        addr: replica.addr,
+    }))
+}
 
 /// Whether `host` is a name under `localhost.` (RFC 6761 §6.3), other than `localhost` itself
 /// (left to the system's `/etc/hosts`).
@@ -60,7 +106,11 @@ async fn lookup(host: String) -> Result<Vec<SocketAddr>, ResolveError> {
 impl Resolve for Resolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_string();
+        let pinned = self.answer(&host);
         Box::pin(async move {
+            if let Some(addr) = pinned {
+                return Ok(Box::new(std::iter::once(addr)) as Addrs);
+            }
             let addrs = lookup(host).await?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
@@ -84,7 +134,13 @@ impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for 
 
     fn call(&mut self, name: hyper_util::client::legacy::connect::dns::Name) -> Self::Future {
         let host = name.as_str().to_string();
-        Box::pin(async move { Ok(lookup(host).await?.into_iter()) })
+        let pinned = self.answer(&host);
+        Box::pin(async move {
+            match pinned {
+                Some(addr) => Ok(vec![addr].into_iter()),
+                None => Ok(lookup(host).await?.into_iter()),
+            }
+        })
     }
 }
 

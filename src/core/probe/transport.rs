@@ -48,7 +48,7 @@ use tower_service::Service;
 
 use super::arrival::{Arrivals, StampedStream};
 use super::connect::{TimeConnects, TimedConnector};
-use super::resolve::Resolver;
+use super::resolve::{Pin as Pinned, Resolver};
 use super::route::Route;
 use crate::config::{ConnectionPolicy, Target};
 
@@ -101,7 +101,13 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
     if !cfg!(target_os = "linux") {
         return None;
     }
-    let route = super::route::route(&target.base_url)?;
+    // A replica is reached at its own address, never through a proxy (which would resolve the
+    // host name itself).
+    let pin = super::resolve::pin_of(target);
+    let route = match pin {
+        Some(_) => Route::Direct,
+        None => super::route::route(&target.base_url)?,
+    };
     let tls = if https {
         super::tls::client_config(&target.tls)
     } else {
@@ -115,14 +121,14 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
         }
     };
     super::arrival::prepare();
-    let mut http = HttpConnector::new_with_resolver(Resolver);
+    let mut http = HttpConnector::new_with_resolver(Resolver::pinned(pin.clone()));
     http.set_nodelay(true);
     // `https` URLs reach it too: hyper-rustls puts TLS on the connection it returns.
     http.enforce_http(false);
     // hyper-rustls turns `https` URLs into TLS connections (the server name from the URL,
     // HTTP/2 when ALPN agrees on `h2`) and leaves `http` ones plain.
     let tcp = StampedTcp {
-        direct: DirectTcp(http),
+        direct: DirectTcp(http, pin),
         route: route.clone(),
     };
     let https = HttpsConnector::from((tcp, tls));
@@ -216,9 +222,10 @@ impl hyper::rt::Write for StampedConn {
 }
 
 /// Resolves and connects to the URI's host (hyper-util's connector, the probe's resolver) and
-/// wraps the socket in a [`StampedStream`].
+/// wraps the socket in a [`StampedStream`]. A replica's connector connects to the replica's
+/// address and port for its target's host name (TLS above it still uses the name).
 #[derive(Debug, Clone)]
-pub struct DirectTcp(HttpConnector<Resolver>);
+pub struct DirectTcp(HttpConnector<Resolver>, Option<Arc<Pinned>>);
 
 impl DirectTcp {
     fn connect(
@@ -226,6 +233,13 @@ impl DirectTcp {
         dst: Uri,
         proxied: bool,
     ) -> Pin<Box<dyn Future<Output = Result<StampedConn, BoxError>> + Send>> {
+        let dst = match &self.1 {
+            Some(pin) if dst.host().is_some_and(|h| pin.matches(h)) => {
+                super::connect::resolved();
+                Uri::try_from(format!("http://{}/", pin.addr)).unwrap_or(dst)
+            }
+            _ => dst,
+        };
         let connect = self.0.call(dst);
         Box::pin(async move {
             let io = connect.await?;

@@ -144,12 +144,14 @@ fn series_exemplars<'a>(
         target: "".into(),
         model: "".into(),
         scenario: "".into(),
+        replica: "".into(),
     };
     for (name, value) in labels {
         match name {
             "target" => key.target = value.into(),
             "model" => key.model = value.into(),
             "scenario" => key.scenario = value.into(),
+            "replica" => key.replica = value.into(),
             _ => {}
         }
     }

@@ -11,8 +11,9 @@ use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use super::series::{series_labels, SeriesFamily, SeriesLabels};
 use crate::measure::ProbeOutcome;
 
-/// Labels of every probe series: the config's names, never a URL or prompt text.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+/// Labels of every probe series: the config's names, never a URL or prompt text; and, for a
+/// target with `replicas:`, the replica probed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ProbeLabels {
     /// Target name.
     pub target: Arc<str>,
@@ -20,13 +21,37 @@ pub struct ProbeLabels {
     pub model: Arc<str>,
     /// Scenario name.
     pub scenario: Arc<str>,
+    /// The replica (`ip:port`, or the file_sd entry as written) of a target with `replicas:`;
+    /// empty for every other target, whose series then have no `replica` label at all (not
+    /// `replica=""`): what they exported before replicas existed.
+    pub replica: Arc<str>,
 }
 
-series_labels!(ProbeLabels {
-    target,
-    model,
-    scenario
-});
+impl SeriesLabels for ProbeLabels {
+    fn for_each_label(&self, f: &mut dyn FnMut(&'static str, &str)) {
+        f("target", &self.target);
+        f("model", &self.model);
+        f("scenario", &self.scenario);
+        if !self.replica.is_empty() {
+            f("replica", &self.replica);
+        }
+    }
+}
+
+impl EncodeLabelSet for ProbeLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), fmt::Error> {
+        [
+            ("target", &*self.target),
+            ("model", &*self.model),
+            ("scenario", &*self.scenario),
+        ]
+        .encode(encoder)?;
+        if !self.replica.is_empty() {
+            [("replica", &*self.replica)].encode(encoder)?;
+        }
+        Ok(())
+    }
+}
 
 impl ProbeLabels {
     /// The labels of the pair `outcome` probed.
@@ -35,6 +60,7 @@ impl ProbeLabels {
             target: outcome.target.clone(),
             model: outcome.model.clone(),
             scenario: outcome.scenario.clone(),
+            replica: outcome.replica.clone(),
         }
     }
 
@@ -72,6 +98,26 @@ impl TargetLabels {
 
     /// These labels and `name="value"` after them.
     pub(super) fn with(&self, name: &'static str, value: &'static str) -> WithLabel<TargetLabels> {
+        WithLabel::new(self, name, value)
+    }
+}
+
+/// Labels of the replica-discovery series: the target's name alone (discovery does not depend
+/// on the model).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub(super) struct DiscoveryLabels {
+    pub(super) target: Arc<str>,
+}
+
+series_labels!(DiscoveryLabels { target });
+
+impl DiscoveryLabels {
+    /// These labels and `name="value"` after them.
+    pub(super) fn with(
+        &self,
+        name: &'static str,
+        value: &'static str,
+    ) -> WithLabel<DiscoveryLabels> {
         WithLabel::new(self, name, value)
     }
 }

@@ -5,7 +5,7 @@
 //! The families come in groups, one file each: `timings.rs` (the latency and rate histograms),
 //! `probes.rs` (the counters and the last probe's state), `server_load.rs` (the engine's own
 //! load), `identity.rs` (credential reloads, schedule, SLO, endpoint identity, configuration
-//! loads, shard), `baselines.rs` and `build.rs`. Each group registers, records and removes its
+//! loads, shard), `baselines.rs`, `replicas.rs` (replica discovery) and `build.rs`. Each group registers, records and removes its
 //! own families, so a new family is an edit to one group's file; the exposition lists the
 //! families in the order they are registered, group after group ([`Metrics::with_histograms`]).
 //! Every per-pair series is keyed by [`ProbeLabels`], alone or with one more label
@@ -30,6 +30,7 @@ pub mod histogram;
 mod identity;
 mod labels;
 mod probes;
+mod replicas;
 pub mod series;
 mod server_load;
 mod timings;
@@ -44,6 +45,7 @@ use identity::Identity;
 pub use labels::ProbeLabels;
 use labels::TargetLabels;
 use probes::ProbeCounters;
+use replicas::Discovery;
 use server_load::ServerLoad;
 use timings::Timings;
 
@@ -61,6 +63,8 @@ pub struct Metrics {
     identity: Identity,
     /// The pinned baselines.
     baselines: Baselines,
+    /// Replica discovery.
+    discovery: Discovery,
     /// Every family in exposition order, and the sizes of the last bodies.
     render: Render,
 }
@@ -95,6 +99,7 @@ impl Metrics {
         let server_load = ServerLoad::register(r);
         let identity = Identity::register(r);
         let baselines = Baselines::register(r);
+        let discovery = Discovery::register(r);
         build::register(r);
         Metrics {
             timings,
@@ -102,6 +107,7 @@ impl Metrics {
             server_load,
             identity,
             baselines,
+            discovery,
             render: Render {
                 catalog,
                 last_len: Default::default(),
@@ -205,6 +211,29 @@ impl Metrics {
         self.identity.observe(&labels, outcome);
         self.server_load.observe(&labels, outcome);
         self.timings.observe(&labels, outcome);
+    }
+
+    /// Creates the discovery failure counters of a target with `replicas:` at zero (every
+    /// reason).
+    pub fn register_discovery(&self, target: &str) {
+        self.discovery.register_target(target);
+    }
+
+    /// A good discovery of a target's replicas: `found` distinct replicas, `kept` (at most
+    /// `replicas.max`) of them probed.
+    pub fn replicas_discovered(&self, target: &str, found: usize, kept: usize) {
+        self.discovery.discovered(target, found, kept);
+    }
+
+    /// A failed discovery of a target's replicas (`reason`: one of
+    /// [`crate::replicas::REASONS`]).
+    pub fn replica_discovery_failed(&self, target: &str, reason: &'static str) {
+        self.discovery.failed(target, reason);
+    }
+
+    /// Removes a target's discovery series (it left the config or lost its `replicas:`).
+    pub fn forget_discovery(&self, target: &str) {
+        self.discovery.forget_target(target);
     }
 
     /// Records the result of loading the configuration at `at`.

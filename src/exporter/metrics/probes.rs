@@ -293,6 +293,7 @@ mod tests {
             target: "t".into(),
             model: "m".into(),
             scenario: "s".into(),
+            replica: "".into(),
         };
         let has_cost = |m: &Metrics| {
             m.render(None)

@@ -17,6 +17,7 @@ fn pair(target: &str, scenario: &str) -> ProbeLabels {
         target: target.into(),
         model: "m".into(),
         scenario: scenario.into(),
+        replica: "".into(),
     }
 }
 
@@ -57,6 +58,7 @@ fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeO
         target: labels.target.clone(),
         scenario: labels.scenario.clone(),
         model: labels.model.clone(),
+        replica: labels.replica.clone(),
         started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_000_000),
         observations: o,
         result,
@@ -126,6 +128,9 @@ fn populate(metrics: &Metrics, labels: &ProbeLabels) {
     metrics.register_probe(labels, &crate::config::Slo::default());
     metrics.set_schedule(labels, Duration::from_secs(15), true);
     metrics.register_server_metrics(&labels.target, &labels.model);
+    metrics.register_discovery(&labels.target);
+    metrics.replicas_discovered(&labels.target, 3, 2);
+    metrics.replica_discovery_failed(&labels.target, "read");
     metrics.observe(&outcome(labels, Ok(success())));
     metrics.observe(&outcome(
         labels,
@@ -193,6 +198,7 @@ fn a_removed_pair_leaves_no_series_in_any_family() {
 
     metrics.forget(&gone);
     metrics.forget_target(&gone.target, &gone.model);
+    metrics.forget_discovery(&gone.target);
     metrics.set_baselines(&pinned[..kept.len()]);
 
     let left: Vec<String> = metrics
@@ -211,4 +217,53 @@ fn a_removed_pair_leaves_no_series_in_any_family() {
     for (family, targets) in targets_by_family(&metrics, &families) {
         assert_eq!(targets, others, "{family}: the other pairs' series");
     }
+}
+
+/// A replica's pairs carry `replica="…"` after `scenario` in every per-pair family; a departed
+/// replica's series all go, its neighbours' stay, and a pair without a replica has no `replica`
+/// label at all (not `replica=""`).
+#[test]
+fn a_departed_replica_leaves_no_series_and_a_plain_pair_has_no_replica_label() {
+    let metrics = Metrics::new(&[]);
+    let replica = |r: &str| ProbeLabels {
+        replica: r.into(),
+        ..pair("pool", "s")
+    };
+    let (gone, stays, plain) = (
+        replica("127.0.0.2:80"),
+        replica("127.0.0.3:80"),
+        pair("solo", "s"),
+    );
+    for labels in [&gone, &stays, &plain] {
+        populate(&metrics, labels);
+    }
+    let text = metrics.render(None).1;
+    assert!(
+        !text.contains("replica=\"\""),
+        "an empty replica label:\n{text}"
+    );
+    for line in text.lines().filter(|l| l.contains("target=\"solo\"")) {
+        assert!(!line.contains("replica="), "{line}");
+    }
+    assert!(
+        text.contains("llm_probe_probes_total{target=\"pool\",model=\"m\",scenario=\"s\",replica=\"127.0.0.2:80\"} 2"),
+        "{text}"
+    );
+    let per_pair = |text: &str, r: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!("replica=\"{r}\"")))
+            .count()
+    };
+    let before = per_pair(&text, "127.0.0.3:80");
+    assert!(before > 20, "{before}");
+    assert_eq!(per_pair(&text, "127.0.0.2:80"), before);
+
+    metrics.forget(&gone);
+    let text = metrics.render(None).1;
+    assert_eq!(per_pair(&text, "127.0.0.2:80"), 0, "{text}");
+    assert_eq!(per_pair(&text, "127.0.0.3:80"), before);
+    // The reference encoder agrees (the fast one skips an empty label the same way).
+    let reference =
+        String::from_utf8(metrics.render_reference(super::Exposition::Text).unwrap()).unwrap();
+    assert_eq!(reference, text);
 }

@@ -38,7 +38,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     ),
     (
         "02_unknown_key.yaml",
-        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, secret_headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection, baseline_file, cost, aws_region, aws_profile, server_metrics_url, server_metrics_adapter, server_metrics_send_api_key."#,
+        r#"02_unknown_key.yaml:10:5: targets[0].intervall: target "local-vllm": unknown key "intervall"; did you mean "interval"? The keys allowed here are: name, protocol, base_url, model, api_key_env, api_key_file, interval, timeout, temperature, headers, secret_headers, extra_body, scenarios, slo, deployment, api_version, version_path, tls, connect_timeout, connection, baseline_file, cost, aws_region, aws_profile, server_metrics_url, server_metrics_adapter, server_metrics_send_api_key, replicas."#,
     ),
     (
         "03_missing_base_url.yaml",
@@ -281,6 +281,26 @@ const ERROR_CASES: &[(&str, &str)] = &[
     (
         "39_integer_over_64_bit_signed.yaml",
         r#"39_integer_over_64_bit_signed.yaml:4:17: scenarios[0].max_tokens: scenario "chat_short": max_tokens 9223372036854775808 is out of range; set it between 1 and 4294967295."#,
+    ),
+    (
+        "40_bad_replicas.yaml",
+        concat!(
+            r#"40_bad_replicas.yaml:12:16: targets[0].replicas.file_sd: target "both": replicas has both dns and file_sd; keep exactly one source of replicas."#,
+            "\n",
+            r#"40_bad_replicas.yaml:18:7: targets[1].replicas: target "none": replicas names no source; add dns: {} (every address of base_url's host is a replica) or file_sd: PATH (a Prometheus file_sd file)."#,
+            "\n",
+            r#"40_bad_replicas.yaml:18:16: targets[1].replicas.refresh: target "none": replicas.refresh "10ms" is shorter than the minimum of 100ms; set a value from 100ms to 1day."#,
+            "\n",
+            r#"40_bad_replicas.yaml:19:12: targets[1].replicas.max: target "none": replicas.max 0 is out of range; set it from 1 to 1024 (each replica is probed with every scenario of the target, and adds its series)."#,
+            "\n",
+            r#"40_bad_replicas.yaml:25:13: targets[2].replicas.dns: target "address": replicas.dns discovers the addresses of base_url's host name, but base_url names an IP address; put the name of the replicas (e.g. a Kubernetes headless Service) in base_url, or list the addresses in a file_sd file."#,
+            "\n",
+            r#"40_bad_replicas.yaml:25:25: targets[2].replicas.dns.nameserver: target "address": replicas.dns.nameserver "dns.example" is not an IP address with an optional port; write it like 10.96.0.10, 127.0.0.1:5353 or [::1]:53."#,
+            "\n",
+            r#"40_bad_replicas.yaml:26:14: targets[2].replicas.grace: target "address": replicas.grace "forever" is not a duration; use a duration like 15s or 300ms."#,
+            "\n",
+            r#"40_bad_replicas.yaml:27:12: targets[2].replicas.max: target "address": replicas.max 100000 is out of range; set it from 1 to 1024 (each replica is probed with every scenario of the target, and adds its series)."#
+        ),
     ),
 ];
 
@@ -874,4 +894,54 @@ fn dot_and_dot_dot_are_not_names() {
     }
     let ok = "scenarios:\n  - name: a..b\n    messages: [{role: user, content: hi}]\n    max_tokens: 4\ntargets:\n  - name: .t.\n    protocol: openai-chat\n    base_url: http://127.0.0.1:1/v1\n    model: m\n";
     parse(ok).unwrap();
+}
+
+#[test]
+fn replicas_defaults_sources_and_the_summary_line() {
+    use llm_probe::config::replicas::{ReplicaSource, DEFAULT_GRACE, DEFAULT_MAX, DEFAULT_REFRESH};
+    let plain = one_target("", "");
+    assert_eq!(plain.replicas, None);
+    assert!(!plain.summary().contains("replicas"), "{}", plain.summary());
+
+    let text = format!(
+        "{SCENARIOS}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://vllm-headless.llm.svc:8000/v1\n    model: m\n    replicas:\n      dns: {{}}\n"
+    );
+    let t = parse(&text).unwrap().targets[0].clone();
+    let r = t.replicas.as_ref().expect("replicas");
+    assert_eq!(r.source, ReplicaSource::Dns { nameserver: None });
+    assert_eq!(
+        (r.refresh, r.max, r.grace),
+        (DEFAULT_REFRESH, DEFAULT_MAX, DEFAULT_GRACE)
+    );
+    assert!(
+        t.summary()
+            .ends_with(" replicas=dns refresh=30s max=64 grace=5m"),
+        "{}",
+        t.summary()
+    );
+
+    let text = format!(
+        "{SCENARIOS}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://vllm:8000/v1\n    model: m\n    replicas:\n      dns: {{nameserver: 127.0.0.1:5353}}\n      refresh: 5s\n      max: 8\n      grace: 1m\n"
+    );
+    let t = parse(&text).unwrap().targets[0].clone();
+    assert!(
+        t.summary()
+            .ends_with(" replicas=dns nameserver=127.0.0.1:5353 refresh=5s max=8 grace=1m"),
+        "{}",
+        t.summary()
+    );
+
+    // A relative file_sd path is relative to the probes file.
+    let text = format!(
+        "{SCENARIOS}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://vllm:8000/v1\n    model: m\n    replicas:\n      file_sd: sd/vllm.json\n"
+    );
+    let cfg = config::parse(&text, "/etc/llm-probe/probes.yaml", &env).unwrap();
+    let r = cfg.targets[0].replicas.as_ref().unwrap();
+    assert_eq!(
+        r.source,
+        ReplicaSource::FileSd("/etc/llm-probe/sd/vllm.json".into())
+    );
+    assert!(cfg.targets[0]
+        .summary()
+        .contains(" replicas=file_sd:/etc/llm-probe/sd/vllm.json refresh=30s"));
 }

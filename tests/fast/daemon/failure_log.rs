@@ -4,6 +4,8 @@
 //! line naming how many pairs, and reminders carry the count. The daemon's wiring of the log is
 //! checked through the binary's own log (`terminal`).
 
+use crate::common;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -96,4 +98,43 @@ async fn a_dead_endpoint_behind_twenty_pairs_logs_a_few_lines() {
         text.contains("probes still failing"),
         "a reminder with the count:\n{text}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_failing_replica_among_healthy_ones_is_one_failure_not_a_flapping_pair() {
+    let log = Buffer::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let failure_log = Arc::new(FailureLog::new(Timing::default()));
+    let shutdown = CancellationToken::new();
+    let writer_task = tokio::spawn(failure_log.clone().run(shutdown.clone()));
+    let replica = |mut o: ProbeOutcome, r: &str| {
+        o.target = "pool".into();
+        o.scenario = "chat".into();
+        o.replica = r.into();
+        o
+    };
+    for _ in 0..120 {
+        failure_log.record(&replica(refused("pool", "chat"), "127.0.0.2:8000"));
+        for healthy in ["127.0.0.3:8000", "127.0.0.4:8000"] {
+            let ok = common::synthetic::success(Duration::from_millis(100));
+            failure_log.record(&replica(ok, healthy));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    shutdown.cancel();
+    writer_task.await.unwrap();
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(!text.contains("probe recovered"), "{text}");
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("probe failed"))
+        .collect();
+    assert_eq!(failed.len(), 1, "{text}");
+    assert!(failed[0].contains("chat@127.0.0.2:8000"), "{text}");
 }

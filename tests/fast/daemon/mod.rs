@@ -6,5 +6,6 @@ mod debug_probe;
 mod failure_log;
 mod lifecycle;
 mod process;
+mod replicas;
 mod secrets;
 mod terminal;

@@ -77,6 +77,7 @@ fn outcome(
     o.target = labels.target.clone();
     o.model = labels.model.clone();
     o.scenario = labels.scenario.clone();
+    o.replica = labels.replica.clone();
     o.started_at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_000_000_123);
     o.result = result;
     o
@@ -205,7 +206,9 @@ proptest! {
         let pairs: Vec<ProbeLabels> = (0..4)
             .map(|i| {
                 let (target, model, scenario) = names[i % names.len()].clone();
-                ProbeLabels { target: target.into(), model: model.into(), scenario: format!("{scenario}{}", i / names.len()).into() }
+                // Every other pair is one replica of a target with `replicas:`.
+                let replica = if i % 2 == 1 { format!("127.0.0.{i}:8000") } else { String::new() };
+                ProbeLabels { target: target.into(), model: model.into(), scenario: format!("{scenario}{}", i / names.len()).into(), replica: replica.into() }
             })
             .collect();
         let slo = Slo { ttft_p95: Duration::from_millis(slo_ms), output_tokens_per_second_min: 33.3 };
@@ -230,11 +233,13 @@ fn every_family_renders_the_same_as_the_reference() {
             target: "t\"1".into(),
             model: "m\\".into(),
             scenario: "s\n".into(),
+            replica: "".into(),
         },
         ProbeLabels {
             target: "t2".into(),
             model: "m".into(),
             scenario: "chat".into(),
+            replica: "[::1]:8000".into(),
         },
     ];
     for (i, _) in pairs.iter().enumerate() {

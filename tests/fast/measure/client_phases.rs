@@ -164,31 +164,15 @@ async fn a_reused_connection_has_no_connect_phases() {
 }
 
 /// A TLS terminator on loopback with the test PKI (ALPN `alpn`) in front of the simulator at
-/// `backend`: each accepted connection's bytes are copied both ways to a new connection to it.
+/// `backend` ([`common::https::tls_front`]).
 async fn tls_front(
     pki: &common::pki::Pki,
     alpn: &[&[u8]],
     backend: std::net::SocketAddr,
 ) -> std::net::SocketAddr {
-    let acceptor = tokio_rustls::TlsAcceptor::from(common::https::server_config(pki, false, alpn));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let Ok(mut back) = tokio::net::TcpStream::connect(backend).await else {
-                    return;
-                };
-                let _ = back.set_nodelay(true);
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut back).await;
-            });
-        }
-    });
-    addr
+    common::https::tls_front("127.0.0.1:0", pki, alpn, backend)
+        .await
+        .0
 }
 
 #[tokio::test]

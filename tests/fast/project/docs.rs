@@ -463,6 +463,13 @@ async fn exported_families() -> BTreeSet<String> {
 /// The answer-check and tool-call families exist once a probe answers wrong or makes a tool
 /// call, which the docs test's clean simulator stream does not.
 const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
+    // Targets with replicas: only (replica discovery).
+    ("llm_probe_replicas", "\"replicas\""),
+    ("llm_probe_replicas_discovered", "\"replicas_discovered\""),
+    (
+        "llm_probe_replica_discovery_failures_total",
+        "\"replica_discovery_failures\"",
+    ),
     // Targets with server_metrics_url only (engine metrics beside the probe).
     (
         "llm_probe_server_requests_waiting",

@@ -76,6 +76,23 @@ impl Validator<'_> {
         field: &str,
         v: &Value,
     ) -> Option<Duration> {
+        let bounds = if field == "interval" {
+            crate::config::durations::INTERVAL
+        } else {
+            crate::config::durations::CONFIG
+        };
+        self.duration_within(path, pre, field, v, bounds)
+    }
+
+    /// A duration greater than zero within `bounds`; `field` names it in the message.
+    pub(super) fn duration_within(
+        &mut self,
+        path: &str,
+        pre: &str,
+        field: &str,
+        v: &Value,
+        bounds: crate::config::durations::Bounds,
+    ) -> Option<Duration> {
         let d = match v {
             Value::String(s) => match humantime::parse_duration(s.trim()) {
                 Ok(d) => d,
@@ -111,11 +128,6 @@ impl Validator<'_> {
             );
             return None;
         }
-        let bounds = if field == "interval" {
-            crate::config::durations::INTERVAL
-        } else {
-            crate::config::durations::CONFIG
-        };
         if let Err(why) = bounds.check(d) {
             let shown = v.as_str().unwrap_or_default().trim();
             self.problem(

@@ -7,6 +7,7 @@ mod defaults;
 mod expect;
 mod fields;
 mod headers;
+mod replicas;
 mod scenario;
 mod secrets;
 mod target;
@@ -23,7 +24,9 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde_yaml::{Mapping, Value};
 
 use super::locate::Locations;
-use super::raw::{RawDefaults, RawFile, RawMessage, RawScenario, RawSlo, RawTarget, RawTls};
+use super::raw::{
+    RawDefaults, RawFile, RawMessage, RawReplicas, RawScenario, RawSlo, RawTarget, RawTls,
+};
 use super::schema_errors::{closest, entity_prefix, mapping_at, serde_error, unknown_key};
 use super::yaml_features::yaml_features;
 use super::{

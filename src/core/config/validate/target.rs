@@ -80,6 +80,7 @@ impl Validator<'_> {
 
         let slo = self.slo(&format!("{path}.slo"), &pre, raw.slo.as_ref(), d.slo);
         let cost = self.cost(path, &pre, raw.cost.as_ref());
+        let replicas = self.replicas(path, &pre, raw.replicas.as_ref(), base_url.as_ref());
 
         let baselines = self.baseline_files(
             path,
@@ -124,6 +125,8 @@ impl Validator<'_> {
             cost,
             aws,
             server_metrics,
+            replicas,
+            replica: None,
         })
     }
 

@@ -1,0 +1,135 @@
+//! `replicas:` of a target: exactly one source (`dns` or `file_sd`), `refresh`, `max` and
+//! `grace` within their bounds.
+
+use std::net::{IpAddr, SocketAddr};
+
+use super::*;
+use crate::config::durations::{Bounds, CONFIG, MAX};
+use crate::config::replicas::{
+    ReplicaSource, Replicas, DEFAULT_GRACE, DEFAULT_MAX, DEFAULT_REFRESH, MAX_MAX, MIN_REFRESH,
+};
+
+impl Validator<'_> {
+    /// `replicas:` checked, with defaults applied; `None` when absent or invalid (reported).
+    pub(super) fn replicas(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: Option<&RawReplicas>,
+        base_url: Option<&reqwest::Url>,
+    ) -> Option<Replicas> {
+        let raw = raw?;
+        let at = format!("{path}.replicas");
+        let before = self.problems.len();
+        let source = match (&raw.dns, &raw.file_sd) {
+            (Some(_), Some(_)) => {
+                self.problem(
+                    format!("{at}.file_sd"),
+                    format!("{pre}replicas has both dns and file_sd; keep exactly one source of replicas."),
+                );
+                None
+            }
+            (None, None) => {
+                self.problem(
+                    at.clone(),
+                    format!("{pre}replicas names no source; add dns: {{}} (every address of base_url's host is a replica) or file_sd: PATH (a Prometheus file_sd file)."),
+                );
+                None
+            }
+            (Some(dns), None) => self.dns_source(&at, pre, dns.nameserver.as_deref(), base_url),
+            (None, Some(file)) => self.file_sd_source(&at, pre, file),
+        };
+        let refresh = match &raw.refresh {
+            Some(v) => self.duration_within(
+                &format!("{at}.refresh"),
+                pre,
+                "replicas.refresh",
+                v,
+                Bounds {
+                    min: MIN_REFRESH,
+                    max: MAX,
+                },
+            ),
+            None => Some(DEFAULT_REFRESH),
+        };
+        let grace = match &raw.grace {
+            Some(v) => {
+                self.duration_within(&format!("{at}.grace"), pre, "replicas.grace", v, CONFIG)
+            }
+            None => Some(DEFAULT_GRACE),
+        };
+        let max = match raw.max {
+            None => Some(DEFAULT_MAX),
+            Some(n) if n >= 1 && n <= MAX_MAX as i64 => usize::try_from(n).ok(),
+            Some(n) => {
+                self.problem(
+                    format!("{at}.max"),
+                    format!("{pre}replicas.max {n} is out of range; set it from 1 to {MAX_MAX} (each replica is probed with every scenario of the target, and adds its series)."),
+                );
+                None
+            }
+        };
+        if self.problems.len() != before {
+            return None;
+        }
+        Some(Replicas {
+            source: source?,
+            refresh: refresh?,
+            max: max?,
+            grace: grace?,
+        })
+    }
+
+    /// `replicas.dns`: base_url must name a host (not an address), the name server is an IP
+    /// address with an optional port (53).
+    fn dns_source(
+        &mut self,
+        at: &str,
+        pre: &str,
+        nameserver: Option<&str>,
+        base_url: Option<&reqwest::Url>,
+    ) -> Option<ReplicaSource> {
+        let mut ok = true;
+        if let Some(url) = base_url {
+            if !matches!(url.host(), Some(url::Host::Domain(_))) {
+                self.problem(
+                    format!("{at}.dns"),
+                    format!("{pre}replicas.dns discovers the addresses of base_url's host name, but base_url names an IP address; put the name of the replicas (e.g. a Kubernetes headless Service) in base_url, or list the addresses in a file_sd file."),
+                );
+                ok = false;
+            }
+        }
+        let nameserver = match nameserver.map(str::trim) {
+            None => None,
+            Some(s) => {
+                let parsed = s
+                    .parse::<SocketAddr>()
+                    .ok()
+                    .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
+                    .filter(|a| a.port() != 0);
+                if parsed.is_none() {
+                    self.problem(
+                        format!("{at}.dns.nameserver"),
+                        format!("{pre}replicas.dns.nameserver \"{s}\" is not an IP address with an optional port; write it like 10.96.0.10, 127.0.0.1:5353 or [::1]:53."),
+                    );
+                    ok = false;
+                }
+                parsed
+            }
+        };
+        ok.then_some(ReplicaSource::Dns { nameserver })
+    }
+
+    /// `replicas.file_sd`: a non-empty path, relative to the probes file. The file itself is
+    /// read by discovery, again at every refresh (it may not exist yet).
+    fn file_sd_source(&mut self, at: &str, pre: &str, file: &str) -> Option<ReplicaSource> {
+        if file.trim().is_empty() || file.chars().any(is_unsafe_char) {
+            self.problem(
+                format!("{at}.file_sd"),
+                format!("{pre}replicas.file_sd must be the path of a Prometheus file_sd file (JSON or YAML), e.g. file_sd: /etc/llm-probe/vllm.json."),
+            );
+            return None;
+        }
+        Some(ReplicaSource::FileSd(self.relative_to_config(file)))
+    }
+}

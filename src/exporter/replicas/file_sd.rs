@@ -1,0 +1,282 @@
+//! Prometheus file_sd files: a JSON (or, named `.yml`/`.yaml`, YAML) list of groups
+//! `{"targets": ["host:port", …], "labels": {…}}`. Each target is one replica, labelled as
+//! written; a host name is resolved by the system (its first address). The labels of a group
+//! are read but not used.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{Discovered, DiscoveryError, Replica, MAX_FILE_SD_BYTES};
+
+/// One group of a file_sd file.
+#[derive(Debug, Deserialize)]
+struct Group {
+    targets: Vec<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    labels: BTreeMap<String, String>,
+}
+
+/// The replicas listed in the file at `path`: entries sorted (`Entry::order`),
+/// deduplicated, the first `max` resolved.
+pub(super) async fn discover(path: &Path, max: usize) -> Result<Discovered, DiscoveryError> {
+    let shown = crate::sanitize::terminal_safe(&path.display().to_string()).into_owned();
+    let owned = path.to_path_buf();
+    let bytes =
+        tokio::task::spawn_blocking(move || crate::config::files::read(&owned, MAX_FILE_SD_BYTES))
+            .await
+            .map_err(|e| DiscoveryError::Read {
+                path: shown.clone(),
+                detail: e.to_string(),
+            })?
+            .map_err(|e| DiscoveryError::Read {
+                path: shown.clone(),
+                detail: format!("{e}; {}", e.fix()),
+            })?;
+    let entries = parse(path, &bytes).map_err(|detail| DiscoveryError::Format {
+        path: shown.clone(),
+        detail,
+    })?;
+    if entries.is_empty() {
+        return Err(DiscoveryError::Empty(format!("the file_sd file {shown}")));
+    }
+    // The cap applies to the entries as written, before any name is resolved: a file of
+    // 10,000 names costs `max` lookups.
+    let mut written: Vec<Entry> = entries;
+    written.sort_by_cached_key(Entry::order);
+    written.dedup_by(|a, b| a.label == b.label);
+    let found = written.len();
+    written.truncate(max);
+    let mut replicas = Vec::with_capacity(written.len());
+    for e in written {
+        let addr = match e.host.parse::<IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, e.port),
+            Err(_) => {
+                let mut addrs = tokio::net::lookup_host((e.host.as_str(), e.port))
+                    .await
+                    .map_err(|err| DiscoveryError::Resolve {
+                        host: e.host.clone(),
+                        detail: err.to_string(),
+                    })?
+                    .collect::<Vec<_>>();
+                addrs.sort();
+                addrs.into_iter().next().ok_or(DiscoveryError::Resolve {
+                    host: e.host.clone(),
+                    detail: "no address".into(),
+                })?
+            }
+        };
+        replicas.push(Replica {
+            label: e.label.into(),
+            addr,
+        });
+    }
+    // Two entries for one address are one replica (the first, as sorted, names it).
+    let mut seen = std::collections::HashSet::new();
+    replicas.retain(|r| seen.insert(r.addr));
+    Ok(Discovered { replicas, found })
+}
+
+/// One `host:port` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    label: String,
+    host: String,
+    port: u16,
+}
+
+impl Entry {
+    /// The order of entries: IP addresses first, by address and port (127.0.0.2 before
+    /// 127.0.0.10), then host names by their text.
+    fn order(&self) -> (bool, Option<SocketAddr>, String) {
+        let addr = (self.host.parse::<IpAddr>().ok()).map(|ip| SocketAddr::new(ip, self.port));
+        (addr.is_none(), addr, self.label.clone())
+    }
+}
+
+/// The entries of a file_sd file, or what is wrong with it (never an entry's text).
+fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, String> {
+    let yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yml" | "yaml")
+    );
+    let groups: Vec<Group> = if yaml {
+        serde_yaml::from_slice(bytes).map_err(|e| {
+            format!(
+                "not a YAML list of {{targets, labels}} groups ({}); write it as Prometheus file_sd does",
+                location(e.location().map(|l| (l.line(), l.column())))
+            )
+        })?
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| {
+            format!(
+                "not a JSON list of {{\"targets\", \"labels\"}} groups ({}, {}); write it as Prometheus file_sd does, or name a YAML file .yml",
+                classify(&e),
+                location(Some((e.line(), e.column())))
+            )
+        })?
+    };
+    let mut out = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        for (t, target) in group.targets.iter().enumerate() {
+            out.push(entry(target).ok_or_else(|| {
+                format!("entry {t} of group {g} is not host:port with a port from 1 to 65535 (and no user name, password, scheme or path)")
+            })?);
+        }
+    }
+    Ok(out)
+}
+
+fn classify(e: &serde_json::Error) -> &'static str {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Eof => "it ends early: half written?",
+        Category::Syntax => "a syntax error",
+        Category::Data => "a value of the wrong type",
+        Category::Io => "a read error",
+    }
+}
+
+fn location(at: Option<(usize, usize)>) -> String {
+    match at {
+        Some((line, column)) => format!("at line {line}, column {column}"),
+        None => "at an unknown place".into(),
+    }
+}
+
+/// `host:port` or `[v6]:port`: no user-info, scheme or path, a port from 1 to 65535.
+fn entry(written: &str) -> Option<Entry> {
+    let s = written.trim();
+    if s.is_empty() || s.contains(['@', '/', '?', '#']) || s.chars().any(|c| c.is_whitespace()) {
+        return None;
+    }
+    let (host, port) = s.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
+    let host = match host.strip_prefix('[') {
+        Some(v6) => {
+            let v6 = v6.strip_suffix(']')?;
+            v6.parse::<std::net::Ipv6Addr>().ok()?;
+            v6.to_string()
+        }
+        None if host.contains(':') || host.is_empty() => return None,
+        None => host.to_string(),
+    };
+    Some(Entry {
+        label: s.to_string(),
+        host,
+        port,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    #[test]
+    fn entries_as_prometheus_writes_them() {
+        assert_eq!(
+            entry("10.0.0.1:8000"),
+            Some(Entry {
+                label: "10.0.0.1:8000".into(),
+                host: "10.0.0.1".into(),
+                port: 8000
+            })
+        );
+        assert_eq!(entry("[::1]:80").unwrap().host, "::1");
+        assert_eq!(entry("vllm-0.vllm:8000").unwrap().host, "vllm-0.vllm");
+        for bad in [
+            "",
+            "host",
+            "host:0",
+            "host:70000",
+            "user:secret@host:80",
+            "http://host:80",
+            "host:80/v1",
+            "::1:80",
+            "[nope]:80",
+            ":80",
+        ] {
+            assert_eq!(entry(bad), None, "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn json_and_yaml_files_give_sorted_capped_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = write(
+            dir.path(),
+            "sd.json",
+            r#"[{"targets": ["127.0.0.3:9000", "127.0.0.2:9000"], "labels": {"pool": "a"}},
+                {"targets": ["127.0.0.2:9000", "localhost:9001"]}]"#,
+        );
+        let set = discover(&json, 64).await.unwrap();
+        let labels: Vec<&str> = set.replicas.iter().map(|r| &*r.label).collect();
+        assert_eq!(
+            labels,
+            ["127.0.0.2:9000", "127.0.0.3:9000", "localhost:9001"]
+        );
+        assert_eq!(set.replicas[2].addr.port(), 9001);
+        assert_eq!(set.found, 3);
+        // Addresses in address order (127.0.0.9 before 127.0.0.10), then names; the cap is
+        // applied before any name is resolved.
+        let ordered = write(
+            dir.path(),
+            "order.json",
+            r#"[{"targets": ["b.invalid:1", "127.0.0.10:1", "a.invalid:1", "127.0.0.9:2", "127.0.0.9:1"]}]"#,
+        );
+        let set = discover(&ordered, 3).await.unwrap();
+        let labels: Vec<&str> = set.replicas.iter().map(|r| &*r.label).collect();
+        assert_eq!(labels, ["127.0.0.9:1", "127.0.0.9:2", "127.0.0.10:1"]);
+        assert_eq!(set.found, 5);
+        let yaml = write(
+            dir.path(),
+            "sd.yml",
+            "- targets: ['127.0.0.9:1', '127.0.0.8:1']\n",
+        );
+        let set = discover(&yaml, 1).await.unwrap();
+        assert_eq!(&*set.replicas[0].label, "127.0.0.8:1");
+        assert!(set.capped());
+    }
+
+    #[tokio::test]
+    async fn bad_files_are_typed_errors_that_never_echo_an_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("half.json", r#"[{"targets": ["127.0.0.2:1""#, "format"),
+            ("text.json", "not json at all", "format"),
+            ("empty.json", "", "format"),
+            ("none.json", "[]", "empty"),
+            ("object.json", r#"{"targets": []}"#, "format"),
+            (
+                "secret.json",
+                r#"[{"targets": ["admin:hunter2@127.0.0.2:80"]}]"#,
+                "format",
+            ),
+        ];
+        for (name, body, reason) in cases {
+            let p = write(dir.path(), name, body);
+            let err = discover(&p, 64).await.unwrap_err();
+            assert_eq!(err.reason(), reason, "{name}: {err}");
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+        }
+        let missing = discover(&dir.path().join("missing.json"), 64)
+            .await
+            .unwrap_err();
+        assert_eq!(missing.reason(), "read");
+        let big = write(
+            dir.path(),
+            "big.json",
+            &" ".repeat(MAX_FILE_SD_BYTES as usize + 1),
+        );
+        assert_eq!(discover(&big, 64).await.unwrap_err().reason(), "read");
+    }
+}

@@ -1,0 +1,195 @@
+//! Replica discovery: the replicas of a target with `replicas:` (see
+//! [`crate::config::replicas`]), found by DNS (every A and AAAA address of `base_url`'s host)
+//! or in a Prometheus file_sd file, sorted, deduplicated and capped at `max`.
+//!
+//! Discovery never panics and never keeps partial results: it gives the whole set or a typed
+//! [`DiscoveryError`] whose [`DiscoveryError::reason`] is one of [`REASONS`], and the daemon
+//! keeps probing the last good set. A file is read with the configuration's limits (a regular
+//! file, at most [`MAX_FILE_SD_BYTES`], within a time limit: [`crate::config::files`]); the
+//! whole discovery is bounded by [`DISCOVERY_TIMEOUT`].
+
+mod dns;
+mod file_sd;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use crate::config::replicas::Replica;
+use crate::config::replicas::{ReplicaSource, Replicas};
+
+/// Largest file_sd file read (4 MiB: 10,000 entries take about 300 KiB).
+pub const MAX_FILE_SD_BYTES: u64 = 4 << 20;
+/// Longest one discovery may take (DNS lookups and the file read included).
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The outcome of one successful discovery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Discovered {
+    /// The replicas to probe: sorted, deduplicated, at most `max`.
+    pub replicas: Vec<Replica>,
+    /// How many distinct replicas were found before the cap (≥ `replicas.len()`).
+    pub found: usize,
+}
+
+impl Discovered {
+    /// Whether the cap left replicas out.
+    pub fn capped(&self) -> bool {
+        self.found > self.replicas.len()
+    }
+}
+
+/// Every [`DiscoveryError::reason`], the `reason` label values of
+/// `llm_probe_replica_discovery_failures_total`.
+pub const REASONS: &[&str] = &["resolve", "read", "format", "empty", "timeout"];
+
+/// Why a discovery gave no set. `Display` is a sentence fragment that names what failed (a
+/// host name or a file, never a credential).
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// A DNS lookup failed (NXDOMAIN, no answer, the server unreachable).
+    #[error("the DNS lookup of {host} failed: {detail}")]
+    Resolve {
+        /// The name looked up.
+        host: String,
+        /// What the resolver said.
+        detail: String,
+    },
+    /// The file_sd file cannot be read (missing, a FIFO, too large, …).
+    #[error("cannot read the file_sd file {path}: {detail}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why, with what to do.
+        detail: String,
+    },
+    /// The file_sd file is not a list of `{targets, labels}` groups of `host:port` entries.
+    #[error("the file_sd file {path} is malformed: {detail}")]
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong (never an entry's text: it may hold a credential).
+        detail: String,
+    },
+    /// The source named no replica (an empty file or answer is taken for a transient state).
+    #[error("{0} gave no replica")]
+    Empty(String),
+    /// The discovery took longer than [`DISCOVERY_TIMEOUT`].
+    #[error(
+        "the discovery did not finish within {}",
+        humantime::format_duration(DISCOVERY_TIMEOUT)
+    )]
+    Timeout,
+}
+
+impl DiscoveryError {
+    /// The closed set of reasons ([`REASONS`]).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DiscoveryError::Resolve { .. } => "resolve",
+            DiscoveryError::Read { .. } => "read",
+            DiscoveryError::Format { .. } => "format",
+            DiscoveryError::Empty(_) => "empty",
+            DiscoveryError::Timeout => "timeout",
+        }
+    }
+}
+
+/// Discovers the replicas of the target at `base_url` configured with `spec`, within
+/// [`DISCOVERY_TIMEOUT`].
+///
+/// Errors: see [`DiscoveryError`].
+pub async fn discover(
+    spec: &Replicas,
+    base_url: &reqwest::Url,
+) -> Result<Discovered, DiscoveryError> {
+    let work = async {
+        match &spec.source {
+            ReplicaSource::Dns { nameserver } => {
+                let host = base_url
+                    .host_str()
+                    .unwrap_or_default()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string();
+                let port = base_url.port_or_known_default().unwrap_or(80);
+                let addrs = dns::lookup(&host, port, *nameserver).await?;
+                if addrs.is_empty() {
+                    return Err(DiscoveryError::Empty(format!("the DNS name {host}")));
+                }
+                Ok(cap(addrs.into_iter().map(Replica::at).collect(), spec.max))
+            }
+            ReplicaSource::FileSd(path) => file_sd::discover(path, spec.max).await,
+        }
+    };
+    tokio::time::timeout(DISCOVERY_TIMEOUT, work)
+        .await
+        .unwrap_or(Err(DiscoveryError::Timeout))
+}
+
+/// `replicas` sorted by address (then label), deduplicated by address and by label, and cut
+/// to the first `max`.
+pub fn cap(mut replicas: Vec<Replica>, max: usize) -> Discovered {
+    replicas.sort_by(|a, b| (a.addr, &a.label).cmp(&(b.addr, &b.label)));
+    replicas.dedup_by(|a, b| a.addr == b.addr);
+    let mut seen = std::collections::HashSet::new();
+    replicas.retain(|r| seen.insert(r.label.clone()));
+    let found = replicas.len();
+    replicas.truncate(max);
+    Discovered { replicas, found }
+}
+
+impl fmt::Display for Replica {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> Replica {
+        Replica::at(s.parse().unwrap())
+    }
+
+    #[test]
+    fn sets_are_sorted_deduplicated_and_capped() {
+        let set = cap(
+            vec![
+                r("127.0.0.10:80"),
+                r("127.0.0.2:80"),
+                r("[::1]:80"),
+                r("127.0.0.2:80"),
+                r("127.0.0.3:80"),
+            ],
+            3,
+        );
+        let labels: Vec<&str> = set.replicas.iter().map(|r| &*r.label).collect();
+        assert_eq!(labels, ["127.0.0.2:80", "127.0.0.3:80", "127.0.0.10:80"]);
+        assert_eq!(set.found, 4);
+        assert!(set.capped());
+        assert!(!cap(vec![r("127.0.0.1:1")], 1).capped());
+    }
+
+    #[test]
+    fn every_reason_is_listed() {
+        let errors = [
+            DiscoveryError::Resolve {
+                host: "h".into(),
+                detail: "d".into(),
+            },
+            DiscoveryError::Read {
+                path: "p".into(),
+                detail: "d".into(),
+            },
+            DiscoveryError::Format {
+                path: "p".into(),
+                detail: "d".into(),
+            },
+            DiscoveryError::Empty("x".into()),
+            DiscoveryError::Timeout,
+        ];
+        let reasons: Vec<&str> = errors.iter().map(DiscoveryError::reason).collect();
+        assert_eq!(reasons, REASONS);
+    }
+}

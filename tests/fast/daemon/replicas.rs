@@ -1,0 +1,621 @@
+//! Targets with `replicas:`: one pair per (target, replica, scenario), each replica probed at
+//! its own address with the target's host name, a `replica` label on its series, discovery
+//! churn with a grace period, and bad discovery input that keeps the last good set.
+//!
+//! The simulators listen on different loopback addresses (Linux routes all of 127.0.0.0/8 to
+//! the loopback interface) and a file_sd file lists them.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use llm_probe::daemon::Daemon;
+use llm_probe::simulate::Simulator;
+
+/// A simulator with `script` on `ip` (a loopback address), port chosen by the system.
+async fn simulator_at(ip: &str, script: llm_probe::simulate::Script) -> Simulator {
+    Simulator::start(format!("{ip}:0").parse().unwrap(), script)
+        .await
+        .expect("the simulator starts")
+}
+
+/// Writes a file_sd file listing `targets` at `path`, whole at once (a temporary renamed over
+/// it), as Prometheus' own file_sd writers are told to.
+fn write_sd(path: &Path, targets: &[String]) {
+    let body = serde_json::json!([{ "targets": targets, "labels": { "pool": "test" } }]);
+    write_whole(path, body.to_string().as_bytes());
+}
+
+fn write_whole(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn addrs(sims: &[&Simulator]) -> Vec<String> {
+    sims.iter().map(|s| s.addr.to_string()).collect()
+}
+
+/// A probes file: target `pool` (base URL host `pool.test`, which no resolver knows: every
+/// request must go to a replica's address) with `replicas:` as given, probed every
+/// `interval` (the timeout too), and `extra` more targets (YAML list items).
+fn pool_yaml(replicas: &str, interval: &str, extra: &str) -> String {
+    format!(
+        "defaults:\n  interval: {interval}\n  timeout: {interval}\nscenarios:\n{}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:8000/v1\n    model: m\n    replicas:\n{replicas}{extra}",
+        common::scenario("chat", 4)
+    )
+}
+
+/// The daemon's text exposition.
+async fn scrape(d: &Daemon) -> String {
+    common::get(d.addr, "/metrics", None).await.2
+}
+
+/// Polls the exposition until `ok` holds (at most `limit`); returns the exposition that
+/// satisfied it.
+async fn until(d: &Daemon, what: &str, limit: Duration, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let text = scrape(d).await;
+        if ok(&text) {
+            return text;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("{what}: not within {limit:?}; /metrics:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn gauge(text: &str, name: &str, target: &str) -> Option<f64> {
+    common::sample(text, name, &[("target", target)])
+}
+
+/// The sum and count of replica `replica`'s TTFT histogram.
+fn ttft(text: &str, replica: &str) -> (f64, f64) {
+    let labels = [("target", "pool"), ("replica", replica)];
+    let sum = common::sample(text, "llm_probe_time_to_first_token_seconds_sum", &labels);
+    let count = common::sample(text, "llm_probe_time_to_first_token_seconds_count", &labels);
+    (sum.unwrap_or(0.0), count.unwrap_or(0.0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_series() {
+    let fast = [
+        simulator_at("127.0.0.2", common::stream(20, 2, 4)).await,
+        simulator_at("127.0.0.3", common::stream(20, 2, 4)).await,
+    ];
+    let slow = simulator_at("127.0.0.4", common::stream(150, 2, 4)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &addrs(&[&fast[0], &fast[1], &slow]));
+    let cfg = common::parse(&pool_yaml(
+        &format!("      file_sd: {}\n      refresh: 200ms\n", sd.display()),
+        "600ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let all = [&fast[0], &fast[1], &slow];
+    let text = until(
+        &d,
+        "two successes per replica",
+        Duration::from_secs(30),
+        |t| all.iter().all(|s| ttft(t, &s.addr.to_string()).1 >= 2.0),
+    )
+    .await;
+    assert_eq!(gauge(&text, "llm_probe_replicas", "pool"), Some(3.0));
+    assert_eq!(
+        gauge(&text, "llm_probe_replicas_discovered", "pool"),
+        Some(3.0)
+    );
+    // The slow replica is named by its series: its mean TTFT is above every other's.
+    let mean = |s: &Simulator| {
+        let (sum, count) = ttft(&text, &s.addr.to_string());
+        sum / count
+    };
+    for f in &fast {
+        assert!(
+            mean(&slow) > mean(f),
+            "slow {} vs fast {}",
+            mean(&slow),
+            mean(f)
+        );
+    }
+    // Each request went to its replica's own address with the target's Host header.
+    for s in all {
+        let received = s.received();
+        assert!(!received.is_empty(), "{} was never probed", s.addr);
+        for r in received {
+            let host = r
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("host"));
+            assert_eq!(host.map(|(_, v)| v.as_str()), Some("pool.test:8000"));
+        }
+    }
+    // Per-pair families carry the label after `scenario`; the discovery failures start at zero.
+    assert!(text.contains(&format!(
+        "llm_probe_probes_total{{target=\"pool\",model=\"m\",scenario=\"chat\",replica=\"{}\"}}",
+        slow.addr
+    )));
+    assert_eq!(
+        common::sample(
+            &text,
+            "llm_probe_replica_discovery_failures_total",
+            &[("target", "pool"), ("reason", "format")]
+        ),
+        Some(0.0)
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn departed_replicas_stop_at_once_and_their_series_go_after_the_grace() {
+    let sims = [
+        simulator_at("127.0.0.5", common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.6", common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.7", common::stream(5, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1], &sims[2]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &all);
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      file_sd: {}\n      refresh: 200ms\n      grace: 2s\n",
+            sd.display()
+        ),
+        "200ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let series = |t: &str, r: &str| t.contains(&format!("replica=\"{r}\""));
+    until(&d, "every replica probed", Duration::from_secs(30), |t| {
+        all.iter().all(|r| ttft(t, r).1 >= 1.0)
+    })
+    .await;
+
+    // 3 → 1: the departed replicas stop being probed, their series stay for the grace.
+    write_sd(&sd, &all[..1]);
+    let text = until(&d, "one replica", Duration::from_secs(10), |t| {
+        gauge(t, "llm_probe_replicas", "pool") == Some(1.0)
+    })
+    .await;
+    let applied = std::time::Instant::now();
+    assert!(series(&text, &all[1]) && series(&text, &all[2]), "{text}");
+    // A probe already under way when the set changed may still arrive; none after it ends
+    // (the timeout bounds it).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let counts = |s: &Simulator| s.received().len();
+    let before = (counts(&sims[1]), counts(&sims[2]), counts(&sims[0]));
+    let text = until(
+        &d,
+        "series gone after the grace",
+        Duration::from_secs(20),
+        |t| !series(t, &all[1]) && !series(t, &all[2]),
+    )
+    .await;
+    let gone_after = applied.elapsed();
+    assert!(
+        gone_after >= Duration::from_millis(1500),
+        "series went {gone_after:?} after the change, before the 2 s grace"
+    );
+    assert_eq!((counts(&sims[1]), counts(&sims[2])), (before.0, before.1));
+    assert!(
+        counts(&sims[0]) > before.2,
+        "the remaining replica is still probed"
+    );
+    assert!(series(&text, &all[0]));
+
+    // Back to 3: the returning replicas are probed again.
+    write_sd(&sd, &all);
+    until(
+        &d,
+        "three replicas probed again",
+        Duration::from_secs(20),
+        |t| {
+            gauge(t, "llm_probe_replicas", "pool") == Some(3.0)
+                && all.iter().all(|r| ttft(t, r).1 >= 1.0)
+        },
+    )
+    .await;
+    assert!(counts(&sims[1]) > before.0 && counts(&sims[2]) > before.1);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_discovery_input_keeps_the_last_good_set_and_disturbs_no_other_target() {
+    let sims = [
+        simulator_at("127.0.0.8", common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.9", common::stream(5, 1, 2)).await,
+    ];
+    let other = common::simulator(common::stream(5, 1, 2)).await;
+    let good = addrs(&[&sims[0], &sims[1]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &good);
+    // 10,000 entries: only the first 64 (sorted) are probed; they refuse connections, on
+    // addresses nothing listens on, and are probed once a day (the first probe comes early).
+    let huge = dir.path().join("huge.json");
+    let many: Vec<String> = (0..10_000)
+        .map(|i| format!("127.1.{}.{}:9", i / 250, i % 250 + 1))
+        .collect();
+    write_sd(&huge, &many);
+    let extra = format!(
+        "  - name: other\n    protocol: openai-chat\n    base_url: {}\n    model: m\n  - name: capped\n    protocol: openai-chat\n    base_url: http://capped.test:9/v1\n    model: m\n    interval: 1d\n    replicas:\n      file_sd: {}\n      max: 64\n",
+        other.base_url(),
+        huge.display()
+    );
+    let cfg = common::parse(&pool_yaml(
+        &format!("      file_sd: {}\n      refresh: 100ms\n", sd.display()),
+        "200ms",
+        &extra,
+    ));
+    let d = common::daemon(cfg).await;
+    let failures = |t: &str, reason: &str| {
+        common::sample(
+            t,
+            "llm_probe_replica_discovery_failures_total",
+            &[("target", "pool"), ("reason", reason)],
+        )
+        .unwrap_or(0.0)
+    };
+    until(&d, "both replicas probed", Duration::from_secs(30), |t| {
+        good.iter().all(|r| ttft(t, r).1 >= 1.0)
+    })
+    .await;
+
+    // Each bad input in turn: counted under its reason, the two replicas still probed.
+    let half_written = br#"[{"targets": ["127.0.0.8:1", "127.0"#.to_vec();
+    let fifo = dir.path().join("fifo");
+    common::mkfifo(&fifo);
+    type BreakIt<'a> = Box<dyn Fn() + 'a>;
+    let cases: Vec<(&str, BreakIt)> = vec![
+        ("format", Box::new(|| write_whole(&sd, &half_written))),
+        (
+            "format",
+            Box::new(|| write_whole(&sd, b"<html>not json</html>")),
+        ),
+        ("empty", Box::new(|| write_whole(&sd, b"[]"))),
+        ("read", Box::new(|| std::fs::remove_file(&sd).unwrap())),
+        ("read", Box::new(|| std::fs::rename(&fifo, &sd).unwrap())),
+    ];
+    for (reason, break_it) in cases {
+        let before = failures(&scrape(&d).await, reason);
+        break_it();
+        let text = until(&d, reason, Duration::from_secs(10), |t| {
+            failures(t, reason) > before
+        })
+        .await;
+        assert_eq!(
+            gauge(&text, "llm_probe_replicas", "pool"),
+            Some(2.0),
+            "{reason}"
+        );
+        let probed = |t: &str| good.iter().map(|r| ttft(t, r).1).sum::<f64>();
+        let (now, other_now) = (probed(&text), other.received().len());
+        // The last good set and the other target go on being probed.
+        until(
+            &d,
+            "the last good set and the other target still probed",
+            Duration::from_secs(10),
+            |t| probed(t) >= now + 2.0 && other.received().len() > other_now,
+        )
+        .await;
+        if reason == "read" && sd.exists() && !sd.is_file() {
+            std::fs::remove_file(&sd).unwrap();
+        }
+    }
+
+    // The cap: 64 probed, 10,000 found, and a pair for each of the 64 only.
+    let text = until(&d, "the capped target", Duration::from_secs(10), |t| {
+        gauge(t, "llm_probe_replicas", "capped") == Some(64.0)
+    })
+    .await;
+    assert_eq!(
+        gauge(&text, "llm_probe_replicas_discovered", "capped"),
+        Some(10_000.0)
+    );
+    let pairs = text
+        .lines()
+        .filter(|l| l.starts_with("llm_probe_probe_interval_seconds{target=\"capped\""))
+        .count();
+    assert_eq!(pairs, 64);
+    assert!(
+        text.contains("replica=\"127.1.0.1:9\""),
+        "the first of the sorted entries"
+    );
+    assert_eq!(
+        d.server
+            .stopped_schedules
+            .load(std::sync::atomic::Ordering::Acquire),
+        0
+    );
+    d.stop().await;
+}
+
+/// A DNS server on a loopback UDP port answering every A question for `pool.test.` with
+/// `ips` (and nothing else): enough of DNS for `replicas.dns.nameserver`.
+async fn dns_server(ips: Vec<std::net::Ipv4Addr>) -> SocketAddr {
+    use hickory_resolver::proto::op::{Message, ResponseCode};
+    use hickory_resolver::proto::rr::{rdata::A, RData, Record, RecordType};
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        loop {
+            let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+                return;
+            };
+            let Ok(query) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            let mut reply = Message::response(query.metadata.id, query.metadata.op_code);
+            reply.metadata.recursion_desired = query.metadata.recursion_desired;
+            reply.metadata.recursion_available = true;
+            for q in &query.queries {
+                reply.add_query(q.clone());
+                if q.name().to_ascii() != "pool.test." {
+                    reply.metadata.response_code = ResponseCode::NXDomain;
+                } else if q.query_type() == RecordType::A {
+                    for ip in &ips {
+                        reply.add_answer(Record::from_rdata(q.name().clone(), 0, RData::A(A(*ip))));
+                    }
+                }
+            }
+            let bytes = reply.to_vec().unwrap();
+            let _ = socket.send_to(&bytes, from).await;
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_replicas_are_every_address_of_the_host_name_from_a_configured_nameserver() {
+    // Three simulators on one port of three loopback addresses: the DNS case, where every
+    // replica listens on base_url's port.
+    let first = simulator_at("127.0.0.10", common::stream(5, 1, 2)).await;
+    let port = first.addr.port();
+    let mut sims = vec![first];
+    for ip in ["127.0.0.11", "127.0.0.12"] {
+        let addr: SocketAddr = format!("{ip}:{port}").parse().unwrap();
+        sims.push(
+            Simulator::start(addr, common::stream(5, 1, 2))
+                .await
+                .expect("the port is free on this address"),
+        );
+    }
+    let ips = sims.iter().map(|s| match s.addr.ip() {
+        std::net::IpAddr::V4(v4) => v4,
+        other => panic!("{other}"),
+    });
+    let dns = dns_server(ips.collect()).await;
+    let text = format!(
+        "defaults:\n  interval: 300ms\n  timeout: 300ms\nscenarios:\n{}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:{port}/v1\n    model: m\n    replicas:\n      dns: {{nameserver: '{dns}'}}\n      refresh: 200ms\n",
+        common::scenario("chat", 4)
+    );
+    let d = common::daemon(common::parse(&text)).await;
+    let labels: Vec<String> = sims.iter().map(|s| s.addr.to_string()).collect();
+    let text = until(&d, "every address probed", Duration::from_secs(30), |t| {
+        labels.iter().all(|r| ttft(t, r).1 >= 1.0)
+    })
+    .await;
+    assert_eq!(gauge(&text, "llm_probe_replicas", "pool"), Some(3.0));
+    for s in &sims {
+        let host = s.received()[0]
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v.clone());
+        assert_eq!(host, Some(format!("pool.test:{port}")));
+    }
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_replica_pairs_consistent_and_removing_replicas_removes_their_series() {
+    let sims = [
+        simulator_at("127.0.0.13", common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.14", common::stream(5, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &all);
+    let with_replicas = pool_yaml(
+        &format!(
+            "      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
+            sd.display()
+        ),
+        "200ms",
+        "",
+    );
+    let probes = dir.path().join("probes.yaml");
+    std::fs::write(&probes, &with_replicas).unwrap();
+    let d = Daemon::start(
+        common::parse(&with_replicas),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(probes.clone()),
+    )
+    .await
+    .unwrap();
+    until(&d, "both replicas probed", Duration::from_secs(30), |t| {
+        all.iter().all(|r| ttft(t, r).1 >= 1.0)
+    })
+    .await;
+
+    // The same file again: every replica pair kept, none restarted.
+    let summary = d.reload().await.expect("the same file reloads");
+    assert!(
+        summary.contains("probes kept 2, restarted with new settings 0, started 0, removed 0"),
+        "{summary}"
+    );
+
+    // Without replicas: the replica pairs and the discovery series go at once (a grace is for
+    // replicas that leave discovery, not for a target that stops discovering).
+    let plain = with_replicas.replace(
+        &format!(
+            "    replicas:\n      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
+            sd.display()
+        ),
+        "",
+    );
+    assert!(!plain.contains("replicas:"));
+    std::fs::write(&probes, &plain).unwrap();
+    let summary = d.reload().await.expect("a file without replicas reloads");
+    assert!(summary.contains("removed 2"), "{summary}");
+    let text = scrape(&d).await;
+    assert!(!text.contains("replica="), "{text}");
+    assert!(!text.contains("llm_probe_replicas{"), "{text}");
+    assert!(
+        !text.contains("llm_probe_replica_discovery_failures_total{"),
+        "{text}"
+    );
+
+    // And back: discovered and probed again.
+    std::fs::write(&probes, &with_replicas).unwrap();
+    d.reload().await.expect("the file with replicas reloads");
+    until(&d, "both replicas back", Duration::from_secs(30), |t| {
+        gauge(t, "llm_probe_replicas", "pool") == Some(2.0) && all.iter().all(|r| series_of(t, r))
+    })
+    .await;
+    d.stop().await;
+}
+
+fn series_of(text: &str, replica: &str) -> bool {
+    text.contains(&format!("replica=\"{replica}\""))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_replica_is_verified_and_named_by_the_target_host() {
+    // The certificate names localhost and 127.0.0.1, not the replica's 127.0.0.15: the probe
+    // verifies it only if it checks base_url's host name, and sends that name as SNI.
+    let sim = simulator_at("127.0.0.15", common::stream(5, 1, 2)).await;
+    let pki = common::pki::pki();
+    let (front, names) =
+        common::https::tls_front("127.0.0.15:0", &pki, &[b"http/1.1"], sim.addr).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &[front.to_string()]);
+    let target = |name: &str, host: &str| {
+        format!(
+            "  - name: {name}\n    protocol: openai-chat\n    base_url: https://{host}:8443/v1\n    model: m\n    tls: {{ca_file: {}}}\n    replicas: {{file_sd: {}}}\n",
+            ca.display(),
+            sd.display()
+        )
+    };
+    let text = format!(
+        "defaults:\n  interval: 300ms\n  timeout: 300ms\nscenarios:\n{}targets:\n{}{}",
+        common::scenario("chat", 4),
+        target("named", "localhost"),
+        target("other-name", "elsewhere.test"),
+    );
+    let d = common::daemon(common::parse(&text)).await;
+    let mut rx = d.subscribe();
+    let (mut named, mut other) = (None, None);
+    while named.is_none() || other.is_none() {
+        let o = common::outcomes(&mut rx, 1, Duration::from_secs(30))
+            .await
+            .remove(0);
+        match &*o.target {
+            "named" => named = Some(o),
+            _ => other = Some(o),
+        }
+    }
+    let (named, other) = (named.unwrap(), other.unwrap());
+    assert!(named.is_success(), "{:?}", named.result);
+    assert_eq!(&*named.replica, front.to_string());
+    // The same replica under a name its certificate does not cover fails the TLS check.
+    assert_eq!(
+        other.failure_reason(),
+        Some(llm_probe::measure::FailureReason::Tls),
+        "{:?}",
+        other.result
+    );
+    let names = names.lock().unwrap().clone();
+    assert!(!names.is_empty(), "no handshake completed");
+    assert!(
+        names.iter().all(|n| n.as_deref() == Some("localhost")),
+        "{names:?}"
+    );
+    // (the other name's handshake ends at the client's certificate check, unrecorded)
+    let host = sim.received()[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.clone());
+    assert_eq!(host.as_deref(), Some("localhost:8443"));
+    d.stop().await;
+}
+
+/// The binary: `check-config` prints the replica source; `run` says when the cap left replicas
+/// out, logs a failing discovery once (not at every refresh) and never a file_sd entry's
+/// credentials.
+#[test]
+fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
+    const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.json");
+    let many: Vec<String> = (0..10_000)
+        .map(|i| format!("127.1.{}.{}:9", i / 250, i % 250 + 1))
+        .collect();
+    write_sd(&huge, &many);
+    let secret = dir.path().join("secret.json");
+    write_sd(&secret, &["admin:hunter2@127.0.0.2:80".to_string()]);
+    let target = |name: &str, file: &Path, extra: &str| {
+        format!(
+            "  - name: {name}\n    protocol: openai-chat\n    base_url: http://{name}.test:9/v1\n    model: m\n    replicas:\n      file_sd: {}\n      refresh: 100ms\n{extra}",
+            file.display()
+        )
+    };
+    let text = format!(
+        "defaults:\n  interval: 1d\nscenarios:\n{}targets:\n{}{}",
+        common::scenario("chat", 4),
+        target("capped", &huge, "      max: 64\n"),
+        target("secret", &secret, ""),
+    );
+    let cfg = dir.path().join("probes.yaml");
+    std::fs::write(&cfg, text).unwrap();
+
+    let check = std::process::Command::new(BIN)
+        .args(["check-config", "--config.file"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{out}");
+    assert!(
+        out.contains(&format!(
+            " replicas=file_sd:{} refresh=100ms max=64 grace=5m",
+            huge.display()
+        )),
+        "{out}"
+    );
+
+    let (child, mut err) = common::spawn_logged(
+        BIN,
+        &["run", "--web.listen-address", "127.0.0.1:0"],
+        &cfg,
+        &[],
+    );
+    let cap = err.until("more replicas were discovered than replicas.max");
+    assert!(cap.contains("10000") && cap.contains("64"), "{cap}");
+    err.until("replica discovery failed");
+    // Ten refreshes more of the same failure.
+    std::thread::sleep(Duration::from_secs(1));
+    common::interrupt(&child.0);
+    let mut child = child;
+    child.0.wait().unwrap();
+    let log = err.finish();
+    assert_eq!(log.matches("replica discovery failed").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("more replicas were discovered").count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains("hunter2"), "{log}");
+}
