@@ -16,9 +16,10 @@
 #     other mocks'), for tests/e2e/engines/pypi_llmock.rs;
 #   - the AWS SDK for JavaScript's Bedrock runtime client (npm @aws-sdk/client-bedrock-runtime,
 #     pinned) in ~/.cache/llm-probe-aws-sdk, the real client of the simulator's Bedrock mode in
-#     tests/fast/protocols/bedrock.rs;
+#     tests/e2e/engines/aws_sdk.rs;
 #   - the real inference server, built by scripts/real-llm.sh (llama.cpp + SmolLM2-135M from
-#     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes 20–30 minutes on 2 cores). It
+#     PyPI, cached in ~/.cache/llm-probe-real-llm; the first build takes about 10 minutes on
+#     2 idle cores, 20–30 on busy ones). It
 #     is only built here: the tests that need it start it themselves with `scripts/real-llm.sh start`;
 #   - the second real engine, vLLM's CPU build, by scripts/real-vllm.sh install (a venv and the
 #     SmolLM2 model converted for it, cached in ~/.cache/llm-probe-real-vllm; about 7 minutes and
@@ -79,7 +80,8 @@ if ! command -v npm >/dev/null; then
 fi
 say "node $(node --version), npm $(npm --version)"
 
-# Headless Chromium renders the SVG charts of `llm-probe bench` in tests/fast/tools/bench.rs.
+# Headless Chromium renders the SVG charts of `llm-probe bench` (tests/e2e/browser/bench_chart.rs)
+# and the status pages (tests/e2e/browser/).
 if ! command -v chromium >/dev/null; then
   say "installing Chromium (apt-get install chromium)"
   apt_install chromium

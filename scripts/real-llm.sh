@@ -107,7 +107,7 @@ build_server() {
       -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
       -DGGML_OPENMP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
       -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
-  say "compiling llama-server on $(nproc) cores (about 10 minutes on 2)"
+  say "compiling llama-server on $(nproc) cores (about 10 minutes on 2 idle cores, 20–30 on busy ones)"
   with_progress "llama.cpp build" "$work/build.log" \
     cmake --build "$work/out" --target llama-server -j "$(nproc)"
   mkdir -p "$CACHE/bin"

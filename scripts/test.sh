@@ -68,11 +68,13 @@ else
   cargo test --locked --no-fail-fast --test fidelity -- --test-threads=1 || rc=$?
 fi
 if [ -z "$was_running" ]; then
-  scripts/real-llm.sh stop
+  # Only if a test started it (a run that needed none would say nothing was running).
+  if scripts/real-llm.sh status >/dev/null 2>&1; then scripts/real-llm.sh stop; fi
 else
   say "the real llama.cpp server was already running before the tests; left running (stop it: scripts/real-llm.sh stop)"
 fi
 if [ -z "$vllm_was_running" ]; then
+  # Stopped even while still starting (the background start of a full run).
   scripts/real-vllm.sh stop
 else
   say "the real vLLM was already running before the tests; left running (stop it: scripts/real-vllm.sh stop)"

@@ -180,30 +180,41 @@ fn expected(p: Protocol, fault: Fault, per_event: u32) -> Option<Expect> {
     }
 }
 
-/// Why `o` says nothing of the code under test, if it does not: a token event marked more
-/// than [`TRUTH_SLACK`] after the simulator handed it to its connection — the simulator's own
-/// writer ran late on a busy host, or the reader stalled and read it late together with later
-/// ones (they share the read's one kernel stamp). None for a probe that failed or read every
-/// event on time.
-fn late_read(o: &ProbeOutcome, sim: &Simulator) -> Option<String> {
+/// Why `o` says nothing of the code under test, if it does not: the simulator's writer ran
+/// late against its script (a token event queued more than [`TRUTH_SLACK`] after its scripted
+/// instant, `ttft + k × itl` from the request's arrival: late events go out in a burst, which
+/// the probe rightly reads as a collapsed stream), or a token event was marked more than
+/// [`TRUTH_SLACK`] after the simulator queued it (its writer or the reader stalled: events
+/// read together share the read's one kernel stamp). None for a probe that failed or read
+/// every event on time.
+fn late_read(o: &ProbeOutcome, sim: &Simulator, script: &Script) -> Option<String> {
     let sent_at = o.observations.timeline.sent;
     let events = &o.observations.timeline.token_events;
     let got = sim.received().last().cloned()?;
     let written = got.events_sent.lock().unwrap().clone();
-    events
-        .iter()
-        .zip(written)
-        .enumerate()
-        .find_map(|(i, (e, w))| {
-            let late = e.at.checked_duration_since(w)?;
-            (late > TRUTH_SLACK).then(|| {
-                format!(
-                    "token event {i} written at {:?}, read at {:?}",
-                    w - sent_at,
-                    e.at - sent_at
-                )
-            })
+    let behind_script = written.iter().enumerate().find_map(|(k, w)| {
+        let due = got.arrived + script.ttft + script.itl * u32::try_from(k).ok()?;
+        let late = w.checked_duration_since(due)?;
+        (late > TRUTH_SLACK).then(|| {
+            format!("the simulator queued token event {k} {late:?} after its scripted instant")
         })
+    });
+    behind_script.or_else(|| {
+        events
+            .iter()
+            .zip(&written)
+            .enumerate()
+            .find_map(|(i, (e, w))| {
+                let late = e.at.checked_duration_since(*w)?;
+                (late > TRUTH_SLACK).then(|| {
+                    format!(
+                        "token event {i} written at {:?}, read at {:?}",
+                        *w - sent_at,
+                        e.at - sent_at
+                    )
+                })
+            })
+    })
 }
 
 /// Runs `fault` (with `tweak` applied to the script) on every protocol it applies to and
@@ -234,7 +245,7 @@ async fn run(
                 .drained()
                 .of(s.clone())
                 .await;
-            match late_read(&o, &sim) {
+            match late_read(&o, &sim, &s) {
                 Some(why) if attempt < 3 => {
                     eprintln!(
                         "{} / {fault:?}: attempt {attempt}: {why}; again",
