@@ -252,8 +252,31 @@ pub fn write(baseline: &Baseline, out: &Path) -> Result<(), String> {
     // The directory is created (e.g. `--out baselines/prod.json` in a fresh checkout).
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("--out: cannot create the directory {}: {e}", dir.display()))?;
+    refuse_to_replace_other_files(out)?;
     crate::safe_write::replace_file(out, baseline.to_json().as_bytes())
         .map_err(|e| format!("--out: {e}"))
+}
+
+/// `--out` may replace a baseline file (saving again), never anything else: not the bench run
+/// it was made from (`--from run.json --out run.json`), not another file given by mistake.
+fn refuse_to_replace_other_files(out: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(out).is_err() {
+        return Ok(()); // nothing there (or nothing this process may see): the write decides
+    }
+    // Bounded: a baseline file is a few KiB; a larger file is not one.
+    let is_baseline = crate::config::files::read(out, 1 << 20)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .is_some_and(|text| crate::config::baseline_file::parse(&text).is_ok());
+    if is_baseline {
+        Ok(())
+    } else {
+        Err(format!(
+            "--out: {} exists and is not a baseline file (the bench run itself?); nothing was \
+             written: give another path, or remove the file first",
+            out.display()
+        ))
+    }
 }
 
 /// `llm-probe baseline save --from`: read `from`, pick the level, write `out`, print one summary

@@ -290,6 +290,25 @@ fn baseline_save_writes_the_file_and_exits_2_on_unusable_input() {
     assert_eq!(b.endpoint.system_fingerprint.as_deref(), Some("fp-1"));
     assert!(b.samples >= 100, "{}", b.samples);
 
+    // Saving again replaces the baseline; the bench run itself, or any other file that is not
+    // a baseline, is never replaced (exit 2, the file as it was).
+    let (code, _, stderr) = save(&["--from", &fixture, "--out", &out_s]);
+    assert_eq!(code, 0, "{stderr}");
+    let run = dir.path().join("run.json");
+    std::fs::copy(&fixture, &run).unwrap();
+    let run_s = run.display().to_string();
+    let (code, _, stderr) = save(&["--from", &run_s, "--out", &run_s]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("exists and is not a baseline file"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&run).unwrap(),
+        std::fs::read(&fixture).unwrap(),
+        "the bench run is untouched"
+    );
+
     // The output's directory is created.
     let nested = dir.path().join("baselines/prod/b.json");
     let nested_s = nested.display().to_string();
