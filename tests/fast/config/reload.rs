@@ -17,9 +17,13 @@ fn target(name: &str, base_url: &str) -> String {
     format!("  - name: {name}\n    protocol: openai-chat\n    base_url: {base_url}\n    model: m\n    scenarios: [chat]\n")
 }
 
+/// The probes files' interval.
+const INTERVAL: Duration = Duration::from_millis(400);
+
 fn write(path: &Path, targets: &[String]) {
     let yaml = format!(
-        "defaults:\n  interval: 400ms\nscenarios:\n{}targets:\n{}",
+        "defaults:\n  interval: {}ms\nscenarios:\n{}targets:\n{}",
+        INTERVAL.as_millis(),
         common::scenario("chat", 8),
         targets.concat()
     );
@@ -34,9 +38,9 @@ fn probes(text: &str, target: &str) -> Option<f64> {
     common::sample(text, "llm_probe_probes_total", &[("target", target)])
 }
 
-/// `sim` was probed on one 400 ms schedule, not two. Its ticks are `t0 + n × 400 ms` and a
+/// `sim` was probed on one [`INTERVAL`] schedule, not two. Its ticks are `t0 + n × INTERVAL` and a
 /// probe is never early, so over the span from the first request to the last there are at most
-/// span / 400 ms + 2 of them, however late a busy host sends any one (up to an interval); a
+/// span / INTERVAL + 2 of them, however late a busy host sends any one (up to an interval); a
 /// second schedule doubles the count. (Gaps between arrivals would judge the host's load: a
 /// late probe followed by a punctual one is a short gap on one schedule.)
 fn assert_one_schedule(sim: &llm_probe::simulate::Simulator) {
@@ -45,10 +49,10 @@ fn assert_one_schedule(sim: &llm_probe::simulate::Simulator) {
         panic!("no probe arrived");
     };
     let span = *last - *first;
-    let most = (span.as_secs_f64() / 0.4).floor() as usize + 2;
+    let most = (span.as_secs_f64() / INTERVAL.as_secs_f64()).floor() as usize + 2;
     assert!(
         arrivals.len() <= most,
-        "{} probes in {span:?} on a 400 ms interval (at most {most} on one schedule): a second schedule",
+        "{} probes in {span:?} on a {INTERVAL:?} interval (at most {most} on one schedule): a second schedule",
         arrivals.len()
     );
 }

@@ -51,14 +51,10 @@ async fn error_only_200_is_stream_error() {
 
 #[tokio::test]
 async fn done_only_is_empty_stream() {
-    assert_eq!(
-        (common::OneProbe::default()
-            .of(common::faulty(Fault::DoneOnly))
-            .await
-            .0)
-            .failure_reason(),
-        Some(FailureReason::EmptyStream)
-    );
+    let (o, _sim) = common::OneProbe::default()
+        .of(common::faulty(Fault::DoneOnly))
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::EmptyStream));
 }
 
 #[tokio::test]
