@@ -260,8 +260,10 @@ pub fn write(baseline: &Baseline, out: &Path) -> Result<(), String> {
 /// `--out` may replace a baseline file (saving again), never anything else: not the bench run
 /// it was made from (`--from run.json --out run.json`), not another file given by mistake.
 fn refuse_to_replace_other_files(out: &Path) -> Result<(), String> {
-    if std::fs::symlink_metadata(out).is_err() {
-        return Ok(()); // nothing there (or nothing this process may see): the write decides
+    // Nothing there, or not a regular file (a link, a FIFO, a device, a directory): the safe
+    // write refuses those itself, with their kind named.
+    if !std::fs::symlink_metadata(out).is_ok_and(|m| m.is_file()) {
+        return Ok(());
     }
     // Bounded: a baseline file is a few KiB; a larger file is not one.
     let is_baseline = crate::config::files::read(out, 1 << 20)

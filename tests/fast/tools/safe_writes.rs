@@ -52,9 +52,9 @@ fn baseline_out_replaces_only_a_regular_file() {
         .is_symlink());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert!(Path::new("/dev/null").exists());
-    // A regular file: replaced, its mode kept; a new one is made.
+    // A baseline file saved before: replaced, its mode kept; a new one is made.
     let file = dir.path().join("b.json");
-    std::fs::write(&file, "old").unwrap();
+    llm_probe::baseline::save::write(&baseline(), &file).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
     llm_probe::baseline::save::write(&baseline(), &file).unwrap();
     assert!(std::fs::read_to_string(&file)
