@@ -52,20 +52,28 @@ else
   # The three tiers (CONTRIBUTING.md, "Tests in tiers"): fast (unit tests and tests/fast), then
   # the real components (tests/e2e), then the timing and memory claims one at a time
   # (tests/fidelity). Each runs even if one before it failed.
-  say "fast tier: cargo test"
-  cargo test --locked --no-fail-fast || rc=$?
+  # Each tier's time and result, printed again together at the end.
+  tiers=""
+  tier() {
+    local name=$1 t=$SECONDS r=0
+    shift
+    say "$name tier: $*"
+    "$@" || r=$?
+    tiers="$tiers$name: $((SECONDS - t)) s, $([ "$r" -eq 0 ] && echo passed || echo "FAILED ($r)")"$'\n'
+    [ "$r" -eq 0 ] || rc=$r
+  }
+  tier fast cargo test --locked --no-fail-fast
   # One test at a time: each starts real servers that take a core of their own, and the alert
   # tests judge timing through them.
-  say "end-to-end tier: cargo test --test e2e -- --test-threads=1"
-  cargo test --locked --no-fail-fast --test e2e -- --test-threads=1 || rc=$?
+  tier end-to-end cargo test --locked --no-fail-fast --test e2e -- --test-threads=1
   if [ -n "${LLM_PROBE_QUIET_LOCK:-}" ]; then
     # CI's background checks (clippy, the release build) hold this lock: the timing and memory
     # claims are read on a quiet machine.
     say "fidelity tier: waiting for the jobs holding $LLM_PROBE_QUIET_LOCK to end"
     flock "$LLM_PROBE_QUIET_LOCK" true
   fi
-  say "fidelity tier: cargo test --test fidelity -- --test-threads=1"
-  cargo test --locked --no-fail-fast --test fidelity -- --test-threads=1 || rc=$?
+  tier fidelity cargo test --locked --no-fail-fast --test fidelity -- --test-threads=1
+  printf '%s' "$tiers" | sed 's/^/test.sh: /' >&2
 fi
 if [ -z "$was_running" ]; then
   # Only if a test started it (a run that needed none would say nothing was running).
