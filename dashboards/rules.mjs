@@ -202,6 +202,176 @@ function sloRecordingGroups() {
   ].join('\n') + '\n';
 }
 
+// ---- replicas: one replica against its pool -------------------------------------------------
+// A target with `replicas:` has one series per replica (the `replica` label); every rule above sums
+// the replicas away, so it judges the pool as its users see it. The rules below judge each replica
+// against the pool's median replica, over the long page window of the pair's interval class, so
+// that the slow or failing replica is named. They read only series with a replica label: a target
+// without `replicas:` costs them nothing.
+const LR = `${L}, replica`;
+const R = '{replica!=""}';
+/** The factor and margin of "far from the pool's median" (docs/alerting.md, "Replicas"). */
+export const REPLICA_TTFT_FACTOR = 1.25;
+export const REPLICA_TTFT_MARGIN_S = 0.025;
+export const REPLICA_TPS_FACTOR = 0.8;
+export const REPLICA_FAILURE_MARGIN = 0.1;
+/** Replicas judged (enough probes in the window) a pool needs before one is called an outlier. */
+export const REPLICA_MIN_POOL = 3;
+// Named as the pool's rules are (`increase10m`, `ratio10m`, `p95_10m`; `…_page_window` picked).
+const rep = (m, w) => `target_model_scenario_replica:${m}${/(increase|ratio)$/.test(m) && /^\d/.test(w) ? '' : '_'}${w}`;
+export const REP_PROBES = (w) => rep('llm_probe_probes:increase', w);
+export const REP_FAIL = (w) => rep('llm_probe_probe_failures:ratio', w);
+export const REP_TTFT_COUNT = (w) => rep('llm_probe_time_to_first_token_seconds_count:increase', w);
+export const REP_TTFT_P95 = (w) => rep('llm_probe_time_to_first_token_seconds:p95', w);
+export const REP_TPS_COUNT = (w) => rep('llm_probe_output_tokens_per_second_count:increase', w);
+export const REP_TPS_P05 = (w) => rep('llm_probe_output_tokens_per_second:p05', w);
+const PW = 'page_window';
+/** The pool's median over its judged replicas of a per-replica series (over the page window). */
+export const poolMedian = (m) => `target_model_scenario:llm_probe_replica_${m}:median_${PW}`;
+export const POOL_JUDGED = `target_model_scenario:llm_probe_replicas_judged:count_${PW}`;
+
+/** A replica has at least 75 % of the probes its interval promises over the class's window. */
+const repGuard = (count) => `(${count} >= on (${L}) group_left () (${GUARD} * ${PW_SECONDS} / ${INTERVAL}))`;
+const PW_SECONDS = 'target_model_scenario:llm_probe_page_window_seconds:max';
+
+function replicaRecordingGroups() {
+  const short = [];
+  const long = [];
+  const windows = uniq(SLO_CLASSES.map((c) => c.page[0]));
+  for (const w of windows) {
+    const put = (text) => (seconds(w) > 3600 ? long : short).push(text);
+    const first = w === windows[0];
+    put(record(REP_PROBES(w), `sum by (${LR}) (increase(llm_probe_probes_total${R}[${w}]))`,
+      first ? "Per replica (targets with `replicas:` only), over each long page window: the inputs of the\nreplica alerts, which compare each replica with its pool's median replica." : ''));
+    put(record(REP_FAIL(w), `sum by (${LR}) (increase(llm_probe_probe_failures_total${R}[${w}]))\n/\nsum by (${LR}) (increase(llm_probe_probes_total${R}[${w}]))`));
+    put(record(REP_TTFT_COUNT(w), `sum by (${LR}) (increase(llm_probe_time_to_first_token_seconds_count${R}[${w}]))`));
+    put(record(REP_TTFT_P95(w), `histogram_quantile(0.95,\n  sum by (${LR}, le) (rate(llm_probe_time_to_first_token_seconds_bucket${R}[${w}])))`));
+    put(record(REP_TPS_COUNT(w), `sum by (${LR}) (increase(llm_probe_output_tokens_per_second_count${R}[${w}]))`));
+    put(record(REP_TPS_P05(w), `histogram_quantile(0.05,\n  sum by (${LR}, le) (rate(llm_probe_output_tokens_per_second_bucket${R}[${w}])))`));
+  }
+  // The window of the pair's interval class, then each series picked from it.
+  short.push(record(PW_SECONDS, anyClass(SLO_CLASSES.map((c) => `${INTERVAL} * 0 + ${seconds(c.page[0])}\nand on (${L})\n  ${inClass(c)}`)),
+    "The long page window of the pair's interval class, in seconds (the replica alerts' window)."));
+  for (const f of [REP_PROBES, REP_FAIL, REP_TTFT_COUNT, REP_TTFT_P95, REP_TPS_COUNT, REP_TPS_P05]) {
+    short.push(record(f(PW), anyClass(SLO_CLASSES.map((c) => `${f(c.page[0])}\nand on (${L})\n  ${inClass(c)}`))));
+  }
+  // The pool: its replicas with enough probes in the window, and their median.
+  short.push(record(POOL_JUDGED, `count by (${L}) (${repGuard(REP_PROBES(PW))})`,
+    'The replicas of a pool with enough probes in the window to be judged, and the pool\'s median\nreplica of each per-replica series (over those replicas; a replica that never succeeded has no\nTTFT and counts only in the failure ratio).'));
+  short.push(record(poolMedian('probe_failures_ratio'), `quantile by (${L}) (0.5, ${REP_FAIL(PW)} and on (${LR}) ${repGuard(REP_PROBES(PW))})`));
+  short.push(record(poolMedian('time_to_first_token_seconds_p95'), `quantile by (${L}) (0.5, ${REP_TTFT_P95(PW)} and on (${LR}) ${repGuard(REP_TTFT_COUNT(PW))})`));
+  short.push(record(poolMedian('output_tokens_per_second_p05'), `quantile by (${L}) (0.5, ${REP_TPS_P05(PW)} and on (${LR}) ${repGuard(REP_TPS_COUNT(PW))})`));
+  return [
+    '  # One replica against its pool (dashboards/rules.mjs, "replicas").',
+    '  - name: llm-probe.recording.replicas',
+    '    rules:',
+    ...short.map((x) => x.trimEnd()),
+    '  - name: llm-probe.recording.replicas-long',
+    '    interval: 5m',
+    '    rules:',
+    ...long.map((x) => x.trimEnd()),
+  ].join('\n') + '\n';
+}
+
+/** The pool is judged: at least REPLICA_MIN_POOL replicas with enough probes. */
+const POOL_OK = `on (${L}) (${POOL_JUDGED} >= ${REPLICA_MIN_POOL})`;
+
+function replicaDown() {
+  let min = 0;
+  const parts = DOWN_CLASSES.map(([max, w]) => {
+    const p = `max by (${LR}) (max_over_time(llm_probe_last_probe_success${R}[${w}])) == 0
+and on (${LR})
+  max by (${LR}) (changes(llm_probe_last_probe_timestamp_seconds${R}[${seconds(w) * 2}s])) >= 2
+and on (${L})
+  (${INTERVAL} > ${min} <= ${max})
+unless on (${L})
+  max by (${L}) (max_over_time(llm_probe_last_probe_success${R}[${w}])) == 0`;
+    min = max;
+    return p;
+  });
+  return anyClass(parts);
+}
+
+function replicaAlerts() {
+  const pct = (x) => `${Math.round(x * 100)} %`;
+  return [
+    alert({
+      name: 'LlmProbeReplicaDown',
+      comment: 'LlmProbeEndpointDown for one replica of a pool: every probe of the replica failed over the same\nwindows, while another replica of the pool still succeeds (the whole pool down is\nLlmProbeEndpointDown, which this alert then leaves to).',
+      expr: replicaDown(),
+      keep: '2m',
+      severity: 'warning',
+      summary: 'Every probe of replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} fails',
+      description: `Every probe of replica {{ $labels.replica }} of target {{ $labels.target }} (model {{ $labels.model }},
+scenario {{ $labels.scenario }}) over at least the last two probe intervals failed, while other
+replicas of the pool still answer. Users whose requests the balancer sends to this replica fail.
+See the reason with
+sum by (reason) (increase(llm_probe_probe_failures_total{target="{{ $labels.target }}",replica="{{ $labels.replica }}"}[15m]))
+then the replica itself (its pod's events and logs), and drain it from the pool if it does not recover.`,
+    }),
+    alert({
+      name: 'LlmProbeReplicaTTFTOutlier',
+      comment: `One replica's P95 TTFT over the page window above ${REPLICA_TTFT_FACTOR} × the pool's median replica + ${REPLICA_TTFT_MARGIN_S * 1000} ms,\nwith enough probes of the replica and at least ${REPLICA_MIN_POOL} replicas judged.`,
+      expr: `${REP_TTFT_P95(PW)}
+> on (${L}) group_left ()
+  (${REPLICA_TTFT_FACTOR} * ${poolMedian('time_to_first_token_seconds_p95')} + ${REPLICA_TTFT_MARGIN_S})
+and on (${LR})
+  ${repGuard(REP_TTFT_COUNT(PW))}
+and ${POOL_OK}`,
+      forD: '5m',
+      keep: '10m',
+      severity: 'warning',
+      summary: 'Replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} is slow to the first token: P95 TTFT {{ $value | humanizeDuration }}, far above its pool',
+      description: `Replica {{ $labels.replica }} of target {{ $labels.target }} (model {{ $labels.model }}, scenario
+{{ $labels.scenario }}) has a P95 TTFT of {{ $value | humanizeDuration }} over the alert window, more than
+${pct(REPLICA_TTFT_FACTOR - 1)} + ${REPLICA_TTFT_MARGIN_S * 1000} ms above the pool's median replica{{ with query (printf "${poolMedian('time_to_first_token_seconds_p95')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} ({{ .Value | humanizeDuration }}){{ end }}{{ end }}.
+Through the balancer this replica hides in the pool's numbers; its users wait. Compare the
+replica with the others on "Target detail" (by replica), its backend identity
+(llm_probe_endpoint_info: an old or new version during a rolling upgrade?), and its engine's queue
+and KV-cache load. Drain it if it is not a version difference.`,
+    }),
+    alert({
+      name: 'LlmProbeReplicaSlowDecode',
+      comment: `One replica's P5 output tokens/s over the page window below ${REPLICA_TPS_FACTOR} × the pool's median replica,\nwith enough probes of the replica and at least ${REPLICA_MIN_POOL} replicas judged.`,
+      expr: `${REP_TPS_P05(PW)}
+< on (${L}) group_left ()
+  (${REPLICA_TPS_FACTOR} * ${poolMedian('output_tokens_per_second_p05')})
+and on (${LR})
+  ${repGuard(REP_TPS_COUNT(PW))}
+and ${POOL_OK}`,
+      forD: '5m',
+      keep: '10m',
+      severity: 'warning',
+      summary: 'Replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} decodes slower than its pool (P5 {{ $value | printf "%.1f" }} tokens/s)',
+      description: `Replica {{ $labels.replica }} of target {{ $labels.target }} (model {{ $labels.model }}, scenario
+{{ $labels.scenario }}) decodes more slowly than its pool: its 5th percentile of output tokens/s is
+{{ $value | printf "%.1f" }}, below ${pct(REPLICA_TPS_FACTOR)} of the pool's median replica{{ with query (printf "${poolMedian('output_tokens_per_second_p05')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} ({{ .Value | printf "%.1f" }}){{ end }}{{ end }}.
+Usually a slower or throttled GPU, a different batch size or parallelism, or another version
+(llm_probe_endpoint_info). Compare the replica's TPOT and ITL with the others on "Target detail".`,
+    }),
+    alert({
+      name: 'LlmProbeReplicaFailing',
+      comment: `One replica's failure ratio over the page window more than ${REPLICA_FAILURE_MARGIN * 100} points above the pool's median replica,\nwith enough probes of the replica and at least ${REPLICA_MIN_POOL} replicas judged.`,
+      expr: `${REP_FAIL(PW)}
+> on (${L}) group_left ()
+  (${poolMedian('probe_failures_ratio')} + ${REPLICA_FAILURE_MARGIN})
+and on (${LR})
+  ${repGuard(REP_PROBES(PW))}
+and ${POOL_OK}`,
+      forD: '5m',
+      keep: '10m',
+      severity: 'warning',
+      summary: '{{ $value | humanizePercentage }} of probes of replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} fail',
+      description: `{{ $value | humanizePercentage }} of the probes of replica {{ $labels.replica }} of target {{ $labels.target }}
+(model {{ $labels.model }}, scenario {{ $labels.scenario }}) failed over the alert window, more than
+the pool's median replica{{ with query (printf "${poolMedian('probe_failures_ratio')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} ({{ .Value | humanizePercentage }}){{ end }}{{ end }} + ${REPLICA_FAILURE_MARGIN * 100} points. See which reason with
+sum by (reason) (increase(llm_probe_probe_failures_total{target="{{ $labels.target }}",replica="{{ $labels.replica }}"}[1h]))
+then the replica's own logs: one bad replica (a crashed worker, a full disk, a wrong model) fails
+a share of the pool's requests while the pool's ratio stays low.`,
+    }),
+  ].join('');
+}
+
 // ---- alerts -------------------------------------------------------------------------------------
 function alert({ name, expr, forD, keep, severity, summary, description, comment, cause }) {
   const c = comment ? comment.split('\n').map((l) => `      # ${l}\n`).join('') : '';
@@ -479,7 +649,8 @@ export const DEFAULT_DASHBOARD_BASE = 'http://localhost:3000';
 export function rulesFiles(here, { runbookBase = DEFAULT_RUNBOOK_BASE, dashboardBase = DEFAULT_DASHBOARD_BASE } = {}) {
   const frag = (n) => readFileSync(join(here, 'rules', n), 'utf8');
   const gen = '# GENERATED by dashboards/build.mjs (dashboards/rules.mjs + dashboards/rules/*.yml): do not edit;\n# edit those and run `node dashboards/build.mjs`.\n';
-  const recording = gen + frag('recording.yml').trimEnd() + '\n\n' + sloRecordingGroups().trimEnd() + '\n\n' + frag('engine-recording.yml');
+  const recording = gen + frag('recording.yml').trimEnd() + '\n\n' + sloRecordingGroups().trimEnd() + '\n\n'
+    + replicaRecordingGroups().trimEnd() + '\n\n' + frag('engine-recording.yml');
   const alerts = gen + [
     '# llm-probe alerts. Needs llm-probe-recording.rules.yml loaded in the same Prometheus, and',
     '# llm-probe >= the version exporting llm_probe_probe_interval_seconds (the windows adapt to it).',
@@ -495,6 +666,7 @@ export function rulesFiles(here, { runbookBase = DEFAULT_RUNBOOK_BASE, dashboard
     '  - name: llm-probe.alerts',
     '    rules:',
     mainAlerts().trimEnd(),
+    replicaAlerts().trimEnd(),
     frag('reload.yml').trimEnd(),
     frag('baseline.yml').trimEnd(),
     '',

@@ -19,7 +19,7 @@ fn amtool_check_config_passes_on_the_example_and_fails_on_a_broken_copy() {
     let out = run(Command::new("amtool").arg("check-config").arg(example()));
     let t = text(&out);
     assert!(out.status.success() && t.contains("SUCCESS"), "{t}");
-    assert!(t.contains("3 inhibit rules"), "{t}");
+    assert!(t.contains("5 inhibit rules"), "{t}");
     // Negative control: a route to a receiver that does not exist is rejected.
     let dir = tempfile::tempdir().unwrap();
     let broken = std::fs::read_to_string(example()).unwrap().replace(
@@ -64,6 +64,7 @@ fn every_alert_name_the_example_matches_exists_and_grouping_is_per_target() {
         "LlmProbeExporterDown",
         "LlmProbeEndpointDown",
         "LlmProbeTTFTP95AboveSLO",
+        "LlmProbeReplicaDown",
     ] {
         assert!(
             sources.iter().any(|s| s.contains(a)),
