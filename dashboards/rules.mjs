@@ -211,9 +211,15 @@ function sloRecordingGroups() {
 const LR = `${L}, replica`;
 const R = '{replica!=""}';
 /** The factor and margin of "far from the pool's median" (docs/alerting.md, "Replicas"). */
-export const REPLICA_TTFT_FACTOR = 1.25;
-export const REPLICA_TTFT_MARGIN_S = 0.025;
-export const REPLICA_TPS_FACTOR = 0.8;
+// TTFT: the mean is exact (_sum / _count) and catches a replica slower on every request; the P95
+// comes from buckets up to 1.5 × wide, so its factor must let a P95 that moves one bucket pass.
+export const REPLICA_MEAN_FACTOR = 1.2;
+export const REPLICA_MEAN_MARGIN_S = 0.01;
+export const REPLICA_P95_FACTOR = 1.5;
+export const REPLICA_P95_MARGIN_S = 0.025;
+// Tokens/s alike: the mean is exact; buckets up to 2 × wide, so a P5 that moves one bucket passes.
+export const REPLICA_TPS_MEAN_FACTOR = 0.8;
+export const REPLICA_TPS_P05_FACTOR = 0.5;
 export const REPLICA_FAILURE_MARGIN = 0.1;
 /** Replicas judged (enough probes in the window) a pool needs before one is called an outlier. */
 export const REPLICA_MIN_POOL = 3;
@@ -223,8 +229,10 @@ export const REP_PROBES = (w) => rep('llm_probe_probes:increase', w);
 export const REP_FAIL = (w) => rep('llm_probe_probe_failures:ratio', w);
 export const REP_TTFT_COUNT = (w) => rep('llm_probe_time_to_first_token_seconds_count:increase', w);
 export const REP_TTFT_P95 = (w) => rep('llm_probe_time_to_first_token_seconds:p95', w);
+export const REP_TTFT_MEAN = (w) => rep('llm_probe_time_to_first_token_seconds:mean', w);
 export const REP_TPS_COUNT = (w) => rep('llm_probe_output_tokens_per_second_count:increase', w);
 export const REP_TPS_P05 = (w) => rep('llm_probe_output_tokens_per_second:p05', w);
+export const REP_TPS_MEAN = (w) => rep('llm_probe_output_tokens_per_second:mean', w);
 const PW = 'page_window';
 /** The pool's median over its judged replicas of a per-replica series (over the page window). */
 export const poolMedian = (m) => `target_model_scenario:llm_probe_replica_${m}:median_${PW}`;
@@ -246,13 +254,15 @@ function replicaRecordingGroups() {
     put(record(REP_FAIL(w), `sum by (${LR}) (increase(llm_probe_probe_failures_total${R}[${w}]))\n/\nsum by (${LR}) (increase(llm_probe_probes_total${R}[${w}]))`));
     put(record(REP_TTFT_COUNT(w), `sum by (${LR}) (increase(llm_probe_time_to_first_token_seconds_count${R}[${w}]))`));
     put(record(REP_TTFT_P95(w), `histogram_quantile(0.95,\n  sum by (${LR}, le) (rate(llm_probe_time_to_first_token_seconds_bucket${R}[${w}])))`));
+    put(record(REP_TTFT_MEAN(w), `sum by (${LR}) (rate(llm_probe_time_to_first_token_seconds_sum${R}[${w}]))\n/\nsum by (${LR}) (rate(llm_probe_time_to_first_token_seconds_count${R}[${w}]))`));
     put(record(REP_TPS_COUNT(w), `sum by (${LR}) (increase(llm_probe_output_tokens_per_second_count${R}[${w}]))`));
     put(record(REP_TPS_P05(w), `histogram_quantile(0.05,\n  sum by (${LR}, le) (rate(llm_probe_output_tokens_per_second_bucket${R}[${w}])))`));
+    put(record(REP_TPS_MEAN(w), `sum by (${LR}) (rate(llm_probe_output_tokens_per_second_sum${R}[${w}]))\n/\nsum by (${LR}) (rate(llm_probe_output_tokens_per_second_count${R}[${w}]))`));
   }
   // The window of the pair's interval class, then each series picked from it.
   short.push(record(PW_SECONDS, anyClass(SLO_CLASSES.map((c) => `${INTERVAL} * 0 + ${seconds(c.page[0])}\nand on (${L})\n  ${inClass(c)}`)),
     "The long page window of the pair's interval class, in seconds (the replica alerts' window)."));
-  for (const f of [REP_PROBES, REP_FAIL, REP_TTFT_COUNT, REP_TTFT_P95, REP_TPS_COUNT, REP_TPS_P05]) {
+  for (const f of [REP_PROBES, REP_FAIL, REP_TTFT_COUNT, REP_TTFT_P95, REP_TTFT_MEAN, REP_TPS_COUNT, REP_TPS_P05, REP_TPS_MEAN]) {
     short.push(record(f(PW), anyClass(SLO_CLASSES.map((c) => `${f(c.page[0])}\nand on (${L})\n  ${inClass(c)}`))));
   }
   // The pool: its replicas with enough probes in the window, and their median.
@@ -260,7 +270,9 @@ function replicaRecordingGroups() {
     'The replicas of a pool with enough probes in the window to be judged, and the pool\'s median\nreplica of each per-replica series (over those replicas; a replica that never succeeded has no\nTTFT and counts only in the failure ratio).'));
   short.push(record(poolMedian('probe_failures_ratio'), `quantile by (${L}) (0.5, ${REP_FAIL(PW)} and on (${LR}) ${repGuard(REP_PROBES(PW))})`));
   short.push(record(poolMedian('time_to_first_token_seconds_p95'), `quantile by (${L}) (0.5, ${REP_TTFT_P95(PW)} and on (${LR}) ${repGuard(REP_TTFT_COUNT(PW))})`));
+  short.push(record(poolMedian('time_to_first_token_seconds_mean'), `quantile by (${L}) (0.5, ${REP_TTFT_MEAN(PW)} and on (${LR}) ${repGuard(REP_TTFT_COUNT(PW))})`));
   short.push(record(poolMedian('output_tokens_per_second_p05'), `quantile by (${L}) (0.5, ${REP_TPS_P05(PW)} and on (${LR}) ${repGuard(REP_TPS_COUNT(PW))})`));
+  short.push(record(poolMedian('output_tokens_per_second_mean'), `quantile by (${L}) (0.5, ${REP_TPS_MEAN(PW)} and on (${LR}) ${repGuard(REP_TPS_COUNT(PW))})`));
   return [
     '  # One replica against its pool (dashboards/rules.mjs, "replicas").',
     '  - name: llm-probe.recording.replicas',
@@ -311,20 +323,33 @@ then the replica itself (its pod's events and logs), and drain it from the pool 
     }),
     alert({
       name: 'LlmProbeReplicaTTFTOutlier',
-      comment: `One replica's P95 TTFT over the page window above ${REPLICA_TTFT_FACTOR} × the pool's median replica + ${REPLICA_TTFT_MARGIN_S * 1000} ms,\nwith enough probes of the replica and at least ${REPLICA_MIN_POOL} replicas judged.`,
-      expr: `${REP_TTFT_P95(PW)}
-> on (${L}) group_left ()
-  (${REPLICA_TTFT_FACTOR} * ${poolMedian('time_to_first_token_seconds_p95')} + ${REPLICA_TTFT_MARGIN_S})
+      comment: `One replica slower to the first token than the pool's median replica over the page window:
+its mean TTFT above ${REPLICA_MEAN_FACTOR} × the median replica's + ${REPLICA_MEAN_MARGIN_S * 1000} ms (slower on every request), or its P95
+above ${REPLICA_P95_FACTOR} × the median replica's + ${REPLICA_P95_MARGIN_S * 1000} ms (a slow tail); with enough probes of the replica
+and at least ${REPLICA_MIN_POOL} replicas judged. Value: the replica's mean TTFT.`,
+      expr: `(
+  ${REP_TTFT_MEAN(PW)}
+  > on (${L}) group_left ()
+    (${REPLICA_MEAN_FACTOR} * ${poolMedian('time_to_first_token_seconds_mean')} + ${REPLICA_MEAN_MARGIN_S})
+  or
+  ${REP_TTFT_MEAN(PW)}
+  and on (${LR})
+    (
+      ${REP_TTFT_P95(PW)}
+      > on (${L}) group_left ()
+        (${REPLICA_P95_FACTOR} * ${poolMedian('time_to_first_token_seconds_p95')} + ${REPLICA_P95_MARGIN_S})
+    )
+)
 and on (${LR})
   ${repGuard(REP_TTFT_COUNT(PW))}
 and ${POOL_OK}`,
       forD: '5m',
       keep: '10m',
       severity: 'warning',
-      summary: 'Replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} is slow to the first token: P95 TTFT {{ $value | humanizeDuration }}, far above its pool',
+      summary: 'Replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} is slow to the first token: mean TTFT {{ $value | humanizeDuration }}, far above its pool',
       description: `Replica {{ $labels.replica }} of target {{ $labels.target }} (model {{ $labels.model }}, scenario
-{{ $labels.scenario }}) has a P95 TTFT of {{ $value | humanizeDuration }} over the alert window, more than
-${pct(REPLICA_TTFT_FACTOR - 1)} + ${REPLICA_TTFT_MARGIN_S * 1000} ms above the pool's median replica{{ with query (printf "${poolMedian('time_to_first_token_seconds_p95')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} ({{ .Value | humanizeDuration }}){{ end }}{{ end }}.
+{{ $labels.scenario }}) is slower to the first token than the pool's median replica over the alert
+window: mean TTFT {{ $value | humanizeDuration }}{{ with query (printf "${poolMedian('time_to_first_token_seconds_mean')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} against the median replica's {{ .Value | humanizeDuration }}{{ end }}{{ end }}{{ with query (printf "${REP_TTFT_P95(PW)}{target=%q,scenario=%q,replica=%q}" $labels.target $labels.scenario $labels.replica) }}{{ with first . }}, P95 {{ .Value | humanizeDuration }}{{ end }}{{ end }}{{ with query (printf "${poolMedian('time_to_first_token_seconds_p95')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} against {{ .Value | humanizeDuration }}{{ end }}{{ end }}.
 Through the balancer this replica hides in the pool's numbers; its users wait. Compare the
 replica with the others on "Target detail" (by replica), its backend identity
 (llm_probe_endpoint_info: an old or new version during a rolling upgrade?), and its engine's queue
@@ -332,20 +357,32 @@ and KV-cache load. Drain it if it is not a version difference.`,
     }),
     alert({
       name: 'LlmProbeReplicaSlowDecode',
-      comment: `One replica's P5 output tokens/s over the page window below ${REPLICA_TPS_FACTOR} × the pool's median replica,\nwith enough probes of the replica and at least ${REPLICA_MIN_POOL} replicas judged.`,
-      expr: `${REP_TPS_P05(PW)}
-< on (${L}) group_left ()
-  (${REPLICA_TPS_FACTOR} * ${poolMedian('output_tokens_per_second_p05')})
+      comment: `One replica decoding more slowly than the pool's median replica over the page window: its mean
+output tokens/s below ${REPLICA_TPS_MEAN_FACTOR} × the median replica's, or its P5 below ${REPLICA_TPS_P05_FACTOR} × the median replica's (a
+slow tail); with enough probes of the replica and at least ${REPLICA_MIN_POOL} replicas judged. Value: its mean.`,
+      expr: `(
+  ${REP_TPS_MEAN(PW)}
+  < on (${L}) group_left ()
+    (${REPLICA_TPS_MEAN_FACTOR} * ${poolMedian('output_tokens_per_second_mean')})
+  or
+  ${REP_TPS_MEAN(PW)}
+  and on (${LR})
+    (
+      ${REP_TPS_P05(PW)}
+      < on (${L}) group_left ()
+        (${REPLICA_TPS_P05_FACTOR} * ${poolMedian('output_tokens_per_second_p05')})
+    )
+)
 and on (${LR})
   ${repGuard(REP_TPS_COUNT(PW))}
 and ${POOL_OK}`,
       forD: '5m',
       keep: '10m',
       severity: 'warning',
-      summary: 'Replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} decodes slower than its pool (P5 {{ $value | printf "%.1f" }} tokens/s)',
+      summary: 'Replica {{ $labels.replica }} of {{ $labels.target }}/{{ $labels.scenario }} decodes slower than its pool ({{ $value | printf "%.1f" }} tokens/s on average)',
       description: `Replica {{ $labels.replica }} of target {{ $labels.target }} (model {{ $labels.model }}, scenario
-{{ $labels.scenario }}) decodes more slowly than its pool: its 5th percentile of output tokens/s is
-{{ $value | printf "%.1f" }}, below ${pct(REPLICA_TPS_FACTOR)} of the pool's median replica{{ with query (printf "${poolMedian('output_tokens_per_second_p05')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} ({{ .Value | printf "%.1f" }}){{ end }}{{ end }}.
+{{ $labels.scenario }}) decodes more slowly than its pool's median replica over the alert window:
+{{ $value | printf "%.1f" }} output tokens/s on average{{ with query (printf "${poolMedian('output_tokens_per_second_mean')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} against the median replica's {{ .Value | printf "%.1f" }}{{ end }}{{ end }}{{ with query (printf "${REP_TPS_P05(PW)}{target=%q,scenario=%q,replica=%q}" $labels.target $labels.scenario $labels.replica) }}{{ with first . }}, P5 {{ .Value | printf "%.1f" }}{{ end }}{{ end }}{{ with query (printf "${poolMedian('output_tokens_per_second_p05')}{target=%q,scenario=%q}" $labels.target $labels.scenario) }}{{ with first . }} against {{ .Value | printf "%.1f" }}{{ end }}{{ end }}.
 Usually a slower or throttled GPU, a different batch size or parallelism, or another version
 (llm_probe_endpoint_info). Compare the replica's TPOT and ITL with the others on "Target detail".`,
     }),

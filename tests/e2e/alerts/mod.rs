@@ -6,5 +6,6 @@ mod cache_canary;
 mod incidents;
 mod locations;
 mod promtool;
+mod replicas;
 mod sharding;
 mod ttft;
