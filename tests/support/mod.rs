@@ -6,6 +6,7 @@ pub mod bedrock;
 pub mod bench;
 pub mod chromium;
 pub mod dashboards;
+pub mod fleet;
 pub mod golden;
 pub mod https;
 pub mod pki;
@@ -342,6 +343,15 @@ impl StderrLines {
             if line.contains(needle) {
                 return line;
             }
+        }
+    }
+
+    /// The first line containing `needle`, whether already read (by an earlier [`Self::until`]
+    /// that waited for another line) or still to come: for lines whose order is not fixed.
+    pub fn seen_or_until(&mut self, needle: &str) -> String {
+        match self.text.lines().find(|l| l.contains(needle)) {
+            Some(line) => format!("{line}\n"),
+            None => self.until(needle),
         }
     }
 
