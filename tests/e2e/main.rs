@@ -11,6 +11,7 @@ mod alerts;
 mod browser;
 mod dashboards;
 mod engines;
+mod fleet;
 mod project;
 mod prometheus;
 mod tools;

@@ -137,6 +137,7 @@ pub(crate) struct RawTarget {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawReplicas {
     pub dns: Option<RawDns>,
+    pub dns_srv: Option<RawDnsSrv>,
     pub file_sd: Option<String>,
     pub refresh: Option<Value>,
     pub max: Option<i64>,
@@ -146,6 +147,13 @@ pub(crate) struct RawReplicas {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDns {
+    pub nameserver: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDnsSrv {
+    pub name: Option<String>,
     pub nameserver: Option<String>,
 }
 

@@ -26,6 +26,14 @@ pub enum ReplicaSource {
         /// The DNS server to ask (`replicas.dns.nameserver`, port 53 unless given).
         nameserver: Option<SocketAddr>,
     },
+    /// Every SRV record of `name`: its target host at its port (the host's first address),
+    /// labelled `host:port`; the system's name servers (`/etc/resolv.conf`), or `nameserver`.
+    DnsSrv {
+        /// The SRV name (`_http._tcp.vllm.llm.svc.cluster.local`).
+        name: String,
+        /// The DNS server to ask (`replicas.dns_srv.nameserver`).
+        nameserver: Option<SocketAddr>,
+    },
     /// A Prometheus file_sd file (JSON or YAML): a list of `{targets: ["host:port"], labels}`;
     /// relative to the probes file's directory.
     FileSd(PathBuf),
@@ -54,6 +62,10 @@ impl Replicas {
             ReplicaSource::Dns {
                 nameserver: Some(ns),
             } => format!("dns nameserver={ns}"),
+            ReplicaSource::DnsSrv { name, nameserver } => match nameserver {
+                None => format!("dns_srv:{name}"),
+                Some(ns) => format!("dns_srv:{name} nameserver={ns}"),
+            },
             ReplicaSource::FileSd(p) => format!("file_sd:{}", p.display()),
         };
         format!(
@@ -68,7 +80,8 @@ impl Replicas {
 /// One replica of a target: where its probes connect, and its `replica` label value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Replica {
-    /// The `replica` label: `ip:port` (`[v6]:port`) for DNS, the file_sd entry as written.
+    /// The `replica` label: `ip:port` (`[v6]:port`) for DNS, `host:port` for SRV, the file_sd
+    /// entry as written.
     pub label: Arc<str>,
     /// The address its probes connect to.
     pub addr: SocketAddr,

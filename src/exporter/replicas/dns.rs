@@ -1,15 +1,22 @@
 //! A and AAAA lookups: the system's resolver (`getaddrinfo`, through tokio), or a configured
-//! DNS server through hickory-resolver.
+//! DNS server through hickory-resolver; SRV lookups through hickory-resolver (the system's name
+//! servers from `/etc/resolv.conf`, or a configured one).
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 
+use futures::StreamExt;
 use hickory_resolver::config::{
     ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
 
-use super::DiscoveryError;
+use super::{Discovered, DiscoveryError, Replica};
+
+/// SRV targets resolved at once (a discovery of `max` targets makes `max` lookups at most).
+const SRV_LOOKUPS_AT_ONCE: usize = 16;
 
 /// Every address of `host` at `port`: asked of `nameserver` when given, else of the system.
 /// An IP literal is its own one address.
@@ -32,19 +39,123 @@ pub(super) async fn lookup(
             .collect()),
         Some(server) => {
             let resolver = resolver(server).map_err(|e| failed(e.to_string()))?;
-            // A fully qualified name: no search domains, no `ndots` guessing.
-            let fqdn = if host.ends_with('.') {
-                host.to_string()
-            } else {
-                format!("{host}.")
-            };
             let answer = resolver
-                .lookup_ip(fqdn.as_str())
+                .lookup_ip(fqdn(host).as_str())
                 .await
                 .map_err(|e| failed(e.to_string()))?;
             Ok(answer.iter().map(|ip| SocketAddr::new(ip, port)).collect())
         }
     }
+}
+
+/// The replicas of the SRV name `name`: one per (target host, port) of its records, sorted by
+/// `host:port`, the first `max` of them at their host's lowest address (from the answer's
+/// additional records, else looked up). A record whose target is `.` (RFC 2782: no service) or
+/// whose port is 0 names no replica; a target that is not a plain host name fails the
+/// discovery, as does one without an address.
+pub(super) async fn srv(
+    name: &str,
+    nameserver: Option<SocketAddr>,
+    max: usize,
+) -> Result<Discovered, DiscoveryError> {
+    let failed = |host: &str, detail: String| DiscoveryError::Resolve {
+        host: host.to_string(),
+        detail,
+    };
+    let resolver = match nameserver {
+        Some(server) => resolver(server),
+        None => TokioResolver::builder_tokio().and_then(|b| b.build()),
+    }
+    .map_err(|e| failed(name, e.to_string()))?;
+    let answer = resolver
+        .lookup(fqdn(name).as_str(), RecordType::SRV)
+        .await
+        .map_err(|e| failed(name, e.to_string()))?;
+    let mut targets = Vec::new();
+    for record in answer.answers() {
+        let RData::SRV(srv) = &record.data else {
+            continue;
+        };
+        let host = host_name(&srv.target.to_ascii());
+        if host.is_empty() || srv.port == 0 {
+            continue;
+        }
+        if !is_host_name(&host) {
+            return Err(failed(
+                name,
+                "an SRV record's target is not a host name".to_string(),
+            ));
+        }
+        targets.push((host, srv.port));
+    }
+    targets.sort();
+    targets.dedup();
+    if targets.is_empty() {
+        return Err(DiscoveryError::Empty(format!("the SRV name {name}")));
+    }
+    let found = targets.len();
+    targets.truncate(max);
+    // Addresses the server sent along (additional records), lowest first.
+    let mut glue: HashMap<String, IpAddr> = HashMap::new();
+    for record in answer.additionals() {
+        let ip = match &record.data {
+            RData::A(a) => IpAddr::V4(a.0),
+            RData::AAAA(a) => IpAddr::V6(a.0),
+            _ => continue,
+        };
+        let host = host_name(&record.name.to_ascii());
+        let e = glue.entry(host).or_insert(ip);
+        *e = (*e).min(ip);
+    }
+    let resolver = &resolver;
+    let glue = &glue;
+    let addressed: Vec<Result<Replica, DiscoveryError>> = futures::stream::iter(targets)
+        .map(|(host, port)| async move {
+            let ip = match glue.get(&host) {
+                Some(ip) => *ip,
+                None => resolver
+                    .lookup_ip(fqdn(&host).as_str())
+                    .await
+                    .map_err(|e| failed(&host, e.to_string()))?
+                    .iter()
+                    .min()
+                    .ok_or_else(|| failed(&host, "no address".to_string()))?,
+            };
+            Ok(Replica {
+                label: format!("{host}:{port}").into(),
+                addr: SocketAddr::new(ip, port),
+            })
+        })
+        .buffered(SRV_LOOKUPS_AT_ONCE)
+        .collect()
+        .await;
+    let mut replicas = addressed.into_iter().collect::<Result<Vec<_>, _>>()?;
+    // Two targets at one address are one replica (the first, as sorted, names it).
+    let mut seen = std::collections::HashSet::new();
+    replicas.retain(|r| seen.insert(r.addr));
+    Ok(Discovered { replicas, found })
+}
+
+/// `name` fully qualified: no search domains, no `ndots` guessing.
+fn fqdn(name: &str) -> String {
+    if name.ends_with('.') {
+        name.to_string()
+    } else {
+        format!("{name}.")
+    }
+}
+
+/// A DNS name as a host name: lower case, without the root's trailing dot.
+fn host_name(ascii: &str) -> String {
+    ascii.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Letters, digits, `-`, `_` and dots only (the name goes into a label and the logs).
+fn is_host_name(host: &str) -> bool {
+    host.len() <= 253
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// A resolver that asks `server` only (UDP, then TCP for truncated answers), for A and AAAA at

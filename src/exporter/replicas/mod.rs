@@ -1,6 +1,7 @@
 //! Replica discovery: the replicas of a target with `replicas:` (see
-//! [`crate::config::replicas`]), found by DNS (every A and AAAA address of `base_url`'s host)
-//! or in a Prometheus file_sd file, sorted, deduplicated and capped at `max`.
+//! [`crate::config::replicas`]), found by DNS (every A and AAAA address of `base_url`'s host,
+//! or every SRV record of a name) or in a Prometheus file_sd file, sorted, deduplicated and
+//! capped at `max`.
 //!
 //! Discovery never panics and never keeps partial results: it gives the whole set or a typed
 //! [`DiscoveryError`] whose [`DiscoveryError::reason`] is one of [`REASONS`], and the daemon
@@ -117,6 +118,9 @@ pub async fn discover(
                     return Err(DiscoveryError::Empty(format!("the DNS name {host}")));
                 }
                 Ok(cap(addrs.into_iter().map(Replica::at).collect(), spec.max))
+            }
+            ReplicaSource::DnsSrv { name, nameserver } => {
+                dns::srv(name, *nameserver, spec.max).await
             }
             ReplicaSource::FileSd(path) => file_sd::discover(path, spec.max).await,
         }

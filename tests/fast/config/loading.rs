@@ -287,7 +287,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
         concat!(
             r#"40_bad_replicas.yaml:12:16: targets[0].replicas.file_sd: target "both": replicas has both dns and file_sd; keep exactly one source of replicas."#,
             "\n",
-            r#"40_bad_replicas.yaml:18:7: targets[1].replicas: target "none": replicas names no source; add dns: {} (every address of base_url's host is a replica) or file_sd: PATH (a Prometheus file_sd file)."#,
+            r#"40_bad_replicas.yaml:18:7: targets[1].replicas: target "none": replicas names no source; add dns: {} (every address of base_url's host is a replica), dns_srv: {name: _http._tcp.NAME} (every SRV record) or file_sd: PATH (a Prometheus file_sd file)."#,
             "\n",
             r#"40_bad_replicas.yaml:18:16: targets[1].replicas.refresh: target "none": replicas.refresh "10ms" is shorter than the minimum of 100ms; set a value from 100ms to 1day."#,
             "\n",
@@ -299,7 +299,13 @@ const ERROR_CASES: &[(&str, &str)] = &[
             "\n",
             r#"40_bad_replicas.yaml:26:14: targets[2].replicas.grace: target "address": replicas.grace "forever" is not a duration; use a duration like 15s or 300ms."#,
             "\n",
-            r#"40_bad_replicas.yaml:27:12: targets[2].replicas.max: target "address": replicas.max 100000 is out of range; set it from 1 to 1024 (each replica is probed with every scenario of the target, and adds its series)."#
+            r#"40_bad_replicas.yaml:27:12: targets[2].replicas.max: target "address": replicas.max 100000 is out of range; set it from 1 to 1024 (each replica is probed with every scenario of the target, and adds its series)."#,
+            "\n",
+            r#"40_bad_replicas.yaml:33:23: targets[3].replicas.dns_srv.name: target "srv": replicas.dns_srv.name must be the DNS name of the SRV records, e.g. name: _http._tcp.vllm.llm.svc.cluster.local (a Kubernetes Service's named port)."#,
+            "\n",
+            r#"40_bad_replicas.yaml:33:62: targets[3].replicas.dns_srv.nameserver: target "srv": replicas.dns_srv.nameserver "10.0.0.1:0" is not an IP address with an optional port; write it like 10.96.0.10, 127.0.0.1:5353 or [::1]:53."#,
+            "\n",
+            r#"40_bad_replicas.yaml:40:17: targets[4].replicas.dns_srv: target "three": replicas has dns, dns_srv and file_sd; keep exactly one source of replicas."#
         ),
     ),
 ];
@@ -944,4 +950,25 @@ fn replicas_defaults_sources_and_the_summary_line() {
     assert!(cfg.targets[0]
         .summary()
         .contains(" replicas=file_sd:/etc/llm-probe/sd/vllm.json refresh=30s"));
+
+    // SRV: the name without the root's dot, in lower case; the name server with its port.
+    let text = format!(
+        "{SCENARIOS}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://vllm:8000/v1\n    model: m\n    replicas:\n      dns_srv: {{name: _HTTP._tcp.vllm.llm.svc.cluster.local., nameserver: 127.0.0.1:5353}}\n"
+    );
+    let cfg = config::parse(&text, "/etc/llm-probe/probes.yaml", &env).unwrap();
+    let r = cfg.targets[0].replicas.as_ref().unwrap();
+    assert_eq!(
+        r.source,
+        ReplicaSource::DnsSrv {
+            name: "_http._tcp.vllm.llm.svc.cluster.local".into(),
+            nameserver: Some("127.0.0.1:5353".parse().unwrap()),
+        }
+    );
+    assert!(
+        cfg.targets[0].summary().contains(
+            " replicas=dns_srv:_http._tcp.vllm.llm.svc.cluster.local nameserver=127.0.0.1:5353 refresh=30s"
+        ),
+        "{}",
+        cfg.targets[0].summary()
+    );
 }

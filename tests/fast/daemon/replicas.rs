@@ -14,80 +14,17 @@ use std::time::Duration;
 use llm_probe::daemon::Daemon;
 use llm_probe::simulate::Simulator;
 
-/// A simulator with `script` on `ip` (a loopback address), port chosen by the system.
-async fn simulator_at(ip: &str, script: llm_probe::simulate::Script) -> Simulator {
-    Simulator::start(format!("{ip}:0").parse().unwrap(), script)
-        .await
-        .expect("the simulator starts")
-}
-
-/// Writes a file_sd file listing `targets` at `path`, whole at once (a temporary renamed over
-/// it), as Prometheus' own file_sd writers are told to.
-fn write_sd(path: &Path, targets: &[String]) {
-    let body = serde_json::json!([{ "targets": targets, "labels": { "pool": "test" } }]);
-    write_whole(path, body.to_string().as_bytes());
-}
-
-fn write_whole(path: &Path, bytes: &[u8]) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
-fn addrs(sims: &[&Simulator]) -> Vec<String> {
-    sims.iter().map(|s| s.addr.to_string()).collect()
-}
-
-/// A probes file: target `pool` (base URL host `pool.test`, which no resolver knows: every
-/// request must go to a replica's address) with `replicas:` as given, probed every
-/// `interval` (the timeout too), and `extra` more targets (YAML list items).
-fn pool_yaml(replicas: &str, interval: &str, extra: &str) -> String {
-    format!(
-        "defaults:\n  interval: {interval}\n  timeout: {interval}\nscenarios:\n{}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:8000/v1\n    model: m\n    replicas:\n{replicas}{extra}",
-        common::scenario("chat", 4)
-    )
-}
-
-/// The daemon's text exposition.
-async fn scrape(d: &Daemon) -> String {
-    common::get(d.addr, "/metrics", None).await.2
-}
-
-/// Polls the exposition until `ok` holds (at most `limit`); returns the exposition that
-/// satisfied it.
-async fn until(d: &Daemon, what: &str, limit: Duration, ok: impl Fn(&str) -> bool) -> String {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let text = scrape(d).await;
-        if ok(&text) {
-            return text;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("{what}: not within {limit:?}; /metrics:\n{text}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn gauge(text: &str, name: &str, target: &str) -> Option<f64> {
-    common::sample(text, name, &[("target", target)])
-}
-
-/// The sum and count of replica `replica`'s TTFT histogram.
-fn ttft(text: &str, replica: &str) -> (f64, f64) {
-    let labels = [("target", "pool"), ("replica", replica)];
-    let sum = common::sample(text, "llm_probe_time_to_first_token_seconds_sum", &labels);
-    let count = common::sample(text, "llm_probe_time_to_first_token_seconds_count", &labels);
-    (sum.unwrap_or(0.0), count.unwrap_or(0.0))
-}
+use common::fleet::{
+    addrs, gauge, pool_yaml, scrape, series_of, simulator_at, ttft, until, write_sd, write_whole,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_series() {
     let fast = [
-        simulator_at("127.0.0.2", common::stream(20, 2, 4)).await,
-        simulator_at("127.0.0.3", common::stream(20, 2, 4)).await,
+        simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await,
+        simulator_at("127.0.0.3", 0, common::stream(20, 2, 4)).await,
     ];
-    let slow = simulator_at("127.0.0.4", common::stream(150, 2, 4)).await;
+    let slow = simulator_at("127.0.0.4", 0, common::stream(150, 2, 4)).await;
     let dir = tempfile::tempdir().unwrap();
     let sd = dir.path().join("pool.json");
     write_sd(&sd, &addrs(&[&fast[0], &fast[1], &slow]));
@@ -154,9 +91,9 @@ async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn departed_replicas_stop_at_once_and_their_series_go_after_the_grace() {
     let sims = [
-        simulator_at("127.0.0.5", common::stream(5, 1, 2)).await,
-        simulator_at("127.0.0.6", common::stream(5, 1, 2)).await,
-        simulator_at("127.0.0.7", common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.5", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.6", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.7", 0, common::stream(5, 1, 2)).await,
     ];
     let all = addrs(&[&sims[0], &sims[1], &sims[2]]);
     let dir = tempfile::tempdir().unwrap();
@@ -228,8 +165,8 @@ async fn departed_replicas_stop_at_once_and_their_series_go_after_the_grace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_discovery_input_keeps_the_last_good_set_and_disturbs_no_other_target() {
     let sims = [
-        simulator_at("127.0.0.8", common::stream(5, 1, 2)).await,
-        simulator_at("127.0.0.9", common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.8", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.9", 0, common::stream(5, 1, 2)).await,
     ];
     let other = common::simulator(common::stream(5, 1, 2)).await;
     let good = addrs(&[&sims[0], &sims[1]]);
@@ -336,11 +273,14 @@ async fn bad_discovery_input_keeps_the_last_good_set_and_disturbs_no_other_targe
     d.stop().await;
 }
 
-/// A DNS server on a loopback UDP port answering every A question for `pool.test.` with
-/// `ips` (and nothing else): enough of DNS for `replicas.dns.nameserver`.
-async fn dns_server(ips: Vec<std::net::Ipv4Addr>) -> SocketAddr {
+/// A DNS server on a loopback UDP port answering from `records` only (name with its root
+/// dot, record data): the records of the question's name and type, NXDOMAIN for a name it has
+/// no record of. Enough of DNS for `replicas.dns.nameserver` and `replicas.dns_srv`.
+async fn dns_server(
+    records: Vec<(&'static str, hickory_resolver::proto::rr::RData)>,
+) -> SocketAddr {
     use hickory_resolver::proto::op::{Message, ResponseCode};
-    use hickory_resolver::proto::rr::{rdata::A, RData, Record, RecordType};
+    use hickory_resolver::proto::rr::{Name, Record};
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = socket.local_addr().unwrap();
     tokio::spawn(async move {
@@ -357,11 +297,14 @@ async fn dns_server(ips: Vec<std::net::Ipv4Addr>) -> SocketAddr {
             reply.metadata.recursion_available = true;
             for q in &query.queries {
                 reply.add_query(q.clone());
-                if q.name().to_ascii() != "pool.test." {
+                let asked = q.name().to_ascii().to_ascii_lowercase();
+                if !records.iter().any(|(name, _)| *name == asked) {
                     reply.metadata.response_code = ResponseCode::NXDomain;
-                } else if q.query_type() == RecordType::A {
-                    for ip in &ips {
-                        reply.add_answer(Record::from_rdata(q.name().clone(), 0, RData::A(A(*ip))));
+                }
+                for (name, data) in records.iter().filter(|(name, _)| *name == asked) {
+                    if data.record_type() == q.query_type() {
+                        let owner = Name::from_ascii(name).unwrap();
+                        reply.add_answer(Record::from_rdata(owner, 0, data.clone()));
                     }
                 }
             }
@@ -372,11 +315,112 @@ async fn dns_server(ips: Vec<std::net::Ipv4Addr>) -> SocketAddr {
     addr
 }
 
+/// An A record's data.
+fn a(ip: std::net::IpAddr) -> hickory_resolver::proto::rr::RData {
+    match ip {
+        std::net::IpAddr::V4(v4) => hickory_resolver::proto::rr::RData::A(v4.into()),
+        other => panic!("{other}"),
+    }
+}
+
+/// An SRV record's data: `target` (with its root dot) at `port`.
+fn srv(target: &str, port: u16) -> hickory_resolver::proto::rr::RData {
+    use hickory_resolver::proto::rr::{rdata::SRV, Name, RData};
+    RData::SRV(SRV::new(0, 0, port, Name::from_ascii(target).unwrap()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn srv_records_without_a_service_are_skipped_and_the_cap_applies_before_any_lookup() {
+    let sims = [
+        simulator_at("127.0.0.21", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.22", 0, common::stream(5, 1, 2)).await,
+    ];
+    const NAME: &str = "_http._tcp.pool.test.";
+    let mut records = vec![
+        // RFC 2782: target "." = no service here; port 0 = no port. Neither is a replica.
+        (NAME, srv(".", 8000)),
+        (NAME, srv("zz-none.pool.test.", 0)),
+        (NAME, srv("a.pool.test.", sims[0].addr.port())),
+        (NAME, srv("b.pool.test.", sims[1].addr.port())),
+        ("a.pool.test.", a(sims[0].addr.ip())),
+        ("b.pool.test.", a(sims[1].addr.ip())),
+    ];
+    // Ten more targets that sort after a and b, none of which has an address: the cap
+    // (max: 2) keeps a and b before any of them is looked up.
+    let more: Vec<&'static str> = (0..10)
+        .map(|i| &*Box::leak(format!("x{i}.pool.test.").into_boxed_str()))
+        .collect();
+    for m in &more {
+        records.push((NAME, srv(m, 9)));
+    }
+    let dns = dns_server(records).await;
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      dns_srv: {{name: _http._tcp.pool.test, nameserver: '{dns}'}}\n      refresh: 200ms\n      max: 2\n"
+        ),
+        "300ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let want = [
+        format!("a.pool.test:{}", sims[0].addr.port()),
+        format!("b.pool.test:{}", sims[1].addr.port()),
+    ];
+    let text = until(
+        &d,
+        "both SRV replicas probed",
+        Duration::from_secs(30),
+        |t| want.iter().all(|r| ttft(t, r).1 >= 1.0),
+    )
+    .await;
+    assert_eq!(gauge(&text, "llm_probe_replicas", "pool"), Some(2.0));
+    assert_eq!(
+        gauge(&text, "llm_probe_replicas_discovered", "pool"),
+        Some(12.0),
+        "a, b and the ten x targets; not the two records without a service"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_srv_target_without_an_address_fails_the_discovery_and_keeps_nothing_new() {
+    const NAME: &str = "_http._tcp.pool.test.";
+    let dns = dns_server(vec![(NAME, srv("gone.pool.test.", 8000))]).await;
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      dns_srv: {{name: _http._tcp.pool.test, nameserver: '{dns}'}}\n      refresh: 200ms\n"
+        ),
+        "300ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let text = until(
+        &d,
+        "a resolve failure counted",
+        Duration::from_secs(30),
+        |t| {
+            common::sample(
+                t,
+                "llm_probe_replica_discovery_failures_total",
+                &[("target", "pool"), ("reason", "resolve")],
+            )
+            .unwrap_or(0.0)
+                >= 1.0
+        },
+    )
+    .await;
+    assert!(
+        !text.contains("replica=\""),
+        "no replica was ever probed:\n{text}"
+    );
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_replicas_are_every_address_of_the_host_name_from_a_configured_nameserver() {
     // Three simulators on one port of three loopback addresses: the DNS case, where every
     // replica listens on base_url's port.
-    let first = simulator_at("127.0.0.10", common::stream(5, 1, 2)).await;
+    let first = simulator_at("127.0.0.10", 0, common::stream(5, 1, 2)).await;
     let port = first.addr.port();
     let mut sims = vec![first];
     for ip in ["127.0.0.11", "127.0.0.12"] {
@@ -387,11 +431,12 @@ async fn dns_replicas_are_every_address_of_the_host_name_from_a_configured_names
                 .expect("the port is free on this address"),
         );
     }
-    let ips = sims.iter().map(|s| match s.addr.ip() {
-        std::net::IpAddr::V4(v4) => v4,
-        other => panic!("{other}"),
-    });
-    let dns = dns_server(ips.collect()).await;
+    let dns = dns_server(
+        sims.iter()
+            .map(|s| ("pool.test.", a(s.addr.ip())))
+            .collect(),
+    )
+    .await;
     let text = format!(
         "defaults:\n  interval: 300ms\n  timeout: 300ms\nscenarios:\n{}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:{port}/v1\n    model: m\n    replicas:\n      dns: {{nameserver: '{dns}'}}\n      refresh: 200ms\n",
         common::scenario("chat", 4)
@@ -417,8 +462,8 @@ async fn dns_replicas_are_every_address_of_the_host_name_from_a_configured_names
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_keeps_replica_pairs_consistent_and_removing_replicas_removes_their_series() {
     let sims = [
-        simulator_at("127.0.0.13", common::stream(5, 1, 2)).await,
-        simulator_at("127.0.0.14", common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.13", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.14", 0, common::stream(5, 1, 2)).await,
     ];
     let all = addrs(&[&sims[0], &sims[1]]);
     let dir = tempfile::tempdir().unwrap();
@@ -484,15 +529,11 @@ async fn a_reload_keeps_replica_pairs_consistent_and_removing_replicas_removes_t
     d.stop().await;
 }
 
-fn series_of(text: &str, replica: &str) -> bool {
-    text.contains(&format!("replica=\"{replica}\""))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_replica_is_verified_and_named_by_the_target_host() {
     // The certificate names localhost and 127.0.0.1, not the replica's 127.0.0.15: the probe
     // verifies it only if it checks base_url's host name, and sends that name as SNI.
-    let sim = simulator_at("127.0.0.15", common::stream(5, 1, 2)).await;
+    let sim = simulator_at("127.0.0.15", 0, common::stream(5, 1, 2)).await;
     let pki = common::pki::pki();
     let (front, names) =
         common::https::tls_front("127.0.0.15:0", &pki, &[b"http/1.1"], sim.addr).await;
@@ -602,9 +643,10 @@ fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
         &cfg,
         &[],
     );
-    let cap = err.until("more replicas were discovered than replicas.max");
+    // The two targets discover at once: either line may come first.
+    let cap = err.seen_or_until("more replicas were discovered than replicas.max");
     assert!(cap.contains("10000") && cap.contains("64"), "{cap}");
-    err.until("replica discovery failed");
+    err.seen_or_until("replica discovery failed");
     // Ten refreshes more of the same failure.
     std::thread::sleep(Duration::from_secs(1));
     common::interrupt(&child.0);

@@ -25,7 +25,8 @@ use serde_yaml::{Mapping, Value};
 
 use super::locate::Locations;
 use super::raw::{
-    RawDefaults, RawFile, RawMessage, RawReplicas, RawScenario, RawSlo, RawTarget, RawTls,
+    RawDefaults, RawDnsSrv, RawFile, RawMessage, RawReplicas, RawScenario, RawSlo, RawTarget,
+    RawTls,
 };
 use super::schema_errors::{closest, entity_prefix, mapping_at, serde_error, unknown_key};
 use super::yaml_features::yaml_features;

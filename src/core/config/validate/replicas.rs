@@ -1,4 +1,4 @@
-//! `replicas:` of a target: exactly one source (`dns` or `file_sd`), `refresh`, `max` and
+//! `replicas:` of a target: exactly one source (`dns`, `dns_srv` or `file_sd`), `refresh`, `max` and
 //! `grace` within their bounds.
 
 use std::net::{IpAddr, SocketAddr};
@@ -21,23 +21,38 @@ impl Validator<'_> {
         let raw = raw?;
         let at = format!("{path}.replicas");
         let before = self.problems.len();
-        let source = match (&raw.dns, &raw.file_sd) {
-            (Some(_), Some(_)) => {
+        let named: Vec<&str> = [
+            raw.dns.as_ref().map(|_| "dns"),
+            raw.dns_srv.as_ref().map(|_| "dns_srv"),
+            raw.file_sd.as_ref().map(|_| "file_sd"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let source = match (&raw.dns, &raw.dns_srv, &raw.file_sd) {
+            _ if named.len() > 1 => {
                 self.problem(
-                    format!("{at}.file_sd"),
-                    format!("{pre}replicas has both dns and file_sd; keep exactly one source of replicas."),
+                    format!("{at}.{}", named[1]),
+                    format!(
+                        "{pre}replicas has {}; keep exactly one source of replicas.",
+                        match named.as_slice() {
+                            [a, b] => format!("both {a} and {b}"),
+                            _ => "dns, dns_srv and file_sd".to_string(),
+                        }
+                    ),
                 );
                 None
             }
-            (None, None) => {
+            (None, None, None) => {
                 self.problem(
                     at.clone(),
-                    format!("{pre}replicas names no source; add dns: {{}} (every address of base_url's host is a replica) or file_sd: PATH (a Prometheus file_sd file)."),
+                    format!("{pre}replicas names no source; add dns: {{}} (every address of base_url's host is a replica), dns_srv: {{name: _http._tcp.NAME}} (every SRV record) or file_sd: PATH (a Prometheus file_sd file)."),
                 );
                 None
             }
-            (Some(dns), None) => self.dns_source(&at, pre, dns.nameserver.as_deref(), base_url),
-            (None, Some(file)) => self.file_sd_source(&at, pre, file),
+            (Some(dns), _, _) => self.dns_source(&at, pre, dns.nameserver.as_deref(), base_url),
+            (_, Some(srv), _) => self.dns_srv_source(&at, pre, srv),
+            (_, _, Some(file)) => self.file_sd_source(&at, pre, file),
         };
         let refresh = match &raw.refresh {
             Some(v) => self.duration_within(
@@ -99,25 +114,72 @@ impl Validator<'_> {
                 ok = false;
             }
         }
-        let nameserver = match nameserver.map(str::trim) {
-            None => None,
-            Some(s) => {
-                let parsed = s
-                    .parse::<SocketAddr>()
-                    .ok()
-                    .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
-                    .filter(|a| a.port() != 0);
-                if parsed.is_none() {
-                    self.problem(
-                        format!("{at}.dns.nameserver"),
-                        format!("{pre}replicas.dns.nameserver \"{s}\" is not an IP address with an optional port; write it like 10.96.0.10, 127.0.0.1:5353 or [::1]:53."),
-                    );
-                    ok = false;
-                }
-                parsed
-            }
+        let nameserver = self.nameserver(&format!("{at}.dns"), pre, "replicas.dns", nameserver);
+        ok &= nameserver.is_some();
+        ok.then(|| ReplicaSource::Dns {
+            nameserver: nameserver.flatten(),
+        })
+    }
+
+    /// A `nameserver:` under `key` (at `at`): an IP address with an optional port (53);
+    /// `Some(None)` when absent, `None` when invalid (reported).
+    fn nameserver(
+        &mut self,
+        at: &str,
+        pre: &str,
+        key: &str,
+        nameserver: Option<&str>,
+    ) -> Option<Option<SocketAddr>> {
+        let Some(s) = nameserver.map(str::trim) else {
+            return Some(None);
         };
-        ok.then_some(ReplicaSource::Dns { nameserver })
+        let parsed = s
+            .parse::<SocketAddr>()
+            .ok()
+            .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
+            .filter(|a| a.port() != 0);
+        if parsed.is_none() {
+            let shown = crate::sanitize::terminal_safe(s);
+            self.problem(
+                format!("{at}.nameserver"),
+                format!("{pre}{key}.nameserver \"{shown}\" is not an IP address with an optional port; write it like 10.96.0.10, 127.0.0.1:5353 or [::1]:53."),
+            );
+        }
+        parsed.map(Some)
+    }
+
+    /// `replicas.dns_srv`: a DNS name (letters, digits, `-`, `_` and dots, at most 253
+    /// characters) and an optional name server.
+    fn dns_srv_source(&mut self, at: &str, pre: &str, raw: &RawDnsSrv) -> Option<ReplicaSource> {
+        let name = raw
+            .name
+            .as_deref()
+            .map(|n| n.trim().trim_end_matches('.'))
+            .unwrap_or("");
+        let valid = !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            });
+        if !valid {
+            self.problem(
+                format!("{at}.dns_srv.name"),
+                format!("{pre}replicas.dns_srv.name must be the DNS name of the SRV records, e.g. name: _http._tcp.vllm.llm.svc.cluster.local (a Kubernetes Service's named port)."),
+            );
+        }
+        let nameserver = self.nameserver(
+            &format!("{at}.dns_srv"),
+            pre,
+            "replicas.dns_srv",
+            raw.nameserver.as_deref(),
+        );
+        Some(ReplicaSource::DnsSrv {
+            name: valid.then(|| name.to_ascii_lowercase())?,
+            nameserver: nameserver?,
+        })
     }
 
     /// `replicas.file_sd`: a non-empty path, relative to the probes file. The file itself is
