@@ -154,6 +154,10 @@ pub struct Script {
     pub model: String,
     /// What goes wrong.
     pub fault: Fault,
+    /// Which streaming requests the fault hits: every `fault_every`-th one (the n-th, 2n-th,
+    /// …, counted from the simulator's start); 0 and 1 mean every request. `fault: http-500`
+    /// with `fault_every: 5` is a replica failing 20 % of its requests.
+    pub fault_every: u32,
     /// How load changes the timing (slots, prefill, batch slowdown, jitter); the default is
     /// none, and then event `k` is sent at exactly `arrival + ttft + k·itl`.
     pub load: Load,
@@ -198,6 +202,7 @@ impl Default for Script {
             reasoning_tokens: 0,
             model: "llm-probe-simulator".into(),
             fault: Fault::None,
+            fault_every: 1,
             load: Load::default(),
             answer: None,
             grammar_compile: Duration::ZERO,
@@ -262,12 +267,29 @@ impl Simulator {
         let script = Arc::new(script);
         let rec = received.clone();
         let grammars = Arc::new(Mutex::new(std::collections::HashSet::new()));
+        let streams = Arc::new(std::sync::atomic::AtomicU64::new(0));
         tokio::spawn(crate::server::serve(
             listener,
             shutdown.clone(),
             move |req| {
                 let grammars = grammars.clone();
-                handle(req, script.clone(), engine.clone(), rec.clone(), grammars)
+                let script = script.clone();
+                let engine = engine.clone();
+                let rec = rec.clone();
+                let streams = streams.clone();
+                async move {
+                    let streaming = req.uri().path() != "/metrics"
+                        && Wire::for_path(req.uri().path()).is_some();
+                    let script = if streaming && !hit(&script, &streams) {
+                        Arc::new(Script {
+                            fault: Fault::None,
+                            ..(*script).clone()
+                        })
+                    } else {
+                        script
+                    };
+                    handle(req, script, engine, rec, grammars).await
+                }
             },
         ));
         Ok(Simulator {
@@ -341,6 +363,13 @@ fn response(
         b.body(ChannelBody(rx))
             .expect("static response parts are valid"),
     )
+}
+
+/// Whether this streaming request (counted in `streams`) is one the fault hits
+/// ([`Script::fault_every`]).
+fn hit(script: &Script, streams: &std::sync::atomic::AtomicU64) -> bool {
+    let n = streams.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    script.fault_every <= 1 || n.is_multiple_of(u64::from(script.fault_every))
 }
 
 async fn handle(

@@ -176,3 +176,38 @@ impl Dnsmasq {
         self.spawn();
     }
 }
+
+/// A real balancer: haproxy on a loopback port, round robin over `servers` (HTTP, SSE passed
+/// through as it arrives: `option http-no-delay`). Killed when dropped.
+pub struct Haproxy {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    _child: super::GroupGuard,
+}
+
+impl Haproxy {
+    /// Starts haproxy in front of `servers`, its configuration in `dir`.
+    pub fn start(dir: &Path, servers: &[SocketAddr]) -> Haproxy {
+        let bin = super::require_tool("haproxy", "apt-get install haproxy");
+        let port = super::free_port();
+        let mut cfg = format!(
+            "global\n  maxconn 256\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n  option http-no-delay\nfrontend front\n  bind 127.0.0.1:{port}\n  default_backend pool\nbackend pool\n  balance roundrobin\n"
+        );
+        for (i, s) in servers.iter().enumerate() {
+            cfg += &format!("  server r{i} {s}\n");
+        }
+        let file = dir.join("haproxy.cfg");
+        std::fs::write(&file, cfg).unwrap();
+        let mut cmd = Command::new(bin);
+        cmd.arg("-db")
+            .arg("-f")
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let child = super::spawn_listening(&mut cmd, port);
+        Haproxy {
+            addr: SocketAddr::new([127, 0, 0, 1].into(), port),
+            _child: child,
+        }
+    }
+}

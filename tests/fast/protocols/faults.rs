@@ -387,3 +387,31 @@ async fn retry_after_holds_the_next_probe_back_and_shows_in_metrics() {
     );
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_fault_every_fifth_request_hits_exactly_those() {
+    let sim = common::simulator(Script {
+        fault: Fault::Http500,
+        fault_every: 5,
+        ..common::stream(1, 1, 2)
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let r = client
+            .post(format!("{}/chat/completions", sim.base_url()))
+            .json(&serde_json::json!({
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": true,
+                "max_tokens": 2
+            }))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+        let _ = r.bytes().await;
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 500, 200, 200, 200, 200, 500]);
+}
