@@ -134,21 +134,6 @@ fn client(args: &Options) -> Result<reqwest::Client, HealthError> {
         .map_err(|e| HealthError::Setup(format!("cannot build an HTTP client: {e}")))
 }
 
-/// `e` and its causes, without the URL.
-fn chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut parts = vec![e.to_string()];
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
-}
-
 /// Asks the health endpoint once.
 ///
 /// # Errors
@@ -173,7 +158,7 @@ pub async fn check(args: &Options) -> Result<(), HealthError> {
         } else {
             HealthError::Request {
                 url: url.clone(),
-                detail: chain(e),
+                detail: crate::sanitize::http_error(e),
             }
         }
     };

@@ -358,6 +358,23 @@ fn without_secret_start<'p>(piece: &'p str, secret: &str) -> Cow<'p, str> {
     }
 }
 
+/// An HTTP client error and its causes, joined by `: `, each cause once, without reqwest's
+/// copy of the request URL (it may hold a user name, a password or a key) and with any URL a
+/// cause quotes passed through [`redact_url`].
+pub fn http_error(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut parts = vec![e.to_string()];
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    redact_urls_in(&parts.join(": ")).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -485,3 +502,4 @@ mod tests {
         assert_eq!(redact_urls_in("no url here"), "no url here");
     }
 }
+

@@ -211,3 +211,61 @@ impl Haproxy {
         }
     }
 }
+
+/// What an [`SdServer`] answers: status, content type, body.
+pub type SdAnswer = (u16, &'static str, Vec<u8>);
+
+/// A Prometheus http_sd endpoint on a loopback port: every request gets the current answer
+/// ([`SdServer::set`]); it counts the requests and keeps the last one's head.
+pub struct SdServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    answer: std::sync::Arc<std::sync::Mutex<SdAnswer>>,
+    /// The head of the last request (request line and headers).
+    pub last_head: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl SdServer {
+    /// Starts it answering `answer`.
+    pub async fn start(answer: SdAnswer) -> SdServer {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answer = std::sync::Arc::new(std::sync::Mutex::new(answer));
+        let last_head = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (a, h) = (answer.clone(), last_head.clone());
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let (a, h) = (a.clone(), h.clone());
+                tokio::spawn(async move {
+                    let head = super::read_request_head(&mut tcp).await;
+                    *h.lock().unwrap() = head;
+                    let (status, ctype, body) = a.lock().unwrap().clone();
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = tcp.write_all(head.as_bytes()).await;
+                    let _ = tcp.write_all(&body).await;
+                    let _ = tcp.shutdown().await;
+                });
+            }
+        });
+        SdServer {
+            addr,
+            answer,
+            last_head,
+        }
+    }
+
+    /// Answers `answer` from now on.
+    pub fn set(&self, answer: SdAnswer) {
+        *self.answer.lock().unwrap() = answer;
+    }
+}
+
+/// An http_sd answer listing `targets` (200, application/json).
+pub fn sd_json(targets: &[String]) -> SdAnswer {
+    let body = serde_json::json!([{ "targets": targets, "labels": { "pool": "test" } }]);
+    (200, "application/json", body.to_string().into_bytes())
+}

@@ -139,6 +139,7 @@ pub(crate) struct RawReplicas {
     pub dns: Option<RawDns>,
     pub dns_srv: Option<RawDnsSrv>,
     pub file_sd: Option<String>,
+    pub http_sd: Option<String>,
     pub refresh: Option<Value>,
     pub max: Option<i64>,
     pub grace: Option<Value>,

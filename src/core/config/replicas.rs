@@ -37,6 +37,8 @@ pub enum ReplicaSource {
     /// A Prometheus file_sd file (JSON or YAML): a list of `{targets: ["host:port"], labels}`;
     /// relative to the probes file's directory.
     FileSd(PathBuf),
+    /// A Prometheus http_sd URL (http or https): a GET answers the file_sd JSON format.
+    HttpSd(reqwest::Url),
 }
 
 /// A target's `replicas:`, with defaults applied.
@@ -67,6 +69,9 @@ impl Replicas {
                 Some(ns) => format!("dns_srv:{name} nameserver={ns}"),
             },
             ReplicaSource::FileSd(p) => format!("file_sd:{}", p.display()),
+            ReplicaSource::HttpSd(u) => {
+                format!("http_sd:{}", crate::sanitize::redact_url(u.as_str()))
+            }
         };
         format!(
             " replicas={source} refresh={} max={} grace={}",

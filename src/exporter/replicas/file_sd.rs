@@ -23,7 +23,10 @@ struct Group {
 /// The replicas listed in the file at `path`: entries sorted (`Entry::order`),
 /// deduplicated, the first `max` resolved.
 pub(super) async fn discover(path: &Path, max: usize) -> Result<Discovered, DiscoveryError> {
-    let shown = crate::sanitize::terminal_safe(&path.display().to_string()).into_owned();
+    let shown = format!(
+        "the file_sd file {}",
+        crate::sanitize::terminal_safe(&path.display().to_string())
+    );
     let owned = path.to_path_buf();
     let bytes =
         tokio::task::spawn_blocking(move || crate::config::files::read(&owned, MAX_FILE_SD_BYTES))
@@ -36,15 +39,29 @@ pub(super) async fn discover(path: &Path, max: usize) -> Result<Discovered, Disc
                 path: shown.clone(),
                 detail: format!("{e}; {}", e.fix()),
             })?;
-    let entries = parse(path, &bytes).map_err(|detail| DiscoveryError::Format {
-        path: shown.clone(),
+    let yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yml" | "yaml")
+    );
+    from_bytes(&shown, yaml, &bytes, max).await
+}
+
+/// The replicas of a file_sd document (JSON, or YAML when `yaml`) read from `shown` ("the
+/// file_sd file PATH", "the http_sd URL URL" without its secrets): entries sorted
+/// (`Entry::order`), deduplicated, the first `max` resolved. Shared by file_sd and http_sd.
+pub(super) async fn from_bytes(
+    shown: &str,
+    yaml: bool,
+    bytes: &[u8],
+    max: usize,
+) -> Result<Discovered, DiscoveryError> {
+    let entries = parse(yaml, bytes).map_err(|detail| DiscoveryError::Format {
+        path: shown.to_string(),
         detail,
     })?;
     if entries.is_empty() {
-        return Err(DiscoveryError::Empty(format!("the file_sd file {shown}")));
+        return Err(DiscoveryError::Empty(shown.to_string()));
     }
-    // The cap applies to the entries as written, before any name is resolved: a file of
-    // 10,000 names costs `max` lookups.
     let mut written: Vec<Entry> = entries;
     written.sort_by_cached_key(Entry::order);
     written.dedup_by(|a, b| a.label == b.label);
@@ -98,11 +115,7 @@ impl Entry {
 }
 
 /// The entries of a file_sd file, or what is wrong with it (never an entry's text).
-fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, String> {
-    let yaml = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yml" | "yaml")
-    );
+fn parse(yaml: bool, bytes: &[u8]) -> Result<Vec<Entry>, String> {
     let groups: Vec<Group> = if yaml {
         serde_yaml::from_slice(bytes).map_err(|e| {
             format!(

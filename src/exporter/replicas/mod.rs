@@ -1,7 +1,7 @@
 //! Replica discovery: the replicas of a target with `replicas:` (see
 //! [`crate::config::replicas`]), found by DNS (every A and AAAA address of `base_url`'s host,
-//! or every SRV record of a name) or in a Prometheus file_sd file, sorted, deduplicated and
-//! capped at `max`.
+//! or every SRV record of a name) or from Prometheus service discovery (a file_sd file, an
+//! http_sd URL), sorted, deduplicated and capped at `max`.
 //!
 //! Discovery never panics and never keeps partial results: it gives the whole set or a typed
 //! [`DiscoveryError`] whose [`DiscoveryError::reason`] is one of [`REASONS`], and the daemon
@@ -11,6 +11,7 @@
 
 mod dns;
 mod file_sd;
+mod http_sd;
 
 use std::fmt;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use std::time::Duration;
 pub use crate::config::replicas::Replica;
 use crate::config::replicas::{ReplicaSource, Replicas};
 
-/// Largest file_sd file read (4 MiB: 10,000 entries take about 300 KiB).
+/// Largest file_sd file or http_sd answer read (4 MiB: 10,000 entries take about 300 KiB).
 pub const MAX_FILE_SD_BYTES: u64 = 4 << 20;
 /// Longest one discovery may take (DNS lookups and the file read included).
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,18 +56,20 @@ pub enum DiscoveryError {
         /// What the resolver said.
         detail: String,
     },
-    /// The file_sd file cannot be read (missing, a FIFO, too large, …).
-    #[error("cannot read the file_sd file {path}: {detail}")]
+    /// The file_sd file or the http_sd answer cannot be read (missing, a FIFO, too large, an
+    /// HTTP error, …).
+    #[error("cannot read {path}: {detail}")]
     Read {
-        /// The file.
+        /// What was read: "the file_sd file PATH", "the http_sd URL URL" (without secrets).
         path: String,
         /// Why, with what to do.
         detail: String,
     },
-    /// The file_sd file is not a list of `{targets, labels}` groups of `host:port` entries.
-    #[error("the file_sd file {path} is malformed: {detail}")]
+    /// The file_sd file or http_sd answer is not a list of `{targets, labels}` groups of
+    /// `host:port` entries.
+    #[error("{path} is malformed: {detail}")]
     Format {
-        /// The file.
+        /// What was read, as in [`DiscoveryError::Read`].
         path: String,
         /// What is wrong (never an entry's text: it may hold a credential).
         detail: String,
@@ -123,6 +126,7 @@ pub async fn discover(
                 dns::srv(name, *nameserver, spec.max).await
             }
             ReplicaSource::FileSd(path) => file_sd::discover(path, spec.max).await,
+            ReplicaSource::HttpSd(url) => http_sd::discover(url, spec.refresh, spec.max).await,
         }
     };
     tokio::time::timeout(DISCOVERY_TIMEOUT, work)

@@ -287,7 +287,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
         concat!(
             r#"40_bad_replicas.yaml:12:16: targets[0].replicas.file_sd: target "both": replicas has both dns and file_sd; keep exactly one source of replicas."#,
             "\n",
-            r#"40_bad_replicas.yaml:18:7: targets[1].replicas: target "none": replicas names no source; add dns: {} (every address of base_url's host is a replica), dns_srv: {name: _http._tcp.NAME} (every SRV record) or file_sd: PATH (a Prometheus file_sd file)."#,
+            r#"40_bad_replicas.yaml:18:7: targets[1].replicas: target "none": replicas names no source; add dns: {} (every address of base_url's host is a replica), dns_srv: {name: _http._tcp.NAME} (every SRV record), file_sd: PATH (a Prometheus file_sd file) or http_sd: URL (a Prometheus http_sd endpoint)."#,
             "\n",
             r#"40_bad_replicas.yaml:18:16: targets[1].replicas.refresh: target "none": replicas.refresh "10ms" is shorter than the minimum of 100ms; set a value from 100ms to 1day."#,
             "\n",
@@ -305,7 +305,9 @@ const ERROR_CASES: &[(&str, &str)] = &[
             "\n",
             r#"40_bad_replicas.yaml:33:62: targets[3].replicas.dns_srv.nameserver: target "srv": replicas.dns_srv.nameserver "10.0.0.1:0" is not an IP address with an optional port; write it like 10.96.0.10, 127.0.0.1:5353 or [::1]:53."#,
             "\n",
-            r#"40_bad_replicas.yaml:40:17: targets[4].replicas.dns_srv: target "three": replicas has dns, dns_srv and file_sd; keep exactly one source of replicas."#
+            r#"40_bad_replicas.yaml:40:17: targets[4].replicas.dns_srv: target "three": replicas has dns, dns_srv and file_sd; keep exactly one source of replicas."#,
+            "\n",
+            r#"40_bad_replicas.yaml:47:16: targets[5].replicas.http_sd: target "badsd": replicas.http_sd "ftp://***@sd.example/targets" is not an http or https URL; write the URL of a Prometheus http_sd endpoint, e.g. http_sd: http://sd.internal:8080/targets."#
         ),
     ),
 ];

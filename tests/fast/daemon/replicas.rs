@@ -614,7 +614,7 @@ fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
         )
     };
     let text = format!(
-        "defaults:\n  interval: 1d\nscenarios:\n{}targets:\n{}{}",
+        "defaults:\n  interval: 1d\nscenarios:\n{}targets:\n{}{}  - name: sd\n    protocol: openai-chat\n    base_url: http://sd.test:9/v1\n    model: m\n    replicas:\n      http_sd: http://admin:hunter2@127.0.0.1:1/sd?key=hunter2\n      refresh: 100ms\n",
         common::scenario("chat", 4),
         target("capped", &huge, "      max: 64\n"),
         target("secret", &secret, ""),
@@ -647,17 +647,102 @@ fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
     let cap = err.seen_or_until("more replicas were discovered than replicas.max");
     assert!(cap.contains("10000") && cap.contains("64"), "{cap}");
     err.seen_or_until("replica discovery failed");
+    err.seen_or_until("the http_sd URL http://***@127.0.0.1:1/sd?key=***");
     // Ten refreshes more of the same failure.
     std::thread::sleep(Duration::from_secs(1));
     common::interrupt(&child.0);
     let mut child = child;
     child.0.wait().unwrap();
     let log = err.finish();
-    assert_eq!(log.matches("replica discovery failed").count(), 1, "{log}");
+    // Once per failing target (secret, sd), not once per refresh.
+    assert_eq!(log.matches("replica discovery failed").count(), 2, "{log}");
     assert_eq!(
         log.matches("more replicas were discovered").count(),
         1,
         "{log}"
     );
     assert!(!log.contains("hunter2"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_sd_lists_the_replicas_and_bad_answers_keep_the_last_good_set() {
+    use common::fleet::{sd_json, SdServer};
+    let sims = [
+        simulator_at("127.0.0.31", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.32", 0, common::stream(5, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1]]);
+    let sd = SdServer::start(sd_json(&all)).await;
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      http_sd: http://sd-user:hunter2@{}/targets?token=hunter2\n      refresh: 200ms\n",
+            sd.addr
+        ),
+        "300ms",
+        "",
+    ));
+    let summary = cfg.targets[0].summary();
+    assert!(
+        summary.contains(&format!(
+            " replicas=http_sd:http://***@{}/targets?token=*** refresh=200ms",
+            sd.addr
+        )) && !summary.contains("hunter2"),
+        "{summary}"
+    );
+    let d = common::daemon(cfg).await;
+    until(
+        &d,
+        "both http_sd replicas probed",
+        Duration::from_secs(30),
+        |t| all.iter().all(|r| ttft(t, r).1 >= 1.0),
+    )
+    .await;
+    // As Prometheus asks: JSON, with the refresh interval.
+    let head = sd.last_head.lock().unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("get /targets?token=hunter2 "), "{head}");
+    assert!(head.contains("accept: application/json"), "{head}");
+    assert!(
+        head.contains("x-prometheus-refresh-interval-seconds: 1"),
+        "{head}"
+    );
+
+    let failures = |t: &str, reason: &str| {
+        common::sample(
+            t,
+            "llm_probe_replica_discovery_failures_total",
+            &[("target", "pool"), ("reason", reason)],
+        )
+        .unwrap_or(0.0)
+    };
+    // Each bad answer is counted under its reason, and both replicas stay probed.
+    let huge = vec![b' '; 5 << 20];
+    for (answer, reason) in [
+        ((500, "application/json", b"[]".to_vec()), "read"),
+        ((200, "text/html", b"<html>".to_vec()), "format"),
+        (
+            (200, "application/json", b"[{\"targets\": [".to_vec()),
+            "format",
+        ),
+        ((200, "application/json", huge), "read"),
+        ((200, "application/json", b"[]".to_vec()), "empty"),
+    ] {
+        let before = failures(&scrape(&d).await, reason);
+        sd.set(answer);
+        let text = until(&d, reason, Duration::from_secs(30), |t| {
+            failures(t, reason) > before
+        })
+        .await;
+        assert_eq!(gauge(&text, "llm_probe_replicas", "pool"), Some(2.0));
+        assert!(!text.contains("hunter2"));
+    }
+    // A good answer again: one replica now.
+    sd.set(sd_json(&all[..1]));
+    until(
+        &d,
+        "one replica after a good answer",
+        Duration::from_secs(30),
+        |t| gauge(t, "llm_probe_replicas", "pool") == Some(1.0),
+    )
+    .await;
+    d.stop().await;
 }

@@ -1,5 +1,5 @@
-//! `replicas:` of a target: exactly one source (`dns`, `dns_srv` or `file_sd`), `refresh`, `max` and
-//! `grace` within their bounds.
+//! `replicas:` of a target: exactly one source (`dns`, `dns_srv`, `file_sd` or `http_sd`),
+//! `refresh`, `max` and `grace` within their bounds.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -25,11 +25,12 @@ impl Validator<'_> {
             raw.dns.as_ref().map(|_| "dns"),
             raw.dns_srv.as_ref().map(|_| "dns_srv"),
             raw.file_sd.as_ref().map(|_| "file_sd"),
+            raw.http_sd.as_ref().map(|_| "http_sd"),
         ]
         .into_iter()
         .flatten()
         .collect();
-        let source = match (&raw.dns, &raw.dns_srv, &raw.file_sd) {
+        let source = match (&raw.dns, &raw.dns_srv, &raw.file_sd, &raw.http_sd) {
             _ if named.len() > 1 => {
                 self.problem(
                     format!("{at}.{}", named[1]),
@@ -37,22 +38,24 @@ impl Validator<'_> {
                         "{pre}replicas has {}; keep exactly one source of replicas.",
                         match named.as_slice() {
                             [a, b] => format!("both {a} and {b}"),
-                            _ => "dns, dns_srv and file_sd".to_string(),
+                            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+                            [] => String::new(),
                         }
                     ),
                 );
                 None
             }
-            (None, None, None) => {
+            (None, None, None, None) => {
                 self.problem(
                     at.clone(),
-                    format!("{pre}replicas names no source; add dns: {{}} (every address of base_url's host is a replica), dns_srv: {{name: _http._tcp.NAME}} (every SRV record) or file_sd: PATH (a Prometheus file_sd file)."),
+                    format!("{pre}replicas names no source; add dns: {{}} (every address of base_url's host is a replica), dns_srv: {{name: _http._tcp.NAME}} (every SRV record), file_sd: PATH (a Prometheus file_sd file) or http_sd: URL (a Prometheus http_sd endpoint)."),
                 );
                 None
             }
-            (Some(dns), _, _) => self.dns_source(&at, pre, dns.nameserver.as_deref(), base_url),
-            (_, Some(srv), _) => self.dns_srv_source(&at, pre, srv),
-            (_, _, Some(file)) => self.file_sd_source(&at, pre, file),
+            (Some(dns), ..) => self.dns_source(&at, pre, dns.nameserver.as_deref(), base_url),
+            (_, Some(srv), ..) => self.dns_srv_source(&at, pre, srv),
+            (_, _, Some(file), _) => self.file_sd_source(&at, pre, file),
+            (.., Some(url)) => self.http_sd_source(&at, pre, url),
         };
         let refresh = match &raw.refresh {
             Some(v) => self.duration_within(
@@ -180,6 +183,23 @@ impl Validator<'_> {
             name: valid.then(|| name.to_ascii_lowercase())?,
             nameserver: nameserver?,
         })
+    }
+
+    /// `replicas.http_sd`: an http or https URL without a fragment. Shown only without its
+    /// user-info and query values.
+    fn http_sd_source(&mut self, at: &str, pre: &str, url: &str) -> Option<ReplicaSource> {
+        let parsed = reqwest::Url::parse(url.trim()).ok().filter(|u| {
+            matches!(u.scheme(), "http" | "https") && u.has_host() && u.fragment().is_none()
+        });
+        if parsed.is_none() {
+            let shown =
+                crate::sanitize::terminal_safe(&crate::sanitize::redact_url(url)).into_owned();
+            self.problem(
+                format!("{at}.http_sd"),
+                format!("{pre}replicas.http_sd \"{shown}\" is not an http or https URL; write the URL of a Prometheus http_sd endpoint, e.g. http_sd: http://sd.internal:8080/targets."),
+            );
+        }
+        parsed.map(ReplicaSource::HttpSd)
     }
 
     /// `replicas.file_sd`: a non-empty path, relative to the probes file. The file itself is
