@@ -502,4 +502,3 @@ mod tests {
         assert_eq!(redact_urls_in("no url here"), "no url here");
     }
 }
-

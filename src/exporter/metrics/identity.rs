@@ -14,30 +14,56 @@ use prometheus_client::registry::Unit;
 
 use super::fast::Catalog;
 use super::labels::{ProbeLabels, TargetLabels};
-use super::series::{series_labels, SeriesFamily};
+use super::series::{SeriesFamily, SeriesLabels};
 use super::{unix_seconds, F64Gauge};
 use crate::config::Slo;
 use crate::measure::{Identity as Revealed, ProbeOutcome};
 
-/// `llm_probe_endpoint_info`'s labels: the target and what its backend revealed.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+/// `llm_probe_endpoint_info`'s labels: the target (and the replica, for a target with
+/// `replicas:`: each replica says what it runs, so a rolling upgrade shows old and new side by
+/// side) and what its backend revealed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
 struct EndpointLabels {
     target: Arc<str>,
     model: Arc<str>,
+    /// Empty for a target without `replicas:`: no `replica` label at all.
+    replica: Arc<str>,
     response_model: Arc<str>,
     system_fingerprint: Arc<str>,
     server: Arc<str>,
     server_version: Arc<str>,
 }
 
-series_labels!(EndpointLabels {
-    target,
-    model,
-    response_model,
-    system_fingerprint,
-    server,
-    server_version
-});
+impl EndpointLabels {
+    fn each(&self, f: &mut dyn FnMut(&'static str, &str)) {
+        f("target", &self.target);
+        f("model", &self.model);
+        if !self.replica.is_empty() {
+            f("replica", &self.replica);
+        }
+        f("response_model", &self.response_model);
+        f("system_fingerprint", &self.system_fingerprint);
+        f("server", &self.server);
+        f("server_version", &self.server_version);
+    }
+}
+
+impl SeriesLabels for EndpointLabels {
+    fn for_each_label(&self, f: &mut dyn FnMut(&'static str, &str)) {
+        self.each(f);
+    }
+}
+
+impl EncodeLabelSet for EndpointLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let mut pairs: Vec<(&'static str, String)> = Vec::with_capacity(7);
+        self.each(&mut |k, v| pairs.push((k, v.to_string())));
+        pairs.encode(encoder)
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct ShardLabels {
@@ -52,8 +78,8 @@ pub(super) struct Identity {
     slo_ttft: SeriesFamily<TargetLabels, F64Gauge>,
     slo_tokens_per_second: SeriesFamily<TargetLabels, F64Gauge>,
     endpoint_info: SeriesFamily<EndpointLabels, Gauge>,
-    /// Each target's exported endpoint identity, by target name.
-    current_identity: Mutex<HashMap<Arc<str>, EndpointLabels>>,
+    /// Each target's (or replica's) exported endpoint identity, by target name and replica.
+    current_identity: Mutex<HashMap<(Arc<str>, Arc<str>), EndpointLabels>>,
     reload_success: Gauge,
     reload_timestamp: F64Gauge,
     shard_info: Family<ShardLabels, Gauge>,
@@ -155,6 +181,7 @@ impl Identity {
         let new = EndpointLabels {
             target: labels.target.clone(),
             model: labels.model.clone(),
+            replica: labels.replica.clone(),
             response_model: id.response_model.as_deref().unwrap_or_default().into(),
             system_fingerprint: id.system_fingerprint.as_deref().unwrap_or_default().into(),
             server: id.server_header.as_deref().unwrap_or_default().into(),
@@ -164,17 +191,31 @@ impl Identity {
             .current_identity
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if current.get(&labels.target) != Some(&new) {
-            if let Some(old) = current.insert(labels.target.clone(), new.clone()) {
+        let key = (labels.target.clone(), labels.replica.clone());
+        if current.get(&key) != Some(&new) {
+            if let Some(old) = current.insert(key, new.clone()) {
                 self.endpoint_info.remove(&old);
             }
             self.endpoint_info.get_or_create(&new).set(1);
         }
     }
 
-    /// Removes every series of one pair.
+    /// Removes every series of one pair; a replica's pair also takes the replica's identity
+    /// with it (a replica still probed with another scenario reports it again at its next
+    /// probe).
     pub(super) fn forget(&self, labels: &ProbeLabels) {
         self.interval.remove(labels);
+        if !labels.replica.is_empty() {
+            let key = (labels.target.clone(), labels.replica.clone());
+            let old = self
+                .current_identity
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            if let Some(old) = old {
+                self.endpoint_info.remove(&old);
+            }
+        }
     }
 
     /// Removes every series of a target.
@@ -182,14 +223,17 @@ impl Identity {
         self.slo_ttft.remove(t);
         self.slo_tokens_per_second.remove(t);
         self.credential_reloads.remove(t);
-        if let Some(old) = self
+        let mut current = self
             .current_identity
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&t.target)
-        {
-            self.endpoint_info.remove(&old);
-        }
+            .unwrap_or_else(|e| e.into_inner());
+        current.retain(|(target, _), old| {
+            let keep = *target != t.target;
+            if !keep {
+                self.endpoint_info.remove(old);
+            }
+            keep
+        });
     }
 
     /// Records the result of loading the configuration at `at`.

@@ -249,6 +249,13 @@ fn a_departed_replica_leaves_no_series_and_a_plain_pair_has_no_replica_label() {
         text.contains("llm_probe_probes_total{target=\"pool\",model=\"m\",scenario=\"s\",replica=\"127.0.0.2:80\"} 2"),
         "{text}"
     );
+    // Each replica says what it runs (a rolling upgrade shows old and new side by side).
+    for r in ["127.0.0.2:80", "127.0.0.3:80"] {
+        assert!(
+            text.contains(&format!("llm_probe_endpoint_info{{target=\"pool\",model=\"m\",replica=\"{r}\",response_model=\"served\",")),
+            "{text}"
+        );
+    }
     let per_pair = |text: &str, r: &str| {
         text.lines()
             .filter(|l| l.contains(&format!("replica=\"{r}\"")))
