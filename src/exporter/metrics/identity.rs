@@ -65,6 +65,9 @@ impl EncodeLabelSet for EndpointLabels {
     }
 }
 
+/// A target's name and its replica (empty for a target without `replicas:`).
+type TargetReplica = (Arc<str>, Arc<str>);
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct ShardLabels {
     index: u32,
@@ -79,7 +82,7 @@ pub(super) struct Identity {
     slo_tokens_per_second: SeriesFamily<TargetLabels, F64Gauge>,
     endpoint_info: SeriesFamily<EndpointLabels, Gauge>,
     /// Each target's (or replica's) exported endpoint identity, by target name and replica.
-    current_identity: Mutex<HashMap<(Arc<str>, Arc<str>), EndpointLabels>>,
+    current_identity: Mutex<HashMap<TargetReplica, EndpointLabels>>,
     reload_success: Gauge,
     reload_timestamp: F64Gauge,
     shard_info: Family<ShardLabels, Gauge>,
