@@ -236,8 +236,8 @@ pub enum Command {
 pub struct PrometheusCompareArgs {
     /// The Prometheus server that scrapes llm-probe (its root URL, e.g. http://prometheus:9090;
     /// user-info becomes basic auth): compare two time windows of the daemon's histogram
-    /// buckets instead of two files. Needs --target and either --before/--after or
-    /// --around-change.
+    /// buckets instead of two files. Needs --target and either --before/--after,
+    /// --around-change or --by-identity.
     #[arg(long = "prometheus.url", requires = "target")]
     pub prometheus_url: Option<String>,
     /// Bound of each request to Prometheus (1s to 10m).
@@ -263,13 +263,20 @@ pub struct PrometheusCompareArgs {
     /// --settle after the change.
     #[arg(long, requires = "prometheus_url")]
     pub around_change: bool,
-    /// Length of each window around the change (1ms to 30d).
+    /// Compare the replicas of a target with `replicas:` by what they run, over the last
+    /// --window: BEFORE the replicas of the llm_probe_endpoint_info label set seen first,
+    /// AFTER those of the newer one (a rolling upgrade half-way; exactly two must run).
+    #[arg(long, requires = "prometheus_url", conflicts_with_all = ["around_change", "before_window", "after_window"])]
+    pub by_identity: bool,
+    /// Length of each window around the change, or of the one window of --by-identity (1ms
+    /// to 30d).
     #[arg(long, default_value = "1h", value_parser = compare_span)]
     pub window: Duration,
     /// Skipped after the change before the AFTER window starts (0 to 30d).
     #[arg(long, default_value = "10m", value_parser = compare_settle)]
     pub settle: Duration,
-    /// How far back the last change is looked for (1ms to 30d).
+    /// How far back the last change (or, with --by-identity, each identity's first sample) is
+    /// looked for (1ms to 30d).
     #[arg(long, default_value = "1d", value_parser = compare_span)]
     pub lookback: Duration,
     /// TTFT objective for the share of probes above it (default: the target's
@@ -291,17 +298,26 @@ impl TryFrom<PrometheusCompareArgs> for crate::compare::from_prometheus::Request
         let target = a
             .target
             .ok_or("--prometheus.url needs --target (the target's name, its `target` label)")?;
-        let windows = match (a.before_window, a.after_window, a.around_change) {
-            (Some(before), Some(after), false) => Windows::Given { before, after },
-            (None, None, true) => Windows::AroundChange {
+        let windows = match (
+            a.before_window,
+            a.after_window,
+            a.around_change,
+            a.by_identity,
+        ) {
+            (Some(before), Some(after), false, false) => Windows::Given { before, after },
+            (None, None, true, false) => Windows::AroundChange {
                 window: a.window.as_secs_f64(),
                 settle: a.settle.as_secs_f64(),
+                lookback: a.lookback.as_secs_f64(),
+            },
+            (None, None, false, true) => Windows::ByIdentity {
+                window: a.window.as_secs_f64(),
                 lookback: a.lookback.as_secs_f64(),
             },
             _ => {
                 return Err(
                     "--prometheus.url needs the windows: --before START/END and --after \
-                     START/END, or --around-change"
+                     START/END, --around-change, or --by-identity"
                         .into(),
                 )
             }
@@ -872,7 +888,30 @@ mod tests {
             }
         );
         let e = request(&["--target", "t"]).unwrap_err();
-        assert!(e.contains("--around-change"), "{e}");
+        assert!(
+            e.contains("--around-change") && e.contains("--by-identity"),
+            "{e}"
+        );
+        let r = request(&["--target", "t", "--by-identity", "--window", "10m"]).unwrap();
+        assert_eq!(
+            r.windows,
+            Windows::ByIdentity {
+                window: 600.0,
+                lookback: 86_400.0
+            }
+        );
+        // One way of choosing the windows at a time.
+        let argv = [
+            "llm-probe",
+            "compare",
+            "--prometheus.url",
+            "http://p:9090",
+            "--target",
+            "t",
+            "--by-identity",
+            "--around-change",
+        ];
+        assert!(Cli::try_parse_from(argv).is_err());
     }
 
     #[test]

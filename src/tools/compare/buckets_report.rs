@@ -238,6 +238,22 @@ fn preamble(c: &WindowComparison) -> Vec<String> {
         out.push(format!("BEFORE endpoint: {}", list(before)));
         out.push(format!("AFTER  endpoint: {}", list(after)));
     }
+    if let Some((before, after)) = &c.replicas {
+        let list = |r: &Vec<String>| terminal_safe(&r.join(", ")).into_owned();
+        out.push(
+            "By identity (--by-identity): one window, the replicas split by what they run".into(),
+        );
+        out.push(format!(
+            "BEFORE replicas ({}): {}",
+            before.len(),
+            list(before)
+        ));
+        out.push(format!(
+            "AFTER  replicas ({}): {}",
+            after.len(),
+            list(after)
+        ));
+    }
     let probes = |f: fn(&ScenarioComparison) -> u64| -> u64 { c.scenarios.iter().map(f).sum() };
     out.push(format!(
         "BEFORE {} → {} ({}): {} probes",
@@ -642,8 +658,11 @@ pub struct WindowReport<'a> {
     pub source: Source<'a>,
     /// The endpoint change compared around (`--around-change`), else `null`.
     pub change: Option<ChangeReport<'a>>,
-    /// The endpoint label sets seen in each of `--before`/`--after`, else `null`.
+    /// The endpoint label sets seen in each of `--before`/`--after` (with `--by-identity`: the
+    /// old and the new one), else `null`.
     pub identities: Option<Identities<'a>>,
+    /// With `--by-identity`: the replicas on each side, else `null`.
+    pub replicas: Option<ReplicaSides<'a>>,
     /// The BEFORE window.
     pub before: Window,
     /// The AFTER window.
@@ -706,6 +725,15 @@ pub struct Identities<'a> {
     pub before: Vec<LabelSet<'a>>,
     /// AFTER's.
     pub after: Vec<LabelSet<'a>>,
+}
+
+/// `replicas`: the `replica` labels of each side of a `--by-identity` comparison.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReplicaSides<'a> {
+    /// The replicas running the old identity (BEFORE).
+    pub before: &'a [String],
+    /// The replicas running the new identity (AFTER).
+    pub after: &'a [String],
 }
 
 /// A window `(start, end]`, Unix seconds and RFC 3339.
@@ -930,7 +958,8 @@ fn slo_share(s: &SloRow) -> SloShare {
 
 /// The JSON report ([`WindowReport`]): `source` (redacted URL, target, scenario), `change` (or
 /// null; `--around-change`), `identities` (or null; the endpoint label sets seen in each of
-/// `--before`/`--after`), `before`/`after` windows, `slo`, `rule`, `warnings`, `not_compared`,
+/// `--before`/`--after`, or the two of `--by-identity`), `replicas` (or null; each side's with
+/// `--by-identity`), `before`/`after` windows, `slo`, `rule`, `warnings`, `not_compared`,
 /// `scenarios[]` (`scenario`, one object per metric named as in `compare`'s JSON, `slo[]`,
 /// `failure_ratio`) and `regression`.
 pub fn report(c: &WindowComparison) -> WindowReport<'_> {
@@ -966,6 +995,10 @@ pub fn report(c: &WindowComparison) -> WindowReport<'_> {
         identities: c.identities.as_ref().map(|(b, a)| Identities {
             before: b.iter().map(label_set).collect(),
             after: a.iter().map(label_set).collect(),
+        }),
+        replicas: c.replicas.as_ref().map(|(b, a)| ReplicaSides {
+            before: b,
+            after: a,
         }),
         before: Window::of(c.before),
         after: AfterWindow {

@@ -28,6 +28,15 @@ pub enum Windows {
         /// AFTER.
         after: Range,
     },
+    /// `--by-identity`: one window (the last `window` seconds), the replicas of a `replicas:`
+    /// target split by what they run: BEFORE the replicas of the identity seen first (within
+    /// `lookback`), AFTER those of the newer one — a rolling upgrade half-way.
+    ByIdentity {
+        /// The window's length, seconds.
+        window: f64,
+        /// How far back an identity's first sample is looked for, seconds.
+        lookback: f64,
+    },
     /// `--around-change`: around the last change of the endpoint identity.
     AroundChange {
         /// Each window's length, seconds.
@@ -67,8 +76,11 @@ pub struct WindowComparison {
     pub scenario: Option<String>,
     /// The change compared around (`--around-change`).
     pub change: Option<Change>,
-    /// With `--before`/`--after`: the endpoint identities seen in each window.
+    /// With `--before`/`--after`: the endpoint identities seen in each window; with
+    /// `--by-identity`: the old and the new one.
     pub identities: Option<(Vec<Identity>, Vec<Identity>)>,
+    /// With `--by-identity`: the replicas on each side (BEFORE: the old identity's).
+    pub replicas: Option<(Vec<String>, Vec<String>)>,
     /// BEFORE `(start, end]`, Unix seconds.
     pub before: (f64, f64),
     /// AFTER `(start, end]`, Unix seconds.
@@ -146,6 +158,9 @@ async fn place_windows(
             }
             Ok((b, a, None, warnings))
         }
+        &Windows::ByIdentity { window, .. } => {
+            Ok(((now - window, now), (now - window, now), None, Vec::new()))
+        }
         &Windows::AroundChange {
             window,
             settle,
@@ -200,6 +215,49 @@ async fn place_windows(
     }
 }
 
+/// The old and the new identity of `target`'s replicas over the last `window` seconds.
+/// Errors: Prometheus fails, no replica reports an identity, all run one, or more than two
+/// identities run at once (which two to compare is then not clear).
+async fn split_by_identity(
+    client: &Client,
+    target: &str,
+    window: f64,
+    lookback: f64,
+    now: f64,
+) -> Result<(prometheus::IdentityGroup, prometheus::IdentityGroup), Failure> {
+    let groups = prometheus::fetch_identity_groups(client, target, window, lookback, now).await?;
+    let shown = |g: &prometheus::IdentityGroup| {
+        format!(
+            "{} on {} replica{}",
+            prometheus::show_identity(&g.identity),
+            g.replicas.len(),
+            if g.replicas.len() == 1 { "" } else { "s" }
+        )
+    };
+    match <[prometheus::IdentityGroup; 2]>::try_from(groups) {
+        Ok([old, new]) => Ok((old, new)),
+        Err(groups) if groups.is_empty() => Err(Failure::Input(format!(
+            "--by-identity: no replica of {} reported an identity ({} with a replica label)              in the last {}: is it a target with replicas:, and did its server reveal a              model, fingerprint or server header?",
+            describe(target, None),
+            prometheus::ENDPOINT_INFO,
+            human(window)
+        ))),
+        Err(groups) if groups.len() == 1 => Err(Failure::Input(format!(
+            "--by-identity: every replica of {} runs one identity in the last {} ({}):              nothing to compare; during a rolling upgrade old and new run side by side",
+            describe(target, None),
+            human(window),
+            shown(&groups[0])
+        ))),
+        Err(groups) => Err(Failure::Input(format!(
+            "--by-identity: the replicas of {} run {} identities in the last {} ({});              --by-identity compares two: shorten --window, or compare time windows with              --before/--after",
+            describe(target, None),
+            groups.len(),
+            human(window),
+            groups.iter().map(shown).collect::<Vec<_>>().join("; ")
+        ))),
+    }
+}
+
 /// "`window` (START to END) has no successful probes of `pair` in Prometheus at `url`", with
 /// what to check. `url` is redacted ([`Client::shown_url`]).
 pub(crate) fn no_probes(window: &str, (start, end): (f64, f64), pair: &str, url: &str) -> String {
@@ -222,8 +280,20 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
     let now = now();
     let (before, after, change, mut warnings) = place_windows(&client, req, now).await?;
     let scenario = req.scenario.as_deref();
-    let wb = prometheus::fetch_window(&client, &req.target, scenario, before.0, before.1).await?;
-    let wa = prometheus::fetch_window(&client, &req.target, scenario, after.0, after.1).await?;
+    let split = match req.windows {
+        Windows::ByIdentity { window, lookback } => {
+            Some(split_by_identity(&client, &req.target, window, lookback, now).await?)
+        }
+        _ => None,
+    };
+    let (rb, ra) = match &split {
+        Some((old, new)) => (Some(&old.replicas[..]), Some(&new.replicas[..])),
+        None => (None, None),
+    };
+    let wb =
+        prometheus::fetch_window_of(&client, &req.target, scenario, rb, before.0, before.1).await?;
+    let wa =
+        prometheus::fetch_window_of(&client, &req.target, scenario, ra, after.0, after.1).await?;
     let mut slo = prometheus::fetch_slo(&client, &req.target, after.1).await?;
     if req.slo.is_some() {
         slo.ttft = req.slo;
@@ -264,9 +334,10 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
             not_compared.join("; ")
         )));
     }
-    let identities = match change {
-        Some(_) => None,
-        None => {
+    let identities = match (&change, &split) {
+        (_, Some((old, new))) => Some((vec![old.identity.clone()], vec![new.identity.clone()])),
+        (Some(_), None) => None,
+        (None, None) => {
             let b = prometheus::fetch_identities(&client, &req.target, before.0, before.1).await?;
             let a = prometheus::fetch_identities(&client, &req.target, after.0, after.1).await?;
             if !b.is_empty() && b == a {
@@ -293,11 +364,12 @@ pub async fn compare(req: &Request, options: &Options) -> Result<WindowCompariso
         scenario: req.scenario.clone(),
         change,
         identities,
+        replicas: split.map(|(old, new)| (old.replicas, new.replicas)),
         before,
         after,
         settle: match req.windows {
             Windows::AroundChange { settle, .. } => Some(settle),
-            Windows::Given { .. } => None,
+            Windows::Given { .. } | Windows::ByIdentity { .. } => None,
         },
         slo,
         slo_from_flag: req.slo.is_some(),

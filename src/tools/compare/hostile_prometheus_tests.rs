@@ -401,7 +401,9 @@ async fn an_ha_pair_without_deduplication_is_refused() {
         let tag = |r: &str| {
             list.replace(
                 "{\"target\":\"sim\"",
-                &format!("{{\"instance\":\"exp:9464\",\"replica\":\"{r}\",\"target\":\"sim\""),
+                &format!(
+                    "{{\"instance\":\"exp:9464\",\"prometheus_replica\":\"{r}\",\"target\":\"sim\""
+                ),
             )
         };
         format!("{}[{},{}]}}}}", &normal[..start], tag("a"), tag("b"))
@@ -411,5 +413,8 @@ async fn an_ha_pair_without_deduplication_is_refused() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains("replica") && e.contains("deduplicat"), "{e}");
+    assert!(
+        e.contains("prometheus_replica") && e.contains("deduplicat"),
+        "{e}"
+    );
 }

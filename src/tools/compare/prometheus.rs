@@ -325,8 +325,9 @@ fn credentials(base: &url::Url) -> Vec<String> {
 
 /// Labels by which HA pairs of Prometheus servers (and Thanos, Cortex and Mimir setups) tell
 /// their replicas apart: series differing only in these are one exporter's series seen twice.
-pub const REPLICA_LABELS: [&str; 5] = [
-    "replica",
+/// Not `replica`, which Thanos' examples use too: it is llm-probe's own label of a model
+/// server's replica (docs/metrics.md, "The `replica` label").
+pub const REPLICA_LABELS: [&str; 4] = [
     "prometheus_replica",
     "__replica__",
     "rule_replica",
@@ -413,14 +414,38 @@ fn literal(value: &str) -> String {
 
 /// The selector `metric{target="…"[,scenario="…"]}`, values escaped.
 pub fn selector(metric: &str, target: &str, scenario: Option<&str>) -> String {
-    match scenario {
-        Some(s) => format!(
-            "{metric}{{target={},scenario={}}}",
-            literal(target),
-            literal(s)
-        ),
-        None => format!("{metric}{{target={}}}", literal(target)),
+    selector_of(metric, target, scenario, None)
+}
+
+/// [`selector`], and when `replicas` is given only their series
+/// (`replica=~"a|b"`, each label matched exactly).
+pub fn selector_of(
+    metric: &str,
+    target: &str,
+    scenario: Option<&str>,
+    replicas: Option<&[String]>,
+) -> String {
+    let mut matchers = vec![format!("target={}", literal(target))];
+    if let Some(s) = scenario {
+        matchers.push(format!("scenario={}", literal(s)));
     }
+    if let Some(r) = replicas {
+        let alternatives: Vec<String> = r.iter().map(|r| regex_escape(r)).collect();
+        matchers.push(format!("replica=~{}", literal(&alternatives.join("|"))));
+    }
+    format!("{metric}{{{}}}", matchers.join(","))
+}
+
+/// `text` as an RE2 regular expression matching exactly it (every metacharacter escaped).
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if r"\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// How much a counter rose over `(start, end]` from its raw samples (time order): the baseline
@@ -503,13 +528,26 @@ pub async fn fetch_window(
     start: f64,
     end: f64,
 ) -> Result<Window, Error> {
+    fetch_window_of(client, target, scenario, None, start, end).await
+}
+
+/// [`fetch_window`] of only the replicas `replicas` of a target with `replicas:` (every
+/// replica when `None`).
+pub async fn fetch_window_of(
+    client: &Client,
+    target: &str,
+    scenario: Option<&str>,
+    replicas: Option<&[String]>,
+    start: f64,
+    end: f64,
+) -> Result<Window, Error> {
     let range = end - start + BASELINE_LOOKBACK_SECONDS;
     let mut scenarios: BTreeMap<String, ScenarioData> = BTreeMap::new();
     for metric in Metric::ALL {
         let Some(name) = histogram_name(metric) else {
             continue;
         };
-        let sel = selector(&format!("{name}_bucket"), target, scenario);
+        let sel = selector_of(&format!("{name}_bucket"), target, scenario, replicas);
         let series = client.samples(&sel, range, end).await?;
         let by_le = increases_by(&series, start, end, |s| {
             let le = s.labels.get("le")?.parse::<f64>().ok()?;
@@ -544,7 +582,7 @@ pub async fn fetch_window(
         }
     }
     for (name, failed) in [(PROBES_TOTAL, false), (FAILURES_TOTAL, true)] {
-        let sel = selector(name, target, scenario);
+        let sel = selector_of(name, target, scenario, replicas);
         let series = client.samples(&sel, range, end).await?;
         for (sc, count) in increases_by(&series, start, end, scenario_of) {
             if !(0.0..=MAX_COUNT).contains(&count) {
@@ -570,7 +608,7 @@ pub async fn fetch_window(
     for (sc, d) in &scenarios {
         if let Some((metric, h)) = d.histograms.iter().find(|(_, h)| h.total() > d.probes) {
             return Err(client.error(
-                &selector(PROBES_TOTAL, target, scenario),
+                &selector_of(PROBES_TOTAL, target, scenario, replicas),
                 format!(
                     "scenario {sc:?} has {} observations of {} but {} probes in ({start}, {end}]: each probe is observed at most once, so the counters are not one exporter's (a missing or relabelled {PROBES_TOTAL}?)",
                     h.total(),
@@ -582,7 +620,7 @@ pub async fn fetch_window(
     }
     if let Some((sc, d)) = scenarios.iter().find(|(_, d)| d.failures > d.probes) {
         return Err(client.error(
-            &selector(FAILURES_TOTAL, target, scenario),
+            &selector_of(FAILURES_TOTAL, target, scenario, replicas),
             format!(
                 "scenario {sc:?} counts {} failed probes of {} probes in ({start}, {end}]: more failed than finished, the counters are not one exporter's",
                 d.failures, d.probes
@@ -669,7 +707,7 @@ pub enum NoChange {
         since: f64,
     },
     /// Another label set was still seen at the same time as the newest (replicas disagree).
-    #[error("two label sets are current at once ({} and {}): replicas see different backends", show_identity(.a), show_identity(.b))]
+    #[error("two label sets are current at once ({} and {}): replicas see different backends (a rolling upgrade of a target with replicas:? compare them with --by-identity)", show_identity(.a), show_identity(.b))]
     Concurrent {
         /// One label set.
         a: Identity,
@@ -776,6 +814,81 @@ pub async fn fetch_identities(
         .samples(&selector(ENDPOINT_INFO, target, None), end - start, end)
         .await?;
     Ok(identities_in(&series, start, end))
+}
+
+/// The replicas of a `replicas:` target that run one endpoint identity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdentityGroup {
+    /// The identity.
+    pub identity: Identity,
+    /// Its replicas (`replica` labels), sorted.
+    pub replicas: Vec<String>,
+    /// Its first sample on any replica in the searched range, Unix seconds.
+    pub first_seen: f64,
+}
+
+/// The replicas of a target grouped by what each ran last in `(start, end]` (its newest
+/// `llm_probe_endpoint_info` sample there), oldest identity first (by its first sample in
+/// `series`, on any replica). Series without a `replica` label are not replicas. Pure.
+pub fn groups_by_identity(series: &[Series], start: f64, end: f64) -> Vec<IdentityGroup> {
+    let mut first_seen: BTreeMap<Identity, f64> = BTreeMap::new();
+    // replica -> (time of its newest sample in the window, identity)
+    let mut latest: BTreeMap<&str, (f64, Identity)> = BTreeMap::new();
+    for s in series {
+        let Some(replica) = s.labels.get("replica").filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let id = identity_of(s);
+        if let Some(first) = s.samples.iter().map(|(t, _)| *t).reduce(f64::min) {
+            let e = first_seen.entry(id.clone()).or_insert(first);
+            *e = e.min(first);
+        }
+        let newest = s
+            .samples
+            .iter()
+            .map(|(t, _)| *t)
+            .filter(|t| *t > start && *t <= end)
+            .reduce(f64::max);
+        if let Some(t) = newest {
+            let e = latest.entry(replica).or_insert((t, id.clone()));
+            if t > e.0 {
+                *e = (t, id);
+            }
+        }
+    }
+    let mut groups: BTreeMap<Identity, Vec<String>> = BTreeMap::new();
+    for (replica, (_, id)) in latest {
+        groups.entry(id).or_default().push(replica.to_string());
+    }
+    let mut out: Vec<IdentityGroup> = groups
+        .into_iter()
+        .map(|(identity, replicas)| IdentityGroup {
+            first_seen: first_seen.get(&identity).copied().unwrap_or(start),
+            identity,
+            replicas,
+        })
+        .collect();
+    out.sort_by(|a, b| a.first_seen.total_cmp(&b.first_seen));
+    out
+}
+
+/// [`groups_by_identity`] of `target`'s replicas over `(at − window, at]`, identities first
+/// seen over `lookback` before `at`.
+pub async fn fetch_identity_groups(
+    client: &Client,
+    target: &str,
+    window: f64,
+    lookback: f64,
+    at: f64,
+) -> Result<Vec<IdentityGroup>, Error> {
+    let series = client
+        .samples(
+            &selector(ENDPOINT_INFO, target, None),
+            lookback.max(window),
+            at,
+        )
+        .await?;
+    Ok(groups_by_identity(&series, at - window, at))
 }
 
 /// The last change of `target`'s endpoint identity within `lookback` seconds before `at`.

@@ -525,3 +525,131 @@ fn an_echoed_request_shows_no_credentials() {
         assert!(!err.contains(&secret), "{secret} in {err}");
     }
 }
+
+/// A rolling upgrade half-way, per replica: two targets with `replicas:` (file_sd), each with
+/// two replicas running `model-v1` (TTFT 200 ms) from the start and two `model-v2` replicas
+/// added a few seconds later. For `up` the new replicas are 25 % slower (250 ms), for `aa` they
+/// are as fast (the A/A case). `compare --by-identity` over one window puts the v1 replicas
+/// BEFORE and the v2 replicas AFTER: a TTFT regression for `up` (exit 1), none for `aa`
+/// (exit 0); before the v2 replicas exist, it says every replica runs one identity (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_identity_judges_the_new_replicas_against_the_old_during_a_rolling_upgrade() {
+    use common::fleet::{simulator_at, write_sd};
+    let v = |ttft: u64, model: &str| common::stream(ttft, ITL_MS, 8).model(model);
+    let mut sims = Vec::new();
+    for (ttft, model) in [
+        (200, "model-v1"),
+        (200, "model-v1"),
+        (250, "model-v2"),
+        (250, "model-v2"),
+    ]
+    .into_iter()
+    .chain([
+        (200, "model-v1"),
+        (200, "model-v1"),
+        (200, "model-v2"),
+        (200, "model-v2"),
+    ]) {
+        sims.push(simulator_at("127.0.0.1", 0, v(ttft, model)).await);
+    }
+    let addrs: Vec<String> = sims.iter().map(|s| s.addr.to_string()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (up_sd, aa_sd) = (dir.path().join("up.json"), dir.path().join("aa.json"));
+    write_sd(&up_sd, &addrs[0..2]);
+    write_sd(&aa_sd, &addrs[4..6]);
+    let target = |name: &str, sd: &std::path::Path| {
+        format!(
+            "  - name: {name}\n    protocol: openai-chat\n    base_url: http://{name}.test:8000/v1\n    model: m\n    replicas:\n      file_sd: {}\n      refresh: 200ms\n",
+            sd.display()
+        )
+    };
+    let yaml = format!(
+        "defaults:\n  interval: 500ms\n  timeout: 500ms\nscenarios:\n{}targets:\n{}{}",
+        common::scenario("chat", 8),
+        target("up", &up_sd),
+        target("aa", &aa_sd)
+    );
+    let daemon = common::daemon(common::parse(&yaml)).await;
+    let dir_prom = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(dir_prom.path(), &[], daemon.addr).await;
+    let count = r#"llm_probe_time_to_first_token_seconds_count{target="up"}"#;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while prom.sum(count, None).await < 2.0 {
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not scrape v1's probes"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let by_identity = |target: &'static str, url: String| {
+        compare(&[
+            "--prometheus.url",
+            &url,
+            "--target",
+            target,
+            "--by-identity",
+            "--window",
+            &format!("{WINDOW}s"),
+            "--lookback",
+            "5m",
+            "--output",
+            "json",
+        ])
+    };
+    // Only v1 so far: nothing to compare.
+    let out = by_identity("up", prom.url.clone());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("every replica of target \"up\" runs one identity"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The new replicas join; once a whole window holds their probes, compare.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    write_sd(&up_sd, &addrs[0..4]);
+    write_sd(&aa_sd, &addrs[4..8]);
+    tokio::time::sleep(Duration::from_secs_f64(WINDOW + 3.0 * SCRAPE)).await;
+
+    let out = by_identity("up", prom.url.clone());
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(&out)));
+    assert_eq!(out.status.code(), Some(1), "{doc:#}\n{}", stderr(&out));
+    assert_eq!(
+        doc["identities"]["before"][0]["response_model"], "model-v1",
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["identities"]["after"][0]["response_model"], "model-v2",
+        "{doc:#}"
+    );
+    let sides = |side: &str| -> Vec<String> {
+        doc["replicas"][side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut old = addrs[0..2].to_vec();
+    let mut new = addrs[2..4].to_vec();
+    old.sort();
+    new.sort();
+    assert_eq!((sides("before"), sides("after")), (old, new));
+    for k in ["start", "end"] {
+        assert_eq!(doc["before"][k], doc["after"][k], "one window: {doc:#}");
+    }
+    let ttft = &doc["scenarios"][0]["ttft_seconds"];
+    assert_eq!(ttft["verdict"], "regression", "{ttft:#}");
+
+    // A/A: the new identity as fast as the old: no regression.
+    let out = by_identity("aa", prom.url.clone());
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(&out)));
+    assert_eq!(out.status.code(), Some(0), "{doc:#}\n{}", stderr(&out));
+    assert_ne!(
+        doc["scenarios"][0]["ttft_seconds"]["verdict"], "regression",
+        "{doc:#}"
+    );
+    daemon.stop().await;
+}

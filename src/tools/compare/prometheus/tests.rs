@@ -213,3 +213,48 @@ async fn range_query_answers_are_parsed() {
     assert_eq!(series[0].labels["le"], "+Inf");
     assert_eq!(series[0].samples, vec![(10.5, 3.0), (11.5, 4.0)]);
 }
+
+#[test]
+fn a_replica_set_is_matched_exactly_whatever_its_labels_hold() {
+    let replicas = ["10.0.0.1:80".to_string(), "[::1]:80".to_string()];
+    assert_eq!(
+        selector_of("m", "sim", None, Some(&replicas)),
+        r#"m{target="sim",replica=~"10\\.0\\.0\\.1:80|\\[::1\\]:80"}"#
+    );
+    assert_eq!(regex_escape(r"a.b*c|d(e)^$\"), r"a\.b\*c\|d\(e\)\^\$\\");
+}
+
+fn on_replica(model: &str, replica: &str, times: &[f64]) -> Series {
+    let mut s = info(model, times);
+    s.labels.insert("replica".into(), replica.into());
+    s
+}
+
+#[test]
+fn replicas_are_grouped_by_what_they_ran_last_in_the_window_oldest_identity_first() {
+    let series = [
+        // r1 ran v1 throughout; r2 was upgraded to v2 at t = 50; r3 ran v2 only before the
+        // window; the target-level series (no replica) is not a replica.
+        on_replica("v1", "r1", &[10.0, 60.0, 90.0]),
+        on_replica("v1", "r2", &[10.0, 40.0]),
+        on_replica("v2", "r2", &[50.0, 90.0]),
+        on_replica("v2", "r3", &[20.0]),
+        info("v3", &[5.0, 95.0]),
+    ];
+    let groups = groups_by_identity(&series, 30.0, 100.0);
+    let shown: Vec<(String, Vec<String>, f64)> = groups
+        .iter()
+        .map(|g| {
+            let model = g.identity.iter().find(|(k, _)| k == "response_model");
+            (model.unwrap().1.clone(), g.replicas.clone(), g.first_seen)
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("v1".into(), vec!["r1".to_string()], 10.0),
+            ("v2".into(), vec!["r2".to_string()], 20.0),
+        ]
+    );
+    assert!(groups_by_identity(&series, 200.0, 300.0).is_empty());
+}
