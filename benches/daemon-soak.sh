@@ -8,7 +8,9 @@
 #   benches/daemon-soak.sh [MINUTES (default 22)] [TOKENS (default 64)] [INTERVAL (default 10s)]
 #
 # MINUTES and TOKENS are whole numbers ≥ 1; INTERVAL is a duration the probes file takes (10s,
-# 500ms). Environment: TARGETS (default 1000) pairs; BIN the binary (default
+# 500ms). Environment: TARGETS (default 1000) pairs; REPLICAS (default 0) makes each target a
+# `replicas:` target whose file_sd file lists REPLICAS replicas (one simulator on each of
+# 127.0.0.2, 127.0.0.3, …, all on one port): TARGETS × REPLICAS pairs; BIN the binary (default
 # target/dist/llm-probe, the container's build: `cargo build --profile dist`, release with LTO,
 # built if missing; a BIN you name must exist); DAEMON_ARGS more
 # flags for `llm-probe run`, split on spaces (e.g. `--web.history.max-probes 60`).
@@ -16,16 +18,19 @@
 # daemon to CPU 0; `curl --compressed` scrapes /metrics every 15 s, as Prometheus would. Every
 # 30 s it prints the daemon's VmRSS, VmHWM (peak), RssAnon, RssFile and its CPU over those 30 s
 # (utime+stime from /proc/PID/stat); at the end (or on Ctrl-C) the successful and failed
-# probes. Stops what it started, by PID; a child that fails has its log printed.
+# probes and the time of each /metrics scrape (curl's time_total: min, median, max).
+# Stops what it started, by PID; a child that fails has its log printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-22}
 TOKENS=${2:-64}
 INTERVAL=${3:-10s}
 TARGETS=${TARGETS:-1000}
+REPLICAS=${REPLICAS:-0}
 for v in MINUTES TOKENS TARGETS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
 done
+[[ $REPLICAS =~ ^[0-9]+$ ]] && ((REPLICAS <= 200)) || { echo "REPLICAS is '$REPLICAS': a whole number from 0 to 200 is needed" >&2; exit 2; }
 if [[ -n ${BIN:-} ]]; then
   [[ -x $BIN ]] || { echo "BIN=$BIN is not an executable file" >&2; exit 2; }
 else
@@ -57,16 +62,29 @@ sim_port=$(free_port)
   printf 'targets:\n'
   for i in $(seq -f '%04g' 0 $((TARGETS - 1))); do
     printf '  - name: t%s\n    protocol: openai-chat\n    base_url: http://127.0.0.1:%s/v1\n    model: sim\n' "$i" "$sim_port"
+    if ((REPLICAS > 0)); then
+      printf '    replicas: {file_sd: %s, max: %s}\n' "$tmp/replicas.json" "$REPLICAS"
+    fi
   done
 } >"$tmp/probes.yaml"
 "$BIN" check-config --config.file "$tmp/probes.yaml" >"$tmp/check.log" 2>&1 ||
   { echo "the generated probes file is refused (MINUTES=$MINUTES TOKENS=$TOKENS INTERVAL=$INTERVAL TARGETS=$TARGETS):" >&2; cat "$tmp/check.log" >&2; exit 2; }
 
-taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address "127.0.0.1:$sim_port" \
-  --ttft 200ms --itl 20ms --tokens "$TOKENS" >"$tmp/sim.log" 2>&1 &
-SIM_PID=$!
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$sim_port/v1/models" >/dev/null && break; sleep 0.1; done
-kill -0 "$SIM_PID" 2>/dev/null || died simulator "$SIM_PID" "$tmp/sim.log"
+# One simulator, or one per replica address (127.0.0.2, …: Linux routes 127.0.0.0/8 to lo).
+sim_ips=(127.0.0.1)
+if ((REPLICAS > 0)); then
+  sim_ips=()
+  for r in $(seq 1 "$REPLICAS"); do sim_ips+=("127.0.$((r / 250)).$((r % 250 + 1))"); done
+  python3 -c 'import json, sys; print(json.dumps([{"targets": sys.argv[2:], "labels": {}}]))' \
+    x $(for ip in "${sim_ips[@]}"; do echo "$ip:$sim_port"; done) >"$tmp/replicas.json"
+fi
+for ip in "${sim_ips[@]}"; do
+  taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address "$ip:$sim_port" \
+    --ttft 200ms --itl 20ms --tokens "$TOKENS" >>"$tmp/sim.log" 2>&1 &
+  SIM_PID="$SIM_PID $!"
+  for _ in $(seq 100); do curl -fs "http://$ip:$sim_port/v1/models" >/dev/null && break; sleep 0.1; done
+  kill -0 "$!" 2>/dev/null || died simulator "$!" "$tmp/sim.log"
+done
 
 port=$(free_port)
 read -r -a daemon_args <<<"${DAEMON_ARGS:-}"
@@ -87,12 +105,18 @@ for line in sys.stdin:
     elif line.startswith("llm_probe_probe_failures_total"):
         failed += float(line.split()[-1])
 print(f"probes: {ok:.0f} successful, {failed:.0f} failed")' || echo "probes: /metrics did not answer"
+  if [[ -s $tmp/scrapes ]]; then
+    python3 -c '
+import statistics, sys
+t = sorted(float(x) * 1000 for x in open(sys.argv[1]) if x.strip())
+print(f"/metrics scrapes ({len(t)}, gzip, curl time_total): min {t[0]:.1f} ms, median {statistics.median(t):.1f} ms, max {t[-1]:.1f} ms")' "$tmp/scrapes"
+  fi
   grep -v '^$' "$tmp/daemon.log" | tail -5 || true
 }
 trap 'echo "interrupted"; summary; exit 130' INT
 trap 'exit 143' TERM
 
-echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS pairs every $INTERVAL, $TOKENS tokens, $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
+echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS targets × ${REPLICAS} replicas (0: none) every $INTERVAL, $TOKENS tokens, $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
 echo "| minute | RSS MiB | peak (VmHWM) MiB | anon / file MiB | CPU over the last 30 s | loadavg |"
 echo "|---:|---:|---:|---:|---:|---:|"
 kib() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"; }
@@ -104,7 +128,8 @@ end=$((start + MINUTES * 60))
 next_sample=$((start + 30))
 while (($(date +%s) < end)); do
   kill -0 "$DAEMON_PID" 2>/dev/null || died daemon "$DAEMON_PID" "$tmp/daemon.log"
-  curl -fs --compressed -o /dev/null "$url" || echo "scrape failed at $(($(date +%s) - start)) s"
+  curl -fs --compressed -o /dev/null -w '%{time_total}\n' "$url" >>"$tmp/scrapes" ||
+    echo "scrape failed at $(($(date +%s) - start)) s"
   # In the background, so that Ctrl-C and TERM act at once.
   sleep 15 &
   SLEEP_PID=$!
