@@ -229,6 +229,44 @@ impl Daemon {
     }
 }
 
+/// At most `replicas.max` × the target's scenarios departed pairs of one target keep their
+/// series through the grace: a discovery whose every answer names new replicas (a churning or
+/// hostile source) would otherwise keep the series of every replica it ever named. The pairs
+/// that departed first lose theirs first.
+fn cap_lingering(
+    lingering: &mut HashMap<ProbeLabels, tokio::time::Instant>,
+    config: &Config,
+    metrics: &Metrics,
+) {
+    let mut by_target: HashMap<&str, Vec<(tokio::time::Instant, &ProbeLabels)>> = HashMap::new();
+    for (labels, until) in lingering.iter() {
+        by_target
+            .entry(&*labels.target)
+            .or_default()
+            .push((*until, labels));
+    }
+    let mut evict = Vec::new();
+    for (name, mut pairs) in by_target {
+        let Some(t) = config.targets.iter().find(|t| *t.name == *name) else {
+            continue;
+        };
+        let limit = t
+            .replicas
+            .as_ref()
+            .map_or(0, |r| r.max)
+            .saturating_mul(t.scenarios.len().max(1));
+        if pairs.len() > limit {
+            pairs.sort_by_key(|(until, _)| *until);
+            let over = pairs.len() - limit;
+            evict.extend(pairs.into_iter().take(over).map(|(_, l)| l.clone()));
+        }
+    }
+    for labels in evict {
+        metrics.forget(&labels);
+        lingering.remove(&labels);
+    }
+}
+
 /// How long the series of `run`'s pair stay after it stopped: its target's `replicas.grace`
 /// when it probed a replica of a target `config` still discovers replicas of (same model);
 /// `None`: they go at once.
@@ -720,6 +758,7 @@ impl Supervisor {
             }
             keep
         });
+        cap_lingering(lingering, config, metrics);
         #[cfg(test)]
         if config
             .targets

@@ -746,3 +746,45 @@ async fn http_sd_lists_the_replicas_and_bad_answers_keep_the_last_good_set() {
     .await;
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovery_that_names_new_replicas_every_time_keeps_its_series_bounded() {
+    use common::fleet::replicas_in;
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("churn.json");
+    // Nothing listens on port 9 of these addresses: probes fail fast, series exist all the same.
+    let set = |round: u32| -> Vec<String> {
+        (0..4)
+            .map(|i| {
+                format!(
+                    "127.0.{}.{}:9",
+                    100 + round / 200,
+                    (round % 200) + i * 50 + 1
+                )
+            })
+            .collect()
+    };
+    write_sd(&sd, &set(0));
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      file_sd: {}\n      refresh: 100ms\n      max: 4\n      grace: 1h\n",
+            sd.display()
+        ),
+        "100ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let mut most = 0;
+    for round in 1..=30 {
+        write_sd(&sd, &set(round));
+        let now: std::collections::BTreeSet<String> = set(round).into_iter().collect();
+        let text = until(&d, "the new set probed", Duration::from_secs(30), |t| {
+            now.iter().all(|r| series_of(t, r))
+        })
+        .await;
+        most = most.max(replicas_in(&text).len());
+    }
+    // Four current replicas and at most max (4) × 1 scenario departed ones in their grace.
+    assert!(most <= 8, "{most} replicas' series at once");
+    d.stop().await;
+}
