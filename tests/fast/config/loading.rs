@@ -307,7 +307,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
             "\n",
             r#"40_bad_replicas.yaml:40:17: targets[4].replicas.dns_srv: target "three": replicas has dns, dns_srv and file_sd; keep exactly one source of replicas."#,
             "\n",
-            r#"40_bad_replicas.yaml:47:16: targets[5].replicas.http_sd: target "badsd": replicas.http_sd "ftp://***@sd.example/targets" is not an http or https URL; write the URL of a Prometheus http_sd endpoint, e.g. http_sd: http://sd.internal:8080/targets."#
+            r#"40_bad_replicas.yaml:47:16: targets[5].replicas.http_sd: target "badsd": replicas.http_sd "ftp://***@sd.example/targets" is not an http or https URL with a host; write the URL of a Prometheus http_sd endpoint, e.g. http_sd: http://sd.internal:8080/targets."#
         ),
     ),
 ];

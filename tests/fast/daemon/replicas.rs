@@ -646,7 +646,8 @@ fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
     // The two targets discover at once: either line may come first.
     let cap = err.seen_or_until("more replicas were discovered than replicas.max");
     assert!(cap.contains("10000") && cap.contains("64"), "{cap}");
-    err.seen_or_until("replica discovery failed");
+    // Each failing target's first failure (in whatever order the discoveries end).
+    err.seen_or_until("target=secret reason=format");
     err.seen_or_until("the http_sd URL http://***@127.0.0.1:1/sd?key=***");
     // Ten refreshes more of the same failure.
     std::thread::sleep(Duration::from_secs(1));

@@ -188,18 +188,33 @@ impl Validator<'_> {
     /// `replicas.http_sd`: an http or https URL without a fragment. Shown only without its
     /// user-info and query values.
     fn http_sd_source(&mut self, at: &str, pre: &str, url: &str) -> Option<ReplicaSource> {
-        let parsed = reqwest::Url::parse(url.trim()).ok().filter(|u| {
-            matches!(u.scheme(), "http" | "https") && u.has_host() && u.fragment().is_none()
-        });
-        if parsed.is_none() {
-            let shown =
-                crate::sanitize::terminal_safe(&crate::sanitize::redact_url(url)).into_owned();
-            self.problem(
-                format!("{at}.http_sd"),
-                format!("{pre}replicas.http_sd \"{shown}\" is not an http or https URL; write the URL of a Prometheus http_sd endpoint, e.g. http_sd: http://sd.internal:8080/targets."),
-            );
+        let text = url.trim();
+        // `http:///x` would parse with `x` as the host: an empty authority is no host.
+        let empty_authority = text
+            .split_once("://")
+            .is_some_and(|(_, rest)| rest.starts_with('/'));
+        let parsed = reqwest::Url::parse(text)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host() && !empty_authority);
+        let shown =
+            || crate::sanitize::terminal_safe(&crate::sanitize::redact_url(url)).into_owned();
+        match parsed {
+            None => {
+                self.problem(
+                    format!("{at}.http_sd"),
+                    format!("{pre}replicas.http_sd \"{}\" is not an http or https URL with a host; write the URL of a Prometheus http_sd endpoint, e.g. http_sd: http://sd.internal:8080/targets.", shown()),
+                );
+                None
+            }
+            Some(u) if u.fragment().is_some() => {
+                self.problem(
+                    format!("{at}.http_sd"),
+                    format!("{pre}replicas.http_sd \"{}\" has a fragment (#…), which is never sent to the server; remove it.", shown()),
+                );
+                None
+            }
+            Some(u) => Some(ReplicaSource::HttpSd(u)),
         }
-        parsed.map(ReplicaSource::HttpSd)
     }
 
     /// `replicas.file_sd`: a non-empty path, relative to the probes file. The file itself is
