@@ -101,23 +101,28 @@ pub const REDACTED: &str = "***";
 /// `http://admin:SECRET@/v1` → `http://***@/v1`; `https://h/v1?key=SECRET` →
 /// `https://h/v1?key=***`; `user:pw@host/v1` → `***@host/v1`.
 pub fn redact_url(url: &str) -> String {
-    // Everything after the first '?' or '#' is query or fragment.
-    let (before, rest) = match url.find(['?', '#']) {
-        Some(i) => url.split_at(i),
-        None => (url, ""),
-    };
-    // User-info ends at the last '@' before the query, wherever it is: a password may hold an
-    // unescaped '/' (`http://u:p/w@h/v1`), so a path with an '@' is redacted too.
-    let authority_start = before.find("://").map_or(0, |i| i + 3);
+    let authority_start = url.find("://").map_or(0, |i| i + 3);
+    // User-info ends at the last '@' anywhere after the scheme: a password may hold an
+    // unescaped '/', '?' or '#' (`http://u:p?w@h/v1`). A query value with an '@' in it then
+    // hides more than it must, never less.
     let mut out = String::with_capacity(url.len());
-    match before.rfind('@').filter(|at| *at >= authority_start) {
-        Some(at) => {
-            out.push_str(&before[..authority_start]);
+    let after_user_info = match url[authority_start..].rfind('@') {
+        Some(i) => {
+            out.push_str(&url[..authority_start]);
             out.push_str(REDACTED);
-            out.push_str(&before[at..]);
+            &url[authority_start + i..]
         }
-        None => out.push_str(before),
-    }
+        None => {
+            out.push_str(&url[..authority_start]);
+            &url[authority_start..]
+        }
+    };
+    // Everything after the first '?' or '#' that follows is query or fragment.
+    let (before, rest) = match after_user_info.find(['?', '#']) {
+        Some(i) => after_user_info.split_at(i),
+        None => (after_user_info, ""),
+    };
+    out.push_str(before);
     // Query and fragment: keep the separators and the names, hide the values.
     let mut part = String::new();
     let flush = |part: &mut String, out: &mut String| {
@@ -426,6 +431,9 @@ mod tests {
             ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
             ("http://u:p/w@h/v1", "http://***@h/v1"),
             ("http:/u:pw@h/v1", "***@h/v1"),
+            // A password with an unescaped '?' or '#' is hidden whole.
+            ("http://admin:s3cr?t@host/sd", "http://***@host/sd"),
+            ("http://admin:pa#ss@host/sd?k=v", "http://***@host/sd?k=***"),
         ];
         for (url, want) in cases {
             assert_eq!(redact_url(url), want, "{url}");

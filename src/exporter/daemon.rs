@@ -417,7 +417,7 @@ impl Supervisor {
                 _ = self.shutdown.cancelled() => return,
                 r = requests.recv() => match r { Some(r) => r, None => return },
                 Some(update) = discoveries.recv() => {
-                    self.on_discovery(update);
+                    self.on_discoveries(update, &mut discoveries);
                     continue;
                 }
                 _ = sleep_until(expiry) => {
@@ -451,6 +451,34 @@ impl Supervisor {
             }
             self.metrics.config_loaded(result.is_ok(), now);
             let _ = reply.send(result);
+        }
+    }
+
+    /// `first` and every result already waiting behind it: only each target's newest is
+    /// applied (an older set would be replaced at once, and applying a large set takes a
+    /// while: results would queue up and go stale); the older failures are still counted.
+    fn on_discoveries(
+        &mut self,
+        first: DiscoveryUpdate,
+        waiting: &mut mpsc::Receiver<DiscoveryUpdate>,
+    ) {
+        let mut batch = vec![first];
+        while let Ok(u) = waiting.try_recv() {
+            batch.push(u);
+        }
+        let mut newest: HashMap<(String, u64), usize> = HashMap::new();
+        for (i, u) in batch.iter().enumerate() {
+            newest.insert((u.target.clone(), u.id), i);
+        }
+        for (i, u) in batch.into_iter().enumerate() {
+            if newest.get(&(u.target.clone(), u.id)) == Some(&i) {
+                self.on_discovery(u);
+            } else if let (Err(e), Some(_)) = (
+                &u.result,
+                self.pools.get(&u.target).filter(|p| p.id == u.id),
+            ) {
+                self.metrics.replica_discovery_failed(&u.target, e.reason());
+            }
         }
     }
 

@@ -72,18 +72,21 @@ pub(super) async fn from_bytes(
         let addr = match e.host.parse::<IpAddr>() {
             Ok(ip) => SocketAddr::new(ip, e.port),
             Err(_) => {
+                // The entry is never quoted (it may be huge or hold a secret): the message
+                // names the list it came from.
+                let unresolved = |detail: String| DiscoveryError::Resolve {
+                    host: format!("a host name of {shown}"),
+                    detail,
+                };
                 let mut addrs = tokio::net::lookup_host((e.host.as_str(), e.port))
                     .await
-                    .map_err(|err| DiscoveryError::Resolve {
-                        host: e.host.clone(),
-                        detail: err.to_string(),
-                    })?
+                    .map_err(|err| unresolved(err.to_string()))?
                     .collect::<Vec<_>>();
                 addrs.sort();
-                addrs.into_iter().next().ok_or(DiscoveryError::Resolve {
-                    host: e.host.clone(),
-                    detail: "no address".into(),
-                })?
+                addrs
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| unresolved("no address".into()))?
             }
         };
         replicas.push(Replica {
@@ -136,7 +139,7 @@ fn parse(yaml: bool, bytes: &[u8]) -> Result<Vec<Entry>, String> {
     for (g, group) in groups.iter().enumerate() {
         for (t, target) in group.targets.iter().enumerate() {
             out.push(entry(target).ok_or_else(|| {
-                format!("entry {t} of group {g} is not host:port with a port from 1 to 65535 (and no user name, password, scheme or path)")
+                format!("entry {t} of group {g} is not host:port with a port from 1 to 65535 (a host name of at most 253 letters, digits, '-', '_' and dots, or an IP address; no user name, password, scheme or path)")
             })?);
         }
     }
@@ -175,6 +178,15 @@ fn entry(written: &str) -> Option<Entry> {
             v6.to_string()
         }
         None if host.contains(':') || host.is_empty() => return None,
+        // A host name: letters, digits, '-', '_' and dots, at most 253 characters (it becomes
+        // a label value and a DNS question).
+        None if host.len() > 253
+            || !host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+        {
+            return None
+        }
         None => host.to_string(),
     };
     Some(Entry {
@@ -217,9 +229,14 @@ mod tests {
             "::1:80",
             "[nope]:80",
             ":80",
+            "h\u{1b}[31m:80",
+            "ho st:80",
+            "h%41:80",
         ] {
             assert_eq!(entry(bad), None, "{bad}");
         }
+        assert_eq!(entry(&format!("{}:80", "a".repeat(3_000_000))), None);
+        assert!(entry(&format!("{}:80", "a".repeat(253))).is_some());
     }
 
     #[tokio::test]

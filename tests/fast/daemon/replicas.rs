@@ -789,3 +789,40 @@ async fn a_discovery_that_names_new_replicas_every_time_keeps_its_series_bounded
     assert!(most <= 8, "{most} replicas' series at once");
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_set_is_applied_promptly_even_after_a_backlog_of_large_ones() {
+    use common::fleet::{sd_json, SdServer};
+    // 64 new replicas (nothing listens there) at every answer, refreshed every 100 ms: more
+    // sets than the daemon applies in that time.
+    let set = |round: u32| -> Vec<String> {
+        (0..64)
+            .map(|i| format!("127.0.{}.{}:9", 150 + round % 50, i + 1))
+            .collect()
+    };
+    let sd = SdServer::start(sd_json(&set(0))).await;
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      http_sd: http://{}/targets\n      refresh: 100ms\n      max: 64\n      grace: 1s\n",
+            sd.addr
+        ),
+        "1s",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    for round in 1..=30 {
+        sd.set(sd_json(&set(round)));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Then one replica: the daemon follows within a few refreshes, not after the backlog.
+    let one = common::simulator(common::stream(5, 1, 2)).await;
+    sd.set(sd_json(&[one.addr.to_string()]));
+    let changed = tokio::time::Instant::now();
+    until(&d, "the one replica", Duration::from_secs(30), |t| {
+        gauge(t, "llm_probe_replicas", "pool") == Some(1.0)
+    })
+    .await;
+    let took = changed.elapsed();
+    assert!(took < Duration::from_secs(10), "the new set took {took:?}");
+    d.stop().await;
+}
