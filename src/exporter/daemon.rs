@@ -562,10 +562,16 @@ impl Supervisor {
                 }
                 pool.stop.cancel();
                 let mut replicas = Vec::new();
+                let mut found = 0;
                 if pool.spec.source == spec.source && pool.base_url == t.base_url {
                     replicas = pool.replicas;
                     replicas.truncate(spec.max);
+                    found = pool.last_found.max(replicas.len());
                 }
+                // The gauges say what is probed from now on (a smaller max, a new source with
+                // nothing discovered yet), not what the old settings probed.
+                self.metrics
+                    .replicas_discovered(&t.name, found, replicas.len());
                 self.start_pool(t, spec, replicas);
             } else {
                 self.metrics.register_discovery(&t.name);

@@ -826,3 +826,51 @@ async fn a_new_set_is_applied_promptly_even_after_a_backlog_of_large_ones() {
     assert!(took < Duration::from_secs(10), "the new set took {took:?}");
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_to_a_smaller_max_shows_what_is_probed_at_once() {
+    let sims = [
+        simulator_at("127.0.0.41", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.42", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.43", 0, common::stream(5, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1], &sims[2]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &all);
+    let yaml = |file: &Path, max: usize| {
+        pool_yaml(
+            &format!(
+                "      file_sd: {}\n      refresh: 200ms\n      max: {max}\n",
+                file.display()
+            ),
+            "200ms",
+            "",
+        )
+    };
+    let probes = dir.path().join("probes.yaml");
+    std::fs::write(&probes, yaml(&sd, 64)).unwrap();
+    let d = Daemon::start(
+        common::parse(&yaml(&sd, 64)),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(probes.clone()),
+    )
+    .await
+    .unwrap();
+    until(&d, "three replicas", Duration::from_secs(30), |t| {
+        gauge(t, "llm_probe_replicas", "pool") == Some(3.0)
+    })
+    .await;
+    // max 2, and the file_sd file gone (so no discovery succeeds again): the last good set,
+    // cut to 2, is what is probed, and the gauge says so.
+    std::fs::remove_file(&sd).unwrap();
+    std::fs::write(&probes, yaml(&sd, 2)).unwrap();
+    d.reload().await.expect("the smaller max reloads");
+    let text = scrape(&d).await;
+    assert_eq!(
+        gauge(&text, "llm_probe_replicas", "pool"),
+        Some(2.0),
+        "{text}"
+    );
+    d.stop().await;
+}
