@@ -28,7 +28,7 @@ pub static LOG_WRITE_FAILURES: LazyLock<Counter> = LazyLock::new(Counter::defaul
 /// `aws-sigv4`, and the smithy and credential types under it) turned off whatever was asked: at
 /// trace level the signer logs its parameters, access key id included. A directive naming one of
 /// them (`aws_sigv4=trace`, `aws_smithy_runtime_api=debug`) is dropped, so none can turn it
-/// back on.
+/// back on. The DNS client's crates (`hickory_*`) log errors only unless a directive names them.
 fn quiet_aws(level: &str) -> String {
     let kept: Vec<&str> = (level.split(','))
         .filter(|d| !d.trim().starts_with("aws"))
@@ -39,7 +39,15 @@ fn quiet_aws(level: &str) -> String {
     } else {
         &kept
     };
-    format!("{base},aws_sigv4=off,aws_smithy=off,aws_credential_types=off")
+    // The DNS client of replica discovery warns on every malformed answer (a few a second from
+    // a broken server); discovery itself says once what failed. Errors only, unless a
+    // directive names it.
+    let hickory = if base.contains("hickory") {
+        ""
+    } else {
+        ",hickory_proto=error,hickory_net=error,hickory_resolver=error"
+    };
+    format!("{base}{hickory},aws_sigv4=off,aws_smithy=off,aws_credential_types=off")
 }
 
 /// Installs the `tracing` subscriber on stderr with `level` (as returned by [`parse_level`]).
@@ -188,8 +196,10 @@ mod tests {
             super::quiet_aws("trace, aws_sigv4=trace,llm_probe=debug,aws_smithy_runtime_api=trace");
         assert_eq!(
             q,
-            "trace,llm_probe=debug,aws_sigv4=off,aws_smithy=off,aws_credential_types=off"
+            "trace,llm_probe=debug,hickory_proto=error,hickory_net=error,hickory_resolver=error,aws_sigv4=off,aws_smithy=off,aws_credential_types=off"
         );
+        // A directive naming the DNS client keeps its level.
+        assert!(!super::quiet_aws("info,hickory_proto=debug").contains("hickory_proto=error"));
         assert!(super::quiet_aws("aws_sigv4=trace").starts_with("error,"));
         tracing_subscriber::EnvFilter::try_new(q).unwrap();
     }
