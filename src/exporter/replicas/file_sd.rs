@@ -64,7 +64,10 @@ pub(super) async fn from_bytes(
     }
     let mut written: Vec<Entry> = entries;
     written.sort_by_cached_key(Entry::order);
-    written.dedup_by(|a, b| a.label == b.label);
+    // One replica per entry, and per address among the IP entries (`[::1]:80` and
+    // `[0:0::1]:80` are one): sorted by address, so equal ones are neighbours. Names are only
+    // known apart after a lookup, which the cap saves for the first `max`.
+    written.dedup_by(|a, b| a.label == b.label || a.ip().is_some_and(|ip| Some(ip) == b.ip()));
     let found = written.len();
     written.truncate(max);
     let mut replicas = Vec::with_capacity(written.len());
@@ -109,6 +112,12 @@ struct Entry {
 }
 
 impl Entry {
+    /// The address of an IP entry (`None` for a host name).
+    fn ip(&self) -> Option<SocketAddr> {
+        let ip = self.host.parse::<IpAddr>().ok()?;
+        Some(SocketAddr::new(ip, self.port))
+    }
+
     /// The order of entries: IP addresses first, by address and port (127.0.0.2 before
     /// 127.0.0.10), then host names by their text.
     fn order(&self) -> (bool, Option<SocketAddr>, String) {
@@ -275,6 +284,22 @@ mod tests {
         let set = discover(&yaml, 1).await.unwrap();
         assert_eq!(&*set.replicas[0].label, "127.0.0.8:1");
         assert!(set.capped());
+    }
+
+    #[tokio::test]
+    async fn two_spellings_of_one_address_are_one_replica_before_the_cap() {
+        let set = from_bytes(
+            "the test list",
+            false,
+            br#"[{"targets": ["[::1]:80", "[0:0::1]:80", "[::2]:80"]}]"#,
+            2,
+        )
+        .await
+        .unwrap();
+        let labels: Vec<&str> = set.replicas.iter().map(|r| &*r.label).collect();
+        // The first spelling as sorted names it.
+        assert_eq!(labels, ["[0:0::1]:80", "[::2]:80"]);
+        assert_eq!(set.found, 2, "no cap warning: two distinct replicas");
     }
 
     #[tokio::test]
