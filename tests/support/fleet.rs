@@ -269,3 +269,12 @@ pub fn sd_json(targets: &[String]) -> SdAnswer {
     let body = serde_json::json!([{ "targets": targets, "labels": { "pool": "test" } }]);
     (200, "application/json", body.to_string().into_bytes())
 }
+
+/// The `Host` header a simulator received with `request`.
+pub fn host_header(request: &llm_probe::simulate::ReceivedRequest) -> Option<String> {
+    request
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.clone())
+}

@@ -264,3 +264,48 @@ pub async fn last_evaluation(p: &Prometheus, name: &str) -> String {
         .unwrap_or_else(|| panic!("{name} not loaded: {d}"))
         .to_string()
 }
+
+/// Polls Prometheus's active alerts (every 500 ms, at most 240 s) until each
+/// `(alertname, replica)` of `want` fires. Every active alert is shown to `each` first (which
+/// may assert on it); a replica alert (`LlmProbeReplica…`) naming a replica outside `named`
+/// fails at once. Panics with the replica alerts seen when time runs out.
+pub async fn wait_for_replica_alerts(
+    p: &Prometheus,
+    want: &[(&str, &str)],
+    named: &[&str],
+    mut each: impl FnMut(&Value),
+) {
+    let want: std::collections::BTreeSet<(String, String)> = want
+        .iter()
+        .map(|(a, r)| (a.to_string(), r.to_string()))
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        let active = api(p, "/api/v1/alerts", &[]).await;
+        let mut firing = std::collections::BTreeSet::new();
+        for a in active["alerts"].as_array().unwrap() {
+            each(a);
+            let name = a["labels"]["alertname"].as_str().unwrap_or("");
+            let replica = a["labels"]["replica"].as_str().unwrap_or("");
+            if name.starts_with("LlmProbeReplica") {
+                assert!(
+                    named.contains(&replica),
+                    "a replica alert names a replica it must not: {a}"
+                );
+                seen.insert(format!("{name} {replica} {}", a["state"]));
+            }
+            if a["state"] == "firing" {
+                firing.insert((name.to_string(), replica.to_string()));
+            }
+        }
+        if want.is_subset(&firing) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not every expected replica alert fired; seen: {seen:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}

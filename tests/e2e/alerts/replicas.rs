@@ -7,9 +7,6 @@
 
 use crate::common;
 
-use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
-
 use common::rules::{scalar, Scrape};
 use llm_probe::simulate::Simulator;
 
@@ -49,47 +46,21 @@ async fn the_slow_and_the_dead_replica_are_named_and_no_other() {
     )
     .await;
 
-    let want: BTreeSet<(String, String)> = [
-        ("LlmProbeReplicaTTFTOutlier", slow_addr.as_str()),
-        ("LlmProbeReplicaDown", dead.as_str()),
-    ]
-    .into_iter()
-    .map(|(a, r)| (a.to_string(), r.to_string()))
-    .collect();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut seen = BTreeSet::new();
-    loop {
-        let active = common::rules::api(&prom, "/api/v1/alerts", &[]).await;
-        let mut firing = BTreeSet::new();
-        for a in active["alerts"].as_array().unwrap() {
-            let (name, replica) = (
-                a["labels"]["alertname"].as_str().unwrap_or(""),
-                a["labels"]["replica"].as_str().unwrap_or(""),
-            );
+    common::rules::wait_for_replica_alerts(
+        &prom,
+        &[
+            ("LlmProbeReplicaTTFTOutlier", &slow_addr),
+            ("LlmProbeReplicaDown", &dead),
+        ],
+        &[&slow_addr, &dead],
+        |a| {
             assert_ne!(
-                name, "LlmProbeEndpointDown",
+                a["labels"]["alertname"], "LlmProbeEndpointDown",
                 "the pool is not down, one of five replicas is: {a}"
-            );
-            if name.starts_with("LlmProbeReplica") {
-                assert!(
-                    replica == slow_addr || replica == dead,
-                    "a replica alert names a healthy replica: {a}"
-                );
-                seen.insert(format!("{name} {replica} {}", a["state"]));
-                if a["state"] == "firing" {
-                    firing.insert((name.to_string(), replica.to_string()));
-                }
-            }
-        }
-        if want.is_subset(&firing) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every expected replica alert fired; seen: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+            )
+        },
+    )
+    .await;
     // The pool behind the alert: five replicas judged, the median replica's mean TTFT that of a
     // healthy one (never below the scripted 100 ms), the slow one's above the alert's line.
     let judged = scalar(

@@ -64,49 +64,28 @@ async fn the_balancer_hides_the_sick_replicas_and_the_replica_alerts_name_them()
     )
     .await;
 
-    let want: BTreeSet<(String, String)> = [
-        ("LlmProbeReplicaTTFTOutlier", slow_addr.as_str()),
-        ("LlmProbeReplicaFailing", failing_addr.as_str()),
-    ]
-    .into_iter()
-    .map(|(a, r)| (a.to_string(), r.to_string()))
-    .collect();
     let mut first_firing: Vec<(String, Duration)> = Vec::new();
     let mut front_alerts = BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        let active = common::rules::api(&prom, "/api/v1/alerts", &[]).await;
-        let mut firing = BTreeSet::new();
-        for a in active["alerts"].as_array().unwrap() {
-            let name = a["labels"]["alertname"].as_str().unwrap_or("").to_string();
-            let replica = a["labels"]["replica"].as_str().unwrap_or("").to_string();
+    common::rules::wait_for_replica_alerts(
+        &prom,
+        &[
+            ("LlmProbeReplicaTTFTOutlier", &slow_addr),
+            ("LlmProbeReplicaFailing", &failing_addr),
+        ],
+        &[&slow_addr, &failing_addr],
+        |a| {
+            let name = a["labels"]["alertname"].as_str().unwrap_or("");
+            let replica = a["labels"]["replica"].as_str().unwrap_or("");
             if a["labels"]["target"] == "front" {
                 front_alerts.insert(format!("{name} ({})", a["state"]));
             }
-            if name.starts_with("LlmProbeReplica") {
-                assert!(
-                    replica == slow_addr || replica == failing_addr,
-                    "a replica alert names a healthy replica: {a}"
-                );
+            let key = format!("{name} {replica}");
+            if a["state"] == "firing" && !first_firing.iter().any(|(k, _)| *k == key) {
+                first_firing.push((key, started.elapsed()));
             }
-            if a["state"] == "firing" {
-                let key = format!("{name} {replica}");
-                if !first_firing.iter().any(|(k, _)| *k == key) {
-                    first_firing.push((key, started.elapsed()));
-                }
-                firing.insert((name, replica));
-            }
-        }
-        if want.is_subset(&firing) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every expected replica alert fired; firing: {firing:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-
+        },
+    )
+    .await;
     // The front door over the same window: its share of failures is the failing replica's
     // 20 % diluted eightfold, under the failure-ratio alert's 10 %.
     let front = |q: &str| {

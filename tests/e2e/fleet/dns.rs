@@ -7,7 +7,9 @@ use crate::common;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use common::fleet::{gauge, pool_yaml_at, replicas_in, simulator_at, ttft, until, Dnsmasq};
+use common::fleet::{
+    gauge, host_header, pool_yaml_at, replicas_in, simulator_at, ttft, until, Dnsmasq,
+};
 use llm_probe::simulate::Simulator;
 
 /// Eight simulators on 127.0.0.2–127.0.0.9, all on one port (the DNS case: every replica at
@@ -20,6 +22,21 @@ async fn eight_on_one_port() -> (Vec<Simulator>, u16) {
         sims.push(simulator_at(&format!("127.0.0.{i}"), port, common::stream(5, 1, 2)).await);
     }
     (sims, port)
+}
+
+/// The daemon probing `pool.test` at `port`, its replicas every address `dns` serves for it
+/// (refresh 300 ms, grace 1 s), every 300 ms.
+async fn dns_pool(port: u16, dns: &Dnsmasq) -> llm_probe::daemon::Daemon {
+    common::daemon(common::parse(&pool_yaml_at(
+        port,
+        &format!(
+            "      dns: {{nameserver: '{}'}}\n      refresh: 300ms\n      grace: 1s\n",
+            dns.addr
+        ),
+        "300ms",
+        "",
+    )))
+    .await
 }
 
 fn ips(sims: &[Simulator]) -> Vec<IpAddr> {
@@ -36,16 +53,7 @@ async fn a_records_churn_from_three_to_eight_to_two_replicas() {
     let dir = tempfile::tempdir().unwrap();
     let dns = Dnsmasq::start(dir.path());
     dns.set_a("pool.test", &ips(&sims[..3]));
-    let cfg = common::parse(&pool_yaml_at(
-        port,
-        &format!(
-            "      dns: {{nameserver: '{}'}}\n      refresh: 300ms\n      grace: 1s\n",
-            dns.addr
-        ),
-        "300ms",
-        "",
-    ));
-    let d = common::daemon(cfg).await;
+    let d = dns_pool(port, &dns).await;
     let probed = |t: &str, set: &[String]| {
         gauge(t, "llm_probe_replicas", "pool") == Some(set.len() as f64)
             && set.iter().all(|r| ttft(t, r).1 >= 1.0)
@@ -135,12 +143,7 @@ async fn srv_records_name_each_replica_by_host_and_port() {
     for s in [&a, &b] {
         let got = s.received();
         assert!(!got.is_empty(), "{} was never probed", s.addr);
-        let host = got[0]
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("host"))
-            .map(|(_, v)| v.clone());
-        assert_eq!(host.as_deref(), Some("pool.test:8000"));
+        assert_eq!(host_header(&got[0]).as_deref(), Some("pool.test:8000"));
     }
 
     // The records change (dnsmasq restarted with one record): the other replica leaves.
@@ -158,16 +161,7 @@ async fn an_unknown_name_keeps_the_last_good_set_and_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let dns = Dnsmasq::start(dir.path());
     dns.set_a("pool.test", &ips(&sims[..2]));
-    let cfg = common::parse(&pool_yaml_at(
-        port,
-        &format!(
-            "      dns: {{nameserver: '{}'}}\n      refresh: 300ms\n      grace: 1s\n",
-            dns.addr
-        ),
-        "300ms",
-        "",
-    ));
-    let d = common::daemon(cfg).await;
+    let d = dns_pool(port, &dns).await;
     let two = labels(&sims[..2]);
     until(&d, "2 replicas probed", Duration::from_secs(30), |t| {
         two.iter().all(|r| ttft(t, r).1 >= 1.0)

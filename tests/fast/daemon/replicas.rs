@@ -15,7 +15,8 @@ use llm_probe::daemon::Daemon;
 use llm_probe::simulate::Simulator;
 
 use common::fleet::{
-    addrs, gauge, pool_yaml, scrape, series_of, simulator_at, ttft, until, write_sd, write_whole,
+    addrs, gauge, host_header, pool_yaml, scrape, series_of, simulator_at, ttft, until, write_sd,
+    write_whole,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,11 +66,7 @@ async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_
         let received = s.received();
         assert!(!received.is_empty(), "{} was never probed", s.addr);
         for r in received {
-            let host = r
-                .headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("host"));
-            assert_eq!(host.map(|(_, v)| v.as_str()), Some("pool.test:8000"));
+            assert_eq!(host_header(&r).as_deref(), Some("pool.test:8000"));
         }
     }
     // Per-pair families carry the label after `scenario`; the discovery failures start at zero.
@@ -449,12 +446,10 @@ async fn dns_replicas_are_every_address_of_the_host_name_from_a_configured_names
     .await;
     assert_eq!(gauge(&text, "llm_probe_replicas", "pool"), Some(3.0));
     for s in &sims {
-        let host = s.received()[0]
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("host"))
-            .map(|(_, v)| v.clone());
-        assert_eq!(host, Some(format!("pool.test:{port}")));
+        assert_eq!(
+            host_header(&s.received()[0]),
+            Some(format!("pool.test:{port}"))
+        );
     }
     d.stop().await;
 }
@@ -584,12 +579,10 @@ async fn an_https_replica_is_verified_and_named_by_the_target_host() {
         "{names:?}"
     );
     // (the other name's handshake ends at the client's certificate check, unrecorded)
-    let host = sim.received()[0]
-        .headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
-        .map(|(_, v)| v.clone());
-    assert_eq!(host.as_deref(), Some("localhost:8443"));
+    assert_eq!(
+        host_header(&sim.received()[0]).as_deref(),
+        Some("localhost:8443")
+    );
     d.stop().await;
 }
 
