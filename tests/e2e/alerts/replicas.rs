@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::rules::{scalar, Scrape};
+use common::rules::scalar;
 use llm_probe::simulate::Simulator;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -37,14 +37,7 @@ async fn the_slow_and_the_dead_replica_are_named_and_no_other() {
         sd.display()
     ));
     let daemon = common::daemon(cfg).await;
-    let prom = common::rules::start(
-        dir.path(),
-        &[Scrape {
-            addr: daemon.addr,
-            labels: &[],
-        }],
-    )
-    .await;
+    let prom = common::rules::start_one(dir.path(), daemon.addr).await;
 
     common::rules::wait_for_replica_alerts(
         &prom,

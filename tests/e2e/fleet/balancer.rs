@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::fleet::{simulator_at, write_sd, Haproxy};
-use common::rules::{scalar, Scrape};
+use common::rules::scalar;
 use llm_probe::simulate::{Fault, Script};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,14 +55,7 @@ async fn the_balancer_hides_the_sick_replicas_and_the_replica_alerts_name_them()
     ));
     let daemon = common::daemon(cfg).await;
     let started = Instant::now();
-    let prom = common::rules::start(
-        dir.path(),
-        &[Scrape {
-            addr: daemon.addr,
-            labels: &[],
-        }],
-    )
-    .await;
+    let prom = common::rules::start_one(dir.path(), daemon.addr).await;
 
     let mut first_firing: Vec<(String, Duration)> = Vec::new();
     let mut front_alerts = BTreeSet::new();
