@@ -328,6 +328,21 @@ function detail() {
     timeseries('Connection setup P95 by location', 'Connection setup (DNS, TCP, proxy, TLS) from each probe location: the first thing to compare when one location sees a slower TTFT.', 's',
       [q(`histogram_quantile(0.95, sum by (location, le) (rate(llm_probe_connection_setup_seconds_bucket{${s}}[$__rate_interval])))`, 'setup P95 {{location}}')],
       gp(12, 62, 12, 8), { min: 0 }),
+    row('Replicas (targets with replicas:)', 70),
+    timeseries('TTFT P95 by replica', 'Each replica of the pool on its own (replicas:), the tooltip worst first. One line far above the others is the replica LlmProbeReplicaTTFTOutlier names; all lines up together is the pool (or the model), not a replica. Empty for a target without replicas:.', 's',
+      [q(`histogram_quantile(0.95, sum by (replica, le) (rate(llm_probe_time_to_first_token_seconds_bucket{${s},replica!=""}[$__rate_interval])))`, '{{replica}}')],
+      gp(0, 71, 8, 8), { min: 0 }),
+    timeseries('Failure ratio by replica', 'Share of each replica\'s probes that failed (alerts LlmProbeReplicaFailing, LlmProbeReplicaDown). Through the balancer a failing replica is a fraction of this.', 'percentunit',
+      [q(`sum by (replica) (rate(llm_probe_probe_failures_total{${s},replica!=""}[$__rate_interval])) / sum by (replica) (rate(llm_probe_probes_total{${s},replica!=""}[$__rate_interval]))`, '{{replica}}')],
+      gp(8, 71, 8, 8), { min: 0 }),
+    {
+      type: 'table', id: nextId++, title: 'Replicas, slowest first', datasource: DS, gridPos: gp(16, 71, 8, 8),
+      description: 'Each replica\'s mean TTFT over its alert window (the recording rule the replica alerts read), slowest first, with what it runs (llm_probe_endpoint_info): during a rolling upgrade, old and new side by side (compare --by-identity judges them).',
+      fieldConfig: { defaults: { unit: 's', custom: { align: 'auto', cellOptions: { type: 'auto' }, inspect: false } }, overrides: [] },
+      options: { showHeader: true, cellHeight: 'sm', frameIndex: 0, sortBy: [{ displayName: 'mean TTFT', desc: true }] },
+      transformations: [{ id: 'organize', options: { excludeByName: { Time: true }, indexByName: {}, renameByName: { Value: 'mean TTFT' } } }],
+      targets: withRefIds([q(`sort_desc(max by (target, scenario, replica) (target_model_scenario_replica:llm_probe_time_to_first_token_seconds:mean_page_window{target=~"$target",scenario=~"$scenario"}) * on (target, replica) group_left (response_model, server_version) max by (target, replica, response_model, server_version) (llm_probe_endpoint_info{target=~"$target"}))`, '', { range: false, instant: true, format: 'table' })]),
+    },
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,

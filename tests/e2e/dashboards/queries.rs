@@ -134,8 +134,11 @@ async fn every_dashboard_query_returns_data() {
         format!("  - name: {name}\n    protocol: {protocol}\n    base_url: {base}\n    model: m\n")
     };
     let baseline_dir = tempfile::tempdir().unwrap();
+    // A pool of two replicas (the replica panels): v1 and v2 side by side.
+    let pool_sd = baseline_dir.path().join("pool.json");
+    common::fleet::write_sd(&pool_sd, &[v1.addr.to_string(), v2.addr.to_string()]);
     let yaml = format!(
-        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}{}",
+        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}{}{}",
         target("chat", "openai-chat", format!("http://{chat}/v1")),
         // A pinned baseline for prefill/chat: the baseline lines of the panels have data.
         target("prefill", "llama-cpp", prefill.root_url())
@@ -144,6 +147,8 @@ async fn every_dashboard_query_returns_data() {
         target("anomalous", "openai-chat", anomalous.base_url()),
         target("looping", "openai-chat", looping.base_url()),
         target("cached", "anthropic", format!("http://{cached}/v1")),
+        target("pool", "openai-chat", "http://pool.test:8000/v1".into())
+            + &format!("    replicas: {{file_sd: {}}}\n", pool_sd.display()),
     );
     let d = common::daemon(common::parse(&yaml)).await;
     let dir = tempfile::tempdir().unwrap();
