@@ -330,7 +330,7 @@ function detail() {
       gp(12, 62, 12, 8), { min: 0 }),
     row('Replicas (targets with replicas:)', 70),
     timeseries('TTFT P95 by replica', 'Each replica of the pool on its own (replicas:), the tooltip worst first. One line far above the others is the replica LlmProbeReplicaTTFTOutlier names; all lines up together is the pool (or the model), not a replica. Empty for a target without replicas:.', 's',
-      [q(`histogram_quantile(0.95, sum by (replica, le) (rate(llm_probe_time_to_first_token_seconds_bucket{${s},replica!=""}[$__rate_interval])))`, '{{replica}}')],
+      [q(`histogram_quantile(0.95, sum by (replica, le) (rate(llm_probe_time_to_first_token_seconds_bucket{${s},replica!=""}[$__rate_interval])))`, '{{replica}}', EXEMPLARS)],
       gp(0, 71, 8, 8), { min: 0 }),
     timeseries('Failure ratio by replica', 'Share of each replica\'s probes that failed (alerts LlmProbeReplicaFailing, LlmProbeReplicaDown). Through the balancer a failing replica is a fraction of this.', 'percentunit',
       [q(`sum by (replica) (rate(llm_probe_probe_failures_total{${s},replica!=""}[$__rate_interval])) / sum by (replica) (rate(llm_probe_probes_total{${s},replica!=""}[$__rate_interval]))`, '{{replica}}')],

@@ -436,7 +436,7 @@ fn dashboards_enable_exemplars_on_the_ttft_panels() {
             }
         }
     }
-    // Fleet: the per-scenario TTFT panel; target detail: TTFT quantiles, heatmap and P95 by
-    // location; each in the classic and the native variant.
-    assert_eq!(enabled, 8);
+    // Fleet: the per-scenario TTFT panel; target detail: TTFT quantiles, heatmap, P95 by
+    // location and P95 by replica; each in the classic and the native variant.
+    assert_eq!(enabled, 10);
 }
