@@ -80,7 +80,7 @@ pub(super) async fn srv(
         if host.is_empty() || srv.port == 0 {
             continue;
         }
-        if !is_host_name(&host) {
+        if !super::is_host_name(&host) {
             return Err(failed(
                 name,
                 "an SRV record's target is not a host name".to_string(),
@@ -131,8 +131,7 @@ pub(super) async fn srv(
         .await;
     let mut replicas = addressed.into_iter().collect::<Result<Vec<_>, _>>()?;
     // Two targets at one address are one replica (the first, as sorted, names it).
-    let mut seen = std::collections::HashSet::new();
-    replicas.retain(|r| seen.insert(r.addr));
+    super::one_per_address(&mut replicas);
     Ok(Discovered { replicas, found })
 }
 
@@ -148,14 +147,6 @@ fn fqdn(name: &str) -> String {
 /// A DNS name as a host name: lower case, without the root's trailing dot.
 fn host_name(ascii: &str) -> String {
     ascii.trim_end_matches('.').to_ascii_lowercase()
-}
-
-/// Letters, digits, `-`, `_` and dots only (the name goes into a label and the logs).
-fn is_host_name(host: &str) -> bool {
-    host.len() <= 253
-        && host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// A resolver that asks `server` only (UDP, then TCP for truncated answers), for A and AAAA at

@@ -98,8 +98,7 @@ pub(super) async fn from_bytes(
         });
     }
     // Two entries for one address are one replica (the first, as sorted, names it).
-    let mut seen = std::collections::HashSet::new();
-    replicas.retain(|r| seen.insert(r.addr));
+    super::one_per_address(&mut replicas);
     Ok(Discovered { replicas, found })
 }
 
@@ -187,15 +186,7 @@ fn entry(written: &str) -> Option<Entry> {
             v6.to_string()
         }
         None if host.contains(':') || host.is_empty() => return None,
-        // A host name: letters, digits, '-', '_' and dots, at most 253 characters (it becomes
-        // a label value and a DNS question).
-        None if host.len() > 253
-            || !host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
-        {
-            return None
-        }
+        None if !super::is_host_name(host) => return None,
         None => host.to_string(),
     };
     Some(Entry {

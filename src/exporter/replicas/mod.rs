@@ -134,6 +134,22 @@ pub async fn discover(
         .unwrap_or(Err(DiscoveryError::Timeout))
 }
 
+/// Whether `host` is a host name a replica may carry: letters, digits, `-`, `_` and dots, at
+/// most 253 characters (it becomes a label value, a log field and a DNS question).
+pub(super) fn is_host_name(host: &str) -> bool {
+    host.len() <= 253
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// `replicas` with one replica per address: the first to name it keeps it (in the order the
+/// source sorted them).
+pub(super) fn one_per_address(replicas: &mut Vec<Replica>) {
+    let mut seen = std::collections::HashSet::new();
+    replicas.retain(|r| seen.insert(r.addr));
+}
+
 /// `replicas` sorted by address (then label), deduplicated by address and by label, and cut
 /// to the first `max`.
 pub fn cap(mut replicas: Vec<Replica>, max: usize) -> Discovered {
