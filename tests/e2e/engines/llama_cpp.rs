@@ -20,7 +20,7 @@ async fn three_rounds_of_two_scenarios_on_llama_cpp() {
     let base_url = tokio::task::spawn_blocking(common::real_server)
         .await
         .unwrap();
-    let scenarios = "  - name: chat_short\n    messages: [{role: user, content: \"Explain time to first token in one sentence.\"}]\n    max_tokens: 32\n  - name: code_completion\n    messages: [{role: system, content: \"You complete Python code.\"}, {role: user, content: \"def fibonacci(n):\"}]\n    max_tokens: 48\n    temperature: 0\n";
+    let scenarios = "  - name: chat_short\n    messages: [{role: user, content: \"Explain time to first token in one sentence.\"}]\n    max_tokens: 32\n    temperature: 0\n  - name: code_completion\n    messages: [{role: system, content: \"You complete Python code.\"}, {role: user, content: \"def fibonacci(n):\"}]\n    max_tokens: 48\n    temperature: 0\n";
     // A 30 s deadline and interval: the server (2 CPU threads) may be shared with other work on
     // the machine (bench_sweep below runs beside this test), and 48 tokens have taken more than
     // 20 s under parallel builds. Each wait below covers one interval plus a whole probe.
@@ -127,7 +127,7 @@ async fn bench_sweep_on_llama_cpp() {
         .await
         .unwrap();
     let yaml = format!(
-        "defaults:\n  timeout: 60s\nscenarios:\n  - name: chat_short\n    messages: [{{role: user, content: \"Explain time to first token in one sentence.\"}}]\n    max_tokens: 32\ntargets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
+        "defaults:\n  timeout: 60s\nscenarios:\n  - name: chat_short\n    messages: [{{role: user, content: \"Explain time to first token in one sentence.\"}}]\n    max_tokens: 32\n    temperature: 0\ntargets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
     );
     let cfg = common::parse(&yaml);
     let (t, s) = llm_probe::bench::select(&cfg, None, None).unwrap();
@@ -202,7 +202,7 @@ async fn a_probe_records_llama_cpps_own_load() {
         .unwrap();
     let root = base_url.trim_end_matches("/v1");
     let yaml = format!(
-        "defaults:\n  interval: 30s\n  timeout: 30s\nscenarios:\n  - name: hi\n    messages: [{{role: user, content: \"Say hi.\"}}]\n    max_tokens: 8\ntargets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n    server_metrics_url: {root}/metrics\n"
+        "defaults:\n  interval: 30s\n  timeout: 30s\nscenarios:\n  - name: hi\n    messages: [{{role: user, content: \"Say hi.\"}}]\n    max_tokens: 8\n    temperature: 0\ntargets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n    server_metrics_url: {root}/metrics\n"
     );
     let cfg = common::parse(&yaml);
     let t = cfg.targets[0].clone();

@@ -281,7 +281,7 @@ async fn probe_once_records_vllms_own_load() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probes.yaml");
     let yaml = format!(
-        "defaults:\n  interval: 5m\n  timeout: 4m\nscenarios:\n  - name: short\n    messages: [{{role: user, content: \"Say hi.\"}}]\n    max_tokens: {MAX_TOKENS}\ntargets:\n  - name: vllm\n    protocol: openai-chat\n    base_url: {v1}\n    model: smollm2-135m-instruct\n    server_metrics_url: {root}/metrics\n"
+        "defaults:\n  interval: 5m\n  timeout: 4m\nscenarios:\n  - name: short\n    messages: [{{role: user, content: \"Say hi.\"}}]\n    max_tokens: {MAX_TOKENS}\n    temperature: 0\ntargets:\n  - name: vllm\n    protocol: openai-chat\n    base_url: {v1}\n    model: smollm2-135m-instruct\n    server_metrics_url: {root}/metrics\n"
     );
     std::fs::write(&path, yaml).unwrap();
     let out = tokio::process::Command::new(BIN)
