@@ -113,6 +113,7 @@ fn prefill_history(daemon: &Daemon, targets: usize, interval: Duration) {
             daemon.history.push_probe(RecentProbe {
                 target: target.clone(),
                 scenario: scenario.clone(),
+                replica: "".into(),
                 started_at: now - interval * k as u32,
                 ttft: Some(Duration::from_millis(200)),
                 output_tokens_per_second: Some(50.0),

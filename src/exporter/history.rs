@@ -61,6 +61,9 @@ pub struct RecentProbe {
     pub target: Arc<str>,
     /// Scenario name (shared likewise).
     pub scenario: Arc<str>,
+    /// The replica probed (its `replica` label value) for a target with `replicas:`; empty
+    /// otherwise (shared with the pair's other probes of the same replica).
+    pub replica: Arc<str>,
     /// Wall-clock start of the probe.
     pub started_at: SystemTime,
     /// TTFT, when the probe succeeded.
@@ -141,6 +144,9 @@ struct Record {
     failure: u8,
     /// [`HAS_TPS`], [`HAS_TOKENS`], [`IN_MS`].
     flags: u8,
+    /// The replica: its index in the pair's [`Replicas`] (0: none; in the padding the other
+    /// fields leave, so a record stays 64 bytes).
+    replica: u16,
 }
 
 /// The texts of a kept probe: a failure's detail, the backend's identity line.
@@ -194,8 +200,9 @@ fn epoch_ns(t: SystemTime) -> u64 {
 }
 
 impl Record {
-    /// `p` stored, sharing texts equal to those of `rings`' newest records.
-    fn new(p: RecentProbe, rings: &Rings) -> Self {
+    /// `p` stored, sharing texts equal to those of `rings`' newest records; its replica is
+    /// `replica`, an index into `rings.replicas`.
+    fn new(p: RecentProbe, rings: &Rings, replica: u16) -> Self {
         let (failure, detail) = match &p.failure {
             Some((reason, detail)) => {
                 let index = FailureReason::ALL
@@ -242,6 +249,7 @@ impl Record {
             texts,
             failure,
             flags,
+            replica,
         }
     }
 
@@ -274,6 +282,7 @@ impl Record {
         RecentProbe {
             target: rings.target.clone(),
             scenario: rings.scenario.clone(),
+            replica: rings.replicas.name(self.replica),
             started_at: self.started_at(),
             ttft: stored(self.ttft),
             output_tokens_per_second: (self.flags & HAS_TPS != 0)
@@ -352,6 +361,7 @@ impl From<&ProbeOutcome> for RecentProbe {
         RecentProbe {
             target: o.target.clone(),
             scenario: o.scenario.clone(),
+            replica: o.replica.clone(),
             started_at: o.started_at,
             ttft: m.map(|m| m.ttft),
             output_tokens_per_second: m.and_then(|m| m.output_tokens_per_second),
@@ -377,9 +387,75 @@ struct Rings {
     scenario: Arc<str>,
     recent: VecDeque<Record>,
     failures: VecDeque<Record>,
+    replicas: Replicas,
+}
+
+/// The replica names a pair's records refer to by index ([`Record::replica`]); index 0 is
+/// "none" (a target without `replicas:`).
+///
+/// Bounded by the records: once it holds [`REPLICAS_SLACK`] more names than there are
+/// records, the names no record refers to any more are dropped and the records renumbered,
+/// so a pool whose replicas come and go (or a discovery that names new ones at every
+/// refresh) does not grow it for ever.
+#[derive(Debug, Default)]
+struct Replicas {
+    names: Vec<Arc<str>>,
+}
+
+/// How many more replica names than records a pair keeps before it drops the unused ones.
+const REPLICAS_SLACK: usize = 16;
+
+impl Replicas {
+    /// The name at `index`; empty for 0 or an index it does not have.
+    fn name(&self, index: u16) -> Arc<str> {
+        match usize::from(index).checked_sub(1) {
+            Some(i) => self.names.get(i).cloned().unwrap_or_else(|| "".into()),
+            None => "".into(),
+        }
+    }
+
+    /// The index of `name`, added if new; 0 for the empty name, or when the table is full
+    /// (65,535 names in use at once: more than any ring holds at the default limits).
+    fn index(&mut self, name: &Arc<str>) -> u16 {
+        if name.is_empty() {
+            return 0;
+        }
+        let i = match self.names.iter().position(|n| n == name) {
+            Some(i) => i,
+            None => {
+                self.names.push(name.clone());
+                self.names.len() - 1
+            }
+        };
+        u16::try_from(i + 1).unwrap_or(0)
+    }
 }
 
 impl Rings {
+    /// The index of `name` in the replica table, dropping names no record refers to first
+    /// when the table has outgrown the records.
+    fn replica_index(&mut self, name: &Arc<str>) -> u16 {
+        if name.is_empty() {
+            return 0;
+        }
+        let records = self.recent.len() + self.failures.len();
+        let known = self.replicas.names.iter().any(|n| n == name);
+        if !known && self.replicas.names.len() >= records + REPLICAS_SLACK {
+            self.compact_replicas();
+        }
+        self.replicas.index(name)
+    }
+
+    /// Keeps only the replica names some record refers to, renumbering the records.
+    fn compact_replicas(&mut self) {
+        let old = std::mem::take(&mut self.replicas);
+        let mut new = Replicas::default();
+        for r in self.recent.iter_mut().chain(self.failures.iter_mut()) {
+            r.replica = new.index(&old.name(r.replica));
+        }
+        self.replicas = new;
+    }
+
     fn probes<'a>(&'a self, ring: &'a VecDeque<Record>, oldest: u64) -> Vec<RecentProbe> {
         ring.iter()
             .filter(|r| r.started_ns >= oldest)
@@ -494,9 +570,11 @@ impl History {
                 scenario: p.scenario.clone(),
                 recent: VecDeque::new(),
                 failures: VecDeque::new(),
+                replicas: Replicas::default(),
             });
+        let replica = rings.replica_index(&p.replica);
         // One allocation per distinct text, not per probe: shared with earlier probes.
-        let record = Record::new(p, rings);
+        let record = Record::new(p, rings, replica);
         let failures = count.saturating_mul(FAILURE_RETENTION as usize);
         let (oldest, keep) = (age(max_age), state_window(now));
         let oldest_failure = age(max_age.saturating_mul(FAILURE_RETENTION));
@@ -734,6 +812,56 @@ mod tests {
         assert_eq!(h.pairs().len(), 2);
     }
 
+    /// Each probe of a pool keeps its replica; a pool whose every probe meets a new replica
+    /// (a churning discovery) keeps its table of names bounded by its records, and the
+    /// records renumbered by a compaction still name their own replica.
+    #[test]
+    fn probes_keep_their_replica_and_the_names_stay_bounded_over_churn() {
+        const KEPT: usize = 8;
+        let h = History::new(limits(KEPT, Duration::from_secs(3600)));
+        // Older than the state window, so the count limit applies.
+        let at = SystemTime::now() - STATE_WINDOW - Duration::from_secs(60);
+        let probe = |replica: &str, ok: bool| {
+            let mut p = RecentProbe::from(&outcome(ok));
+            p.replica = replica.into();
+            p.started_at = at;
+            p
+        };
+        h.push_probe(probe("", true));
+        assert_eq!(&*h.probes("t", "s")[0].replica, "");
+        for i in 0..1_000 {
+            // Every tenth fails: kept in the failures ring too, far longer.
+            h.push_probe(probe(
+                &format!("10.0.{}.{}:8000", i / 250, i % 250),
+                i % 10 != 0,
+            ));
+        }
+        let names: Vec<String> = h
+            .probes("t", "s")
+            .iter()
+            .map(|p| p.replica.to_string())
+            .collect();
+        let want: Vec<String> = (1_000 - KEPT..1_000)
+            .map(|i| format!("10.0.{}.{}:8000", i / 250, i % 250))
+            .collect();
+        assert_eq!(names, want);
+        let failed: Vec<String> = h
+            .pair_failures("t", "s")
+            .iter()
+            .map(|p| p.replica.to_string())
+            .collect();
+        assert_eq!(failed.len(), KEPT * FAILURE_RETENTION as usize);
+        assert_eq!(failed.last().unwrap(), "10.0.3.240:8000");
+        let store = h.lock();
+        let rings = store.pairs.values().next().unwrap();
+        let records = rings.recent.len() + rings.failures.len();
+        assert!(
+            rings.replicas.names.len() <= records + REPLICAS_SLACK,
+            "{} names for {records} records",
+            rings.replicas.names.len()
+        );
+    }
+
     /// A probe is stored in a fixed-size record and read back unchanged; repeated
     /// failure details and identities are stored once per pair, not once per probe.
     #[test]
@@ -897,6 +1025,7 @@ mod tests {
             scenario: "s".into(),
             recent: VecDeque::new(),
             failures: VecDeque::new(),
+            replicas: Replicas::default(),
         };
         let mut p = RecentProbe::from(&outcome(true));
         p.started_at = before_1970 - Duration::from_secs(3 * 3600);
@@ -905,7 +1034,7 @@ mod tests {
         let now = SystemTime::now();
         assert_eq!(state_window(now), Some((now - STATE_WINDOW, now)));
         for _ in 0..100 {
-            push_bounded(&mut ring, Record::new(p.clone(), &rings), 1);
+            push_bounded(&mut ring, Record::new(p.clone(), &rings, 0), 1);
             prune(
                 &mut ring,
                 1,

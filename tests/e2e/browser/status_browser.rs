@@ -791,6 +791,7 @@ async fn wall_view_fits_50_pairs_on_1920_by_1080() {
             d.history.push_probe(RecentProbe {
                 target: name.clone(),
                 scenario: "chat".into(),
+                replica: "".into(),
                 started_at: now - Duration::from_secs(20 * (20 - k)),
                 ttft: (!failed).then(|| Duration::from_millis(ttft)),
                 output_tokens_per_second: (!failed).then_some(80.0),

@@ -371,6 +371,7 @@ async fn the_record_url_honours_the_route_prefix() {
     d.history.push_probe(llm_probe::history::RecentProbe {
         target: Arc::from("sim"),
         scenario: Arc::from("chat"),
+        replica: "".into(),
         started_at: SystemTime::now(),
         ttft: None,
         output_tokens_per_second: None,

@@ -86,6 +86,7 @@ fn kept(target: &str, scenario: &str, age: Duration) -> llm_probe::history::Rece
     llm_probe::history::RecentProbe {
         target: target.into(),
         scenario: scenario.into(),
+        replica: "".into(),
         started_at: *BASE.get_or_init(std::time::SystemTime::now) - age,
         ttft: Some(Duration::from_millis(100)),
         output_tokens_per_second: Some(50.0),

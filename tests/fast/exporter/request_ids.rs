@@ -71,6 +71,7 @@ fn kept(trace: &str, failed: bool) -> llm_probe::history::RecentProbe {
     llm_probe::history::RecentProbe {
         target: std::sync::Arc::from("sim"),
         scenario: std::sync::Arc::from("chat"),
+        replica: "".into(),
         started_at: SystemTime::now(),
         ttft: (!failed).then_some(Duration::from_millis(100)),
         output_tokens_per_second: None,

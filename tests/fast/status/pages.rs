@@ -52,6 +52,7 @@ async fn hostile_names_and_details_are_escaped_on_every_page_api_and_badge() {
     d.history.push_probe(RecentProbe {
         target: "sim".into(),
         scenario: "chat".into(),
+        replica: "".into(),
         started_at: SystemTime::now(),
         ttft: None,
         output_tokens_per_second: None,
@@ -227,6 +228,7 @@ async fn control_characters_in_a_failure_detail_are_escaped_on_every_page() {
     d.history.push_probe(RecentProbe {
         target: "sim".into(),
         scenario: "chat".into(),
+        replica: "".into(),
         started_at: SystemTime::now(),
         ttft: None,
         output_tokens_per_second: None,
@@ -338,6 +340,7 @@ async fn status_pages_at_1000_pairs() {
             d.history.push_probe(RecentProbe {
                 target: name.clone(),
                 scenario: "chat".into(),
+                replica: "".into(),
                 started_at: now - interval * (limits.max_probes - k) as u32,
                 ttft: (!failed).then(|| Duration::from_millis(80 + (k as u64 * 37) % 200)),
                 output_tokens_per_second: (!failed).then_some(50.0 + (k % 17) as f64),

@@ -34,6 +34,7 @@ fn the_status_pages_percentiles_are_benchs_of_the_same_samples() {
         history.push_probe(RecentProbe {
             target: "t".into(),
             scenario: "s".into(),
+            replica: "".into(),
             started_at: now - Duration::from_secs(300 - 10 * i as u64),
             ttft: Some(Duration::from_micros(us)),
             output_tokens_per_second: Some(tokens_per_second(i)),

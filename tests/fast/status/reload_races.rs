@@ -168,6 +168,7 @@ async fn a_long_failing_pair_keeps_its_target_page_bounded() {
         d.history.push_probe(llm_probe::history::RecentProbe {
             target: "sim".into(),
             scenario: "chat".into(),
+            replica: "".into(),
             started_at: now - Duration::from_secs(30 * (19_999 - i)),
             ttft: None,
             output_tokens_per_second: None,

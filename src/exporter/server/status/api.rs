@@ -41,8 +41,28 @@ fn error(msg: String) -> Response<Full<Bytes>> {
     respond(StatusCode::BAD_REQUEST, &json!({ "error": msg }))
 }
 
-/// One pair as `/api/v1/targets` lists it.
+/// One pair as `/api/v1/targets` lists it: its state and numbers, and for a pool each
+/// replica's (worst first).
 fn pair(s: &Summary) -> Value {
+    let mut v = numbers(s);
+    v["replicas"] = s
+        .replicas
+        .iter()
+        .map(|r| {
+            let mut one = numbers(&r.summary);
+            let m = one.as_object_mut().expect("an object");
+            for pool_only in ["target", "scenario", "slo", "window_seconds"] {
+                m.remove(pool_only);
+            }
+            m.insert("replica".into(), r.replica.clone().into());
+            one
+        })
+        .collect();
+    v
+}
+
+/// A pair's (or one replica's) state and numbers.
+fn numbers(s: &Summary) -> Value {
     json!({
         "target": s.target,
         "scenario": s.scenario,
@@ -107,6 +127,7 @@ pub(super) fn probe(p: &RecentProbe) -> Value {
     json!({
         "target": &*p.target,
         "scenario": &*p.scenario,
+        "replica": (!p.replica.is_empty()).then_some(&*p.replica),
         "started_at": time(p.started_at),
         "ok": p.failure.is_none(),
         "ttft_ms": ms(p.ttft),

@@ -178,6 +178,7 @@ mod tests {
         RecentProbe {
             target: "t".into(),
             scenario: "s".into(),
+            replica: "".into(),
             started_at: now - Duration::from_secs(ago_s),
             ttft: ttft_ms.map(Duration::from_millis),
             output_tokens_per_second: ttft_ms.map(|_| tps),

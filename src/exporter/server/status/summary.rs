@@ -2,6 +2,7 @@
 //! and headline numbers over the last [`WINDOW`], its recent TTFTs, and backend identity
 //! changes.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::state::{judge, PairState};
@@ -62,6 +63,54 @@ pub struct Summary {
     pub identity: Option<String>,
     /// Identity changes within the kept probes, oldest first.
     pub identity_changes: Vec<IdentityChange>,
+    /// For a pool (a target with `replicas:`): each replica among the kept probes, judged
+    /// over its own probes as a pair is, worst first ([`by_replica`]); empty otherwise.
+    pub replicas: Vec<ReplicaSummary>,
+}
+
+/// One replica of a pool: its own probes summarised as a pair's are (its `summary` has no
+/// replicas of its own).
+#[derive(Debug, Clone)]
+pub struct ReplicaSummary {
+    /// The `replica` label value.
+    pub replica: String,
+    /// Its state and numbers over the window.
+    pub summary: Summary,
+}
+
+/// The replicas among `probes` and `failures` (a pair's kept ones, oldest first), each
+/// summarised against `slo` at `now`, worst first: by state, then by P95 TTFT (highest
+/// first; none last), then by name. Probes without a replica are left out.
+pub fn by_replica(
+    target: &str,
+    scenario: &str,
+    slo: Slo,
+    probes: &[&RecentProbe],
+    failures: &[&RecentProbe],
+    now: SystemTime,
+) -> Vec<ReplicaSummary> {
+    type Split<'a> = (Vec<&'a RecentProbe>, Vec<&'a RecentProbe>);
+    let mut split: BTreeMap<&str, Split> = BTreeMap::new();
+    for p in probes.iter().filter(|p| !p.replica.is_empty()) {
+        split.entry(&p.replica).or_default().0.push(p);
+    }
+    for p in failures.iter().filter(|p| !p.replica.is_empty()) {
+        split.entry(&p.replica).or_default().1.push(p);
+    }
+    let mut all: Vec<ReplicaSummary> = split
+        .into_iter()
+        .map(|(replica, (probes, failures))| ReplicaSummary {
+            replica: replica.to_string(),
+            summary: Summary::judged(target, scenario, slo, &probes, &failures, now),
+        })
+        .collect();
+    all.sort_by(|a, b| {
+        let p95 = |r: &ReplicaSummary| r.summary.ttft_p95_ms.unwrap_or(f64::NEG_INFINITY);
+        (a.summary.state.cmp(&b.summary.state))
+            .then(p95(b).total_cmp(&p95(a)))
+            .then(a.replica.cmp(&b.replica))
+    });
+    all
 }
 
 /// Identity changes along `probes` (oldest first); probes that revealed nothing are skipped.
@@ -85,8 +134,24 @@ pub fn identity_changes(probes: &[&RecentProbe]) -> Vec<IdentityChange> {
 }
 
 impl Summary {
-    /// Summarises `probes` and `failures` of a pair against `slo` at `now`.
+    /// Summarises `probes` and `failures` of a pair against `slo` at `now`, and each of its
+    /// replicas when it is a pool.
     pub fn new(
+        target: &str,
+        scenario: &str,
+        slo: Slo,
+        probes: &[&RecentProbe],
+        failures: &[&RecentProbe],
+        now: SystemTime,
+    ) -> Self {
+        Summary {
+            replicas: by_replica(target, scenario, slo, probes, failures, now),
+            ..Self::judged(target, scenario, slo, probes, failures, now)
+        }
+    }
+
+    /// [`Summary::new`] without the replicas.
+    fn judged(
         target: &str,
         scenario: &str,
         slo: Slo,
@@ -125,6 +190,7 @@ impl Summary {
             kept_probes: probes.len(),
             kept_failures: failures.len(),
             recent_ttft,
+            replicas: Vec::new(),
         }
     }
 
@@ -153,6 +219,7 @@ mod tests {
         RecentProbe {
             target: "t".into(),
             scenario: "s".into(),
+            replica: "".into(),
             started_at: at,
             ttft: Some(Duration::from_millis(ttft_ms)),
             output_tokens_per_second: Some(tps),

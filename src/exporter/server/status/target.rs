@@ -65,6 +65,7 @@ pub(super) fn page(state: &ExporterState, target: &str, now: SystemTime) -> Opti
                         " — changed " (ago(now.duration_since(c.at).unwrap_or_default())) " ago"
                     }
                 }
+                (replica_table(s, now))
                 @if debug {
                     p {
                         a href=(state.urls.link(&format!("/probe?target={}&scenario={}", encode(target), encode(&s.scenario)))) { "probe now" }
@@ -378,6 +379,43 @@ fn checks_failed(s: &Kept) -> Vec<(&'static str, usize)> {
 
 /// The kept failures, newest first; each one's start links to its record
 /// (`/probes/{trace_id}`) when it sent a trace id.
+/// A pool's replicas, worst first, each judged over its own probes in the window as the pair
+/// is (nothing for a target without `replicas:`).
+fn replica_table(s: &Summary, now: SystemTime) -> Markup {
+    if s.replicas.is_empty() {
+        return html! {};
+    }
+    let pct = |r: Option<f64>| r.map_or("–".into(), |r| format!("{:.0} %", r * 100.0));
+    html! {
+        div.table-wrap { table.replicas {
+            caption { "Replicas (" (s.replicas.len()) "), worst first: each judged over its own probes in the last " (humantime::format_duration(super::WINDOW)) }
+            tr {
+                th { "replica" } th { "state" } th { "probes" } th { "success" }
+                th { "TTFT P50" } th { "TTFT P95" } th { "tokens/s P50" } th { "tokens/s P5" }
+                th { "backend" } th { "last probe" }
+            }
+            @for r in &s.replicas {
+                @let m = &r.summary;
+                tr {
+                    td { code { (r.replica) } }
+                    td {
+                        span class=(format!("state {}", m.state.as_str())) { (m.state.label()) }
+                        @if let Some((why, detail)) = &m.reason { " " span.detail title=(detail) { (why.as_str()) } }
+                    }
+                    td { (m.window_probes) }
+                    td { (pct(m.success_ratio)) }
+                    td { (ms(m.ttft_p50_ms)) }
+                    td { (ms(m.ttft_p95_ms)) }
+                    td { (rate(m.tokens_per_second_p50)) }
+                    td { (rate(m.tokens_per_second_p5)) }
+                    td.identity { (m.identity.as_deref().unwrap_or("unknown")) }
+                    td { @if let Some(t) = m.last_probe { (ago(now.duration_since(t).unwrap_or_default())) " ago" } @else { "–" } }
+                }
+            }
+        } }
+    }
+}
+
 fn failure_table(state: &ExporterState, s: &Kept) -> Markup {
     html! {
         details {
@@ -415,6 +453,7 @@ mod tests {
         RecentProbe {
             target: "t".into(),
             scenario: "s".into(),
+            replica: "".into(),
             started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(s),
             ttft: None,
             output_tokens_per_second: None,
