@@ -614,6 +614,11 @@ impl Supervisor {
                     tracing::error!(target = %name, "replica discovery panicked (a bug in llm-probe; please report it); this target's replicas are no longer discovered until a reload");
                     return;
                 };
+                // DNS records are asked for again once their TTL runs out, if before `refresh`.
+                let wait = match &result {
+                    Ok(found) => found.next_refresh(spec.refresh),
+                    Err(_) => spec.refresh,
+                };
                 let update = DiscoveryUpdate {
                     target: name.clone(),
                     id,
@@ -624,7 +629,7 @@ impl Supervisor {
                 }
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(spec.refresh) => {}
+                    _ = tokio::time::sleep(wait) => {}
                 }
             }
         });

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use futures::StreamExt;
 use hickory_resolver::config::{
@@ -19,31 +20,39 @@ use super::{Discovered, DiscoveryError, Replica};
 const SRV_LOOKUPS_AT_ONCE: usize = 16;
 
 /// Every address of `host` at `port`: asked of `nameserver` when given, else of the system.
-/// An IP literal is its own one address.
+/// An IP literal is its own one address. With a name server, also the shortest TTL of the
+/// answer's records (the system's resolver does not tell it).
 pub(super) async fn lookup(
     host: &str,
     port: u16,
     nameserver: Option<SocketAddr>,
-) -> Result<Vec<SocketAddr>, DiscoveryError> {
+) -> Result<(Vec<SocketAddr>, Option<Duration>), DiscoveryError> {
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, port)]);
+        return Ok((vec![SocketAddr::new(ip, port)], None));
     }
     let failed = |detail: String| DiscoveryError::Resolve {
         host: host.to_string(),
         detail,
     };
     match nameserver {
-        None => Ok(tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .collect()),
+        None => Ok((
+            tokio::net::lookup_host((host, port))
+                .await
+                .map_err(|e| failed(e.to_string()))?
+                .collect(),
+            None,
+        )),
         Some(server) => {
             let resolver = resolver(server).map_err(|e| failed(e.to_string()))?;
             let answer = resolver
                 .lookup_ip(fqdn(host).as_str())
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            Ok(answer.iter().map(|ip| SocketAddr::new(ip, port)).collect())
+            let ttl = shortest_ttl(answer.as_lookup().answers());
+            Ok((
+                answer.iter().map(|ip| SocketAddr::new(ip, port)).collect(),
+                ttl,
+            ))
         }
     }
 }
@@ -90,6 +99,7 @@ pub(super) async fn srv(
     }
     targets.sort();
     targets.dedup();
+    let ttl = shortest_ttl(answer.answers());
     if targets.is_empty() {
         return Err(DiscoveryError::Empty(format!("the SRV name {name}")));
     }
@@ -132,7 +142,19 @@ pub(super) async fn srv(
     let mut replicas = addressed.into_iter().collect::<Result<Vec<_>, _>>()?;
     // Two targets at one address are one replica (the first, as sorted, names it).
     super::one_per_address(&mut replicas);
-    Ok(Discovered { replicas, found })
+    Ok(Discovered {
+        replicas,
+        found,
+        ttl,
+    })
+}
+
+/// The shortest TTL among `records` (`None` without records).
+fn shortest_ttl(records: &[hickory_resolver::proto::rr::Record]) -> Option<Duration> {
+    records
+        .iter()
+        .map(|r| Duration::from_secs(u64::from(r.ttl)))
+        .min()
 }
 
 /// `name` fully qualified: no search domains, no `ndots` guessing.
@@ -175,7 +197,7 @@ mod tests {
     #[tokio::test]
     async fn an_ip_literal_is_one_address_and_a_bad_name_is_a_resolve_error() {
         let one = lookup("127.0.0.5", 8000, None).await.unwrap();
-        assert_eq!(one, vec!["127.0.0.5:8000".parse().unwrap()]);
+        assert_eq!(one, (vec!["127.0.0.5:8000".parse().unwrap()], None));
         let err = lookup("no-such-host.invalid", 80, None).await.unwrap_err();
         assert_eq!(err.reason(), "resolve");
         assert!(err.to_string().contains("no-such-host.invalid"), "{err}");

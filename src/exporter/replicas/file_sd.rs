@@ -99,7 +99,11 @@ pub(super) async fn from_bytes(
     }
     // Two entries for one address are one replica (the first, as sorted, names it).
     super::one_per_address(&mut replicas);
-    Ok(Discovered { replicas, found })
+    Ok(Discovered {
+        replicas,
+        found,
+        ttl: None,
+    })
 }
 
 /// One `host:port` entry.

@@ -31,6 +31,24 @@ pub struct Discovered {
     pub replicas: Vec<Replica>,
     /// How many distinct replicas were found before the cap (≥ `replicas.len()`).
     pub found: usize,
+    /// The shortest TTL of the DNS records that gave the set, when the DNS server was asked
+    /// directly (`nameserver:`, or any SRV lookup); `None` otherwise.
+    pub ttl: Option<Duration>,
+}
+
+/// A DNS TTL shorter than this is taken as this long: a TTL of 0 (do not cache) must not make
+/// discovery ask again in a loop.
+pub const MIN_TTL_WAIT: Duration = Duration::from_secs(1);
+
+impl Discovered {
+    /// How long to wait before the next discovery: `refresh`, or the records' TTL when that is
+    /// shorter (but at least [`MIN_TTL_WAIT`], unless `refresh` itself is shorter).
+    pub fn next_refresh(&self, refresh: Duration) -> Duration {
+        match self.ttl {
+            Some(ttl) => refresh.min(ttl.max(MIN_TTL_WAIT)),
+            None => refresh,
+        }
+    }
 }
 
 impl Discovered {
@@ -116,11 +134,14 @@ pub async fn discover(
                     .trim_end_matches(']')
                     .to_string();
                 let port = base_url.port_or_known_default().unwrap_or(80);
-                let addrs = dns::lookup(&host, port, *nameserver).await?;
+                let (addrs, ttl) = dns::lookup(&host, port, *nameserver).await?;
                 if addrs.is_empty() {
                     return Err(DiscoveryError::Empty(format!("the DNS name {host}")));
                 }
-                Ok(cap(addrs.into_iter().map(Replica::at).collect(), spec.max))
+                Ok(Discovered {
+                    ttl,
+                    ..cap(addrs.into_iter().map(Replica::at).collect(), spec.max)
+                })
             }
             ReplicaSource::DnsSrv { name, nameserver } => {
                 dns::srv(name, *nameserver, spec.max).await
@@ -159,7 +180,11 @@ pub fn cap(mut replicas: Vec<Replica>, max: usize) -> Discovered {
     replicas.retain(|r| seen.insert(r.label.clone()));
     let found = replicas.len();
     replicas.truncate(max);
-    Discovered { replicas, found }
+    Discovered {
+        replicas,
+        found,
+        ttl: None,
+    }
 }
 
 impl fmt::Display for Replica {
@@ -193,6 +218,23 @@ mod tests {
         assert_eq!(set.found, 4);
         assert!(set.capped());
         assert!(!cap(vec![r("127.0.0.1:1")], 1).capped());
+    }
+
+    #[test]
+    fn the_next_refresh_is_the_ttl_when_shorter_but_never_under_a_second() {
+        let s = Duration::from_secs;
+        let with = |ttl: Option<u64>| Discovered {
+            replicas: Vec::new(),
+            found: 0,
+            ttl: ttl.map(s),
+        };
+        assert_eq!(with(None).next_refresh(s(30)), s(30));
+        assert_eq!(with(Some(5)).next_refresh(s(30)), s(5));
+        assert_eq!(with(Some(300)).next_refresh(s(30)), s(30));
+        assert_eq!(with(Some(0)).next_refresh(s(30)), MIN_TTL_WAIT);
+        // A refresh shorter than the floor is the user's choice and stays.
+        let fast = Duration::from_millis(200);
+        assert_eq!(with(Some(0)).next_refresh(fast), fast);
     }
 
     #[test]

@@ -272,14 +272,25 @@ async fn bad_discovery_input_keeps_the_last_good_set_and_disturbs_no_other_targe
 
 /// A DNS server on a loopback UDP port answering from `records` only (name with its root
 /// dot, record data): the records of the question's name and type, NXDOMAIN for a name it has
-/// no record of. Enough of DNS for `replicas.dns.nameserver` and `replicas.dns_srv`.
+/// no record of. Enough of DNS for `replicas.dns.nameserver` and `replicas.dns_srv`. Its
+/// records have a TTL of 0.
 async fn dns_server(
     records: Vec<(&'static str, hickory_resolver::proto::rr::RData)>,
 ) -> SocketAddr {
+    dns_server_ttl(records, 0).await.0
+}
+
+/// [`dns_server`] with records of TTL `ttl` seconds, and the count of questions it answered.
+async fn dns_server_ttl(
+    records: Vec<(&'static str, hickory_resolver::proto::rr::RData)>,
+    ttl: u32,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use hickory_resolver::proto::op::{Message, ResponseCode};
     use hickory_resolver::proto::rr::{Name, Record};
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let addr = socket.local_addr().unwrap();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = asked.clone();
     tokio::spawn(async move {
         let mut buf = [0u8; 1500];
         loop {
@@ -289,6 +300,7 @@ async fn dns_server(
             let Ok(query) = Message::from_vec(&buf[..n]) else {
                 continue;
             };
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let mut reply = Message::response(query.metadata.id, query.metadata.op_code);
             reply.metadata.recursion_desired = query.metadata.recursion_desired;
             reply.metadata.recursion_available = true;
@@ -301,7 +313,7 @@ async fn dns_server(
                 for (name, data) in records.iter().filter(|(name, _)| *name == asked) {
                     if data.record_type() == q.query_type() {
                         let owner = Name::from_ascii(name).unwrap();
-                        reply.add_answer(Record::from_rdata(owner, 0, data.clone()));
+                        reply.add_answer(Record::from_rdata(owner, ttl, data.clone()));
                     }
                 }
             }
@@ -309,7 +321,54 @@ async fn dns_server(
             let _ = socket.send_to(&bytes, from).await;
         }
     });
-    addr
+    (addr, asked)
+}
+
+/// `refresh: 1h`, yet the records are asked for again when their TTL runs out: after 2 s for
+/// a TTL of 2, and no more than once a second for a TTL of 0 (which must not make discovery
+/// ask in a loop). Bounds are on the time the questions took, which load only lengthens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_is_asked_again_when_the_ttl_runs_out_and_a_zero_ttl_at_most_once_a_second() {
+    use std::sync::atomic::Ordering;
+    let sim = simulator_at("127.0.0.51", 0, common::stream(5, 1, 2)).await;
+    let port = sim.addr.port();
+    let (zero, asked_zero) = dns_server_ttl(vec![("pool.test.", a(sim.addr.ip()))], 0).await;
+    let (two, asked_two) = dns_server_ttl(vec![("other.test.", a(sim.addr.ip()))], 2).await;
+    let target = |name: &str, host: &str, dns: SocketAddr| {
+        format!(
+            "  - name: {name}\n    protocol: openai-chat\n    base_url: http://{host}:{port}/v1\n    model: m\n    replicas:\n      dns: {{nameserver: '{dns}'}}\n      refresh: 1h\n"
+        )
+    };
+    let text = format!(
+        "defaults:\n  interval: 1h\n  timeout: 1s\nscenarios:\n{}targets:\n{}{}",
+        common::scenario("chat", 4),
+        target("zero", "pool.test", zero),
+        target("two", "other.test", two),
+    );
+    let started = std::time::Instant::now();
+    let d = common::daemon(common::parse(&text)).await;
+    // Each discovery asks one question per address family (A and AAAA).
+    let discoveries = |asked: &std::sync::atomic::AtomicUsize| asked.load(Ordering::Relaxed) / 2;
+    let deadline = started + Duration::from_secs(30);
+    while discoveries(&asked_two) < 3 || discoveries(&asked_zero) < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "TTL 2: {} discoveries, TTL 0: {} in 30 s with refresh 1h",
+            discoveries(&asked_two),
+            discoveries(&asked_zero)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = started.elapsed();
+    let zero_count = discoveries(&asked_zero);
+    // Three discoveries at TTL 2 are two waits of 2 s apart at least.
+    assert!(took >= Duration::from_secs(4), "{took:?}");
+    // At TTL 0, one discovery a second at most (and the first at once).
+    assert!(
+        zero_count as f64 <= took.as_secs_f64() + 2.0,
+        "{zero_count} discoveries in {took:?} at TTL 0"
+    );
+    d.stop().await;
 }
 
 /// An A record's data.
