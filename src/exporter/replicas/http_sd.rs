@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{file_sd, Discovered, DiscoveryError, DISCOVERY_TIMEOUT, MAX_FILE_SD_BYTES};
+use super::{file_sd, Discovered, DiscoveryError, MAX_FILE_SD_BYTES};
 
 /// The replicas the http_sd endpoint `url` lists; `refresh` is sent in the
 /// `X-Prometheus-Refresh-Interval-Seconds` header, as Prometheus does.
@@ -22,9 +22,10 @@ pub(super) async fn discover(
         path: shown.clone(),
         detail,
     };
+    // No timeout of its own: the whole discovery's (`DISCOVERY_TIMEOUT`) bounds it, a slow
+    // answer included, and fails it with reason `timeout`.
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(DISCOVERY_TIMEOUT)
         .build()
         .map_err(|e| failed(crate::sanitize::http_error(e)))?;
     let response = client
@@ -74,4 +75,65 @@ pub(super) async fn discover(
         body.extend_from_slice(&chunk);
     }
     file_sd::from_bytes(&shown, false, &body, max).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use crate::config::replicas::{ReplicaSource, Replicas};
+    use crate::replicas::{discover, DISCOVERY_TIMEOUT};
+
+    fn spec(url: &str) -> Replicas {
+        Replicas {
+            source: ReplicaSource::HttpSd(url.parse().unwrap()),
+            refresh: Duration::from_secs(30),
+            max: 64,
+            grace: Duration::from_secs(300),
+        }
+    }
+
+    /// An endpoint that accepts and never answers, and one that sends its headers and then a
+    /// byte a second: each discovery ends at the discovery's time limit, with reason timeout
+    /// (the paused clock jumps to it; nothing waits 10 s).
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_or_trickling_endpoint_ends_at_the_time_limit() {
+        let base: reqwest::Url = "http://pool.test:8000/v1".parse().unwrap();
+        for trickle in [false, true] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/sd", listener.local_addr().unwrap());
+            let server = tokio::spawn(async move {
+                let (mut tcp, _) = listener.accept().await.unwrap();
+                // The request first (an answer before it is no answer to it).
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if tcp.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                if trickle {
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n[";
+                    let _ = tcp.write_all(head.as_bytes()).await;
+                    loop {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        if tcp.write_all(b" ").await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                // Hold the connection open, silent.
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                drop(tcp);
+            });
+            let started = tokio::time::Instant::now();
+            let err = discover(&spec(&url), &base).await.unwrap_err();
+            assert_eq!(err.reason(), "timeout", "trickle {trickle}: {err}");
+            assert_eq!(started.elapsed(), DISCOVERY_TIMEOUT, "trickle {trickle}");
+            server.abort();
+        }
+    }
 }

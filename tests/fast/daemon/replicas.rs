@@ -311,7 +311,10 @@ async fn dns_server_ttl(
                     reply.metadata.response_code = ResponseCode::NXDomain;
                 }
                 for (name, data) in records.iter().filter(|(name, _)| *name == asked) {
-                    if data.record_type() == q.query_type() {
+                    // A CNAME answers every question of its name (the resolver follows it).
+                    if data.record_type() == q.query_type()
+                        || data.record_type() == hickory_resolver::proto::rr::RecordType::CNAME
+                    {
                         let owner = Name::from_ascii(name).unwrap();
                         reply.add_answer(Record::from_rdata(owner, ttl, data.clone()));
                     }
@@ -322,6 +325,58 @@ async fn dns_server_ttl(
         }
     });
     (addr, asked)
+}
+
+/// A CNAME loop (`loop.test` → `loop2.test` → `loop.test`) beside a healthy pool: each
+/// discovery of the loop ends with reason resolve (counted again and again, so none hangs), no
+/// replica of it is probed, and the other pool is probed all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cname_loop_is_a_resolve_failure_and_disturbs_no_other_target() {
+    use hickory_resolver::proto::rr::{rdata::CNAME, Name, RData};
+    let sim = simulator_at("127.0.0.52", 0, common::stream(5, 1, 2)).await;
+    let port = sim.addr.port();
+    let cname = |to: &str| RData::CNAME(CNAME(Name::from_ascii(to).unwrap()));
+    let dns = dns_server(vec![
+        ("loop.test.", cname("loop2.test.")),
+        ("loop2.test.", cname("loop.test.")),
+        ("pool.test.", a(sim.addr.ip())),
+    ])
+    .await;
+    let target = |name: &str| {
+        format!(
+            "  - name: {name}\n    protocol: openai-chat\n    base_url: http://{name}.test:{port}/v1\n    model: m\n    replicas:\n      dns: {{nameserver: '{dns}'}}\n      refresh: 200ms\n"
+        )
+    };
+    let text = format!(
+        "defaults:\n  interval: 300ms\n  timeout: 300ms\nscenarios:\n{}targets:\n{}{}",
+        common::scenario("chat", 4),
+        target("loop"),
+        target("pool"),
+    );
+    let d = common::daemon(common::parse(&text)).await;
+    let failures = |t: &str| {
+        common::sample(
+            t,
+            "llm_probe_replica_discovery_failures_total",
+            &[("target", "loop"), ("reason", "resolve")],
+        )
+        .unwrap_or(0.0)
+    };
+    let ok = sim.addr.to_string();
+    let text = until(
+        &d,
+        "three failed discoveries of the loop and the other pool probed",
+        Duration::from_secs(30),
+        |t| failures(t) >= 3.0 && ttft(t, &ok).1 >= 2.0,
+    )
+    .await;
+    // No good discovery ever: no replica count either.
+    assert_eq!(gauge(&text, "llm_probe_replicas", "loop"), None);
+    assert!(
+        !text.contains("target=\"loop\",model=\"m\",scenario=\"chat\",replica="),
+        "{text}"
+    );
+    d.stop().await;
 }
 
 /// `refresh: 1h`, yet the records are asked for again when their TTL runs out: after 2 s for
