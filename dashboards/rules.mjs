@@ -52,7 +52,10 @@ export const SLO_CLASSES = [
  * Interval classes of LlmProbeEndpointDown: [max interval (s), window]. The window is at least
  * two intervals (three at 15 s and below), so that every probe in it failing means at least
  * three failed probes in a row; detection is at most one interval (until the first failed probe
- * ends) plus the window.
+ * ends) plus the window. The window must also see two different probes (the finish timestamp
+ * changes within it): a scrape interval as long as the probe interval holds about two samples
+ * of the window, and one failed probe whose successor ends a little later than it would have
+ * (a slow success after a fast failure) is scraped twice, which alone is not "down".
  */
 export const DOWN_CLASSES = [
   [15, '30s'], [25, '50s'], [60, '2m'], [150, '5m'], [300, '10m'], [900, '30m'], [1800, '1h'], [3600, '2h'],
@@ -293,6 +296,8 @@ function replicaDown() {
   const parts = DOWN_CLASSES.map(([max, w]) => {
     const p = `max by (${LR}) (max_over_time(llm_probe_last_probe_success${R}[${w}])) == 0
 and on (${LR})
+  max by (${LR}) (changes(llm_probe_last_probe_timestamp_seconds${R}[${w}])) >= 1
+and on (${LR})
   max by (${LR}) (changes(llm_probe_last_probe_timestamp_seconds${R}[${seconds(w) * 2}s])) >= 2
 and on (${L})
   (${INTERVAL} > ${min} <= ${max})
@@ -428,6 +433,8 @@ function endpointDown() {
   const parts = DOWN_CLASSES.map(([max, w]) => {
     const p = `max by (${L}) (max_over_time(llm_probe_last_probe_success[${w}])) == 0
 and on (${L})
+  max by (${L}) (changes(llm_probe_last_probe_timestamp_seconds[${w}])) >= 1
+and on (${L})
   max by (${L}) (changes(llm_probe_last_probe_timestamp_seconds[${seconds(w) * 2}s])) >= 2
 and on (${L})
   (${INTERVAL} > ${min} <= ${max})`;
@@ -436,7 +443,7 @@ and on (${L})
   });
   return alert({
     name: 'LlmProbeEndpointDown',
-    comment: 'Every probe of the pair failed over a window of at least two intervals (three at 15 s), with at\nleast three probes finished: pages within 2 min at a 15 s interval, 3 intervals + 1 min above.\nReads the last-probe gauges, not the histograms: works for a pair that never succeeded and\nacross exporter restarts (keep_firing_for bridges the restart\'s missing scrapes).',
+    comment: 'Every probe of the pair failed over a window of at least two intervals (three at 15 s), with at\nleast three probes finished, two of them within the window (one failed probe scraped twice is\nnot down): pages within 2 min at a 15 s interval, 3 intervals + 1 min above.\nReads the last-probe gauges, not the histograms: works for a pair that never succeeded and\nacross exporter restarts (keep_firing_for bridges the restart\'s missing scrapes).',
     expr: anyClass(parts),
     keep: '2m',
     severity: 'critical',
