@@ -2,6 +2,7 @@
 //! `/metrics`, reading one sample out of the text exposition.
 #![allow(dead_code)]
 
+pub mod alertmanager;
 pub mod bedrock;
 pub mod bench;
 pub mod chromium;

@@ -15,6 +15,26 @@ pub struct Scrape<'a> {
     pub labels: &'a [(&'a str, &'a str)],
 }
 
+/// How a [`Prometheus`] runs beyond its rules and scrape targets.
+pub struct Options<'a> {
+    /// Extra command-line flags (e.g. `--enable-feature=native-histograms`).
+    pub flags: &'a [&'a str],
+    /// The Alertmanager (`host:port`) it sends alerts to, if any.
+    pub alertmanager: Option<&'a str>,
+    /// The scrape job's name (`llm-probe` by default; the shipped rules must not depend on it).
+    pub job: &'a str,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            flags: &[],
+            alertmanager: None,
+            job: "llm-probe",
+        }
+    }
+}
+
 /// A running Prometheus, stopped on drop.
 pub struct Prometheus {
     _child: super::ChildGuard,
@@ -62,9 +82,30 @@ impl Prometheus {
         targets: &[Scrape<'_>],
         flags: &[&str],
     ) -> Prometheus {
+        let options = Options {
+            flags,
+            ..Options::default()
+        };
+        Self::start_options(dir, rule_files, targets, &options).await
+    }
+
+    /// Several scrape targets with every [`Options`] knob.
+    pub async fn start_options(
+        dir: &Path,
+        rule_files: &[String],
+        targets: &[Scrape<'_>],
+        options: &Options<'_>,
+    ) -> Prometheus {
         let bin = super::require_tool("prometheus", "apt-get install prometheus");
-        let mut config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: {rule_files:?}\nscrape_configs:\n  - job_name: llm-probe\n    static_configs:\n"
+        let mut config = "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n".to_string();
+        if let Some(am) = options.alertmanager {
+            config += &format!(
+                "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am}']\n"
+            );
+        }
+        config += &format!(
+            "rule_files: {rule_files:?}\nscrape_configs:\n  - job_name: {}\n    static_configs:\n",
+            options.job
         );
         for t in targets {
             config += &format!("      - targets: ['{}']\n", t.addr);
@@ -88,7 +129,7 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
-            .args(flags)
+            .args(options.flags)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

@@ -142,6 +142,17 @@ pub async fn start(dir: &Path, targets: &[Scrape<'_>]) -> Prometheus {
     Prometheus::start_scraping(dir, &rules, targets).await
 }
 
+/// [`start_one`] sending its alerts to the Alertmanager at `am` (`host:port`).
+pub async fn start_alerting(dir: &Path, addr: std::net::SocketAddr, am: &str) -> Prometheus {
+    require_tool("prometheus");
+    let rules = write_test_rules(dir);
+    let options = crate::common::prometheus::Options {
+        alertmanager: Some(am),
+        ..Default::default()
+    };
+    Prometheus::start_options(dir, &rules, &[Scrape { addr, labels: &[] }], &options).await
+}
+
 /// [`start`] scraping one exporter at `addr`, without extra target labels.
 pub async fn start_one(dir: &Path, addr: std::net::SocketAddr) -> Prometheus {
     start(dir, &[Scrape { addr, labels: &[] }]).await

@@ -21,11 +21,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::alertmanager::{self, Alertmanager, Note};
+use common::prometheus::{Options, Prometheus, Scrape};
 use common::rules::TIME_SCALE;
 use llm_probe::daemon::Daemon;
 use llm_probe::simulate::{Fault, Load, Script, Simulator};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 // ---- a switchable TCP relay in front of the simulators ---------------------------------------
@@ -83,174 +84,29 @@ impl Relay {
     }
 }
 
-// ---- the webhook receiver ---------------------------------------------------------------------
-
-/// One notification: when it arrived, the receiver path (`/page`, `/ticket`), the payload.
-#[derive(Clone, Debug)]
-struct Note {
-    at: Instant,
-    path: String,
-    body: Value,
-}
-
-async fn webhook() -> (SocketAddr, Arc<Mutex<Vec<Note>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let notes = Arc::new(Mutex::new(Vec::new()));
-    let n = notes.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let n = n.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                loop {
-                    let Ok(k) = s.read(&mut chunk).await else {
-                        return;
-                    };
-                    if k == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..k]);
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| {
-                            let (k, v) = l.split_once(':')?;
-                            k.eq_ignore_ascii_case("content-length")
-                                .then(|| v.trim().parse().ok())?
-                        })
-                        .unwrap_or(0);
-                    if buf.len() < end + 4 + len {
-                        continue;
-                    }
-                    let path = head.split(' ').nth(1).unwrap_or("").to_string();
-                    let body =
-                        serde_json::from_slice(&buf[end + 4..end + 4 + len]).unwrap_or(Value::Null);
-                    n.lock().unwrap().push(Note {
-                        at: Instant::now(),
-                        path,
-                        body,
-                    });
-                    let _ = s
-                        .write_all(
-                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                        )
-                        .await;
-                    return;
-                }
-            });
-        }
-    });
-    (addr, notes)
-}
-
-// ---- Alertmanager and Prometheus --------------------------------------------------------------
-
-/// The shipped Alertmanager example with the receivers' URLs at `hook` and its timers divided
-/// by `k`.
-fn alertmanager_config(hook: SocketAddr, k: u64) -> String {
-    let text = std::fs::read_to_string(
-        common::dashboards::root().join("dashboards/alertmanager/alertmanager.example.yml"),
-    )
-    .unwrap();
-    assert!(text.contains("http://127.0.0.1:9095/"));
-    let mut timers = 0;
-    let text: String = text
-        .replace("http://127.0.0.1:9095/", &format!("http://{hook}/"))
-        .lines()
-        .map(|l| {
-            let t = l.trim_start();
-            for key in ["group_wait: ", "group_interval: ", "repeat_interval: "] {
-                if let Some(d) = t.strip_prefix(key) {
-                    timers += 1;
-                    let (rules, _) = common::rules::scale_rules(&format!("for: {d}\n"), k, "am");
-                    let d = rules.trim().trim_start_matches("for: ").to_string();
-                    return format!("{}{key}{d}\n", &l[..l.len() - t.len()]);
-                }
-            }
-            format!("{l}\n")
-        })
-        .collect();
-    assert_eq!(timers, 3, "group_wait, group_interval, repeat_interval");
-    text
-}
-
-async fn wait_ready(url: &str, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = reqwest::get(format!("{url}/-/ready")).await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "{what} not ready in 30 s");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn start_alertmanager(dir: &Path, hook: SocketAddr) -> (common::ChildGuard, String) {
-    let bin = common::require_tool(
-        "prometheus-alertmanager",
-        "apt-get install prometheus-alertmanager",
-    );
-    let cfg = dir.join("alertmanager.yml");
-    std::fs::write(&cfg, alertmanager_config(hook, TIME_SCALE)).unwrap();
-    let port = common::free_port();
-    let child = std::process::Command::new(bin)
-        .arg(format!("--config.file={}", cfg.display()))
-        .arg(format!("--storage.path={}", dir.join("am-data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--cluster.listen-address=")
-        .arg("--log.level=warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start prometheus-alertmanager");
-    let guard = common::ChildGuard(child);
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&url, "alertmanager").await;
-    (guard, url)
-}
-
 /// Prometheus with the scaled shipped rules, sending to `am`, scraping each (address,
 /// location) under a job that is not called llm-probe (the rules must not depend on it).
 async fn start_prometheus(
     dir: &Path,
-    am: &str,
+    am: &Alertmanager,
     scrapes: &[(SocketAddr, &str)],
-) -> (common::ChildGuard, String) {
-    let bin = common::require_tool("prometheus", "apt-get install prometheus");
+) -> Prometheus {
+    let labels: Vec<[(&str, &str); 1]> = scrapes.iter().map(|(_, l)| [("location", *l)]).collect();
+    let targets: Vec<Scrape> = scrapes
+        .iter()
+        .zip(&labels)
+        .map(|((addr, _), labels)| Scrape {
+            addr: *addr,
+            labels,
+        })
+        .collect();
+    let options = Options {
+        alertmanager: Some(am.host_port()),
+        job: "llm-endpoints",
+        ..Options::default()
+    };
     let rules = common::rules::write_test_rules(dir);
-    let mut cfg = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\nrule_files: {rules:?}\nscrape_configs:\n  - job_name: llm-endpoints\n    static_configs:\n",
-        am.trim_start_matches("http://")
-    );
-    for (addr, location) in scrapes {
-        cfg += &format!("      - targets: ['{addr}']\n        labels: {{location: {location}}}\n");
-    }
-    std::fs::write(dir.join("prometheus.yml"), cfg).unwrap();
-    let port = common::free_port();
-    let child = std::process::Command::new(bin)
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start prometheus");
-    let guard = common::ChildGuard(child);
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&url, "prometheus").await;
-    (guard, url)
+    Prometheus::start_options(dir, &rules, &targets, &options).await
 }
 
 // ---- the probes ---------------------------------------------------------------------------
@@ -419,8 +275,8 @@ fn scaling_divides_every_duration_and_multiplies_the_interval() {
 async fn incidents_page_once_and_fast_and_the_quiet_stay_quiet() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (hook, notes) = webhook().await;
-    let (_am, am_url) = start_alertmanager(d, hook).await;
+    let (hook, notes) = alertmanager::webhook().await;
+    let am = Alertmanager::start(d, hook).await;
 
     // Backends.
     let fast = sim(50, 5, Fault::None, 0.0).await;
@@ -484,12 +340,7 @@ async fn incidents_page_once_and_fast_and_the_quiet_stay_quiet() {
     let c_addr = free_addr();
     let c_yaml = probes_yaml(&c_targets);
     let mut c = Some(daemon_at(&files[2], &c_yaml, c_addr).await);
-    let (_prom, prom_url) = start_prometheus(
-        d,
-        &am_url,
-        &[(eu.addr, "eu"), (us.addr, "us"), (c_addr, "eu")],
-    )
-    .await;
+    let prom = start_prometheus(d, &am, &[(eu.addr, "eu"), (us.addr, "us"), (c_addr, "eu")]).await;
 
     // Warm-up: healthy until every pair's fast-burn guard is met (as in production, where a
     // target has been probed for longer than the windows), and nothing has been sent.
@@ -516,7 +367,7 @@ async fn incidents_page_once_and_fast_and_the_quiet_stay_quiet() {
         }
     };
     let deadline = Instant::now() + Duration::from_secs(90);
-    while judged(prom_url.clone()).await < 12.0 {
+    while judged(prom.url.clone()).await < 12.0 {
         assert!(
             Instant::now() < deadline,
             "the guards were not met within 90 s"

@@ -7,13 +7,16 @@
 //!
 //! Through the balancer the two sick replicas hide in the mix: the front door's failure ratio
 //! stays under LlmProbeFailureRatioHigh's 10 % and nothing names a replica. The replica target
-//! names both, and only them. The numbers are printed for docs/alerting.md.
+//! names both, and only them; a real Alertmanager running the shipped example (its timers
+//! divided by 15 too) sends one notification per replica problem, in the pool's group, to the
+//! ticket receiver, and nothing for the front door. The times are printed for docs/alerting.md.
 
 use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use common::alertmanager::{self, Alertmanager, Note};
 use common::fleet::{simulator_at, write_sd, Haproxy};
 use common::rules::scalar;
 use llm_probe::simulate::{Fault, Script};
@@ -53,9 +56,11 @@ async fn the_balancer_hides_the_sick_replicas_and_the_replica_alerts_name_them()
         lb.addr,
         sd.display()
     ));
+    let (hook, notes) = alertmanager::webhook().await;
+    let am = Alertmanager::start(dir.path(), hook).await;
     let daemon = common::daemon(cfg).await;
     let started = Instant::now();
-    let prom = common::rules::start_one(dir.path(), daemon.addr).await;
+    let prom = common::rules::start_alerting(dir.path(), daemon.addr, am.host_port()).await;
 
     let mut first_firing: Vec<(String, Duration)> = Vec::new();
     let mut front_alerts = BTreeSet::new();
@@ -103,6 +108,63 @@ async fn the_balancer_hides_the_sick_replicas_and_the_replica_alerts_name_them()
     eprintln!(
         "balancer: front door failure ratio {ratio:.3}, P95 TTFT {p95:?}; the failing replica's ratio {replica_ratio:?}; \
          alerts on the front door: {front_alerts:?}; first firing (seconds since the daemon started; x15 in production time): {first_firing:?}"
+    );
+    // Alertmanager (the shipped example, timers divided by 15): the pool's replica alerts are
+    // one group (`target`), so each replica problem adds one notification that names it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let named = |n: &[Note]| -> BTreeSet<String> {
+        n.iter()
+            .filter(|n| n.group("target") == "pool")
+            .flat_map(|n| n.firing())
+            .map(|(_, replica)| replica)
+            .collect()
+    };
+    let want: BTreeSet<String> = [slow_addr.clone(), failing_addr.clone()].into();
+    let notes = loop {
+        let n = notes.lock().unwrap().clone();
+        if named(&n).is_superset(&want) {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Alertmanager did not notify both replicas within 60 s of their alerts firing: {n:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let mut first_notified = Vec::new();
+    for replica in &want {
+        let at = notes
+            .iter()
+            .find(|n| n.group("target") == "pool" && n.firing().iter().any(|(_, r)| r == replica))
+            .unwrap()
+            .at;
+        first_notified.push((replica.clone(), at.duration_since(started)));
+    }
+    let pool_notes: Vec<&Note> = notes
+        .iter()
+        .filter(|n| n.group("target") == "pool")
+        .collect();
+    eprintln!(
+        "balancer: first notification naming each replica (seconds since the daemon started; x15 in production time): {first_notified:?}; \
+         {} notifications for the pool",
+        pool_notes.len()
+    );
+    assert!(
+        pool_notes.len() <= want.len(),
+        "more notifications than replica problems: {pool_notes:#?}"
+    );
+    for n in &pool_notes {
+        assert_eq!(n.path, "/ticket", "replica alerts are warnings: {n:?}");
+        for (name, replica) in n.firing() {
+            assert!(
+                name.starts_with("LlmProbeReplica") && want.contains(&replica),
+                "the pool's notification names {name} on {replica:?}"
+            );
+        }
+    }
+    assert!(
+        !notes.iter().any(|n| n.group("target") == "front"),
+        "a notification for the front door: {notes:#?}"
     );
     assert!(
         ratio < 0.1,
