@@ -15,5 +15,6 @@ mod compare_measured;
 mod compare_tail;
 mod kernel_timestamps;
 mod memory_trim;
+mod replica_churn;
 mod scrape_flood;
 mod stream_limits;
