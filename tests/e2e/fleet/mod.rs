@@ -1,5 +1,7 @@
 //! Fleets with real parts: replicas discovered from a real DNS server (dnsmasq: A and SRV
-//! records), and a real balancer (haproxy) in front of the same replicas.
+//! records), a real balancer (haproxy) in front of the same replicas, and a pool of two real
+//! llama.cpp servers.
 
 mod balancer;
 mod dns;
+mod real_engine;
