@@ -54,6 +54,26 @@ else
   # (tests/fidelity). Each runs even if one before it failed.
   # Each tier's time and result, printed again together at the end.
   tiers=""
+  # The end-to-end tests that spend their time waiting on a real Prometheus' clock (the shipped
+  # rules' windows scaled 15 times, a dashboard's two minutes of data) and compute little: they
+  # run side by side. Every other end-to-end test runs one at a time, as each starts real
+  # servers that take a core of their own (llama.cpp, vLLM, Chromium, promtool's rule tests).
+  # A name here is a filter and a --skip of the same text, so each test is in exactly one run.
+  waiting=(
+    alerts::baseline:: alerts::cache_canary:: alerts::incidents::incidents_page
+    alerts::locations:: alerts::replicas:: alerts::sharding::one_prometheus alerts::ttft::
+    dashboards::queries:: fleet::balancer:: tools::compare_prometheus::around_change
+    tools::compare_prometheus::by_identity tools::baseline_prometheus::a_window
+  )
+  e2e_tier() {
+    local r=0 skips=() t
+    for t in "${waiting[@]}"; do skips+=(--skip "$t"); done
+    say "end-to-end: the tests that wait on Prometheus' clock, side by side"
+    cargo test --locked --no-fail-fast --test e2e -- --test-threads=4 "${waiting[@]}" || r=$?
+    say "end-to-end: the others, one at a time"
+    cargo test --locked --no-fail-fast --test e2e -- --test-threads=1 "${skips[@]}" || r=$?
+    return "$r"
+  }
   tier() {
     local name=$1 t=$SECONDS r=0
     shift
@@ -63,9 +83,7 @@ else
     [ "$r" -eq 0 ] || rc=$r
   }
   tier fast cargo test --locked --no-fail-fast
-  # One test at a time: each starts real servers that take a core of their own, and the alert
-  # tests judge timing through them.
-  tier end-to-end cargo test --locked --no-fail-fast --test e2e -- --test-threads=1
+  tier end-to-end e2e_tier
   if [ -n "${LLM_PROBE_QUIET_LOCK:-}" ]; then
     # CI's background checks (clippy, the release build) hold this lock: the timing and memory
     # claims are read on a quiet machine.
