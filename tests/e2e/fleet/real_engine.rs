@@ -109,13 +109,16 @@ async fn each_real_llama_cpp_replica_is_probed_and_named() {
         let info = text
             .lines()
             .find(|l| {
-                l.starts_with("llm_probe_endpoint_info{")
-                    && l.contains(&format!("replica=\"{r}\""))
+                l.starts_with("llm_probe_endpoint_info{") && l.contains(&format!("replica=\"{r}\""))
             })
             .unwrap_or_else(|| panic!("no endpoint_info for replica {r}:\n{text}"));
         assert!(info.contains("server=\"llama.cpp\""), "{info}");
         let (sum, count) = ttft(&text, r);
-        assert!(sum / count > 0.0 && sum / count < 5.0, "{r}: mean TTFT {}", sum / count);
+        assert!(
+            sum / count > 0.0 && sum / count < 5.0,
+            "{r}: mean TTFT {}",
+            sum / count
+        );
     }
     // Each server generated tokens of its own: both were reached at their own address.
     let after = [
