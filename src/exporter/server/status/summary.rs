@@ -64,7 +64,7 @@ pub struct Summary {
     /// Identity changes within the kept probes, oldest first.
     pub identity_changes: Vec<IdentityChange>,
     /// For a pool (a target with `replicas:`): each replica among the kept probes, judged
-    /// over its own probes as a pair is, worst first ([`by_replica`]); empty otherwise.
+    /// over its own probes as a pair is, worst first (`by_replica`); empty otherwise.
     pub replicas: Vec<ReplicaSummary>,
 }
 
