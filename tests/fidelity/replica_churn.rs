@@ -6,6 +6,7 @@
 //! grow by it for each of the 1,000-odd replicas named here.
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -31,36 +32,11 @@ fn set(round: usize) -> Vec<String> {
         .collect()
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
-async fn scrape(client: &reqwest::Client, addr: &str) -> String {
-    client
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// Scrapes until `ok` holds for the exposition (at most 30 s); returns it.
-async fn until(
-    client: &reqwest::Client,
-    addr: &str,
-    what: &str,
-    ok: impl Fn(&str) -> bool,
-) -> String {
+async fn until(addr: SocketAddr, what: &str, ok: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let text = scrape(client, addr).await;
+        let text = common::get(addr, "/metrics", None).await.2;
         if ok(&text) {
             return text;
         }
@@ -70,11 +46,11 @@ async fn until(
 }
 
 /// Runs rounds `rounds` (each: write the set, wait until each of its replicas has series).
-async fn churn(client: &reqwest::Client, addr: &str, sd: &Path, rounds: std::ops::Range<usize>) {
+async fn churn(addr: SocketAddr, sd: &Path, rounds: std::ops::Range<usize>) {
     for round in rounds {
         let now = set(round);
         write_sd(sd, &now);
-        until(client, addr, "the new set's series", |t| {
+        until(addr, "the new set's series", |t| {
             now.iter().all(|r| series_of(t, r))
         })
         .await;
@@ -82,9 +58,9 @@ async fn churn(client: &reqwest::Client, addr: &str, sd: &Path, rounds: std::ops
 }
 
 /// After the grace: the exposition holds the last round's replicas only.
-async fn at_rest(client: &reqwest::Client, addr: &str, last: usize) -> String {
+async fn at_rest(addr: SocketAddr, last: usize) -> String {
     let want: BTreeSet<String> = set(last).into_iter().collect();
-    until(client, addr, "only the last set's series", |t| {
+    until(addr, "only the last set's series", |t| {
         replicas_in(t) == want
     })
     .await
@@ -113,22 +89,21 @@ async fn memory_returns_to_its_level_after_replica_churn() {
         &cfg,
         &[],
     );
-    let addr = err.served_addr();
+    let addr: SocketAddr = err.served_addr().parse().unwrap();
     // Keep the pipe drained: a full one would block the daemon's logging.
     let log = std::thread::spawn(move || err.finish());
-    let pid = child.0.id();
-    let client = reqwest::Client::new();
+    let pid = child.0.id().to_string();
 
     // The level: after a warm-up of churn (allocator arenas, the HTTP client's pools, the
     // status page's rings at their size), with the departed replicas' grace over.
-    churn(&client, &addr, &sd, 1..WARM).await;
-    let rest = at_rest(&client, &addr, WARM - 1).await;
-    let level = rss_kib(pid);
+    churn(addr, &sd, 1..WARM).await;
+    let rest = at_rest(addr, WARM - 1).await;
+    let level = common::rss_kib_of(&pid);
     let named_before = (0..WARM).map(|r| set(r).len()).sum::<usize>();
 
-    churn(&client, &addr, &sd, WARM..WARM + MORE).await;
-    let rest_after = at_rest(&client, &addr, WARM + MORE - 1).await;
-    let after = rss_kib(pid);
+    churn(addr, &sd, WARM..WARM + MORE).await;
+    let rest_after = at_rest(addr, WARM + MORE - 1).await;
+    let after = common::rss_kib_of(&pid);
     let named = (0..WARM + MORE).map(|r| set(r).len()).sum::<usize>();
 
     eprintln!(

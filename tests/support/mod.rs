@@ -289,7 +289,13 @@ impl Drop for GroupGuard {
 
 /// This process's resident set size, in KiB (Linux `/proc/self/status`).
 pub fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    rss_kib_of("self")
+}
+
+/// The resident set size of process `pid` (a number, or `self`), in KiB (Linux
+/// `/proc/PID/status`).
+pub fn rss_kib_of(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap()
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
