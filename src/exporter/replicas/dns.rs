@@ -48,10 +48,22 @@ pub(super) async fn lookup(
                 .lookup_ip(fqdn(host).as_str())
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            let ttl = shortest_ttl(answer.as_lookup().answers());
+            let records = answer.as_lookup().answers();
+            let names = chain(&fqdn(host), records);
+            let mine: Vec<&hickory_resolver::proto::rr::Record> = records
+                .iter()
+                .filter(|r| names.contains(&r.name.to_ascii().to_ascii_lowercase()))
+                .collect();
+            let ips = mine.iter().filter_map(|r| match &r.data {
+                RData::A(a) => Some(IpAddr::V4(a.0)),
+                RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+                _ => None,
+            });
             Ok((
-                answer.iter().map(|ip| SocketAddr::new(ip, port)).collect(),
-                ttl,
+                ips.map(|ip| SocketAddr::new(ip, port)).collect(),
+                mine.iter()
+                    .map(|r| Duration::from_secs(u64::from(r.ttl)))
+                    .min(),
             ))
         }
     }
@@ -81,10 +93,15 @@ pub(super) async fn srv(
         .await
         .map_err(|e| failed(name, e.to_string()))?;
     let mut targets = Vec::new();
+    let asked = fqdn(name).to_ascii_lowercase();
     for record in answer.answers() {
         let RData::SRV(srv) = &record.data else {
             continue;
         };
+        // Only the records of the name asked (a server may send others along).
+        if record.name.to_ascii().to_ascii_lowercase() != asked {
+            continue;
+        }
         let host = host_name(&srv.target.to_ascii());
         if host.is_empty() || srv.port == 0 {
             continue;
@@ -147,6 +164,30 @@ pub(super) async fn srv(
         found,
         ttl,
     })
+}
+
+/// `name` (lower case, with its root dot) and every name its CNAME records in `records` lead
+/// to: the owners whose addresses answer a lookup of `name`. Records of any other name in an
+/// answer are not the name's (a server may send them along) and are not replicas.
+fn chain(name: &str, records: &[hickory_resolver::proto::rr::Record]) -> Vec<String> {
+    let mut names = vec![name.to_ascii_lowercase()];
+    // Each round adds at least one name or stops: at most one round per record.
+    for _ in 0..records.len() {
+        let next: Vec<String> = records
+            .iter()
+            .filter(|r| names.contains(&r.name.to_ascii().to_ascii_lowercase()))
+            .filter_map(|r| match &r.data {
+                RData::CNAME(c) => Some(c.0.to_ascii().to_ascii_lowercase()),
+                _ => None,
+            })
+            .filter(|n| !names.contains(n))
+            .collect();
+        if next.is_empty() {
+            break;
+        }
+        names.extend(next);
+    }
+    names
 }
 
 /// The shortest TTL among `records` (`None` without records).

@@ -273,7 +273,8 @@ async fn bad_discovery_input_keeps_the_last_good_set_and_disturbs_no_other_targe
 /// A DNS server on a loopback UDP port answering from `records` only (name with its root
 /// dot, record data): the records of the question's name and type, NXDOMAIN for a name it has
 /// no record of. Enough of DNS for `replicas.dns.nameserver` and `replicas.dns_srv`. Its
-/// records have a TTL of 0.
+/// records have a TTL of 0. A name written `+name.` is a record of `name.` sent along in every
+/// answer of its type, whatever the question (as a careless or hostile server might).
 async fn dns_server(
     records: Vec<(&'static str, hickory_resolver::proto::rr::RData)>,
 ) -> SocketAddr {
@@ -307,6 +308,12 @@ async fn dns_server_ttl(
             for q in &query.queries {
                 reply.add_query(q.clone());
                 let asked = q.name().to_ascii().to_ascii_lowercase();
+                for (name, data) in records.iter().filter(|(n, _)| n.starts_with('+')) {
+                    if data.record_type() == q.query_type() {
+                        let owner = Name::from_ascii(&name[1..]).unwrap();
+                        reply.add_answer(Record::from_rdata(owner, ttl, data.clone()));
+                    }
+                }
                 if !records.iter().any(|(name, _)| *name == asked) {
                     reply.metadata.response_code = ResponseCode::NXDomain;
                 }
@@ -464,6 +471,8 @@ async fn srv_records_without_a_service_are_skipped_and_the_cap_applies_before_an
     for m in &more {
         records.push((NAME, srv(m, 9)));
     }
+    // Sent along in the answer, of another name: not a replica of this one.
+    records.push(("+_http._tcp.other.test.", srv("c.pool.test.", 9)));
     let dns = dns_server(records).await;
     let cfg = common::parse(&pool_yaml(
         &format!(
@@ -542,12 +551,13 @@ async fn dns_replicas_are_every_address_of_the_host_name_from_a_configured_names
                 .expect("the port is free on this address"),
         );
     }
-    let dns = dns_server(
-        sims.iter()
-            .map(|s| ("pool.test.", a(s.addr.ip())))
-            .collect(),
-    )
-    .await;
+    let mut records: Vec<_> = sims
+        .iter()
+        .map(|s| ("pool.test.", a(s.addr.ip())))
+        .collect();
+    // An address of another name sent along in every answer: not a replica.
+    records.push(("+evil.test.", a("127.0.0.9".parse().unwrap())));
+    let dns = dns_server(records).await;
     let text = format!(
         "defaults:\n  interval: 300ms\n  timeout: 300ms\nscenarios:\n{}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:{port}/v1\n    model: m\n    replicas:\n      dns: {{nameserver: '{dns}'}}\n      refresh: 200ms\n",
         common::scenario("chat", 4)
