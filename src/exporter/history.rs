@@ -400,6 +400,8 @@ struct Rings {
 #[derive(Debug, Default)]
 struct Replicas {
     names: Vec<Arc<str>>,
+    /// Each name's index in `names`: a new probe finds its replica without a scan.
+    index: std::collections::HashMap<Arc<str>, usize>,
 }
 
 /// How many more replica names than records a pair keeps before it drops the unused ones.
@@ -415,15 +417,19 @@ impl Replicas {
     }
 
     /// The index of `name`, added if new; 0 for the empty name, or when the table is full
-    /// (65,535 names in use at once: more than any ring holds at the default limits).
+    /// (65,535 names in use at once: a pool that probed that many different replicas within the
+    /// state window, which a discovery naming new replicas many times a second could do; such a
+    /// probe is then kept without its replica, and the status pages leave it out of the
+    /// replicas' table).
     fn index(&mut self, name: &Arc<str>) -> u16 {
         if name.is_empty() {
             return 0;
         }
-        let i = match self.names.iter().position(|n| n == name) {
-            Some(i) => i,
+        let i = match self.index.get(name) {
+            Some(i) => *i,
             None => {
                 self.names.push(name.clone());
+                self.index.insert(name.clone(), self.names.len() - 1);
                 self.names.len() - 1
             }
         };
@@ -439,7 +445,7 @@ impl Rings {
             return 0;
         }
         let records = self.recent.len() + self.failures.len();
-        let known = self.replicas.names.iter().any(|n| n == name);
+        let known = self.replicas.index.contains_key(name);
         if !known && self.replicas.names.len() >= records + REPLICAS_SLACK {
             self.compact_replicas();
         }

@@ -194,11 +194,14 @@ pub(super) async fn handle(
         drop(slot);
         outcome.log();
         let probers = st.probers.read().unwrap_or_else(|e| e.into_inner());
+        // A pool's history holds its replicas' probes; an on-demand probe goes through
+        // `base_url` (no replica), so it is shown on its page but not mixed into the pool's.
         let configured = probers.get(&*outcome.target).is_some_and(|p| {
-            p.target()
-                .scenarios
-                .iter()
-                .any(|s| *s.name == *outcome.scenario)
+            p.target().replicas.is_none()
+                && p.target()
+                    .scenarios
+                    .iter()
+                    .any(|s| *s.name == *outcome.scenario)
         });
         if configured {
             st.history.push(&outcome);

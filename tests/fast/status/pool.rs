@@ -65,6 +65,18 @@ async fn the_target_page_and_the_api_list_the_replicas_worst_first() {
     );
     // The pool's own state is over every replica's probes: some failed, not all.
     assert_eq!(pairs[0]["state"], "failing", "{body}");
+    // Each replica keeps one backend identity (the failing one reveals less than the others):
+    // the pool's identity changes are the replicas' own, none.
+    assert_eq!(
+        pairs[0]["identity_changes"],
+        serde_json::json!([]),
+        "{body}"
+    );
+    assert_eq!(pairs[0]["replicas_not_listed"], 0);
+
+    // "Probe now" on the pool goes through base_url (no replica): shown, not kept.
+    let (status, _, _) = common::get(d.addr, "/probe?target=pool&scenario=chat", None).await;
+    assert_eq!(status, 200);
 
     // Each kept probe names its replica.
     let (_, _, body) = common::get(d.addr, "/api/v1/probes?target=pool", None).await;

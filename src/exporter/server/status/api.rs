@@ -45,6 +45,7 @@ fn error(msg: String) -> Response<Full<Bytes>> {
 /// replica's (worst first).
 fn pair(s: &Summary) -> Value {
     let mut v = numbers(s);
+    v["replicas_not_listed"] = s.replicas_not_listed.into();
     v["replicas"] = s
         .replicas
         .iter()

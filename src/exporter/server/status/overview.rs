@@ -258,7 +258,7 @@ fn card(state: &ExporterState, s: &Summary, i: usize, now: SystemTime) -> Markup
                 dt { "last probe" } dd { @match s.last_probe { Some(t) => { (age(t)) " ago" } None => { "none yet" } } }
                 @if let Some(worst) = s.replicas.first() {
                     dt { "replicas" } dd {
-                        (s.replicas.len()) "; worst " code { (worst.replica) } " "
+                        (s.replicas.len() + s.replicas_not_listed) "; worst " code { (worst.replica) } " "
                         span class=(format!("state {}", worst.summary.state.as_str())) { (worst.summary.state.label()) }
                     }
                 }

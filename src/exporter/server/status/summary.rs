@@ -63,10 +63,19 @@ pub struct Summary {
     pub identity: Option<String>,
     /// Identity changes within the kept probes, oldest first.
     pub identity_changes: Vec<IdentityChange>,
-    /// For a pool (a target with `replicas:`): each replica among the kept probes, judged
-    /// over its own probes as a pair is, worst first (`by_replica`); empty otherwise.
+    /// For a pool (a target with `replicas:`): each replica probed within the window, judged
+    /// over its own probes as a pair is, worst first (`by_replica`), at most
+    /// [`MAX_REPLICAS_LISTED`]; empty otherwise.
     pub replicas: Vec<ReplicaSummary>,
+    /// Replicas probed within the window beyond [`MAX_REPLICAS_LISTED`] (the best ones).
+    pub replicas_not_listed: usize,
 }
+
+/// Replicas a pool's summary lists at most: the most a target may probe at once
+/// (`replicas.max`). A discovery that names new replicas at every refresh can leave more than
+/// that probed within one window; the best of them are then counted, not listed, so a page and
+/// an API answer stay bounded.
+pub const MAX_REPLICAS_LISTED: usize = crate::config::replicas::MAX_MAX;
 
 /// One replica of a pool: its own probes summarised as a pair's are (its `summary` has no
 /// replicas of its own).
@@ -78,9 +87,10 @@ pub struct ReplicaSummary {
     pub summary: Summary,
 }
 
-/// The replicas among `probes` and `failures` (a pair's kept ones, oldest first), each
-/// summarised against `slo` at `now`, worst first: by state, then by P95 TTFT (highest
-/// first; none last), then by name. Probes without a replica are left out.
+/// The replicas among `probes` and `failures` (a pair's kept ones, oldest first) that were
+/// probed within the window, each summarised against `slo` at `now`, worst first: by state,
+/// then by P95 TTFT (highest first; none last), then by name. Probes without a replica are left
+/// out, as are replicas not probed within the window (gone from discovery, or from a shard).
 pub fn by_replica(
     target: &str,
     scenario: &str,
@@ -103,6 +113,7 @@ pub fn by_replica(
             replica: replica.to_string(),
             summary: Summary::judged(target, scenario, slo, &probes, &failures, now),
         })
+        .filter(|r| r.summary.window_probes > 0)
         .collect();
     all.sort_by(|a, b| {
         let p95 = |r: &ReplicaSummary| r.summary.ttft_p95_ms.unwrap_or(f64::NEG_INFINITY);
@@ -144,9 +155,26 @@ impl Summary {
         failures: &[&RecentProbe],
         now: SystemTime,
     ) -> Self {
+        let mut replicas = by_replica(target, scenario, slo, probes, failures, now);
+        let pool = Self::judged(target, scenario, slo, probes, failures, now);
+        if replicas.is_empty() {
+            return pool;
+        }
+        // A pool's replicas may run different backends (a rolling upgrade): its probes, in
+        // time order, would change identity at almost every probe. Its changes are each
+        // replica's own.
+        let mut identity_changes: Vec<IdentityChange> = replicas
+            .iter()
+            .flat_map(|r| r.summary.identity_changes.iter().cloned())
+            .collect();
+        identity_changes.sort_by_key(|c| c.at);
+        let replicas_not_listed = replicas.len().saturating_sub(MAX_REPLICAS_LISTED);
+        replicas.truncate(MAX_REPLICAS_LISTED);
         Summary {
-            replicas: by_replica(target, scenario, slo, probes, failures, now),
-            ..Self::judged(target, scenario, slo, probes, failures, now)
+            replicas,
+            replicas_not_listed,
+            identity_changes,
+            ..pool
         }
     }
 
@@ -191,6 +219,7 @@ impl Summary {
             kept_failures: failures.len(),
             recent_ttft,
             replicas: Vec::new(),
+            replicas_not_listed: 0,
         }
     }
 
@@ -231,6 +260,44 @@ mod tests {
             identity: Some(id.into()),
             trace_id: None,
         }
+    }
+
+    /// A pool lists the replicas probed within the window (not one that left before it), at
+    /// most `MAX_REPLICAS_LISTED`, the rest counted; its identity changes are each replica's
+    /// own, not the alternation of replicas that run different backends.
+    #[test]
+    fn a_pool_lists_its_recent_replicas_bounded_and_their_own_identity_changes() {
+        let now = SystemTime::now();
+        let old = now - WINDOW - Duration::from_secs(1);
+        let mut all = Vec::new();
+        for i in 0..MAX_REPLICAS_LISTED + 7 {
+            // Two backends side by side, each replica constant.
+            let mut p = probe(now, 100 + i as u64 % 50, 50.0, ["v1", "v2"][i % 2]);
+            p.replica = format!("10.0.{}.{}:8000", i / 250, i % 250).into();
+            all.push(p);
+        }
+        let mut gone = probe(old, 900, 50.0, "v1");
+        gone.replica = "10.9.9.9:8000".into();
+        all.insert(0, gone);
+        // One replica upgraded from v1 to v2 within the window.
+        let mut up = probe(now, 100, 50.0, "v1");
+        up.replica = "10.8.0.1:8000".into();
+        all.push(up.clone());
+        up.identity = Some("v2".into());
+        all.push(up);
+        let refs: Vec<&RecentProbe> = all.iter().collect();
+        let s = Summary::new("t", "s", Slo::default(), &refs, &[], now);
+        assert_eq!(s.replicas.len(), MAX_REPLICAS_LISTED);
+        assert_eq!(s.replicas_not_listed, 8);
+        assert!(s.replicas.iter().all(|r| &*r.replica != "10.9.9.9:8000"));
+        assert_eq!(s.identity_changes.len(), 1, "{:?}", s.identity_changes);
+        assert_eq!(
+            (
+                s.identity_changes[0].from.as_str(),
+                s.identity_changes[0].to.as_str()
+            ),
+            ("v1", "v2")
+        );
     }
 
     #[test]

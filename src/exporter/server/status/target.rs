@@ -388,7 +388,11 @@ fn replica_table(s: &Summary, now: SystemTime) -> Markup {
     let pct = |r: Option<f64>| r.map_or("–".into(), |r| format!("{:.0} %", r * 100.0));
     html! {
         div.table-wrap { table.replicas {
-            caption { "Replicas (" (s.replicas.len()) "), worst first: each judged over its own probes in the last " (humantime::format_duration(super::WINDOW)) }
+            caption {
+                "Replicas (" (s.replicas.len() + s.replicas_not_listed) "), worst first: each probed in the last "
+                (humantime::format_duration(super::WINDOW)) ", judged over its own probes"
+                @if s.replicas_not_listed > 0 { "; the best " (s.replicas_not_listed) " are not listed" }
+            }
             tr {
                 th { "replica" } th { "state" } th { "probes" } th { "success" }
                 th { "TTFT P50" } th { "TTFT P95" } th { "tokens/s P50" } th { "tokens/s P5" }
