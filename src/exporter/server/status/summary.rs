@@ -65,9 +65,9 @@ pub struct Summary {
     pub identity_changes: Vec<IdentityChange>,
     /// For a pool (a target with `replicas:`): each replica probed within the window, judged
     /// over its own probes as a pair is, worst first (`by_replica`), at most
-    /// [`MAX_REPLICAS_LISTED`]; empty otherwise.
+    /// `MAX_REPLICAS_LISTED`; empty otherwise.
     pub replicas: Vec<ReplicaSummary>,
-    /// Replicas probed within the window beyond [`MAX_REPLICAS_LISTED`] (the best ones).
+    /// Replicas probed within the window beyond `MAX_REPLICAS_LISTED` (the best ones).
     pub replicas_not_listed: usize,
 }
 
