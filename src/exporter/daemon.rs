@@ -886,6 +886,21 @@ impl Supervisor {
         let mut owned: Vec<(String, String)> = (self.running.keys())
             .map(|(t, _, s)| (t.clone(), s.clone()))
             .collect();
+        // A pool without replicas (its discovery has not succeeded yet, or failed from the
+        // start) still has a status card, "no data", on the shard that owns the pair itself:
+        // a configured pool never vanishes from the status pages.
+        for t in config.targets.iter().filter(|t| t.replicas.is_some()) {
+            let no_replica = (self.pools.get(&t.name)).is_none_or(|p| p.replicas.is_empty());
+            for sc in t
+                .scenarios
+                .iter()
+                .filter(|sc| shard.owns(&t.name, &sc.name))
+            {
+                if no_replica {
+                    owned.push((t.name.clone(), sc.name.to_string()));
+                }
+            }
+        }
         owned.sort();
         owned.dedup();
         *self.state.shard.write().unwrap_or_else(|e| e.into_inner()) = server::ShardView {

@@ -103,3 +103,29 @@ async fn the_target_page_and_the_api_list_the_replicas_worst_first() {
     assert!(at(&f) < at(&s) && at(&s) < at(&h), "{page}");
     d.stop().await;
 }
+
+/// A pool whose discovery never succeeded (its file_sd file is missing) is still on the
+/// overview and the API, as "no data", and its target page answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_without_replicas_is_listed_as_no_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-there.json");
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      file_sd: {}\n      refresh: 200ms\n",
+            missing.display()
+        ),
+        "300ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let (_, _, body) = common::get(d.addr, "/api/v1/targets", None).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let pairs = v["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{body}");
+    assert_eq!(pairs[0]["target"], "pool");
+    assert_eq!(pairs[0]["state"], "no_data");
+    let (status, _, _) = common::get(d.addr, "/targets/pool", None).await;
+    assert_eq!(status, 200);
+    d.stop().await;
+}
