@@ -132,6 +132,10 @@ mod tests {
             let started = tokio::time::Instant::now();
             let err = discover(&spec(&url), &base).await.unwrap_err();
             assert_eq!(err.reason(), "timeout", "trickle {trickle}: {err}");
+            assert!(
+                err.to_string().contains(&format!("the http_sd URL {url}")),
+                "{err}"
+            );
             assert_eq!(started.elapsed(), DISCOVERY_TIMEOUT, "trickle {trickle}");
             server.abort();
         }

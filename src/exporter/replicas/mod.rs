@@ -95,12 +95,13 @@ pub enum DiscoveryError {
     /// The source named no replica (an empty file or answer is taken for a transient state).
     #[error("{0} gave no replica")]
     Empty(String),
-    /// The discovery took longer than [`DISCOVERY_TIMEOUT`].
+    /// The discovery took longer than [`DISCOVERY_TIMEOUT`]; it names the source ("the
+    /// http_sd URL …" without secrets, "the file_sd file …", "the DNS name …").
     #[error(
-        "the discovery did not finish within {}",
-        humantime::format_duration(DISCOVERY_TIMEOUT)
+        "the discovery from {0} did not finish within {limit}",
+        limit = humantime::format_duration(DISCOVERY_TIMEOUT)
     )]
-    Timeout,
+    Timeout(String),
 }
 
 impl DiscoveryError {
@@ -111,7 +112,7 @@ impl DiscoveryError {
             DiscoveryError::Read { .. } => "read",
             DiscoveryError::Format { .. } => "format",
             DiscoveryError::Empty(_) => "empty",
-            DiscoveryError::Timeout => "timeout",
+            DiscoveryError::Timeout(_) => "timeout",
         }
     }
 }
@@ -152,7 +153,28 @@ pub async fn discover(
     };
     tokio::time::timeout(DISCOVERY_TIMEOUT, work)
         .await
-        .unwrap_or(Err(DiscoveryError::Timeout))
+        .unwrap_or_else(|_| Err(DiscoveryError::Timeout(source_name(spec, base_url))))
+}
+
+/// What a discovery reads, for its messages: never a credential.
+fn source_name(spec: &Replicas, base_url: &reqwest::Url) -> String {
+    let shown = |s: &str| crate::sanitize::terminal_safe(s).into_owned();
+    match &spec.source {
+        ReplicaSource::Dns { .. } => {
+            format!(
+                "the DNS name {}",
+                shown(base_url.host_str().unwrap_or_default())
+            )
+        }
+        ReplicaSource::DnsSrv { name, .. } => format!("the SRV name {}", shown(name)),
+        ReplicaSource::FileSd(path) => {
+            format!("the file_sd file {}", shown(&path.display().to_string()))
+        }
+        ReplicaSource::HttpSd(url) => format!(
+            "the http_sd URL {}",
+            shown(&crate::sanitize::redact_url(url.as_str()))
+        ),
+    }
 }
 
 /// Whether `host` is a host name a replica may carry: letters, digits, `-`, `_` and dots, at
@@ -253,7 +275,7 @@ mod tests {
                 detail: "d".into(),
             },
             DiscoveryError::Empty("x".into()),
-            DiscoveryError::Timeout,
+            DiscoveryError::Timeout("x".into()),
         ];
         let reasons: Vec<&str> = errors.iter().map(DiscoveryError::reason).collect();
         assert_eq!(reasons, REASONS);
