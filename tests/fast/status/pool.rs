@@ -87,6 +87,17 @@ async fn the_target_page_and_the_api_list_the_replicas_worst_first() {
         let r = p["replica"].as_str().unwrap_or_default();
         assert!([&h, &s, &f].iter().any(|a| a.as_str() == r), "{p}");
     }
+    // A probe's record page (where an exemplar leads) names its replica.
+    let p = &probes[0];
+    let id = p["trace_id"].as_str().expect("a kept probe has a trace id");
+    let (status, _, record) =
+        common::get(d.addr, &format!("/probes/{id}"), Some("text/html")).await;
+    assert_eq!(status, 200);
+    let replica = p["replica"].as_str().unwrap();
+    assert!(
+        record.contains(&format!(" at replica <code>{replica}</code>")),
+        "{record}"
+    );
 
     // The overview's card of the pool names its worst replica.
     let (_, _, overview) = common::get(d.addr, "/", None).await;

@@ -87,7 +87,10 @@ fn record_page(state: &ExporterState, id: TraceId, p: &RecentProbe) -> maud::Mar
     let u = &state.urls;
     let (target, scenario) = (&*p.target, &*p.scenario);
     let content = html! {
-        h1 { "Probe of " code { (target) } " / " code { (scenario) } }
+        h1 {
+            "Probe of " code { (target) } " / " code { (scenario) }
+            @if !p.replica.is_empty() { " at replica " code { (p.replica) } }
+        }
         @match &p.failure {
             None => p.outcome { span.state.ok { "success" } " TTFT " (ms(p.ttft)) ", E2E " (ms(p.e2e)) },
             Some((reason, detail)) => p.outcome.reason {
