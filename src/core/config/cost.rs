@@ -187,8 +187,17 @@ pub fn total_spend(cfg: &crate::config::Config) -> Option<String> {
     }
     let day: f64 = spends.iter().map(|s| s.per_day).sum();
     let month: f64 = spends.iter().map(|s| s.per_month).sum();
+    let pools = (cfg.targets.iter())
+        .filter(|t| t.replicas.is_some() && spend(t).is_some())
+        .count();
+    let per_replica = match pools {
+        0 => String::new(),
+        n => format!(
+            "; {n} of them with replicas: counted for one replica each, multiply by their number"
+        ),
+    };
     Some(format!(
-        "expected spend of {} priced target{}: ~{}/day, ~{}/month (in the prices' currency; an upper bound: every probe generates max_tokens)",
+        "expected spend of {} priced target{}: ~{}/day, ~{}/month (in the prices' currency; an upper bound: every probe generates max_tokens{per_replica})",
         spends.len(),
         if spends.len() == 1 { "" } else { "s" },
         amount(day),
@@ -240,6 +249,27 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
             .targets[0]
             .clone()
+    }
+
+    /// The total names the priced pools, whose spend is per replica (their count is known only
+    /// once discovered).
+    #[test]
+    fn the_total_says_a_pools_spend_is_per_replica() {
+        let yaml = |replicas: &str| {
+            format!("scenarios:\n  - name: s\n    messages: [{{role: user, content: \"hi\"}}]\n    max_tokens: 10\ntargets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://h.test:8000/v1\n    model: m\n    cost: {{input_per_million: 1.0, output_per_million: 1.0}}\n{replicas}")
+        };
+        let total = |y: String| {
+            let cfg =
+                crate::config::parse(&y, "t.yaml", &|_| None).unwrap_or_else(|e| panic!("{e}"));
+            total_spend(&cfg).unwrap()
+        };
+        let plain = total(yaml(""));
+        assert!(!plain.contains("replica"), "{plain}");
+        let pool = total(yaml("    replicas:\n      file_sd: pool.json\n"));
+        assert!(
+            pool.contains("1 of them with replicas: counted for one replica each"),
+            "{pool}"
+        );
     }
 
     #[test]
