@@ -72,9 +72,9 @@ pub(super) async fn from_bytes(
     written.truncate(max);
     let mut replicas = Vec::with_capacity(written.len());
     for e in written {
-        let addr = match e.host.parse::<IpAddr>() {
-            Ok(ip) => SocketAddr::new(ip, e.port),
-            Err(_) => {
+        let addr = match e.ip() {
+            Some(addr) => addr,
+            None => {
                 // The entry is never quoted (it may be huge or hold a secret): the message
                 // names the list it came from.
                 let unresolved = |detail: String| DiscoveryError::Resolve {
@@ -116,15 +116,17 @@ struct Entry {
 
 impl Entry {
     /// The address of an IP entry (`None` for a host name).
+    /// The entry's address when its host is an IP address; an IPv4-mapped IPv6 address
+    /// (`[::ffff:127.0.0.2]`) is its IPv4 address, so the two spellings are one replica.
     fn ip(&self) -> Option<SocketAddr> {
         let ip = self.host.parse::<IpAddr>().ok()?;
-        Some(SocketAddr::new(ip, self.port))
+        Some(SocketAddr::new(ip.to_canonical(), self.port))
     }
 
     /// The order of entries: IP addresses first, by address and port (127.0.0.2 before
     /// 127.0.0.10), then host names by their text.
     fn order(&self) -> (bool, Option<SocketAddr>, String) {
-        let addr = (self.host.parse::<IpAddr>().ok()).map(|ip| SocketAddr::new(ip, self.port));
+        let addr = self.ip();
         (addr.is_none(), addr, self.label.clone())
     }
 }
@@ -295,6 +297,18 @@ mod tests {
         // The first spelling as sorted names it.
         assert_eq!(labels, ["[0:0::1]:80", "[::2]:80"]);
         assert_eq!(set.found, 2, "no cap warning: two distinct replicas");
+        // An IPv4-mapped IPv6 address is its IPv4 address.
+        let set = from_bytes(
+            "the test list",
+            false,
+            br#"[{"targets": ["[::ffff:127.0.0.2]:80", "127.0.0.2:80", "127.0.0.3:80"]}]"#,
+            2,
+        )
+        .await
+        .unwrap();
+        let addrs: Vec<String> = set.replicas.iter().map(|r| r.addr.to_string()).collect();
+        assert_eq!(addrs, ["127.0.0.2:80", "127.0.0.3:80"]);
+        assert_eq!(set.found, 2);
     }
 
     #[tokio::test]
