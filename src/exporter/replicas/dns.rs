@@ -76,6 +76,7 @@ pub(super) async fn lookup(
 /// discovery, as does one without an address.
 pub(super) async fn srv(
     name: &str,
+    shown: &str,
     nameserver: Option<SocketAddr>,
     max: usize,
 ) -> Result<Discovered, DiscoveryError> {
@@ -118,7 +119,7 @@ pub(super) async fn srv(
     targets.dedup();
     let ttl = shortest_ttl(answer.answers());
     if targets.is_empty() {
-        return Err(DiscoveryError::Empty(format!("the SRV name {name}")));
+        return Err(DiscoveryError::Empty(shown.to_string()));
     }
     let found = targets.len();
     targets.truncate(max);

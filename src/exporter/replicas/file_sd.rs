@@ -20,30 +20,30 @@ struct Group {
     labels: BTreeMap<String, String>,
 }
 
-/// The replicas listed in the file at `path`: entries sorted (`Entry::order`),
-/// deduplicated, the first `max` resolved.
-pub(super) async fn discover(path: &Path, max: usize) -> Result<Discovered, DiscoveryError> {
-    let shown = format!(
-        "the file_sd file {}",
-        crate::sanitize::terminal_safe(&path.display().to_string())
-    );
+/// The replicas listed in the file at `path` (named `shown` in messages): entries sorted
+/// (`Entry::order`), deduplicated, the first `max` resolved.
+pub(super) async fn discover(
+    path: &Path,
+    shown: &str,
+    max: usize,
+) -> Result<Discovered, DiscoveryError> {
     let owned = path.to_path_buf();
     let bytes =
         tokio::task::spawn_blocking(move || crate::config::files::read(&owned, MAX_FILE_SD_BYTES))
             .await
             .map_err(|e| DiscoveryError::Read {
-                path: shown.clone(),
+                path: shown.to_string(),
                 detail: e.to_string(),
             })?
             .map_err(|e| DiscoveryError::Read {
-                path: shown.clone(),
+                path: shown.to_string(),
                 detail: format!("{e}; {}", e.fix()),
             })?;
     let yaml = matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("yml" | "yaml")
     );
-    from_bytes(&shown, yaml, &bytes, max).await
+    from_bytes(shown, yaml, &bytes, max).await
 }
 
 /// The replicas of a file_sd document (JSON, or YAML when `yaml`) read from `shown` ("the
@@ -254,7 +254,7 @@ mod tests {
             r#"[{"targets": ["127.0.0.3:9000", "127.0.0.2:9000"], "labels": {"pool": "a"}},
                 {"targets": ["127.0.0.2:9000", "localhost:9001"]}]"#,
         );
-        let set = discover(&json, 64).await.unwrap();
+        let set = discover(&json, "the test file", 64).await.unwrap();
         let labels: Vec<&str> = set.replicas.iter().map(|r| &*r.label).collect();
         assert_eq!(
             labels,
@@ -269,7 +269,7 @@ mod tests {
             "order.json",
             r#"[{"targets": ["b.invalid:1", "127.0.0.10:1", "a.invalid:1", "127.0.0.9:2", "127.0.0.9:1"]}]"#,
         );
-        let set = discover(&ordered, 3).await.unwrap();
+        let set = discover(&ordered, "the test file", 3).await.unwrap();
         let labels: Vec<&str> = set.replicas.iter().map(|r| &*r.label).collect();
         assert_eq!(labels, ["127.0.0.9:1", "127.0.0.9:2", "127.0.0.10:1"]);
         assert_eq!(set.found, 5);
@@ -278,7 +278,7 @@ mod tests {
             "sd.yml",
             "- targets: ['127.0.0.9:1', '127.0.0.8:1']\n",
         );
-        let set = discover(&yaml, 1).await.unwrap();
+        let set = discover(&yaml, "the test file", 1).await.unwrap();
         assert_eq!(&*set.replicas[0].label, "127.0.0.8:1");
         assert!(set.capped());
     }
@@ -328,11 +328,11 @@ mod tests {
         ];
         for (name, body, reason) in cases {
             let p = write(dir.path(), name, body);
-            let err = discover(&p, 64).await.unwrap_err();
+            let err = discover(&p, "the test file", 64).await.unwrap_err();
             assert_eq!(err.reason(), reason, "{name}: {err}");
             assert!(!err.to_string().contains("hunter2"), "{err}");
         }
-        let missing = discover(&dir.path().join("missing.json"), 64)
+        let missing = discover(&dir.path().join("missing.json"), "the test file", 64)
             .await
             .unwrap_err();
         assert_eq!(missing.reason(), "read");
@@ -341,6 +341,12 @@ mod tests {
             "big.json",
             &" ".repeat(MAX_FILE_SD_BYTES as usize + 1),
         );
-        assert_eq!(discover(&big, 64).await.unwrap_err().reason(), "read");
+        assert_eq!(
+            discover(&big, "the test file", 64)
+                .await
+                .unwrap_err()
+                .reason(),
+            "read"
+        );
     }
 }

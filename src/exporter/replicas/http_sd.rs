@@ -7,19 +7,17 @@ use std::time::Duration;
 
 use super::{file_sd, Discovered, DiscoveryError, MAX_FILE_SD_BYTES};
 
-/// The replicas the http_sd endpoint `url` lists; `refresh` is sent in the
-/// `X-Prometheus-Refresh-Interval-Seconds` header, as Prometheus does.
+/// The replicas the http_sd endpoint `url` (named `shown` in messages, without its secrets)
+/// lists; `refresh` is sent in the `X-Prometheus-Refresh-Interval-Seconds` header, as
+/// Prometheus does.
 pub(super) async fn discover(
     url: &reqwest::Url,
+    shown: &str,
     refresh: Duration,
     max: usize,
 ) -> Result<Discovered, DiscoveryError> {
-    let shown = format!(
-        "the http_sd URL {}",
-        crate::sanitize::terminal_safe(&crate::sanitize::redact_url(url.as_str()))
-    );
     let failed = |detail: String| DiscoveryError::Read {
-        path: shown.clone(),
+        path: shown.to_string(),
         detail,
     };
     // No timeout of its own: the whole discovery's (`DISCOVERY_TIMEOUT`) bounds it, a slow
@@ -55,7 +53,7 @@ pub(super) async fn discover(
         });
     if !json {
         return Err(DiscoveryError::Format {
-            path: shown.clone(),
+            path: shown.to_string(),
             detail: "the answer is not application/json".into(),
         });
     }
@@ -74,7 +72,7 @@ pub(super) async fn discover(
         }
         body.extend_from_slice(&chunk);
     }
-    file_sd::from_bytes(&shown, false, &body, max).await
+    file_sd::from_bytes(shown, false, &body, max).await
 }
 
 #[cfg(test)]

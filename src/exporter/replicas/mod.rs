@@ -125,6 +125,7 @@ pub async fn discover(
     spec: &Replicas,
     base_url: &reqwest::Url,
 ) -> Result<Discovered, DiscoveryError> {
+    let shown = source_name(spec, base_url);
     let work = async {
         match &spec.source {
             ReplicaSource::Dns { nameserver } => {
@@ -137,7 +138,7 @@ pub async fn discover(
                 let port = base_url.port_or_known_default().unwrap_or(80);
                 let (addrs, ttl) = dns::lookup(&host, port, *nameserver).await?;
                 if addrs.is_empty() {
-                    return Err(DiscoveryError::Empty(format!("the DNS name {host}")));
+                    return Err(DiscoveryError::Empty(shown.clone()));
                 }
                 Ok(Discovered {
                     ttl,
@@ -145,18 +146,21 @@ pub async fn discover(
                 })
             }
             ReplicaSource::DnsSrv { name, nameserver } => {
-                dns::srv(name, *nameserver, spec.max).await
+                dns::srv(name, &shown, *nameserver, spec.max).await
             }
-            ReplicaSource::FileSd(path) => file_sd::discover(path, spec.max).await,
-            ReplicaSource::HttpSd(url) => http_sd::discover(url, spec.refresh, spec.max).await,
+            ReplicaSource::FileSd(path) => file_sd::discover(path, &shown, spec.max).await,
+            ReplicaSource::HttpSd(url) => {
+                http_sd::discover(url, &shown, spec.refresh, spec.max).await
+            }
         }
     };
     tokio::time::timeout(DISCOVERY_TIMEOUT, work)
         .await
-        .unwrap_or_else(|_| Err(DiscoveryError::Timeout(source_name(spec, base_url))))
+        .unwrap_or(Err(DiscoveryError::Timeout(shown)))
 }
 
-/// What a discovery reads, for its messages: never a credential.
+/// What a discovery reads, as every one of its errors names it ("the http_sd URL …" without
+/// user-info or query values, "the file_sd file …", "the DNS name …", "the SRV name …").
 fn source_name(spec: &Replicas, base_url: &reqwest::Url) -> String {
     let shown = |s: &str| crate::sanitize::terminal_safe(s).into_owned();
     match &spec.source {
