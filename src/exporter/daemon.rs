@@ -889,16 +889,16 @@ impl Supervisor {
         // A pool without replicas (its discovery has not succeeded yet, or failed from the
         // start) still has a status card, "no data", on the shard that owns the pair itself:
         // a configured pool never vanishes from the status pages.
-        for t in config.targets.iter().filter(|t| t.replicas.is_some()) {
-            let no_replica = (self.pools.get(&t.name)).is_none_or(|p| p.replicas.is_empty());
+        let empty_pools = (config.targets.iter()).filter(|t| {
+            t.replicas.is_some() && (self.pools.get(&t.name)).is_none_or(|p| p.replicas.is_empty())
+        });
+        for t in empty_pools {
             for sc in t
                 .scenarios
                 .iter()
                 .filter(|sc| shard.owns(&t.name, &sc.name))
             {
-                if no_replica {
-                    owned.push((t.name.clone(), sc.name.to_string()));
-                }
+                owned.push((t.name.clone(), sc.name.to_string()));
             }
         }
         owned.sort();

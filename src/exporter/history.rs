@@ -408,12 +408,13 @@ struct Replicas {
 const REPLICAS_SLACK: usize = 16;
 
 impl Replicas {
-    /// The name at `index`; empty for 0 or an index it does not have.
+    /// The name at `index`; empty for 0 or an index it does not have (one shared empty
+    /// name: reading a pair's records allocates none).
     fn name(&self, index: u16) -> Arc<str> {
-        match usize::from(index).checked_sub(1) {
-            Some(i) => self.names.get(i).cloned().unwrap_or_else(|| "".into()),
-            None => "".into(),
-        }
+        static NONE: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
+        (usize::from(index).checked_sub(1))
+            .and_then(|i| self.names.get(i).cloned())
+            .unwrap_or_else(|| NONE.clone())
     }
 
     /// The index of `name`, added if new; 0 for the empty name, or when the table is full

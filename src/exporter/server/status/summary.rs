@@ -91,7 +91,7 @@ pub struct ReplicaSummary {
 /// probed within the window, each summarised against `slo` at `now`, worst first: by state,
 /// then by P95 TTFT (highest first; none last), then by name. Probes without a replica are left
 /// out, as are replicas not probed within the window (gone from discovery, or from a shard).
-pub fn by_replica(
+fn by_replica(
     target: &str,
     scenario: &str,
     slo: Slo,

@@ -377,8 +377,6 @@ fn checks_failed(s: &Kept) -> Vec<(&'static str, usize)> {
     counts
 }
 
-/// The kept failures, newest first; each one's start links to its record
-/// (`/probes/{trace_id}`) when it sent a trace id.
 /// A pool's replicas, worst first, each judged over its own probes in the window as the pair
 /// is (nothing for a target without `replicas:`).
 fn replica_table(s: &Summary, now: SystemTime) -> Markup {
@@ -420,6 +418,8 @@ fn replica_table(s: &Summary, now: SystemTime) -> Markup {
     }
 }
 
+/// The kept failures, newest first; each one's start links to its record
+/// (`/probes/{trace_id}`) when it sent a trace id.
 fn failure_table(state: &ExporterState, s: &Kept) -> Markup {
     html! {
         details {
