@@ -216,10 +216,17 @@ pub fn real_server() -> String {
 /// `scripts/real-vllm.sh`) and returns the base URL it prints on stdout. Blocking; panics with
 /// the script's stderr when it fails (a real engine is required, never skipped).
 pub fn start_real_engine(script: &str) -> String {
+    start_real_engine_on(script, None)
+}
+
+/// [`start_real_engine`] on `port` when given (`bash SCRIPT start PORT`), else on the
+/// script's default port.
+pub fn start_real_engine_on(script: &str, port: Option<u16>) -> String {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let out = std::process::Command::new("bash")
         .arg(&script)
         .arg("start")
+        .args(port.map(|p| p.to_string()))
         .stderr(std::process::Stdio::piped())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));

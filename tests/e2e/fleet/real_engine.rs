@@ -16,18 +16,9 @@ struct SecondServer(u16);
 
 impl SecondServer {
     fn start(port: u16) -> SecondServer {
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-llm.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .args(["start", &port.to_string()])
-            .output()
-            .unwrap();
+        // Made first: a start that panics halfway still stops what it started.
         let server = SecondServer(port);
-        assert!(
-            out.status.success(),
-            "scripts/real-llm.sh start {port} failed (a real engine is required, never skipped):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::start_real_engine_on("scripts/real-llm.sh", Some(port));
         server
     }
 }
