@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::config::{ConnectionPolicy, Target, Tls};
 
 /// The `User-Agent` of every probe request.
-pub(super) const USER_AGENT: &str = concat!("llm-probe/", env!("CARGO_PKG_VERSION"));
+pub const USER_AGENT: &str = concat!("llm-probe/", env!("CARGO_PKG_VERSION"));
 
 /// How long an idle connection is kept under `connection: reuse`: below the 5 s keep-alive of
 /// uvicorn (vLLM) and llama.cpp, so the pool does not hand out a connection the server is

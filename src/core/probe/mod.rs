@@ -37,7 +37,7 @@ use crate::measure::{
 use crate::protocol;
 
 pub use body::excerpt;
-pub use client::{build_client, client_key, ClientKey};
+pub use client::{build_client, client_key, ClientKey, USER_AGENT};
 pub use resolve::ResolveError;
 pub use stream::StreamReader;
 

@@ -24,6 +24,7 @@ pub(super) async fn discover(
     // answer included, and fails it with reason `timeout`.
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .user_agent(crate::probe::USER_AGENT)
         .build()
         .map_err(|e| failed(crate::sanitize::http_error(e)))?;
     let response = client

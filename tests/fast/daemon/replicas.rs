@@ -819,6 +819,7 @@ async fn http_sd_lists_the_replicas_and_bad_answers_keep_the_last_good_set() {
     let head = sd.last_head.lock().unwrap().to_ascii_lowercase();
     assert!(head.starts_with("get /targets?token=hunter2 "), "{head}");
     assert!(head.contains("accept: application/json"), "{head}");
+    assert!(head.contains("\r\nuser-agent: llm-probe/"), "{head}");
     assert!(
         head.contains("x-prometheus-refresh-interval-seconds: 1"),
         "{head}"
