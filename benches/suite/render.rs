@@ -72,12 +72,12 @@ pub fn main(opts: &Opts) {
         })
         .collect();
     for o in &outcomes {
-        let labels = ProbeLabels {
-            target: o.target.clone(),
-            model: o.model.clone(),
-            scenario: o.scenario.clone(),
-            replica: o.replica.clone(),
-        };
+        let labels = ProbeLabels::new(
+            o.target.clone(),
+            o.model.clone(),
+            o.scenario.clone(),
+            o.replica.clone(),
+        );
         metrics.register_probe(&labels, &slo);
         metrics.observe(o);
     }

@@ -357,15 +357,14 @@ impl Running {
 }
 
 fn labels(t: &Target, s: &Scenario) -> ProbeLabels {
-    ProbeLabels {
-        target: t.name.as_str().into(),
-        model: t.model.as_str().into(),
-        scenario: s.name.as_str().into(),
-        replica: t
-            .replica
+    ProbeLabels::new(
+        t.name.as_str(),
+        t.model.as_str(),
+        s.name.as_str(),
+        t.replica
             .as_ref()
             .map_or_else(|| "".into(), |r| r.label.clone()),
-    }
+    )
 }
 
 /// The label of `t`'s replica, empty for a target without `replicas:`.

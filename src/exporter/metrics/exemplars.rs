@@ -140,21 +140,17 @@ fn series_exemplars<'a>(
     family: &TracedFamily,
     labels: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> Vec<Exemplar> {
-    let mut key = ProbeLabels {
-        target: "".into(),
-        model: "".into(),
-        scenario: "".into(),
-        replica: "".into(),
-    };
+    let (mut target, mut model, mut scenario, mut replica) = ("", "", "", "");
     for (name, value) in labels {
         match name {
-            "target" => key.target = value.into(),
-            "model" => key.model = value.into(),
-            "scenario" => key.scenario = value.into(),
-            "replica" => key.replica = value.into(),
+            "target" => target = value,
+            "model" => model = value,
+            "scenario" => scenario = value,
+            "replica" => replica = value,
             _ => {}
         }
     }
+    let key = ProbeLabels::new(target, model, scenario, replica);
     family.get(&key).map(|h| h.exemplars()).unwrap_or_default()
 }
 

@@ -37,6 +37,8 @@ pub struct Scratch {
     pub le: Vec<String>,
     /// The bounds `le` was made for.
     pub le_bounds: Vec<f64>,
+    /// The label text of the series being written.
+    pub labels: String,
     /// Protobuf body of the family being written.
     pub body: Vec<u8>,
     /// A series' exemplars, oldest first (indices).
@@ -97,10 +99,13 @@ impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
             return;
         }
         out.push_str(&self.header[format as usize]);
-        for s in series.values() {
-            s.metric
-                .write_text(format, &self.name, &s.text_labels, out, scratch);
+        let mut text = std::mem::take(&mut scratch.labels);
+        for (labels, metric) in series.iter() {
+            text.clear();
+            labels.write_text(&mut text);
+            metric.write_text(format, &self.name, &text, out, scratch);
         }
+        scratch.labels = text;
     }
 
     fn render_protobuf(&self, out: &mut Vec<u8>, scratch: &mut Scratch) {
@@ -117,7 +122,7 @@ impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
         for (labels, s) in series.iter() {
             protobuf::nested(&mut body, 4, |m| {
                 labels.for_each_label(&mut |name, value| protobuf::label(m, 1, name, value));
-                s.metric.write_protobuf(m, scratch);
+                s.write_protobuf(m, scratch);
             });
         }
         if !self.pb_unit.is_empty() {

@@ -152,6 +152,7 @@ impl Metrics {
     /// none). The alert rules scale their probe-count guards and windows with the interval, so
     /// a pair probed every 5 min gets latency alerts as well as one probed every 15 s.
     pub fn set_schedule(&self, labels: &ProbeLabels, interval: Duration, priced: bool) {
+        let labels = &self.probes.kept_labels(labels.clone());
         self.identity.set_interval(labels, interval);
         self.probes.set_priced(labels, priced);
     }
@@ -206,7 +207,7 @@ impl Metrics {
     /// and rate histograms only for a success (a failed stream's partial timings are never
     /// observed).
     pub fn observe(&self, outcome: &ProbeOutcome) {
-        let labels = ProbeLabels::of(outcome);
+        let labels = self.probes.kept_labels(ProbeLabels::of(outcome));
         self.probes.observe(&labels, outcome);
         self.identity.observe(&labels, outcome);
         self.server_load.observe(&labels, outcome);

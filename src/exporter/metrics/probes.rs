@@ -140,6 +140,12 @@ impl ProbeCounters {
         }
     }
 
+    /// The instance of `labels` the pair's series are keyed by, once the pair is registered
+    /// (else `labels` itself): keying a new series by it shares one label set and its text.
+    pub(super) fn kept_labels(&self, labels: ProbeLabels) -> ProbeLabels {
+        self.probes.kept_labels(&labels).unwrap_or(labels)
+    }
+
     /// Records one finished probe.
     pub(super) fn observe(&self, labels: &ProbeLabels, outcome: &ProbeOutcome) {
         self.probes.get_or_create(labels).inc();
@@ -289,12 +295,7 @@ mod tests {
     #[test]
     fn prices_removed_by_a_reload_remove_the_cost_series() {
         let metrics = Metrics::new(&[]);
-        let labels = ProbeLabels {
-            target: "t".into(),
-            model: "m".into(),
-            scenario: "s".into(),
-            replica: "".into(),
-        };
+        let labels = ProbeLabels::new("t", "m", "s", "");
         let has_cost = |m: &Metrics| {
             m.render(None)
                 .1

@@ -20,6 +20,12 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 pub trait SeriesLabels: EncodeLabelSet + Clone + Ord + fmt::Debug + Send + Sync + 'static {
     /// Calls `f` with each label's name and value, in encoding order.
     fn for_each_label(&self, f: &mut dyn FnMut(&'static str, &str));
+
+    /// Appends the label set as it appears between the braces of a text sample line
+    /// ([`text_labels`]); a label set that keeps its text made (a pair's) copies it.
+    fn write_text(&self, out: &mut String) {
+        append_text_labels(|f| self.for_each_label(f), out);
+    }
 }
 
 /// Declares [`SeriesLabels`] for a label struct from its fields, in declaration order (the order
@@ -35,22 +41,12 @@ macro_rules! series_labels {
 }
 pub(crate) use series_labels;
 
-/// One series: its metric and its label set as text (`a="x",b="y"`, values escaped as the text
-/// formats escape them: `\\`, `\"`, `\n`).
-#[derive(Debug)]
-pub struct Series<M> {
-    /// The metric (a counter, gauge or histogram handle; cheap to clone).
-    pub metric: M,
-    /// The label set as it appears between the braces of a text sample line.
-    pub text_labels: Box<str>,
-}
-
 /// The series of one metric family, keyed and iterated by label set (sorted, so every render
 /// lists them in the same order). Cloning shares the series (like prometheus-client's
 /// `Family`). `M` is a handle type whose clones share one value (`Counter`, `Gauge`,
 /// `Arc<ProbeHistogram>`).
 pub struct SeriesFamily<L, M> {
-    series: Arc<RwLock<BTreeMap<L, Series<M>>>>,
+    series: Arc<RwLock<BTreeMap<L, M>>>,
     new_metric: Arc<dyn Fn() -> M + Send + Sync>,
 }
 
@@ -88,17 +84,19 @@ impl<L: SeriesLabels, M: Clone> SeriesFamily<L, M> {
 
     /// The series of `labels`, created (at zero) if it does not exist.
     pub fn get_or_create(&self, labels: &L) -> M {
-        if let Some(s) = self.read().get(labels) {
-            return s.metric.clone();
+        if let Some(m) = self.read().get(labels) {
+            return m.clone();
         }
         let mut map = self.series.write().unwrap_or_else(PoisonError::into_inner);
         map.entry(labels.clone())
-            .or_insert_with(|| Series {
-                metric: (self.new_metric)(),
-                text_labels: text_labels(labels).into_boxed_str(),
-            })
-            .metric
+            .or_insert_with(|| (self.new_metric)())
             .clone()
+    }
+
+    /// The label set the family keeps for `labels` (equal to it, perhaps another instance), if
+    /// it has a series of it: a caller that keys other series by the kept instance shares it.
+    pub fn kept_labels(&self, labels: &L) -> Option<L> {
+        self.read().get_key_value(labels).map(|(k, _)| k.clone())
     }
 
     /// A new series' metric, not part of the family.
@@ -108,7 +106,7 @@ impl<L: SeriesLabels, M: Clone> SeriesFamily<L, M> {
 
     /// The series of `labels`, if it exists.
     pub fn get(&self, labels: &L) -> Option<M> {
-        self.read().get(labels).map(|s| s.metric.clone())
+        self.read().get(labels).cloned()
     }
 
     /// Removes the series of `labels`; whether it existed.
@@ -147,7 +145,7 @@ impl<L: SeriesLabels, M: Clone> SeriesFamily<L, M> {
 
 impl<L, M> SeriesFamily<L, M> {
     /// The series, sorted by label set, read-locked for the caller's iteration.
-    pub fn read(&self) -> RwLockReadGuard<'_, BTreeMap<L, Series<M>>> {
+    pub fn read(&self) -> RwLockReadGuard<'_, BTreeMap<L, M>> {
         self.series.read().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -155,16 +153,23 @@ impl<L, M> SeriesFamily<L, M> {
 /// `labels` as text-format label pairs: `name="value"`, comma-separated, values escaped.
 pub fn text_labels(labels: &impl SeriesLabels) -> String {
     let mut out = String::new();
-    labels.for_each_label(&mut |name, value| {
-        if !out.is_empty() {
+    append_text_labels(|f| labels.for_each_label(f), &mut out);
+    out
+}
+
+/// Appends the text of the label pairs `each` calls its argument with ([`text_labels`]).
+pub fn append_text_labels(each: impl FnOnce(&mut dyn FnMut(&'static str, &str)), out: &mut String) {
+    let mut first = true;
+    each(&mut |name, value| {
+        if !first {
             out.push(',');
         }
+        first = false;
         out.push_str(name);
         out.push_str("=\"");
-        escape_label_value(value, &mut out);
+        escape_label_value(value, out);
         out.push('"');
     });
-    out
 }
 
 /// Appends `value` escaped for a text-format label value: `\` → `\\`, `"` → `\"`, newline →
@@ -186,8 +191,8 @@ where
     M: EncodeMetric + TypedMetric,
 {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
-        for (labels, series) in self.read().iter() {
-            series.metric.encode(encoder.encode_family(labels)?)?;
+        for (labels, metric) in self.read().iter() {
+            metric.encode(encoder.encode_family(labels)?)?;
         }
         Ok(())
     }
@@ -239,7 +244,7 @@ mod tests {
         let seen: Vec<(String, u64)> = f
             .read()
             .iter()
-            .map(|(k, s)| (k.target.clone(), s.metric.get()))
+            .map(|(k, m)| (k.target.clone(), m.get()))
             .collect();
         assert_eq!(seen, vec![("a".into(), 2), ("b".into(), 2)]);
         assert!(f.remove(&l("a")));

@@ -13,12 +13,7 @@ use crate::measure::{
 };
 
 fn pair(target: &str, scenario: &str) -> ProbeLabels {
-    ProbeLabels {
-        target: target.into(),
-        model: "m".into(),
-        scenario: scenario.into(),
-        replica: "".into(),
-    }
+    ProbeLabels::new(target, "m", scenario, "")
 }
 
 /// A probe of `labels` that reaches every family its result can: a new connection, a kernel
@@ -225,10 +220,7 @@ fn a_removed_pair_leaves_no_series_in_any_family() {
 #[test]
 fn a_departed_replica_leaves_no_series_and_a_plain_pair_has_no_replica_label() {
     let metrics = Metrics::new(&[]);
-    let replica = |r: &str| ProbeLabels {
-        replica: r.into(),
-        ..pair("pool", "s")
-    };
+    let replica = |r: &str| pair("pool", "s").with_replica(r);
     let (gone, stays, plain) = (
         replica("127.0.0.2:80"),
         replica("127.0.0.3:80"),
@@ -273,4 +265,25 @@ fn a_departed_replica_leaves_no_series_and_a_plain_pair_has_no_replica_label() {
     let reference =
         String::from_utf8(metrics.render_reference(super::Exposition::Text).unwrap()).unwrap();
     assert_eq!(reference, text);
+}
+
+#[test]
+fn every_series_of_a_pair_shares_the_registered_label_set() {
+    let metrics = Metrics::new(&[]);
+    let labels = pair("t", "s");
+    populate(&metrics, &labels);
+    // The probe counter, the 13 failure reasons, the interval, the cost, the histograms, the
+    // token counters … each keyed by a clone of the one registered instance, not by a copy
+    // made from a probe's outcome.
+    let shared = labels.instances();
+    assert!(
+        shared > 30,
+        "the registered labels are shared {shared} times"
+    );
+    // A probe's own copy is dropped once its series are found.
+    metrics.observe(&outcome(&labels, Ok(success())));
+    assert_eq!(labels.instances(), shared);
+    // Removing the pair lets go of every clone.
+    metrics.forget(&labels);
+    assert_eq!(labels.instances(), 1);
 }

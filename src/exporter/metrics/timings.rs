@@ -294,7 +294,7 @@ impl Timings {
     pub(super) fn heap_bytes(&self) -> (usize, usize) {
         fn add<L>(total: &mut (usize, usize), family: &SeriesFamily<L, SharedHistogram>) {
             for s in family.read().values() {
-                let (native, other) = s.metric.heap_bytes();
+                let (native, other) = s.heap_bytes();
                 total.0 += native;
                 total.1 += other;
             }

@@ -208,7 +208,7 @@ proptest! {
                 let (target, model, scenario) = names[i % names.len()].clone();
                 // Every other pair is one replica of a target with `replicas:`.
                 let replica = if i % 2 == 1 { format!("127.0.0.{i}:8000") } else { String::new() };
-                ProbeLabels { target: target.into(), model: model.into(), scenario: format!("{scenario}{}", i / names.len()).into(), replica: replica.into() }
+                ProbeLabels::new(target, model, format!("{scenario}{}", i / names.len()), replica)
             })
             .collect();
         let slo = Slo { ttft_p95: Duration::from_millis(slo_ms), output_tokens_per_second_min: 33.3 };
@@ -229,18 +229,8 @@ proptest! {
 fn every_family_renders_the_same_as_the_reference() {
     let metrics = Metrics::new(&[Slo::default()]);
     let pairs = vec![
-        ProbeLabels {
-            target: "t\"1".into(),
-            model: "m\\".into(),
-            scenario: "s\n".into(),
-            replica: "".into(),
-        },
-        ProbeLabels {
-            target: "t2".into(),
-            model: "m".into(),
-            scenario: "chat".into(),
-            replica: "[::1]:8000".into(),
-        },
+        ProbeLabels::new("t\"1", "m\\", "s\n", ""),
+        ProbeLabels::new("t2", "m", "chat", "[::1]:8000"),
     ];
     for (i, _) in pairs.iter().enumerate() {
         apply(
