@@ -280,7 +280,7 @@ function detail() {
         tpsFloor, tpsBaseline,
       ], gp(12, 18, 12, 8), { overrides: [dashedRed('floor'), dottedBaseline], min: 0 }),
     row('Failures and anomalies', 26),
-    timeseries('Failed probes by reason', 'Failed probes per interval, by reason (fixed set: dns, connect, tls, timeout, http_status, http_protocol, stream_error, decode, truncated, empty_stream, too_large, credentials, wrong_answer).', 'short',
+    timeseries('Failed probes by reason', 'Failed probes per interval, by reason (fixed set: dns, connect, tls, timeout, http_status, http_protocol, stream_error, decode, truncated, empty_stream, too_large, credentials, wrong_answer, overloaded).', 'short',
       [q(`sum by (reason) (increase(llm_probe_probe_failures_total{${s}}[$__rate_interval])) > 0`, '{{reason}}')], gp(0, 27, 6, 8), { stack: true, bars: true, min: 0 }),
     timeseries('Stream anomalies by kind', 'Streams whose numbers are less trustworthy (collapsed_stream = a buffering proxy, missing_usage = N counted from events, …).', 'short',
       [q(`sum by (kind) (increase(llm_probe_stream_anomalies_total{${s}}[$__rate_interval])) > 0`, '{{kind}}')], gp(6, 27, 6, 8), { stack: true, bars: true, min: 0 }),

@@ -622,8 +622,9 @@ inter-token latency on "Target detail" and the backend identity on "Regression".
 sum by (reason) (increase(llm_probe_probe_failures_total{target="{{ $labels.target }}"}[1h]))
 ("Failed probes by reason" on Target detail); llm-probe logs every failure at warn with reason and
 HTTP status. connect/dns/tls: endpoint or network; http_status: 429 = rate limited, 5xx = server
-error; timeout: the stream outlived the probe timeout; stream_error/truncated/empty_stream: the
-server broke the stream.`,
+error; overloaded: the provider is out of capacity (HTTP 529, overloaded_error); timeout: the
+stream outlived the probe timeout; stream_error/truncated/empty_stream: the server broke the
+stream.`,
     }),
     alert({
       name: 'LlmProbeNoRecentProbe',

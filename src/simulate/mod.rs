@@ -59,6 +59,9 @@ pub enum Fault {
     Http500,
     /// HTTP 429 with `Retry-After: 7`.
     Http429,
+    /// HTTP 529 with `Retry-After: 7` and Anthropic's `overloaded_error` body (the server is
+    /// overloaded).
+    Http529,
     /// No usage chunk or count field (tokens must be counted from events).
     NoUsage,
     /// Three tokens, then silence with the connection open.
@@ -95,13 +98,14 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault mode and its command-line name.
-    pub const NAMES: [(&'static str, Fault); 21] = [
+    pub const NAMES: [(&'static str, Fault); 22] = [
         ("none", Fault::None),
         ("error-after-tokens", Fault::ErrorAfterTokens),
         ("error-only", Fault::ErrorOnly),
         ("done-only", Fault::DoneOnly),
         ("http-500", Fault::Http500),
         ("http-429", Fault::Http429),
+        ("http-529", Fault::Http529),
         ("no-usage", Fault::NoUsage),
         ("stall", Fault::Stall),
         ("reset", Fault::Reset),
@@ -458,6 +462,14 @@ async fn handle(
             } else {
                 br#"{"error":{"message":"rate limited","type":"rate_limit"}}"#
             }))));
+            return resp;
+        }
+        Fault::Http529 => {
+            let overloaded = StatusCode::from_u16(529).expect("529 is a valid status code");
+            let (tx, resp) = response(overloaded, "application/json", &[("retry-after", "7")]);
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
+                br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            ))));
             return resp;
         }
         Fault::NoHeaders => {

@@ -523,7 +523,7 @@ impl Wire {
                 json!({"type": "error", "code": "server_error", "message": message, "param": null})
             }
             Wire::Anthropic => {
-                json!({"type": "error", "error": {"type": "overloaded_error", "message": message}})
+                json!({"type": "error", "error": {"type": "api_error", "message": message}})
             }
             Wire::Ollama => json!({"error": message}),
             Wire::Tgi => json!({"error": message, "error_type": "generation"}),

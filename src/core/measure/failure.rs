@@ -40,11 +40,16 @@ pub enum FailureReason {
     /// `llm_probe_answer_check_failures_total{check}` counts which check. Its timings are not
     /// observed into the success histograms.
     WrongAnswer,
+    /// The server said it is overloaded: HTTP 529, or an `overloaded_error` inside the stream
+    /// or as the error body (Anthropic's signal to retry later). A capacity problem of the
+    /// provider, told apart from `http_status` and `stream_error` (a fault of the request or the
+    /// server) so that it can be seen before the rate limits bite.
+    Overloaded,
 }
 
 impl FailureReason {
     /// Every reason, in label order (for pre-registering series and documentation).
-    pub const ALL: [FailureReason; 13] = [
+    pub const ALL: [FailureReason; 14] = [
         FailureReason::Dns,
         FailureReason::Connect,
         FailureReason::Tls,
@@ -58,6 +63,7 @@ impl FailureReason {
         FailureReason::TooLarge,
         FailureReason::Credentials,
         FailureReason::WrongAnswer,
+        FailureReason::Overloaded,
     ];
 
     /// The metric label value (snake_case, stable).
@@ -76,6 +82,7 @@ impl FailureReason {
             FailureReason::TooLarge => "too_large",
             FailureReason::Credentials => "credentials",
             FailureReason::WrongAnswer => "wrong_answer",
+            FailureReason::Overloaded => "overloaded",
         }
     }
 }

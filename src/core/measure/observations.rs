@@ -187,9 +187,12 @@ pub struct Observations {
     pub finish_reason: Option<String>,
     /// An error reported inside the stream (bounded text), if any.
     pub stream_error: Option<String>,
+    /// That error was the server saying it is overloaded (`overloaded_error`): the probe fails
+    /// with reason `overloaded`, not `stream_error`.
+    pub overloaded: bool,
     /// Body bytes received.
     pub bytes: u64,
-    /// How long the server asked clients to wait (`Retry-After` on a 429 or 503), capped at an
+    /// How long the server asked clients to wait (`Retry-After` on a 429, 503 or 529), capped at an
     /// hour; the scheduler holds the next probe of this pair back until it has passed.
     pub retry_after: Option<std::time::Duration>,
     /// The first bytes of the response body, kept only when a debug probe asks for them.
@@ -274,6 +277,7 @@ impl Observations {
             finished: false,
             finish_reason: None,
             stream_error: None,
+            overloaded: false,
             bytes: 0,
             retry_after: None,
             raw_excerpt: Vec::new(),
@@ -317,6 +321,15 @@ impl Observations {
             let cut = prefix_within(message, Failure::MAX_DETAIL);
             self.stream_error = Some(cut.to_string());
         }
+    }
+
+    /// Records an error reported inside the stream ([`Observations::stream_error`]) and whether
+    /// its type, as the server named it (`error.type`), says the server is overloaded.
+    pub fn stream_error_of_type(&mut self, message: &str, kind: Option<&str>) {
+        if self.stream_error.is_none() {
+            self.overloaded = kind == Some("overloaded_error");
+        }
+        self.stream_error(message);
     }
 
     /// Sets a field of the identity if the value is present and non-empty, keeping the first.

@@ -65,6 +65,9 @@ impl ProbeOutcome {
         let result = match failure {
             Some(f) => Err(f),
             None => match &observations.stream_error {
+                Some(msg) if observations.overloaded => {
+                    Err(Failure::new(FailureReason::Overloaded, msg.clone()))
+                }
                 Some(msg) => Err(Failure::new(FailureReason::StreamError, msg.clone())),
                 None => match measure(&observations) {
                     Some(m) => {

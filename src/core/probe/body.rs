@@ -27,8 +27,14 @@ pub(super) fn not_a_stream(
         .filter(|e| !e.is_null())
     {
         let msg = crate::protocol::error_message(err);
-        obs.stream_error(&msg);
-        return Failure::new(FailureReason::StreamError, msg);
+        let kind = err.get("type").and_then(serde_json::Value::as_str);
+        obs.stream_error_of_type(&msg, kind);
+        let reason = if obs.overloaded {
+            FailureReason::Overloaded
+        } else {
+            FailureReason::StreamError
+        };
+        return Failure::new(reason, msg);
     }
     let what = match &json {
         Some(v) if is_completion(v) => {
@@ -254,6 +260,19 @@ mod tests {
         assert_eq!(f.reason, FailureReason::StreamError);
         assert_eq!(f.detail, "no such model");
         assert_eq!(obs.stream_error.as_deref(), Some("no such model"));
+        // Anthropic's overloaded error as the whole body is the server's capacity, not a fault.
+        let mut obs = Observations::new(Instant::now());
+        let f = not_a_stream(
+            200,
+            "application/json",
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            &mut obs,
+        );
+        assert_eq!(
+            (f.reason, f.detail.as_str()),
+            (FailureReason::Overloaded, "Overloaded")
+        );
+        assert!(obs.overloaded);
     }
 
     #[test]

@@ -664,7 +664,7 @@ impl Armed {
         read_tgi_queue_time(header(HeaderName::from_static("x-queue-time")), obs);
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
         let encoding = content_encoding(response.headers());
-        if status.as_u16() == 429 || status.as_u16() == 503 {
+        if matches!(status.as_u16(), 429 | 503 | 529) {
             obs.retry_after =
                 header(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
         }
@@ -861,6 +861,11 @@ async fn status_failure(response: &mut transport::Response) -> Failure {
         detail.push(' ');
         detail.push_str(reason);
     }
+    // 529 is no IANA status, but Anthropic's (and some gateways') "overloaded, retry later".
+    let overloaded = status.as_u16() == 529;
+    if overloaded {
+        detail.push_str(" Overloaded");
+    }
     // The probe's request is always a POST.
     let path = body::excerpt(response.url().path().as_bytes(), 200);
     detail.push_str(&format!(" from POST {path}"));
@@ -887,7 +892,12 @@ async fn status_failure(response: &mut transport::Response) -> Failure {
         detail.push_str(": ");
         detail.push_str(&body);
     }
-    Failure::new(FailureReason::HttpStatus, detail)
+    let reason = if overloaded {
+        FailureReason::Overloaded
+    } else {
+        FailureReason::HttpStatus
+    };
+    Failure::new(reason, detail)
 }
 
 /// A redirect's `Location`, resolved against the request's URL, without user-info, query or

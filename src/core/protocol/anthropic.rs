@@ -192,7 +192,7 @@ impl StreamProtocol for AnthropicStream {
                     (None, Some(m)) => m.to_string(),
                     (None, None) => err.to_string(),
                 };
-                obs.stream_error(&msg);
+                obs.stream_error_of_type(&msg, str_at(err, "type"));
                 return Flow::Done;
             }
             "ping" | "content_block_stop" => {}

@@ -272,7 +272,7 @@ fn every_series_of_a_pair_shares_the_registered_label_set() {
     let metrics = Metrics::new(&[]);
     let labels = pair("t", "s");
     populate(&metrics, &labels);
-    // The probe counter, the 13 failure reasons, the interval, the cost, the histograms, the
+    // The probe counter, the 14 failure reasons, the interval, the cost, the histograms, the
     // token counters … each keyed by a clone of the one registered instance, not by a copy
     // made from a probe's outcome.
     let shared = labels.instances();

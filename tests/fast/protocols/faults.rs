@@ -84,6 +84,24 @@ async fn http_429_is_not_retried() {
 }
 
 #[tokio::test]
+async fn http_529_is_overloaded_and_holds_the_next_probe() {
+    let sim = common::simulator(common::faulty(Fault::Http529)).await;
+    let o = common::OneProbe::default()
+        .timeout("2s")
+        .at(&sim.base_url())
+        .await;
+    assert_eq!(o.failure_reason(), Some(FailureReason::Overloaded));
+    assert_eq!(o.observations.http_status, Some(529));
+    let detail = o.result.unwrap_err().detail;
+    assert!(
+        detail.starts_with("HTTP 529 Overloaded from POST ") && detail.contains("overloaded_error"),
+        "{detail}"
+    );
+    assert_eq!(o.observations.retry_after, Some(Duration::from_secs(7)));
+    assert_eq!(sim.received().len(), 1, "no client-side retry");
+}
+
+#[tokio::test]
 async fn missing_usage_counts_events_and_says_so() {
     let (o, _sim) = common::OneProbe::default()
         .of(common::faulty(Fault::NoUsage))

@@ -155,7 +155,8 @@ fn expected(p: Protocol, fault: Fault, per_event: u32) -> Option<Expect> {
         // The bad line may share a read with the tokens before it: events not asserted.
         Fault::InvalidUtf8 => fail(FailureReason::Decode, "", None),
         Fault::Endless | Fault::HugeLine => fail(FailureReason::TooLarge, "", None),
-        Fault::Http429 | Fault::NoHeaders => None, // protocol-independent: tests/fast/protocols/faults.rs
+        // Protocol-independent: tests/fast/protocols/faults.rs.
+        Fault::Http429 | Fault::Http529 | Fault::NoHeaders => None,
         // Degenerate answers: a complete stream whose answer check fails.
         Fault::RepetitionLoop => fail(FailureReason::WrongAnswer, "check repetition_loop", Some(t)),
         Fault::PunctuationOnly => fail(

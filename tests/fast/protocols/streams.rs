@@ -195,7 +195,7 @@ struct Case {
 }
 
 use Anomaly::{MultiTokenEvents, NonJsonData, TrailingBytes, UnknownEvent};
-use FailureReason::{EmptyStream, StreamError, Truncated};
+use FailureReason::{EmptyStream, Overloaded, StreamError, Truncated};
 use TokenCountSource::{Events as FromEvents, Server, Usage as FromUsage};
 
 const CASES: &[Case] = &[
@@ -446,9 +446,21 @@ const CASES: &[Case] = &[
     },
     Case {
         protocol: Protocol::Anthropic,
-        file: "protocols/anthropic/overloaded-after-tokens.sse",
+        file: "protocols/anthropic/api-error-after-tokens.sse",
         kinds: "O1",
         result: Err(StreamError),
+        terminated: false,
+        finished: false,
+        error: Some("api_error: Internal server error"),
+        anomalies: &[],
+        prompt: (Some(12), None),
+        prefill: None,
+    },
+    Case {
+        protocol: Protocol::Anthropic,
+        file: "protocols/anthropic/overloaded-after-tokens.sse",
+        kinds: "O1",
+        result: Err(Overloaded),
         terminated: false,
         finished: false,
         error: Some("overloaded_error: Overloaded"),
