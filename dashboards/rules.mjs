@@ -723,6 +723,8 @@ export function rulesFiles(here, { runbookBase = DEFAULT_RUNBOOK_BASE, dashboard
     '',
     frag('engine.yml').trimEnd(),
     '',
+    frag('quota.yml').trimEnd(),
+    '',
   ].join('\n');
   return {
     'llm-probe-recording.rules.yml': recording,

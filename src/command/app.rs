@@ -125,6 +125,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             prefix_cache,
             answer,
             headers,
+            rate_limit,
             load,
         } => {
             let script = Script {
@@ -139,6 +140,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 prefix_cache: prefix_cache.is_on(),
                 answer,
                 headers,
+                rate_limit,
                 ..Script::default()
             };
             simulate(listen, script).await

@@ -136,7 +136,7 @@ pub enum Command {
         #[arg(long, default_value = "llm-probe-simulator")]
         model: String,
         /// A fault to inject: none, error-after-tokens, error-only, done-only, http-500,
-        /// http-429, no-usage, stall, reset, collapsed, no-terminator, keepalive, no-headers,
+        /// http-429, http-529, no-usage, stall, reset, collapsed, no-terminator, keepalive, no-headers,
         /// invalid-json, invalid-utf8, endless, huge-line; degenerate answers (a stream that is
         /// well formed, whose answer checks fail): repetition-loop, punctuation-only,
         /// special-token, empty-after-reasoning.
@@ -157,6 +157,12 @@ pub enum Command {
         /// `with-first-token` (as Ollama: nothing is written before the first token).
         #[arg(long, value_enum, default_value = "at-once")]
         headers: crate::simulate::HeadersAt,
+        /// A request quota of N requests a minute (0: none), as a hosted API's key has: every
+        /// stream's head carries the rate-limit headers of the protocol (OpenAI's
+        /// `x-ratelimit-*`, Anthropic's `anthropic-ratelimit-*`), and a request past the quota
+        /// gets HTTP 429 with `Retry-After` until the minute ends.
+        #[arg(long = "rate-limit", default_value_t = 0)]
+        rate_limit: u32,
         /// The load model: slots, prefill, batch slowdown and jitter.
         #[command(flatten)]
         load: SimLoad,

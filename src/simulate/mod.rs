@@ -15,6 +15,7 @@
 
 mod bedrock;
 mod load;
+mod quota;
 mod wire;
 
 use std::collections::VecDeque;
@@ -184,6 +185,9 @@ pub struct Script {
     /// first token (Ollama's Go server does). With a fault that writes before the first token
     /// (a keep-alive comment, an error, a flood), they go with that write.
     pub headers: HeadersAt,
+    /// Requests a minute the simulated API key may send (0: no quota): every stream's head says
+    /// what is left ([`quota`]), and the request past it gets a 429.
+    pub rate_limit: u32,
 }
 
 /// When the simulator sends its response headers ([`Script::headers`]).
@@ -212,6 +216,7 @@ impl Default for Script {
             grammar_compile: Duration::ZERO,
             prefix_cache: false,
             headers: HeadersAt::AtOnce,
+            rate_limit: 0,
         }
     }
 }
@@ -272,6 +277,7 @@ impl Simulator {
         let rec = received.clone();
         let grammars = Arc::new(Mutex::new(std::collections::HashSet::new()));
         let streams = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let quota = (script.rate_limit > 0).then(|| Arc::new(quota::Quota::new(script.rate_limit)));
         tokio::spawn(crate::server::serve(
             listener,
             shutdown.clone(),
@@ -281,6 +287,7 @@ impl Simulator {
                 let engine = engine.clone();
                 let rec = rec.clone();
                 let streams = streams.clone();
+                let quota = quota.clone();
                 async move {
                     let streaming = req.uri().path() != "/metrics"
                         && Wire::for_path(req.uri().path()).is_some();
@@ -292,7 +299,7 @@ impl Simulator {
                     } else {
                         script
                     };
-                    handle(req, script, engine, rec, grammars).await
+                    handle(req, script, engine, rec, grammars, quota).await
                 }
             },
         ));
@@ -382,6 +389,7 @@ async fn handle(
     engine: Arc<Engine>,
     received: Arc<Mutex<VecDeque<ReceivedRequest>>>,
     grammars: Arc<Mutex<std::collections::HashSet<String>>>,
+    quota: Option<Arc<quota::Quota>>,
 ) -> Response<ChannelBody> {
     let path = req.uri().path().to_string();
     let headers = req
@@ -440,6 +448,25 @@ async fn handle(
         },
     );
 
+    let mut quota_headers = Vec::new();
+    if let Some(q) = &quota {
+        let a = q.admit(std::time::Instant::now(), wire);
+        let retry = a.retry_after.to_string();
+        if !a.admitted {
+            let mut extra: Vec<(&str, &str)> = a
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            extra.push(("retry-after", &retry));
+            let (tx, resp) = response(StatusCode::TOO_MANY_REQUESTS, "application/json", &extra);
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
+                br#"{"error":{"message":"rate limit reached for requests","type":"rate_limit"}}"#,
+            ))));
+            return resp;
+        }
+        quota_headers = a.headers;
+    }
     match script.fault {
         Fault::Http500 => {
             let (tx, resp) = response(StatusCode::INTERNAL_SERVER_ERROR, "application/json", &[]);
@@ -482,11 +509,9 @@ async fn handle(
     if let Some(chars) = &shape.chars {
         tokens = tokens.min(u32::try_from(chars.len()).unwrap_or(u32::MAX));
     }
-    let (tx, resp) = response(
-        StatusCode::OK,
-        wire.content_type(),
-        &[("cache-control", "no-cache")],
-    );
+    let mut extra = vec![("cache-control", "no-cache")];
+    extra.extend(quota_headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let (tx, resp) = response(StatusCode::OK, wire.content_type(), &extra);
     let (headers_go, headers_wait) = match script.headers {
         HeadersAt::AtOnce => (None, None),
         HeadersAt::WithFirstToken => {

@@ -596,6 +596,9 @@ pub struct Slo {
     pub ttft_p95: Duration,
     /// Floor for output tokens per second (> 0, finite). Default 30.
     pub output_tokens_per_second_min: f64,
+    /// Floor for the share of a hosted API's rate-limit window left (0 to 1, exclusive);
+    /// below it, `LlmProbeRateLimitHeadroomLow` fires. Default 0.1.
+    pub rate_limit_headroom_min: f64,
 }
 
 impl Default for Slo {
@@ -603,6 +606,7 @@ impl Default for Slo {
         Slo {
             ttft_p95: Duration::from_millis(300),
             output_tokens_per_second_min: 30.0,
+            rate_limit_headroom_min: 0.1,
         }
     }
 }

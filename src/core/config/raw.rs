@@ -34,6 +34,7 @@ pub(crate) struct RawDefaults {
 pub(crate) struct RawSlo {
     pub ttft_p95: Option<Value>,
     pub output_tokens_per_second_min: Option<f64>,
+    pub rate_limit_headroom_min: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

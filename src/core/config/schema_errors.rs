@@ -211,6 +211,7 @@ const ECHOED_FIELDS: &[&str] = &[
     "connect_timeout",
     "ttft_p95",
     "output_tokens_per_second_min",
+    "rate_limit_headroom_min",
     "prefix_cache",
     "protocol",
     "connection",

@@ -8,6 +8,7 @@ mod derive;
 mod failure;
 mod observations;
 mod outcome;
+mod rate_limits;
 mod split;
 mod timeline;
 mod trace_id;
@@ -17,6 +18,7 @@ pub use derive::{discard_incredible_counts, measure, Measurement, TokenCountSour
 pub use failure::{Failure, FailureReason};
 pub use observations::{Anomaly, Asked, CacheCanary, Identity, Observations, ServerTimings, Usage};
 pub use outcome::ProbeOutcome;
+pub use rate_limits::{RateLimitKind, RateLimitWindow, RateLimits, MAX_RESET};
 pub use split::{ServerTimingSource, TtftComponent, TtftSplit};
 pub use timeline::{Timeline, TimestampSource, TokenEvent, TokenKind};
 pub use trace_id::TraceId;

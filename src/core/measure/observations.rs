@@ -195,6 +195,9 @@ pub struct Observations {
     /// How long the server asked clients to wait (`Retry-After` on a 429, 503 or 529), capped at an
     /// hour; the scheduler holds the next probe of this pair back until it has passed.
     pub retry_after: Option<std::time::Duration>,
+    /// The rate-limit windows the response head described (hosted APIs' `x-ratelimit-*` and
+    /// `anthropic-ratelimit-*` headers); `None` when it had none, or no head came.
+    pub rate_limits: Option<super::RateLimits>,
     /// The first bytes of the response body, kept only when a debug probe asks for them.
     pub raw_excerpt: Vec<u8>,
     /// For each read that completed token events and carried a kernel receive timestamp: how
@@ -278,6 +281,7 @@ impl Observations {
             finish_reason: None,
             stream_error: None,
             overloaded: false,
+            rate_limits: None,
             bytes: 0,
             retry_after: None,
             raw_excerpt: Vec::new(),

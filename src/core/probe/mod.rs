@@ -664,6 +664,10 @@ impl Armed {
         read_tgi_queue_time(header(HeaderName::from_static("x-queue-time")), obs);
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
         let encoding = content_encoding(response.headers());
+        obs.rate_limits = crate::measure::RateLimits::from_headers(
+            |name: &str| (response.headers().get(name)).and_then(|v: &HeaderValue| v.to_str().ok()),
+            SystemTime::now(),
+        );
         if matches!(status.as_u16(), 429 | 503 | 529) {
             obs.retry_after =
                 header(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));

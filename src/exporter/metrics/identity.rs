@@ -80,6 +80,7 @@ pub(super) struct Identity {
     interval: SeriesFamily<ProbeLabels, F64Gauge>,
     slo_ttft: SeriesFamily<TargetLabels, F64Gauge>,
     slo_tokens_per_second: SeriesFamily<TargetLabels, F64Gauge>,
+    slo_headroom: SeriesFamily<TargetLabels, F64Gauge>,
     endpoint_info: SeriesFamily<EndpointLabels, Gauge>,
     /// Each target's (or replica's) exported endpoint identity, by target name and replica.
     current_identity: Mutex<HashMap<TargetReplica, EndpointLabels>>,
@@ -113,6 +114,11 @@ impl Identity {
             "Configured output tokens per second floor of the target",
             SeriesFamily::default(),
         );
+        let slo_headroom = r.register(
+            "slo_rate_limit_headroom_ratio",
+            "Configured floor of the target's rate-limit headroom: the share of a rate-limit window that should stay left (LlmProbeRateLimitHeadroomLow)",
+            SeriesFamily::default(),
+        );
         let endpoint_info = r.register("endpoint_info", "What the backend reveals about itself (value 1); a new label set marks a model or framework change", SeriesFamily::default());
         let reload_success = r.register(
             "config_last_reload_successful",
@@ -135,6 +141,7 @@ impl Identity {
             interval,
             slo_ttft,
             slo_tokens_per_second,
+            slo_headroom,
             endpoint_info,
             current_identity: Mutex::new(HashMap::new()),
             reload_success,
@@ -153,6 +160,9 @@ impl Identity {
         self.slo_tokens_per_second
             .get_or_create(&t)
             .set(slo.output_tokens_per_second_min);
+        self.slo_headroom
+            .get_or_create(&t)
+            .set(slo.rate_limit_headroom_min);
     }
 
     /// Exports the interval a pair is probed at.
@@ -225,6 +235,7 @@ impl Identity {
     pub(super) fn forget_target(&self, t: &TargetLabels) {
         self.slo_ttft.remove(t);
         self.slo_tokens_per_second.remove(t);
+        self.slo_headroom.remove(t);
         self.credential_reloads.remove(t);
         let mut current = self
             .current_identity

@@ -4,7 +4,7 @@
 //!
 //! The families come in groups, one file each: `timings.rs` (the latency and rate histograms),
 //! `probes.rs` (the counters and the last probe's state), `server_load.rs` (the engine's own
-//! load), `identity.rs` (credential reloads, schedule, SLO, endpoint identity, configuration
+//! load), `rate_limits.rs` (a hosted API's quota left), `identity.rs` (credential reloads, schedule, SLO, endpoint identity, configuration
 //! loads, shard), `baselines.rs`, `replicas.rs` (replica discovery) and `build.rs`. Each group registers, records and removes its
 //! own families, so a new family is an edit to one group's file; the exposition lists the
 //! families in the order they are registered, group after group ([`Metrics::with_histograms`]).
@@ -30,6 +30,7 @@ pub mod histogram;
 mod identity;
 mod labels;
 mod probes;
+mod rate_limits;
 mod replicas;
 pub mod series;
 mod server_load;
@@ -45,6 +46,7 @@ use identity::Identity;
 pub use labels::ProbeLabels;
 use labels::TargetLabels;
 use probes::ProbeCounters;
+use rate_limits::RateLimitGauges;
 use replicas::Discovery;
 use server_load::ServerLoad;
 use timings::Timings;
@@ -59,6 +61,8 @@ pub struct Metrics {
     probes: ProbeCounters,
     /// The engine's own load (`server_metrics_url:`).
     server_load: ServerLoad,
+    /// A hosted API's quota left (its rate-limit headers).
+    rate_limits: RateLimitGauges,
     /// Targets, schedule, SLO, endpoint identity, configuration loads, shard.
     identity: Identity,
     /// The pinned baselines.
@@ -97,6 +101,7 @@ impl Metrics {
         let timings = Timings::register(r, slos, histograms);
         let probes = ProbeCounters::register(r);
         let server_load = ServerLoad::register(r);
+        let rate_limits = RateLimitGauges::register(r);
         let identity = Identity::register(r);
         let baselines = Baselines::register(r);
         let discovery = Discovery::register(r);
@@ -105,6 +110,7 @@ impl Metrics {
             timings,
             probes,
             server_load,
+            rate_limits,
             identity,
             baselines,
             discovery,
@@ -192,6 +198,7 @@ impl Metrics {
         let t = TargetLabels::new(target, model);
         self.identity.forget_target(&t);
         self.server_load.forget_target(&t);
+        self.rate_limits.forget_target(&t);
     }
 
     /// Exports exactly the pinned baselines in `pinned` (probe labels, baseline): sets their
@@ -211,6 +218,7 @@ impl Metrics {
         self.probes.observe(&labels, outcome);
         self.identity.observe(&labels, outcome);
         self.server_load.observe(&labels, outcome);
+        self.rate_limits.observe(&labels, outcome);
         self.timings.observe(&labels, outcome);
     }
 

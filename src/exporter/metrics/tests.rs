@@ -18,7 +18,8 @@ fn pair(target: &str, scenario: &str) -> ProbeLabels {
 
 /// A probe of `labels` that reaches every family its result can: a new connection, a kernel
 /// read delay, usage, an anomaly, what the backend revealed, the engine's load, a cost, a
-/// credential reload, a `Retry-After`, a trace id, a tool call, a failed check, the cache canary.
+/// credential reload, a `Retry-After`, rate limits, a trace id, a tool call, a failed check, the
+/// cache canary.
 fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeOutcome {
     let sent = Instant::now();
     let at = |ms| sent + Duration::from_millis(ms);
@@ -40,6 +41,15 @@ fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeO
     o.cost = Some(0.25);
     o.credentials_reloaded = true;
     o.retry_after = Some(Duration::from_secs(7));
+    o.rate_limits = crate::measure::RateLimits::from_headers(
+        |name| match name {
+            "x-ratelimit-limit-requests" => Some("100"),
+            "x-ratelimit-remaining-requests" => Some("42"),
+            "x-ratelimit-reset-tokens" => Some("1m30s"),
+            _ => None,
+        },
+        SystemTime::now(),
+    );
     o.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
     o.answer.first_tool_call = Some(at(150));
     o.answer.last_tool_arguments = Some(at(170));
@@ -286,4 +296,54 @@ fn every_series_of_a_pair_shares_the_registered_label_set() {
     // Removing the pair lets go of every clone.
     metrics.forget(&labels);
     assert_eq!(labels.instances(), 1);
+}
+
+#[test]
+fn rate_limit_gauges_follow_the_last_response_that_described_them() {
+    let metrics = Metrics::new(&[]);
+    let labels = pair("hosted", "s");
+    populate(&metrics, &labels);
+    let text = || metrics.render(None).1;
+    let has = |t: &str, line: &str| t.lines().any(|l| l == line);
+    let t = text();
+    assert!(
+        has(
+            &t,
+            r#"llm_probe_rate_limit_limit{target="hosted",model="m",kind="requests"} 100.0"#
+        ),
+        "{t}"
+    );
+    assert!(has(
+        &t,
+        r#"llm_probe_rate_limit_remaining{target="hosted",model="m",kind="requests"} 42.0"#
+    ));
+    assert!(has(
+        &t,
+        r#"llm_probe_rate_limit_reset_seconds{target="hosted",model="m",kind="tokens"} 90.0"#
+    ));
+    assert!(!t.contains(r#"llm_probe_rate_limit_limit{target="hosted",model="m",kind="tokens"}"#));
+    // A response without rate-limit headers changes nothing; one with other numbers replaces
+    // them, and what it does not say is gone.
+    let mut o = outcome(&labels, Ok(success()));
+    o.observations.rate_limits = None;
+    metrics.observe(&o);
+    assert!(has(
+        &text(),
+        r#"llm_probe_rate_limit_remaining{target="hosted",model="m",kind="requests"} 42.0"#
+    ));
+    o.observations.rate_limits = crate::measure::RateLimits::from_headers(
+        |name| (name == "x-ratelimit-remaining-requests").then_some("7"),
+        SystemTime::now(),
+    );
+    metrics.observe(&o);
+    let t = text();
+    assert!(
+        has(
+            &t,
+            r#"llm_probe_rate_limit_remaining{target="hosted",model="m",kind="requests"} 7.0"#
+        ),
+        "{t}"
+    );
+    assert!(!t.contains("llm_probe_rate_limit_limit{"), "{t}");
+    assert!(!t.contains("llm_probe_rate_limit_reset_seconds{"), "{t}");
 }

@@ -463,6 +463,10 @@ async fn exported_families() -> BTreeSet<String> {
 /// The answer-check and tool-call families exist once a probe answers wrong or makes a tool
 /// call, which the docs test's clean simulator stream does not.
 const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
+    // Responses with rate-limit headers only (hosted APIs).
+    ("llm_probe_rate_limit_limit", "\"rate_limit_limit\""),
+    ("llm_probe_rate_limit_remaining", "\"rate_limit_remaining\""),
+    ("llm_probe_rate_limit_reset_seconds", "\"rate_limit_reset\""),
     // Targets with replicas: only (replica discovery).
     ("llm_probe_replicas", "\"replicas\""),
     ("llm_probe_replicas_discovered", "\"replicas_discovered\""),

@@ -175,6 +175,16 @@ impl Validator<'_> {
                 );
             }
         }
+        if let Some(x) = raw.rate_limit_headroom_min {
+            if x.is_finite() && x > 0.0 && x < 1.0 {
+                slo.rate_limit_headroom_min = x;
+            } else {
+                self.problem(
+                    format!("{path}.rate_limit_headroom_min"),
+                    format!("{pre}slo.rate_limit_headroom_min is {x}; it must be a share between 0 and 1, e.g. 0.1 (alert when less than 10 % of a rate-limit window is left)."),
+                );
+            }
+        }
         slo
     }
 

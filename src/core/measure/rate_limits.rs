@@ -1,0 +1,324 @@
+//! The quota a hosted API says is left, from its response headers: how many requests and tokens
+//! the key may still spend in the current window, its size, and when it resets. Read from every
+//! response head, a 429's included, so that the headroom shrinking shows before the 429s start.
+//!
+//! Two header families (case-insensitive names):
+//!
+//! - OpenAI and Azure OpenAI: `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`; the reset
+//!   is a Go duration (`1s`, `6m0s`, `59.5s`, `20ms`).
+//! - Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`;
+//!   the reset is an RFC 3339 instant.
+//!
+//! Numbers come from outside and are bounded: a count is a whole number of at most 19 digits,
+//! a reset at most [`MAX_RESET`] away; anything else (a negative, a fraction, text, an
+//! overflow) is unknown, never a guess. A remaining count above its limit is kept as sent (a
+//! provider may raise the limit mid-window); the gauges show what the server said.
+
+use std::time::{Duration, SystemTime};
+
+/// What a window limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RateLimitKind {
+    /// Requests.
+    Requests,
+    /// Tokens, input and output together (OpenAI, Azure; Anthropic's combined limit).
+    Tokens,
+    /// Input tokens (Anthropic).
+    InputTokens,
+    /// Output tokens (Anthropic).
+    OutputTokens,
+}
+
+impl RateLimitKind {
+    /// Every kind, in label order.
+    pub const ALL: [RateLimitKind; 4] = [
+        RateLimitKind::Requests,
+        RateLimitKind::Tokens,
+        RateLimitKind::InputTokens,
+        RateLimitKind::OutputTokens,
+    ];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateLimitKind::Requests => "requests",
+            RateLimitKind::Tokens => "tokens",
+            RateLimitKind::InputTokens => "input_tokens",
+            RateLimitKind::OutputTokens => "output_tokens",
+        }
+    }
+
+    /// The kind as the header names spell it.
+    fn header_part(self) -> &'static str {
+        match self {
+            RateLimitKind::Requests => "requests",
+            RateLimitKind::Tokens => "tokens",
+            RateLimitKind::InputTokens => "input-tokens",
+            RateLimitKind::OutputTokens => "output-tokens",
+        }
+    }
+}
+
+/// One window as the last response described it; each part unknown when absent or unreadable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateLimitWindow {
+    /// The window's size.
+    pub limit: Option<u64>,
+    /// What is left of it.
+    pub remaining: Option<u64>,
+    /// How long until it is full again, from when the response head was read.
+    pub reset: Option<Duration>,
+}
+
+impl RateLimitWindow {
+    fn is_empty(&self) -> bool {
+        self.limit.is_none() && self.remaining.is_none() && self.reset.is_none()
+    }
+}
+
+/// The rate-limit windows of one response head, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RateLimits {
+    windows: [Option<RateLimitWindow>; 4],
+}
+
+/// The longest reset believed: a week. A window that resets later than that is a server's
+/// mistake, shown as unknown.
+pub const MAX_RESET: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl RateLimits {
+    /// The windows the headers `header(name)` (lower-case names) describe, with Anthropic's
+    /// reset instants measured from `now`; `None` when no header of either family has a
+    /// readable value.
+    pub fn from_headers<'a>(
+        header: impl Fn(&str) -> Option<&'a str>,
+        now: SystemTime,
+    ) -> Option<Self> {
+        let mut found = RateLimits::default();
+        for (i, kind) in RateLimitKind::ALL.into_iter().enumerate() {
+            let k = kind.header_part();
+            let anthropic = |part: &str| header(&format!("anthropic-ratelimit-{k}-{part}"));
+            let openai = |part: &str| header(&format!("x-ratelimit-{part}-{k}"));
+            let window = RateLimitWindow {
+                limit: anthropic("limit")
+                    .or_else(|| openai("limit"))
+                    .and_then(count),
+                remaining: (anthropic("remaining").or_else(|| openai("remaining"))).and_then(count),
+                reset: match anthropic("reset") {
+                    Some(at) => reset_at(at, now),
+                    None => openai("reset").and_then(go_duration),
+                },
+            };
+            if !window.is_empty() {
+                found.windows[i] = Some(window);
+            }
+        }
+        found.windows.iter().any(Option::is_some).then_some(found)
+    }
+
+    /// The window of `kind`, if the response described it.
+    pub fn window(&self, kind: RateLimitKind) -> Option<&RateLimitWindow> {
+        let i = RateLimitKind::ALL.iter().position(|k| *k == kind)?;
+        self.windows[i].as_ref()
+    }
+}
+
+/// A count: a whole number of at most 19 digits (below `u64::MAX`), spaces around allowed.
+fn count(value: &str) -> Option<u64> {
+    let v = value.trim();
+    (!v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| v.parse().ok())
+        .flatten()
+}
+
+/// An RFC 3339 instant as the time left until it from `now` (zero once it has passed).
+fn reset_at(value: &str, now: SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    if v.len() > 40 {
+        return None;
+    }
+    let at = humantime::parse_rfc3339_weak(v).ok()?;
+    let left = at.duration_since(now).unwrap_or(Duration::ZERO);
+    (left <= MAX_RESET).then_some(left)
+}
+
+/// A Go duration as OpenAI writes its resets: one or more `<number><unit>` with units `h`,
+/// `m`, `s`, `ms`, `us`/`µs`, `ns` and decimal fractions (`6m0s`, `1.5s`, `20ms`); at most 32
+/// bytes and [`MAX_RESET`].
+fn go_duration(value: &str) -> Option<Duration> {
+    let v = value.trim();
+    if v.is_empty() || v.len() > 32 {
+        return None;
+    }
+    let mut rest = v;
+    let mut total = 0.0f64;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += number * seconds;
+    }
+    (total.is_finite() && total <= MAX_RESET.as_secs_f64()).then(|| Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(headers: &[(&str, &str)], now: SystemTime) -> Option<RateLimits> {
+        let map: HashMap<String, String> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        RateLimits::from_headers(|name| map.get(name).map(String::as_str), now)
+    }
+
+    #[test]
+    fn openais_headers_give_requests_and_tokens() {
+        let r = parse(
+            &[
+                ("x-ratelimit-limit-requests", "10000"),
+                ("x-ratelimit-remaining-requests", "9999"),
+                ("x-ratelimit-reset-requests", "6ms"),
+                ("x-ratelimit-limit-tokens", "2000000"),
+                ("x-ratelimit-remaining-tokens", "1999955"),
+                ("x-ratelimit-reset-tokens", "1m30.5s"),
+            ],
+            SystemTime::now(),
+        )
+        .unwrap();
+        assert_eq!(
+            r.window(RateLimitKind::Requests),
+            Some(&RateLimitWindow {
+                limit: Some(10_000),
+                remaining: Some(9_999),
+                reset: Some(Duration::from_millis(6)),
+            })
+        );
+        let t = r.window(RateLimitKind::Tokens).unwrap();
+        assert_eq!((t.limit, t.remaining), (Some(2_000_000), Some(1_999_955)));
+        assert_eq!(t.reset, Some(Duration::from_millis(90_500)));
+        assert_eq!(r.window(RateLimitKind::InputTokens), None);
+    }
+
+    #[test]
+    fn azures_remaining_alone_is_a_window_without_limit() {
+        let r = parse(
+            &[("x-ratelimit-remaining-tokens", "119000")],
+            SystemTime::now(),
+        )
+        .unwrap();
+        let t = r.window(RateLimitKind::Tokens).unwrap();
+        assert_eq!((t.limit, t.remaining, t.reset), (None, Some(119_000), None));
+        assert_eq!(r.window(RateLimitKind::Requests), None);
+    }
+
+    #[test]
+    fn anthropics_headers_give_four_kinds_and_reset_instants() {
+        let now = humantime::parse_rfc3339("2026-12-07T12:00:00Z").unwrap();
+        let r = parse(
+            &[
+                ("anthropic-ratelimit-requests-limit", "50"),
+                ("anthropic-ratelimit-requests-remaining", "49"),
+                ("anthropic-ratelimit-requests-reset", "2026-12-07T12:00:30Z"),
+                ("anthropic-ratelimit-tokens-remaining", "80000"),
+                ("anthropic-ratelimit-input-tokens-limit", "40000"),
+                (
+                    "anthropic-ratelimit-input-tokens-reset",
+                    "2026-12-07T11:59:00Z",
+                ),
+                ("anthropic-ratelimit-output-tokens-limit", "8000"),
+            ],
+            now,
+        )
+        .unwrap();
+        let req = r.window(RateLimitKind::Requests).unwrap();
+        assert_eq!(
+            (req.limit, req.remaining, req.reset),
+            (Some(50), Some(49), Some(Duration::from_secs(30)))
+        );
+        assert_eq!(
+            r.window(RateLimitKind::Tokens).unwrap().remaining,
+            Some(80_000)
+        );
+        // A reset already past is zero, not negative.
+        assert_eq!(
+            r.window(RateLimitKind::InputTokens).unwrap().reset,
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            r.window(RateLimitKind::OutputTokens).unwrap().limit,
+            Some(8_000)
+        );
+    }
+
+    #[test]
+    fn nothing_readable_is_no_rate_limits() {
+        assert_eq!(parse(&[], SystemTime::now()), None);
+        assert_eq!(
+            parse(
+                &[("x-ratelimit-remaining-requests", "lots"), ("server", "x")],
+                SystemTime::now()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn absurd_numbers_are_unknown() {
+        for bad in [
+            "-1",
+            "1.5",
+            "1e9",
+            "",
+            " ",
+            "18446744073709551616",
+            "99999999999999999999999",
+            "0x10",
+            "١٢",
+        ] {
+            assert_eq!(count(bad), None, "{bad:?}");
+        }
+        assert_eq!(count(" 42 "), Some(42));
+        assert_eq!(count("9223372036854775807"), Some(i64::MAX as u64));
+        for bad in [
+            "",
+            "s",
+            "5",
+            "5x",
+            "-1s",
+            "1..5s",
+            "1s5",
+            "9999999h",
+            "1e3s",
+            "NaNs",
+            "infs",
+            "1h1h1h1h1h1h1h1h1h1h1h1h1h1h1h1h1h",
+        ] {
+            assert_eq!(go_duration(bad), None, "{bad:?}");
+        }
+        assert_eq!(go_duration("168h"), Some(MAX_RESET));
+        assert_eq!(go_duration("168h1s"), None);
+        assert_eq!(go_duration("1µs"), Some(Duration::from_micros(1)));
+        let now = SystemTime::now();
+        assert_eq!(reset_at("not a time", now), None);
+        assert_eq!(reset_at("9999-12-31T23:59:59Z", now), None);
+        assert_eq!(reset_at(&"2".repeat(100), now), None);
+    }
+}
