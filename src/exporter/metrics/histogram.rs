@@ -204,6 +204,9 @@ fn bucket_index(schema: i8, v: f64) -> i32 {
 #[derive(Debug)]
 pub struct ProbeHistogram {
     state: Mutex<State>,
+    /// The classic bounds, finite, without `+Inf` (shared by the family's series: each series
+    /// keeps only its counts).
+    classic_bounds: Arc<[f64]>,
     /// The family's classic bounds (without `+Inf`), also when only native buckets are
     /// exported: the exemplars' slots.
     exemplar_slots: Arc<[f64]>,
@@ -214,8 +217,9 @@ pub struct ProbeHistogram {
 struct State {
     sum: f64,
     count: u64,
-    /// `(upper bound, count in that bucket only)`, `+Inf` last; never empty.
-    classic: Vec<(f64, u64)>,
+    /// The count in each classic bucket only (not cumulative), one per bound of
+    /// [`ProbeHistogram::classic_bounds`] and `+Inf` last; never empty.
+    classic: Box<[u64]>,
     native: Option<Native>,
     /// `(slot, exemplar)`, at most one per slot, in the order the slots were first filled.
     exemplars: Vec<(u16, Exemplar)>,
@@ -267,10 +271,9 @@ pub struct HistogramView<'a> {
     /// The number of observations, NaN included.
     pub count: u64,
     /// `(upper bound, count in that bucket only — not cumulative)`, the `+Inf` bucket last:
-    /// exactly the library's classic buckets, ready for `MetricEncoder::encode_histogram*`.
-    /// Never empty: with no classic bounds configured (native only) it is the lone `+Inf`
-    /// bucket, which counts every observation.
-    pub classic: &'a [(f64, u64)],
+    /// exactly the library's classic buckets. Never empty: with no classic bounds configured
+    /// (native only) it is the lone `+Inf` bucket, which counts every observation.
+    pub classic: ClassicBuckets<'a>,
     /// The native buckets, if enabled.
     pub native: Option<NativeView<'a>>,
     /// `(slot, exemplar)`, at most one per slot: the slot is the index of the first exemplar
@@ -278,6 +281,36 @@ pub struct HistogramView<'a> {
     /// of bounds for values above all of them. In the order the slots were first filled; see
     /// [`ProbeHistogram::exemplars`] for oldest first.
     pub exemplars: &'a [(u16, Exemplar)],
+}
+
+/// The classic buckets of a [`HistogramView`]: the family's bounds and the series' counts.
+#[derive(Debug, Clone, Copy)]
+pub struct ClassicBuckets<'a> {
+    bounds: &'a [f64],
+    counts: &'a [u64],
+}
+
+impl<'a> ClassicBuckets<'a> {
+    /// How many buckets, `+Inf` included (at least 1).
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Never: there is always the `+Inf` bucket.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// `(upper bound, count in that bucket only)`, in order, `+Inf` last.
+    pub fn iter(&self) -> impl Iterator<Item = (f64, u64)> + 'a {
+        let (bounds, counts) = (self.bounds, self.counts);
+        (bounds.iter().copied().chain(once(f64::INFINITY))).zip(counts.iter().copied())
+    }
+
+    /// The pairs as a vector, for prometheus-client's encoder (which takes a slice).
+    fn to_vec(self) -> Vec<(f64, u64)> {
+        self.iter().collect()
+    }
 }
 
 /// The native buckets of a [`HistogramView`].
@@ -382,18 +415,14 @@ impl ProbeHistogram {
     /// `Histogram::new_classic_and_native(classic, NativeHistogramConfig::new(factor))` with
     /// the factor's schema.
     pub fn new(classic: Arc<[f64]>, native_schema: Option<i8>, exemplar_slots: Arc<[f64]>) -> Self {
-        // Sized exactly: `collect` after a `filter` would grow by doubling (at 2,000 pairs the
-        // slack was 2 MiB).
-        let mut buckets = Vec::with_capacity(classic.len() + 1);
-        buckets.extend(
+        // The family's bounds are shared as they are (they are finite: `with_thresholds`);
+        // only other bounds are copied without their non-finite ones.
+        let classic_bounds = if classic.iter().all(|b| b.is_finite()) {
             classic
-                .iter()
-                .copied()
-                .filter(|b| b.is_finite())
-                .chain(once(f64::INFINITY))
-                .map(|b| (b, 0)),
-        );
-        let classic = buckets;
+        } else {
+            classic.iter().copied().filter(|b| b.is_finite()).collect()
+        };
+        let classic = vec![0; classic_bounds.len() + 1].into_boxed_slice();
         let native = native_schema.map(|schema| Native {
             schema: schema.clamp(SCHEMA_MIN, SCHEMA_MAX),
             zero_threshold: ZERO_THRESHOLD,
@@ -410,6 +439,7 @@ impl ProbeHistogram {
                 native,
                 exemplars: Vec::new(),
             }),
+            classic_bounds,
             exemplar_slots,
         }
     }
@@ -445,7 +475,7 @@ impl ProbeHistogram {
             + (s.exemplars.iter())
                 .map(|(_, e)| e.request_id.as_ref().map_or(0, |r| r.len()))
                 .sum::<usize>();
-        let classic = s.classic.capacity() * std::mem::size_of::<(f64, u64)>();
+        let classic = s.classic.len() * std::mem::size_of::<u64>();
         (native, classic + exemplars)
     }
 
@@ -462,12 +492,10 @@ impl ProbeHistogram {
         state.sum += v;
         state.count += 1;
         // The first bucket at or above `v`; NaN (which compares with nothing) in `+Inf`.
-        let last = state.classic.len() - 1;
-        let bucket = state.classic[..last]
-            .iter()
-            .position(|(bound, _)| *bound >= v)
-            .unwrap_or(last);
-        state.classic[bucket].1 += 1;
+        let bucket = (self.classic_bounds.iter())
+            .position(|bound| *bound >= v)
+            .unwrap_or(self.classic_bounds.len());
+        state.classic[bucket] += 1;
         if !v.is_nan() {
             if let Some(native) = state.native.as_mut() {
                 native.observe(v);
@@ -514,7 +542,10 @@ impl ProbeHistogram {
         let view = HistogramView {
             sum: state.sum,
             count: state.count,
-            classic: &state.classic,
+            classic: ClassicBuckets {
+                bounds: &self.classic_bounds,
+                counts: &state.classic,
+            },
             native: state.native.as_ref().map(|n| NativeView {
                 schema: n.schema,
                 zero_threshold: n.zero_threshold.max(0.0),
@@ -554,14 +585,14 @@ impl EncodeMetric for ProbeHistogram {
         let (mut negative_spans, mut negative_deltas) = (Vec::new(), Vec::new());
         self.read(|h| {
             let Some(native) = &h.native else {
-                return encoder.encode_histogram(h.sum, h.count, h.classic, no_exemplars);
+                return encoder.encode_histogram(h.sum, h.count, &h.classic.to_vec(), no_exemplars);
             };
             native.negative_spans_and_deltas(&mut negative_spans, &mut negative_deltas)?;
             native.positive_spans_and_deltas(&mut positive_spans, &mut positive_deltas)?;
             encoder.encode_histogram_with_native(
                 h.sum,
                 h.count,
-                h.classic,
+                &h.classic.to_vec(),
                 no_exemplars,
                 NativeHistogram {
                     schema: i32::from(native.schema),
@@ -1017,7 +1048,7 @@ mod tests {
         let s = h.lock();
         let n = s.native.as_ref().unwrap();
         vec![
-            (s.classic.as_ptr() as usize, s.classic.capacity()),
+            (s.classic.as_ptr() as usize, s.classic.len()),
             (n.positive.as_ptr() as usize, n.positive.capacity()),
             (n.negative.as_ptr() as usize, n.negative.capacity()),
             (s.exemplars.as_ptr() as usize, s.exemplars.capacity()),
@@ -1078,8 +1109,8 @@ mod tests {
                 assert_eq!(v.count, 6);
                 assert_eq!(v.classic.len(), classic.len() + 1);
                 assert_eq!(
-                    v.classic.last().unwrap(),
-                    &(f64::INFINITY, if classic.is_empty() { 6 } else { 2 })
+                    v.classic.iter().last().unwrap(),
+                    (f64::INFINITY, if classic.is_empty() { 6 } else { 2 })
                 );
             });
         }

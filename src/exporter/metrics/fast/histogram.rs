@@ -46,17 +46,17 @@ fn le_values<'s>(
         && scratch
             .le_bounds
             .iter()
-            .zip(v.classic)
+            .zip(v.classic.iter())
             .all(|(a, (b, _))| a.to_bits() == b.to_bits());
     if !same {
         scratch.le_bounds.clear();
         scratch.le.clear();
-        for (bound, _) in v.classic {
-            scratch.le_bounds.push(*bound);
+        for (bound, _) in v.classic.iter() {
+            scratch.le_bounds.push(bound);
         }
         for f in [TextFormat::Prometheus, TextFormat::OpenMetrics] {
-            for (bound, _) in v.classic {
-                scratch.le.push(le_value(*bound, f));
+            for (bound, _) in v.classic.iter() {
+                scratch.le.push(le_value(bound, f));
             }
         }
     }
@@ -151,11 +151,11 @@ fn write_text(
                 out.push_str(labels);
                 out.push_str("} ");
                 out.push_str(itoa::Buffer::new().format(cumulative));
-                if let Some(e) = in_bucket(v.exemplars, &order, above, *bound) {
+                if let Some(e) = in_bucket(v.exemplars, &order, above, bound) {
                     e.write_openmetrics(out);
                 }
                 out.push('\n');
-                above = *bound;
+                above = bound;
             }
         }
         TextFormat::Prometheus => {
@@ -163,7 +163,7 @@ fn write_text(
             let mut inf_seen = false;
             for ((bound, n), le) in v.classic.iter().zip(le) {
                 cumulative += n;
-                inf_seen |= *bound == f64::INFINITY;
+                inf_seen |= bound == f64::INFINITY;
                 out.push_str(name);
                 out.push_str("_bucket{");
                 out.push_str(labels);

@@ -128,16 +128,16 @@ pub fn histogram<'e>(
         double(h, 2, v.sum);
         let mut cumulative = 0;
         let mut above = f64::NEG_INFINITY;
-        for (bound, n) in v.classic {
+        for (bound, n) in v.classic.iter() {
             cumulative += n;
             nested(h, 3, |b| {
                 uint(b, 1, cumulative);
-                double(b, 2, *bound);
-                if let Some(e) = bucket_exemplar(above, *bound) {
+                double(b, 2, bound);
+                if let Some(e) = bucket_exemplar(above, bound) {
                     exemplar(b, 3, e);
                 }
             });
-            above = *bound;
+            above = bound;
         }
         let Some(native) = &v.native else {
             return;
