@@ -343,6 +343,15 @@ function detail() {
       transformations: [{ id: 'organize', options: { excludeByName: { Time: true }, indexByName: {}, renameByName: { Value: 'mean TTFT' } } }],
       targets: withRefIds([q(`sort_desc(max by (target, scenario, replica) (target_model_scenario_replica:llm_probe_time_to_first_token_seconds:mean_page_window{target=~"$target",scenario=~"$scenario"}) * on (target, replica) group_left (response_model, server_version) max by (target, replica, response_model, server_version) (llm_probe_endpoint_info{target=~"$target"}))`, '', { range: false, instant: true, format: 'table' })]),
     },
+    row('Hosted API quota (rate-limit headers)', 79),
+    timeseries('Rate-limit headroom by kind vs floor', 'The share of the key\'s rate-limit window left (remaining / limit), by kind, as the probes\' responses said (OpenAI\'s and Azure\'s x-ratelimit-*, Anthropic\'s anthropic-ratelimit-*): all traffic with the same key, not only the probes. Below the floor (dashed, slo.rate_limit_headroom_min) for 5 minutes, LlmProbeRateLimitHeadroomLow fires. Empty for servers that send no rate-limit headers.', 'percentunit',
+      [q(`min by (kind) (llm_probe_rate_limit_remaining{target=~"$target"} / llm_probe_rate_limit_limit{target=~"$target"})`, '{{kind}}'),
+        q(`max(llm_probe_slo_rate_limit_headroom_ratio{target=~"$target"})`, 'floor')],
+      gp(0, 80, 12, 8), { overrides: [dashedRed('floor')], min: 0 }),
+    timeseries('Overloaded and rate-limited probes', 'Probes the provider refused for capacity: reason overloaded (HTTP 529, overloaded_error) and HTTP 429 among http_status (llm_probe_retry_after_seconds > 0 marks the pair waiting out a Retry-After).', 'short',
+      [q(`sum (increase(llm_probe_probe_failures_total{target=~"$target",reason="overloaded"}[$__rate_interval]))`, 'overloaded'),
+        q(`max (llm_probe_retry_after_seconds{target=~"$target"})`, 'Retry-After (s)')],
+      gp(12, 80, 12, 8), { min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,

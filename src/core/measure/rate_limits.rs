@@ -9,10 +9,14 @@
 //! - Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`;
 //!   the reset is an RFC 3339 instant.
 //!
+//! A response that carries any header of Anthropic's family is read with that family alone, so
+//! two families are never mixed into one made-up window (a gateway may send both).
+//!
 //! Numbers come from outside and are bounded: a count is a whole number of at most 19 digits,
 //! a reset at most [`MAX_RESET`] away; anything else (a negative, a fraction, text, an
-//! overflow) is unknown, never a guess. A remaining count above its limit is kept as sent (a
-//! provider may raise the limit mid-window); the gauges show what the server said.
+//! overflow, a header repeated with two values, a limit of 0: no window) is unknown, never a
+//! guess. A remaining count above its limit is kept as sent (a provider may raise the limit
+//! mid-window); the gauges show what the server said.
 
 use std::time::{Duration, SystemTime};
 
@@ -87,33 +91,46 @@ pub struct RateLimits {
 pub const MAX_RESET: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl RateLimits {
-    /// The windows the headers `header(name)` (lower-case names) describe, with Anthropic's
-    /// reset instants measured from `now`; `None` when no header of either family has a
-    /// readable value.
+    /// The windows the headers `header(name)` (lower-case names; several lines of one name
+    /// joined with `, `, as RFC 9110 reads them) describe, with Anthropic's reset instants
+    /// measured from `now`; `None` when the response has no header of either family. A
+    /// response whose rate-limit headers are all unreadable describes no window: it replaces
+    /// what an earlier one said (with nothing) rather than leaving it standing.
     pub fn from_headers<'a>(
         header: impl Fn(&str) -> Option<&'a str>,
         now: SystemTime,
     ) -> Option<Self> {
+        let names = |kind: RateLimitKind, anthropic: bool| {
+            let k = kind.header_part();
+            ["limit", "remaining", "reset"].map(|part| match anthropic {
+                true => format!("anthropic-ratelimit-{k}-{part}"),
+                false => format!("x-ratelimit-{part}-{k}"),
+            })
+        };
+        let any = |anthropic: bool| {
+            (RateLimitKind::ALL.into_iter())
+                .any(|kind| names(kind, anthropic).iter().any(|n| header(n).is_some()))
+        };
+        let anthropic = any(true);
+        if !anthropic && !any(false) {
+            return None;
+        }
         let mut found = RateLimits::default();
         for (i, kind) in RateLimitKind::ALL.into_iter().enumerate() {
-            let k = kind.header_part();
-            let anthropic = |part: &str| header(&format!("anthropic-ratelimit-{k}-{part}"));
-            let openai = |part: &str| header(&format!("x-ratelimit-{part}-{k}"));
+            let [limit, remaining, reset] = names(kind, anthropic);
             let window = RateLimitWindow {
-                limit: anthropic("limit")
-                    .or_else(|| openai("limit"))
-                    .and_then(count),
-                remaining: (anthropic("remaining").or_else(|| openai("remaining"))).and_then(count),
-                reset: match anthropic("reset") {
-                    Some(at) => reset_at(at, now),
-                    None => openai("reset").and_then(go_duration),
-                },
+                limit: header(&limit).and_then(count).filter(|n| *n > 0),
+                remaining: header(&remaining).and_then(count),
+                reset: header(&reset).and_then(|v| match anthropic {
+                    true => reset_at(v, now),
+                    false => go_duration(v),
+                }),
             };
             if !window.is_empty() {
                 found.windows[i] = Some(window);
             }
         }
-        found.windows.iter().any(Option::is_some).then_some(found)
+        Some(found)
     }
 
     /// The window of `kind`, if the response described it.
@@ -131,14 +148,18 @@ fn count(value: &str) -> Option<u64> {
         .flatten()
 }
 
-/// An RFC 3339 instant as the time left until it from `now` (zero once it has passed).
+/// An RFC 3339 instant (any UTC offset) as the time left until it from `now` (zero once it
+/// has passed).
 fn reset_at(value: &str, now: SystemTime) -> Option<Duration> {
     let v = value.trim();
     if v.len() > 40 {
         return None;
     }
-    let at = humantime::parse_rfc3339_weak(v).ok()?;
-    let left = at.duration_since(now).unwrap_or(Duration::ZERO);
+    let format = time::format_description::well_known::Rfc3339;
+    let at = time::OffsetDateTime::parse(v, &format).ok()?;
+    let left = SystemTime::from(at)
+        .duration_since(now)
+        .unwrap_or(Duration::ZERO);
     (left <= MAX_RESET).then_some(left)
 }
 
@@ -147,6 +168,10 @@ fn reset_at(value: &str, now: SystemTime) -> Option<Duration> {
 /// bytes and [`MAX_RESET`].
 fn go_duration(value: &str) -> Option<Duration> {
     let v = value.trim();
+    if v == "0" {
+        // Go writes a zero duration without a unit.
+        return Some(Duration::ZERO);
+    }
     if v.is_empty() || v.len() > 32 {
         return None;
     }
@@ -269,15 +294,82 @@ mod tests {
     }
 
     #[test]
-    fn nothing_readable_is_no_rate_limits() {
-        assert_eq!(parse(&[], SystemTime::now()), None);
-        assert_eq!(
-            parse(
-                &[("x-ratelimit-remaining-requests", "lots"), ("server", "x")],
-                SystemTime::now()
-            ),
-            None
+    fn no_header_is_none_and_unreadable_ones_are_no_window() {
+        assert_eq!(parse(&[("server", "x")], SystemTime::now()), None);
+        let unreadable = parse(
+            &[
+                ("x-ratelimit-remaining-requests", "lots"),
+                ("x-ratelimit-limit-tokens", "-1"),
+            ],
+            SystemTime::now(),
+        )
+        .unwrap();
+        assert!(RateLimitKind::ALL
+            .iter()
+            .all(|k| unreadable.window(*k).is_none()));
+        // Two lines of one header (joined as RFC 9110 reads them) are no count.
+        let twice = parse(
+            &[("x-ratelimit-remaining-requests", "9, 1")],
+            SystemTime::now(),
         );
+        assert_eq!(twice.unwrap().window(RateLimitKind::Requests), None);
+        // A limit of 0 is no window.
+        let zero = parse(
+            &[
+                ("x-ratelimit-limit-requests", "0"),
+                ("x-ratelimit-remaining-requests", "0"),
+            ],
+            SystemTime::now(),
+        )
+        .unwrap();
+        let w = zero.window(RateLimitKind::Requests).unwrap();
+        assert_eq!((w.limit, w.remaining), (None, Some(0)));
+    }
+
+    #[test]
+    fn one_family_per_response_anthropics_when_it_is_there() {
+        let r = parse(
+            &[
+                ("anthropic-ratelimit-requests-limit", "50"),
+                ("x-ratelimit-limit-requests", "10000"),
+                ("x-ratelimit-remaining-requests", "9000"),
+                ("x-ratelimit-reset-requests", "5s"),
+            ],
+            SystemTime::now(),
+        )
+        .unwrap();
+        assert_eq!(
+            r.window(RateLimitKind::Requests),
+            Some(&RateLimitWindow {
+                limit: Some(50),
+                remaining: None,
+                reset: None
+            })
+        );
+    }
+
+    #[test]
+    fn resets_with_any_offset_and_go_zero() {
+        let now = humantime::parse_rfc3339("2026-12-07T12:00:00Z").unwrap();
+        for (at, left) in [
+            ("2026-12-07T14:00:30+02:00", 30),
+            ("2026-12-07t12:00:30z", 30),
+            ("2026-12-07T12:00:30-00:00", 30),
+            ("2026-12-07T12:00:30.5Z", 30),
+            ("1969-12-31T23:59:59Z", 0),
+            // RFC 3339 lets an application use a space for the `T`.
+            ("2026-12-07 12:00:30Z", 30),
+        ] {
+            assert_eq!(reset_at(at, now).map(|d| d.as_secs()), Some(left), "{at}");
+        }
+        for bad in [
+            "2026-12-07T12:00:30",
+            "2026-13-01T00:00:00Z",
+            "2026-12-07T12:00:30+25:00",
+        ] {
+            assert_eq!(reset_at(bad, now), None, "{bad}");
+        }
+        assert_eq!(go_duration("0"), Some(Duration::ZERO));
     }
 
     #[test]

@@ -29,12 +29,15 @@ pub(super) fn not_a_stream(
         let msg = crate::protocol::error_message(err);
         let kind = err.get("type").and_then(serde_json::Value::as_str);
         obs.stream_error_of_type(&msg, kind);
-        let reason = if obs.overloaded {
-            FailureReason::Overloaded
-        } else {
-            FailureReason::StreamError
-        };
-        return Failure::new(reason, msg);
+        if obs.overloaded {
+            // As the event stream's error reads: the type, then the message if any.
+            let detail = match msg.trim() {
+                "" => "overloaded_error".to_string(),
+                m => format!("overloaded_error: {m}"),
+            };
+            return Failure::new(FailureReason::Overloaded, detail);
+        }
+        return Failure::new(FailureReason::StreamError, msg);
     }
     let what = match &json {
         Some(v) if is_completion(v) => {
@@ -270,7 +273,7 @@ mod tests {
         );
         assert_eq!(
             (f.reason, f.detail.as_str()),
-            (FailureReason::Overloaded, "Overloaded")
+            (FailureReason::Overloaded, "overloaded_error: Overloaded")
         );
         assert!(obs.overloaded);
     }

@@ -94,7 +94,7 @@ impl ProbeCounters {
         );
         let retry_after = r.register_with_unit(
             "retry_after",
-            "Wait the server asked for with Retry-After on the last probe (429/503); the next probe is held back until it passes; 0 when none",
+            "Wait the server asked for with Retry-After on the last probe (429/503/529); the next probe is held back until it passes; 0 when none",
             Unit::Seconds,
             SeriesFamily::default(),
         );

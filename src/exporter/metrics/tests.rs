@@ -346,4 +346,11 @@ fn rate_limit_gauges_follow_the_last_response_that_described_them() {
     );
     assert!(!t.contains("llm_probe_rate_limit_limit{"), "{t}");
     assert!(!t.contains("llm_probe_rate_limit_reset_seconds{"), "{t}");
+    // A response whose rate-limit headers are all unreadable leaves no number standing.
+    o.observations.rate_limits = crate::measure::RateLimits::from_headers(
+        |name| (name == "x-ratelimit-remaining-requests").then_some("-1"),
+        SystemTime::now(),
+    );
+    metrics.observe(&o);
+    assert!(!text().contains("llm_probe_rate_limit_"), "{}", text());
 }

@@ -78,6 +78,8 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
         ttft: Duration::from_millis(20),
         itl: Duration::from_millis(2),
         tokens: 8,
+        // A hosted API's quota it never reaches: the rate-limit gauges.
+        rate_limit: 1_000_000,
         ..Script::default()
     })
     .await;

@@ -3,7 +3,7 @@
 //! switches it to a second simulator with another response model after two minutes: a backend
 //! identity change), `prefill` (the simulator over llama.cpp's native protocol, which reports
 //! its prefill time), `failing` (HTTP 500 on every probe) and `anomalous` (no usage: a
-//! `missing_usage` anomaly on every probe), and `cached` (a captured llama.cpp Anthropic stream,
+//! `missing_usage` anomaly on every probe, and rate-limit headers), and `cached` (a captured llama.cpp Anthropic stream,
 //! `tests/fixtures/captured/llama-cpp-anthropic.txt`, replayed: 24 of its prompt tokens came
 //! from the prefix cache); `prefill`/`chat` has a pinned baseline (`baseline_file:`). A real Prometheus scrapes it every second and
 //! evaluates the shipped rule files as they are. Then every query of every panel, annotation
@@ -112,8 +112,12 @@ async fn every_dashboard_query_returns_data() {
     .await;
     let failing =
         common::simulator(common::stream(40, 4, 12).model("sim").fault(Fault::Http500)).await;
-    let anomalous =
-        common::simulator(common::stream(40, 4, 12).model("sim").fault(Fault::NoUsage)).await;
+    // Also a hosted API's key with a quota it never reaches (the rate-limit headroom panel).
+    let anomalous = common::simulator(llm_probe::simulate::Script {
+        rate_limit: 1_000_000,
+        ..common::stream(40, 4, 12).model("sim").fault(Fault::NoUsage)
+    })
+    .await;
     // Complete streams whose answers fail a check (the wrong-answer panel).
     let looping = common::simulator(
         common::stream(40, 4, 12)

@@ -181,7 +181,7 @@ impl Validator<'_> {
             } else {
                 self.problem(
                     format!("{path}.rate_limit_headroom_min"),
-                    format!("{pre}slo.rate_limit_headroom_min is {x}; it must be a share between 0 and 1, e.g. 0.1 (alert when less than 10 % of a rate-limit window is left)."),
+                    format!("{pre}slo.rate_limit_headroom_min is {x}; it must be a share greater than 0 and less than 1, e.g. 0.1 (alert when less than 10 % of a rate-limit window is left; 0.0001 all but turns the alert off)."),
                 );
             }
         }

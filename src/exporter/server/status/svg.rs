@@ -43,7 +43,7 @@ impl FailGroup {
         match reason.as_str() {
             "dns" | "connect" | "tls" => FailGroup::Network,
             "timeout" => FailGroup::Timeout,
-            "http_status" | "http_protocol" => FailGroup::Http,
+            "http_status" | "http_protocol" | "overloaded" => FailGroup::Http,
             _ => FailGroup::Stream,
         }
     }
@@ -63,7 +63,7 @@ impl FailGroup {
         match self {
             FailGroup::Network => "dns, connect, tls (×)",
             FailGroup::Timeout => "timeout (△)",
-            FailGroup::Http => "HTTP status or protocol (□)",
+            FailGroup::Http => "HTTP status or protocol, overloaded (□)",
             FailGroup::Stream => "stream: decode, truncated, empty, error, too large, other (◇)",
         }
     }
