@@ -596,7 +596,7 @@ async fn probe_once(
 
 async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Result<()> {
     let desc = format!(
-        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}, headers {}, {}",
+        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}, headers {}, {}, {}",
         humantime::format_duration(script.ttft),
         humantime::format_duration(script.itl),
         script.tokens,
@@ -611,6 +611,10 @@ async fn simulate(listen: std::net::SocketAddr, script: Script) -> anyhow::Resul
             crate::simulate::HeadersAt::WithFirstToken => "with the first token",
         },
         load_summary(&script.load),
+        match script.rate_limit {
+            0 => "no request quota".to_string(),
+            n => format!("a quota of {n} requests a minute"),
+        },
     );
     let sim = Simulator::start(listen, script).await?;
     stderr_line(format_args!(
