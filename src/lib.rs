@@ -21,7 +21,8 @@
 //! - **`src/tools/`, the offline tools**: `bench`, `compare`, `baseline` and the JSON
 //!   `schemas` of their reports.
 //! - **`src/command/`, the command line**: `cli` (the flags, mapped onto each layer's own
-//!   options; nothing but `app` and `main` imports it), `app` (runs a subcommand), `demo`,
+//!   options; nothing but `app` and `main` imports it), `app` (runs a subcommand, one file
+//!   each: `run`, `check_config`, `probe_once`, `simulate`, and the process `signals`), `demo`,
 //!   `healthcheck`; `src/main.rs` on top.
 
 // The measurement core.
@@ -92,7 +93,7 @@ pub mod compare;
 pub mod schemas;
 
 // The command line.
-#[path = "command/app.rs"]
+#[path = "command/app/mod.rs"]
 pub mod app;
 #[path = "command/cli.rs"]
 pub mod cli;

@@ -186,7 +186,7 @@ pub struct Script {
     /// (a keep-alive comment, an error, a flood), they go with that write.
     pub headers: HeadersAt,
     /// Requests a minute the simulated API key may send (0: no quota): every stream's head says
-    /// what is left ([`quota`]), and the request past it gets a 429.
+    /// what is left (see `quota.rs`), and the request past it gets a 429.
     pub rate_limit: u32,
 }
 

@@ -1,0 +1,71 @@
+//! `llm-probe check-config`: validate the probes file, one line per target.
+
+use std::process::ExitCode;
+
+use crate::config::{self, Config};
+use crate::logging::{stderr_line, stdout_text};
+
+use super::load;
+
+pub(super) async fn run(
+    path: &std::path::Path,
+    secrets: config::Secrets,
+    shard_count: Option<u32>,
+) -> ExitCode {
+    let Some(cfg) = load(path, secrets).await else {
+        return ExitCode::FAILURE;
+    };
+    for w in config::hints::warnings(&cfg) {
+        stderr_line(format_args!(
+            "{}: warning: {}",
+            cfg.source,
+            crate::sanitize::terminal_safe(&w)
+        ));
+    }
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let mut out = format!(
+        "{}: OK, {}, {}\n",
+        cfg.source,
+        plural(cfg.targets.len(), "target"),
+        plural(cfg.scenarios.len(), "scenario")
+    );
+    for t in &cfg.targets {
+        out += &format!("  {}\n", t.summary());
+        if let Some(spend) = config::cost::spend(t) {
+            out += &format!("    {}\n", config::cost::describe(t, &spend));
+        }
+    }
+    if let Some(total) = config::cost::total_spend(&cfg) {
+        out += &format!("{total}\n");
+    }
+    if let Some(count) = shard_count {
+        out += &shard_assignment(&cfg, count);
+    }
+    if secrets == config::Secrets::Skip {
+        out += "API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read\n";
+    }
+    stdout_text(out);
+    ExitCode::SUCCESS
+}
+
+/// `check-config --shard.count N`: one block per replica with the pairs it probes.
+fn shard_assignment(cfg: &Config, count: u32) -> String {
+    let mut by_shard = vec![Vec::new(); count as usize];
+    for t in &cfg.targets {
+        for s in &t.scenarios {
+            by_shard[crate::shard::owner(&t.name, &s.name, count) as usize]
+                .push(format!("{}/{}", t.name, s.name));
+        }
+    }
+    let total: usize = by_shard.iter().map(Vec::len).sum();
+    let mut out =
+        format!("shard assignment for --shard.count {count} ({total} target/scenario pairs):\n");
+    for (i, pairs) in by_shard.iter_mut().enumerate() {
+        pairs.sort();
+        out += &format!("  shard {i}: {} pairs\n", pairs.len());
+        for p in pairs.iter() {
+            out += &format!("    {p}\n");
+        }
+    }
+    out
+}
