@@ -460,9 +460,16 @@ async fn handle(
                 .collect();
             extra.push(("retry-after", &retry));
             let (tx, resp) = response(StatusCode::TOO_MANY_REQUESTS, "application/json", &extra);
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
-                br#"{"error":{"message":"rate limit reached for requests","type":"rate_limit"}}"#,
-            ))));
+            // Each provider's own error body for a rate limit.
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(match wire {
+                Wire::Anthropic => {
+                    br#"{"type":"error","error":{"type":"rate_limit_error","message":"rate limit reached for requests"}}"#
+                }
+                Wire::Gemini => {
+                    br#"{"error":{"code":429,"message":"rate limit reached for requests","status":"RESOURCE_EXHAUSTED"}}"#
+                }
+                _ => br#"{"error":{"message":"rate limit reached for requests","type":"rate_limit"}}"#,
+            }))));
             return resp;
         }
         quota_headers = a.headers;
