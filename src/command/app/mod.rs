@@ -50,15 +50,16 @@ pub async fn run(cli: Cli) -> ExitCode {
             shard,
             coalesce_reads,
         } => {
-            let flags = run::Flags {
+            let web = web.server_options();
+            return run::daemon(
                 config_file,
                 listen,
                 web,
                 config_watch,
                 shard,
                 coalesce_reads,
-            };
-            return run::daemon(flags).await;
+            )
+            .await;
         }
         Command::CheckConfig {
             config_file,

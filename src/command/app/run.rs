@@ -10,26 +10,16 @@ use crate::daemon::Daemon;
 
 use super::signals::{hangup_signal, next, shutdown_signal, Hangup};
 
-/// The flags of `run`.
-pub(super) struct Flags {
-    pub(super) config_file: std::path::PathBuf,
-    pub(super) listen: std::net::SocketAddr,
-    pub(super) web: crate::cli::WebFlags,
-    pub(super) config_watch: bool,
-    pub(super) shard: crate::cli::ShardArgs,
-    pub(super) coalesce_reads: std::time::Duration,
-}
-
-/// Runs the daemon with `flags` until a signal ends it.
-pub(super) async fn daemon(flags: Flags) -> ExitCode {
-    let Flags {
-        config_file,
-        listen,
-        web,
-        config_watch,
-        shard,
-        coalesce_reads,
-    } = flags;
+/// Runs the daemon on the probes file `config_file`, serving on `listen` with `web`, until a
+/// signal ends it (`--config.watch`, `--shard.*`, `--probe.coalesce-reads` as the flags say).
+pub(super) async fn daemon(
+    config_file: std::path::PathBuf,
+    listen: std::net::SocketAddr,
+    web: crate::server::ServerOptions,
+    config_watch: bool,
+    shard: crate::cli::ShardArgs,
+    coalesce_reads: std::time::Duration,
+) -> ExitCode {
     crate::probe::coalesce::set_wait(coalesce_reads);
     tracing::info!(
         wait = %humantime::format_duration(crate::probe::coalesce::wait()),
@@ -63,7 +53,7 @@ pub(super) async fn daemon(flags: Flags) -> ExitCode {
         config_file,
         shard,
         watched,
-        web: web.server_options(),
+        web,
     };
     // The daemon's errors are log records too: every line `run` writes is in the --log.format.
     match serve_until_signal(cfg, listen, run, shutdown, hup).await {

@@ -48,44 +48,33 @@ fn gauge(text: &str, name: &str, kind: &str) -> Option<f64> {
     )
 }
 
+/// The requests window as the quota's 429 left it: limit 3, nothing remaining (the 429's own
+/// head said so), a reset within the minute; no kind the headers did not name.
+fn assert_exhausted(text: &str) {
+    let requests = |name| gauge(text, name, "requests");
+    assert_eq!(requests("llm_probe_rate_limit_limit"), Some(3.0), "{text}");
+    assert_eq!(requests("llm_probe_rate_limit_remaining"), Some(0.0));
+    let reset = requests("llm_probe_rate_limit_reset_seconds").unwrap();
+    assert!(reset > 0.0 && reset <= 60.0, "{reset}");
+    assert_eq!(
+        gauge(text, "llm_probe_rate_limit_remaining", "tokens"),
+        None
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_headers_count_the_quota_down_to_the_429() {
     let text = exhaust("openai-chat").await;
-    assert_eq!(
-        gauge(&text, "llm_probe_rate_limit_limit", "requests"),
-        Some(3.0)
-    );
-    // The 429's own head said nothing is left.
-    assert_eq!(
-        gauge(&text, "llm_probe_rate_limit_remaining", "requests"),
-        Some(0.0)
-    );
-    let reset = gauge(&text, "llm_probe_rate_limit_reset_seconds", "requests").unwrap();
-    assert!(reset > 0.0 && reset <= 60.0, "{reset}");
+    assert_exhausted(&text);
     let wait = common::sample(
         &text,
         "llm_probe_retry_after_seconds",
         &[("target", "hosted")],
     );
     assert!(wait.is_some_and(|w| w > 0.0 && w <= 60.0), "{wait:?}");
-    // No kind the headers did not name.
-    assert_eq!(
-        gauge(&text, "llm_probe_rate_limit_remaining", "tokens"),
-        None
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_headers_count_the_same_quota() {
-    let text = exhaust("anthropic").await;
-    assert_eq!(
-        gauge(&text, "llm_probe_rate_limit_limit", "requests"),
-        Some(3.0)
-    );
-    assert_eq!(
-        gauge(&text, "llm_probe_rate_limit_remaining", "requests"),
-        Some(0.0)
-    );
-    let reset = gauge(&text, "llm_probe_rate_limit_reset_seconds", "requests").unwrap();
-    assert!(reset > 0.0 && reset <= 60.0, "{reset}");
+    assert_exhausted(&exhaust("anthropic").await);
 }
