@@ -187,6 +187,10 @@ pub const SECRET_MARK: &str = "[redacted]";
 /// Secrets shorter than this many bytes are not searched for (they would match ordinary text).
 pub const MIN_SECRET_LEN: usize = 4;
 
+/// The shortest secret whose base64 forms are redacted: shorter ones leave too few characters
+/// that only the secret decides, and those would match unrelated text.
+pub const MIN_BASE64_SECRET_LEN: usize = 12;
+
 /// Replaces in `text` every occurrence of each of `secrets` (those at least [`MIN_SECRET_LEN`]
 /// bytes long) with [`SECRET_MARK`], and also the *beginning* of a secret that a cut left
 /// behind: text is bounded before it is shown (an error body cut at 400 characters and marked
@@ -198,8 +202,10 @@ pub const MIN_SECRET_LEN: usize = 4;
 /// `" s3cr3t "` is received (and echoed) as `s3cr3t` (RFC 9110 §5.5).
 ///
 /// A server may echo a key encoded: each secret's JSON-escaped form (`a/b"c` → `a\/b\"c` and
-/// `a/b\"c`) and percent-encoded forms (`a+b/c=` → `a%2Bb%2Fc%3D`, lower-case hex too) are
-/// redacted as well.
+/// `a/b\"c`) and percent-encoded forms (`a+b/c=` → `a%2Bb%2Fc%3D`, lower-case hex too, and
+/// every byte encoded: `sk-1` → `%73%6B%2D%31`) are redacted as well; so is a secret of
+/// [`MIN_BASE64_SECRET_LEN`] bytes or more inside a base64 text (standard or URL-safe, at any
+/// of the three offsets: the characters that only the secret's bytes decide).
 pub fn redact_secrets<'a>(text: &mut String, secrets: impl IntoIterator<Item = &'a str>) {
     Redactor::new(secrets).redact(text);
 }
@@ -296,7 +302,11 @@ fn encoded_forms(secret: &str) -> Vec<String> {
         .encode_utf16()
         .map(|u| format!("\\u{u:04x}"))
         .collect();
+    // Every byte percent-encoded, unreserved characters included.
+    let all_percent: String = secret.bytes().map(|b| format!("%{b:02X}")).collect();
     let mut forms = vec![
+        all_percent.to_ascii_lowercase(),
+        all_percent,
         secret.to_string(),
         json.replace('/', "\\/"),
         json,
@@ -305,8 +315,34 @@ fn encoded_forms(secret: &str) -> Vec<String> {
         escaped.to_ascii_uppercase().replace("\\U", "\\u"),
         escaped,
     ];
+    forms.extend(base64_forms(secret));
     forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
     forms.dedup();
+    forms
+}
+
+/// The base64 characters that only `secret`'s bytes decide, when it stands at offset 0, 1 or 2
+/// (mod 3) of an encoded text, in the standard and the URL-safe alphabet; none for a secret
+/// shorter than [`MIN_BASE64_SECRET_LEN`].
+fn base64_forms(secret: &str) -> Vec<String> {
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    use base64::Engine;
+    let len = secret.len();
+    if len < MIN_BASE64_SECRET_LEN {
+        return Vec::new();
+    }
+    let mut forms = Vec::new();
+    for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+        for offset in 0..3 {
+            let mut bytes = vec![0u8; offset];
+            bytes.extend_from_slice(secret.as_bytes());
+            let encoded = engine.encode(&bytes);
+            // Character i holds bits 6i..6i+6: free of the bytes before the secret from
+            // ⌈8·offset / 6⌉, of those after it up to ⌊8·(offset + len) / 6⌋.
+            let (start, end) = ((8 * offset).div_ceil(6), 8 * (offset + len) / 6);
+            forms.push(encoded[start..end].to_string());
+        }
+    }
     forms
 }
 
@@ -486,6 +522,31 @@ mod tests {
                 assert!(!text.contains(part), "{echoed} → {text}");
             }
         }
+    }
+
+    #[test]
+    fn secrets_echoed_fully_percent_encoded_or_in_base64_are_redacted() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+        use base64::Engine;
+        let secret = "sk-live-0123456789abcdef";
+        let mut text =
+            "key=%73%6B%2D%6C%69%76%65%2D%30%31%32%33%34%35%36%37%38%39%61%62%63%64%65%66"
+                .to_string();
+        redact_secrets(&mut text, [secret]);
+        assert_eq!(text, format!("key={SECRET_MARK}"));
+        // Inside a base64 body at each offset, in both alphabets.
+        for prefix in ["", "a", "ab", "abc"] {
+            for engine in [STANDARD, URL_SAFE] {
+                let body = engine.encode(format!("{prefix}{{\"key\":\"{secret}\"}}"));
+                let mut text = format!("echo: {body}");
+                redact_secrets(&mut text, [secret]);
+                assert!(text.contains(SECRET_MARK), "{prefix:?}: {text}");
+                let decoded_middle = &engine.encode(secret)[4..20];
+                assert!(!text.contains(decoded_middle), "{prefix:?}: {text}");
+            }
+        }
+        // A short secret has no base64 forms: they would match unrelated text.
+        assert!(super::base64_forms("sk-12345").is_empty());
     }
 
     #[test]
