@@ -572,11 +572,45 @@ pub fn to_text(o: &ProbeOutcome) -> String {
             safe(&id.server_version)
         );
     }
+    if let Some(limits) = &obs.rate_limits {
+        s += &rate_limits_line(limits);
+    }
     if !obs.anomalies.is_empty() {
         let kinds: Vec<_> = obs.anomalies.iter().map(|a| a.as_str()).collect();
         s += &format!("  anomalies   {}\n", kinds.join(", "));
     }
     s
+}
+
+/// `  rate limits requests 2 of 3 left (reset in 55s), tokens 900 left`: what the response's
+/// rate-limit headers said, each number the response did not give (or gave unreadably) left
+/// out; `unreadable` when it gave none.
+fn rate_limits_line(limits: &crate::measure::RateLimits) -> String {
+    let parts: Vec<String> = crate::measure::RateLimitKind::ALL
+        .into_iter()
+        .filter_map(|kind| {
+            let w = limits.window(kind)?;
+            let left = match (w.remaining, w.limit) {
+                (Some(r), Some(l)) => format!(" {r} of {l} left"),
+                (Some(r), None) => format!(" {r} left"),
+                (None, Some(l)) => format!(" limit {l}"),
+                (None, None) => String::new(),
+            };
+            let reset = w.reset.map_or(String::new(), |d| {
+                let d = std::time::Duration::from_millis(
+                    d.as_millis().min(u128::from(u64::MAX)) as u64
+                );
+                format!(" (reset in {})", humantime::format_duration(d))
+            });
+            Some(format!("{}{left}{reset}", kind.as_str()))
+        })
+        .collect();
+    let text = if parts.is_empty() {
+        "unreadable".to_string()
+    } else {
+        parts.join(", ")
+    };
+    format!("  rate limits {text}\n")
 }
 
 #[cfg(test)]
@@ -585,6 +619,29 @@ mod tests {
 
     use super::*;
     use crate::measure::{ServerTimingSource, TtftComponent, TtftSplit};
+
+    #[test]
+    fn the_rate_limits_line_says_what_the_headers_said() {
+        let limits = |headers: &[(&str, &str)]| {
+            crate::measure::RateLimits::from_headers(
+                |name| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| *v),
+                std::time::SystemTime::now(),
+            )
+            .unwrap()
+        };
+        let l = limits(&[
+            ("x-ratelimit-limit-requests", "3"),
+            ("x-ratelimit-remaining-requests", "2"),
+            ("x-ratelimit-reset-requests", "55s"),
+            ("x-ratelimit-remaining-tokens", "900"),
+        ]);
+        assert_eq!(
+            rate_limits_line(&l),
+            "  rate limits requests 2 of 3 left (reset in 55s), tokens 900 left\n"
+        );
+        let l = limits(&[("x-ratelimit-remaining-requests", "-1")]);
+        assert_eq!(rate_limits_line(&l), "  rate limits unreadable\n");
+    }
 
     /// `ttft_split` has a `{component}_seconds` field for every component of
     /// `llm_probe_ttft_component_seconds`, each filled from its own part.
