@@ -623,11 +623,8 @@ mod tests {
     #[test]
     fn the_rate_limits_line_says_what_the_headers_said() {
         let limits = |headers: &[(&str, &str)]| {
-            crate::measure::RateLimits::from_headers(
-                |name| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| *v),
-                std::time::SystemTime::now(),
-            )
-            .unwrap()
+            let headers = headers.iter().map(|(n, v)| (*n, v.as_bytes()));
+            crate::measure::RateLimits::from_headers(headers, std::time::SystemTime::now()).unwrap()
         };
         let l = limits(&[
             ("x-ratelimit-limit-requests", "3"),

@@ -90,38 +90,75 @@ pub struct RateLimits {
 /// mistake, shown as unknown.
 pub const MAX_RESET: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// What one header family said of one part of one window, while a head is read.
+#[derive(Debug, Clone, Copy, Default)]
+enum Seen<'a> {
+    #[default]
+    Absent,
+    Once(&'a [u8]),
+    /// Two lines of one name: which one counts would be a guess, so neither does.
+    Repeated,
+}
+
+/// One family's headers of a head: per kind, its limit, remaining and reset.
+type Family<'a> = [[Seen<'a>; 3]; 4];
+
 impl RateLimits {
-    /// The windows the headers `header(name)` (lower-case names; several lines of one name
-    /// joined with `, `, as RFC 9110 reads them) describe, with Anthropic's reset instants
-    /// measured from `now`; `None` when the response has no header of either family. A
-    /// response whose rate-limit headers are all unreadable describes no window: it replaces
-    /// what an earlier one said (with nothing) rather than leaving it standing.
+    /// The windows a response head's headers (lower-case names, raw values, each line as it
+    /// came) describe, with Anthropic's reset instants measured from `now`; `None` when the head
+    /// has no header of either family. One pass, nothing allocated. A response whose
+    /// rate-limit headers are all unreadable describes no window: it replaces what an earlier
+    /// one said (with nothing) rather than leaving it standing.
     pub fn from_headers<'a>(
-        header: impl Fn(&str) -> Option<&'a str>,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
         now: SystemTime,
     ) -> Option<Self> {
-        let names = |kind: RateLimitKind, anthropic: bool| {
-            let k = kind.header_part();
-            ["limit", "remaining", "reset"].map(|part| match anthropic {
-                true => format!("anthropic-ratelimit-{k}-{part}"),
-                false => format!("x-ratelimit-{part}-{k}"),
-            })
-        };
-        let any = |anthropic: bool| {
-            (RateLimitKind::ALL.into_iter())
-                .any(|kind| names(kind, anthropic).iter().any(|n| header(n).is_some()))
-        };
-        let anthropic = any(true);
-        if !anthropic && !any(false) {
-            return None;
+        let (mut anthropic, mut openai): (Family, Family) = Default::default();
+        for (name, value) in headers {
+            let (family, kind, part) = if let Some(rest) = name.strip_prefix("anthropic-ratelimit-")
+            {
+                let Some((kind, part)) = rest.rsplit_once('-') else {
+                    continue;
+                };
+                (&mut anthropic, kind, part)
+            } else if let Some(rest) = name.strip_prefix("x-ratelimit-") {
+                let Some((part, kind)) = rest.split_once('-') else {
+                    continue;
+                };
+                (&mut openai, kind, part)
+            } else {
+                continue;
+            };
+            let kind = RateLimitKind::ALL
+                .iter()
+                .position(|k| k.header_part() == kind);
+            let part = ["limit", "remaining", "reset"]
+                .iter()
+                .position(|p| *p == part);
+            if let (Some(k), Some(p)) = (kind, part) {
+                let slot = &mut family[k][p];
+                *slot = match slot {
+                    Seen::Absent => Seen::Once(value),
+                    _ => Seen::Repeated,
+                };
+            }
         }
+        let seen = |f: &Family| f.iter().flatten().any(|s| !matches!(s, Seen::Absent));
+        let (family, is_anthropic) = match (seen(&anthropic), seen(&openai)) {
+            (true, _) => (anthropic, true),
+            (false, true) => (openai, false),
+            (false, false) => return None,
+        };
+        let text = |s: Seen<'a>| match s {
+            Seen::Once(v) => std::str::from_utf8(v).ok(),
+            _ => None,
+        };
         let mut found = RateLimits::default();
-        for (i, kind) in RateLimitKind::ALL.into_iter().enumerate() {
-            let [limit, remaining, reset] = names(kind, anthropic);
+        for (i, [limit, remaining, reset]) in family.into_iter().enumerate() {
             let window = RateLimitWindow {
-                limit: header(&limit).and_then(count).filter(|n| *n > 0),
-                remaining: header(&remaining).and_then(count),
-                reset: header(&reset).and_then(|v| match anthropic {
+                limit: text(limit).and_then(count).filter(|n| *n > 0),
+                remaining: text(remaining).and_then(count),
+                reset: text(reset).and_then(|v| match is_anthropic {
                     true => reset_at(v, now),
                     false => go_duration(v),
                 }),
@@ -204,14 +241,9 @@ fn go_duration(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     fn parse(headers: &[(&str, &str)], now: SystemTime) -> Option<RateLimits> {
-        let map: HashMap<String, String> = headers
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        RateLimits::from_headers(|name| map.get(name).map(String::as_str), now)
+        RateLimits::from_headers(headers.iter().map(|(k, v)| (*k, v.as_bytes())), now)
     }
 
     #[test]
@@ -307,12 +339,18 @@ mod tests {
         assert!(RateLimitKind::ALL
             .iter()
             .all(|k| unreadable.window(*k).is_none()));
-        // Two lines of one header (joined as RFC 9110 reads them) are no count.
-        let twice = parse(
-            &[("x-ratelimit-remaining-requests", "9, 1")],
-            SystemTime::now(),
-        );
-        assert_eq!(twice.unwrap().window(RateLimitKind::Requests), None);
+        // Two lines of one header, or one line with a list (RFC 9110), are no count.
+        let remaining = "x-ratelimit-remaining-requests";
+        for lines in [
+            &[(remaining, "9"), (remaining, "1")][..],
+            &[(remaining, "9, 1")],
+        ] {
+            let twice = parse(lines, SystemTime::now()).unwrap();
+            assert_eq!(twice.window(RateLimitKind::Requests), None);
+        }
+        // A value that is not UTF-8 is unreadable, not skipped.
+        let bytes = RateLimits::from_headers([(remaining, &b"\xff7"[..])], SystemTime::now());
+        assert_eq!(bytes.unwrap().window(RateLimitKind::Requests), None);
         // A limit of 0 is no window.
         let zero = parse(
             &[

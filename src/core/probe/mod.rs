@@ -664,14 +664,8 @@ impl Armed {
         read_tgi_queue_time(header(HeaderName::from_static("x-queue-time")), obs);
         let content_type = header(CONTENT_TYPE).unwrap_or("").to_ascii_lowercase();
         let encoding = content_encoding(response.headers());
-        let quota = rate_limit_headers(response.headers());
         obs.rate_limits = crate::measure::RateLimits::from_headers(
-            |name| {
-                quota
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, v)| v.as_str())
-            },
+            (response.headers().iter()).map(|(n, v)| (n.as_str(), v.as_bytes())),
             SystemTime::now(),
         );
         if matches!(status.as_u16(), 429 | 503 | 529) {
@@ -824,28 +818,6 @@ fn read_tgi_queue_time(value: Option<&str>, obs: &mut Observations) {
     let st = &mut obs.server_timings;
     st.queue_seconds = Some(ms / 1000.0);
     st.source = Some(crate::measure::ServerTimingSource::TgiHeaders);
-}
-
-/// The rate-limit headers of a response head (`x-ratelimit-*`, `anthropic-ratelimit-*`):
-/// lower-case name and value, the lines of a repeated name joined with `, ` (RFC 9110), a value
-/// that is not UTF-8 as it decodes lossily (it is then unreadable as a number, never a guess).
-/// At most 64 names: a head has room for more, no provider sends them.
-fn rate_limit_headers(headers: &http::HeaderMap) -> Vec<(String, String)> {
-    let mut found: Vec<(String, String)> = Vec::new();
-    for (name, value) in headers {
-        let name = name.as_str();
-        if !(name.starts_with("x-ratelimit-") || name.starts_with("anthropic-ratelimit-")) {
-            continue;
-        }
-        let value = String::from_utf8_lossy(value.as_bytes());
-        if let Some((_, joined)) = found.iter_mut().find(|(n, _)| n == name) {
-            joined.push_str(", ");
-            joined.push_str(&value);
-        } else if found.len() < 64 {
-            found.push((name.to_string(), value.into_owned()));
-        }
-    }
-    found
 }
 
 /// Longest `Retry-After` honoured; a larger one is capped (a typo must not stop probing for days).

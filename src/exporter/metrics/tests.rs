@@ -41,15 +41,11 @@ fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeO
     o.cost = Some(0.25);
     o.credentials_reloaded = true;
     o.retry_after = Some(Duration::from_secs(7));
-    o.rate_limits = crate::measure::RateLimits::from_headers(
-        |name| match name {
-            "x-ratelimit-limit-requests" => Some("100"),
-            "x-ratelimit-remaining-requests" => Some("42"),
-            "x-ratelimit-reset-tokens" => Some("1m30s"),
-            _ => None,
-        },
-        SystemTime::now(),
-    );
+    o.rate_limits = rate_limits(&[
+        ("x-ratelimit-limit-requests", "100"),
+        ("x-ratelimit-remaining-requests", "42"),
+        ("x-ratelimit-reset-tokens", "1m30s"),
+    ]);
     o.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
     o.answer.first_tool_call = Some(at(150));
     o.answer.last_tool_arguments = Some(at(170));
@@ -68,6 +64,12 @@ fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeO
         observations: o,
         result,
     }
+}
+
+/// What a response head with `headers` says of its rate limits.
+fn rate_limits(headers: &[(&str, &str)]) -> Option<crate::measure::RateLimits> {
+    let headers = headers.iter().map(|(n, v)| (*n, v.as_bytes()));
+    crate::measure::RateLimits::from_headers(headers, SystemTime::now())
 }
 
 /// A success with every optional number: time to first output token, TPOT, tokens/s, the
@@ -331,10 +333,7 @@ fn rate_limit_gauges_follow_the_last_response_that_described_them() {
         &text(),
         r#"llm_probe_rate_limit_remaining{target="hosted",model="m",kind="requests"} 42.0"#
     ));
-    o.observations.rate_limits = crate::measure::RateLimits::from_headers(
-        |name| (name == "x-ratelimit-remaining-requests").then_some("7"),
-        SystemTime::now(),
-    );
+    o.observations.rate_limits = rate_limits(&[("x-ratelimit-remaining-requests", "7")]);
     metrics.observe(&o);
     let t = text();
     assert!(
@@ -347,10 +346,7 @@ fn rate_limit_gauges_follow_the_last_response_that_described_them() {
     assert!(!t.contains("llm_probe_rate_limit_limit{"), "{t}");
     assert!(!t.contains("llm_probe_rate_limit_reset_seconds{"), "{t}");
     // A response whose rate-limit headers are all unreadable leaves no number standing.
-    o.observations.rate_limits = crate::measure::RateLimits::from_headers(
-        |name| (name == "x-ratelimit-remaining-requests").then_some("-1"),
-        SystemTime::now(),
-    );
+    o.observations.rate_limits = rate_limits(&[("x-ratelimit-remaining-requests", "-1")]);
     metrics.observe(&o);
     assert!(!text().contains("llm_probe_rate_limit_"), "{}", text());
 }
