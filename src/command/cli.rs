@@ -163,6 +163,15 @@ pub enum Command {
         /// gets HTTP 429 with `Retry-After` until the minute ends.
         #[arg(long = "rate-limit", default_value_t = 0)]
         rate_limit: u32,
+        /// The model's context, in prompt tokens (whitespace-separated words of the prompt;
+        /// 0: none). A longer prompt is refused or truncated (--context-overflow).
+        #[arg(long = "context-limit", default_value_t = 0)]
+        context_limit: u64,
+        /// What a prompt longer than --context-limit gets: `refuse` (HTTP 400 naming both
+        /// sizes, as vLLM and the hosted APIs answer) or `truncate` (cut from the left and
+        /// answered, its usage the context's size, as a server that truncates silently).
+        #[arg(long = "context-overflow", value_enum, default_value = "refuse")]
+        context_overflow: crate::simulate::ContextOverflow,
         /// The load model: slots, prefill, batch slowdown and jitter.
         #[command(flatten)]
         load: SimLoad,

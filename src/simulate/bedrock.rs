@@ -12,9 +12,6 @@ use serde_json::{json, Value};
 use super::wire::{Ctx, End};
 use crate::decode::eventstream::{encode, HeaderValue};
 
-/// Prompt tokens reported (as the other wires do).
-const PROMPT_TOKENS: u32 = 12;
-
 /// The prelude of one 100 MiB message (total length 104857616, no headers, valid prelude CRC
 /// 0x87A63415): a probe refuses it as too large as soon as these 12 bytes arrive.
 pub(super) const HUGE_PRELUDE: &[u8] = &[6, 64, 0, 16, 0, 0, 0, 0, 0x87, 0xa6, 0x34, 0x15];
@@ -146,7 +143,7 @@ fn metadata(ctx: &Ctx, n: u32, count: bool) -> Vec<u8> {
     let latency = ((ctx.ttft + ctx.decode).as_secs_f64() * 1000.0).round() as u64;
     let mut m = json!({"metrics": {"latencyMs": latency}});
     if count {
-        m["usage"] = json!({"inputTokens": PROMPT_TOKENS, "outputTokens": n, "totalTokens": PROMPT_TOKENS + n});
+        m["usage"] = json!({"inputTokens": ctx.prompt_tokens, "outputTokens": n, "totalTokens": ctx.prompt_tokens + u64::from(n)});
     }
     event("metadata", &m)
 }

@@ -191,7 +191,8 @@ fn scale(d: Duration, f: f64) -> Duration {
 }
 
 /// The prompt's token count as the simulator charges prefill: whitespace-separated words of
-/// every string under the request's `messages`, `prompt`, `input` and `system` fields.
+/// every string under the request's `messages`, `prompt`, `input`, `inputs`, `system`,
+/// `contents` and `systemInstruction` fields (what each protocol carries its prompt in).
 pub fn prompt_tokens(body: &serde_json::Value) -> u64 {
     fn words(v: &serde_json::Value) -> u64 {
         match v {
@@ -209,6 +210,7 @@ pub fn prompt_tokens(body: &serde_json::Value) -> u64 {
         "messages",
         "prompt",
         "input",
+        "inputs",
         "system",
         "contents",
         "systemInstruction",

@@ -188,6 +188,25 @@ pub struct Script {
     /// Requests a minute the simulated API key may send (0: no quota): every stream's head says
     /// what is left (see `quota.rs`), and the request past it gets a 429.
     pub rate_limit: u32,
+    /// The model's context, prompt tokens (0: none). A longer prompt (counted as
+    /// [`prompt_tokens`] counts it) is refused or truncated, as [`Script::context_overflow`]
+    /// says.
+    pub context_limit: u64,
+    /// What a prompt longer than [`Script::context_limit`] gets.
+    pub context_overflow: ContextOverflow,
+}
+
+/// What the simulator does with a prompt longer than its context ([`Script::context_limit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ContextOverflow {
+    /// HTTP 400 with the protocol's error body naming both sizes, as vLLM, llama.cpp and the
+    /// hosted APIs answer.
+    #[default]
+    Refuse,
+    /// The prompt is cut from the left to the context and answered; its usage reports the
+    /// context's size, and the start of the prompt (a long prompt's code word) is lost, as a
+    /// server that truncates silently (Ollama's `num_ctx`, TGI's `truncate`).
+    Truncate,
 }
 
 /// When the simulator sends its response headers ([`Script::headers`]).
@@ -217,6 +236,8 @@ impl Default for Script {
             prefix_cache: false,
             headers: HeadersAt::AtOnce,
             rate_limit: 0,
+            context_limit: 0,
+            context_overflow: ContextOverflow::Refuse,
         }
     }
 }
@@ -433,9 +454,16 @@ async fn handle(
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
     let events_sent = Arc::new(Mutex::new(Vec::new()));
     let truth = Arc::new(OnceLock::new());
-    let prompt = prompt_tokens(&body);
+    let mut prompt = prompt_tokens(&body);
+    let over_context = script.context_limit > 0 && prompt > script.context_limit;
+    let refused = over_context && script.context_overflow == ContextOverflow::Refuse;
+    if over_context {
+        // Truncated from the left: what is answered is the context's end of the prompt.
+        prompt = script.context_limit;
+    }
     let max_tokens = wire.max_tokens(&body).unwrap_or(u64::MAX);
-    let shape = Shape::of(&script, wire, &body, &grammars);
+    let shape = Shape::of(&script, wire, &body, &grammars, over_context);
+    let sent_prompt = prompt_tokens(&body);
     record(
         &received,
         ReceivedRequest {
@@ -448,6 +476,13 @@ async fn handle(
         },
     );
 
+    if refused {
+        let (tx, resp) = response(StatusCode::BAD_REQUEST, "application/json", &[]);
+        let limit = script.context_limit;
+        let body = context_error(wire, sent_prompt, limit);
+        let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
+        return resp;
+    }
     let mut quota_headers = Vec::new();
     if let Some(q) = &quota {
         let a = q.admit(std::time::Instant::now(), wire);
@@ -542,6 +577,32 @@ async fn handle(
     resp
 }
 
+/// The error body of a prompt of `prompt` tokens refused by a context of `limit`, in the shape
+/// and words of the protocol's servers.
+fn context_error(wire: Wire, prompt: u64, limit: u64) -> serde_json::Value {
+    match wire {
+        Wire::Anthropic => json!({"type": "error", "error": {"type": "invalid_request_error",
+            "message": format!("prompt is too long: {prompt} tokens > {limit} maximum")}}),
+        Wire::Gemini => json!({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+            "message": format!("The input token count ({prompt}) exceeds the maximum number of tokens allowed ({limit}).")}}),
+        _ => json!({"error": {"type": "invalid_request_error", "code": "context_length_exceeded",
+            "message": format!("This model's maximum context length is {limit} tokens. However, you requested {prompt} tokens in the messages. Please reduce the length of the messages.")}}),
+    }
+}
+
+/// The code word a generated long prompt gives at its start (`Remember this code word: X.`),
+/// if the request carries one.
+fn code_word(body: &serde_json::Value) -> Option<String> {
+    const SAYS: &str = "Remember this code word: ";
+    let text = body.to_string();
+    let rest = &text[text.find(SAYS)? + SAYS.len()..];
+    let word: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    (!word.is_empty()).then_some(word)
+}
+
 /// One request's view of the load model, and the signal its response headers wait for.
 struct LoadCtx {
     engine: Arc<Engine>,
@@ -573,6 +634,7 @@ impl Shape {
         wire: Wire,
         body: &serde_json::Value,
         grammars: &Mutex<std::collections::HashSet<String>>,
+        truncated: bool,
     ) -> Shape {
         let tools = body
             .get("tools")
@@ -625,10 +687,13 @@ impl Shape {
                 cache_hit = !seen.insert(key);
             }
         }
-        let text = match (&script.answer, &tool) {
-            (Some(a), _) => Some(a.clone()),
-            (None, Some(_)) => Some("{}".to_string()),
-            (None, None) => None,
+        // A long prompt's code word is answered when the prompt's start was kept.
+        let needle = (!truncated).then(|| code_word(body)).flatten();
+        let text = match (&script.answer, &tool, needle) {
+            (Some(a), _, _) => Some(a.clone()),
+            (None, Some(_), _) => Some("{}".to_string()),
+            (None, None, Some(code)) => Some(format!("The code word is {code}.")),
+            (None, None, None) => None,
         };
         Shape {
             chars: text.map(|t| t.chars().collect()),
@@ -713,6 +778,7 @@ async fn stream(
         },
         ttft: script.ttft,
         decode: script.itl * events.saturating_sub(1),
+        prompt_tokens: load.prompt,
     };
     if script.fault == Fault::DoneOnly {
         send(wire.terminator_only(&ctx)).await;

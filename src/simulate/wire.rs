@@ -50,6 +50,9 @@ pub(super) struct Ctx {
     pub ttft: Duration,
     /// Scripted time from the first to the last token event.
     pub decode: Duration,
+    /// Prompt tokens reported in the usage: the request's, counted as
+    /// [`super::prompt_tokens`] counts them, or the context's size when it was truncated.
+    pub prompt_tokens: u64,
 }
 
 /// How a protocol's stream ends (the faults that leave parts out).
@@ -90,9 +93,6 @@ impl RequestMetrics {
         m
     }
 }
-
-/// Prompt tokens the simulator reports for every request.
-const PROMPT_TOKENS: u32 = 12;
 
 impl Wire {
     /// The protocol served at `path`, as real servers route (Azure's deployment path is chat).
@@ -240,7 +240,7 @@ impl Wire {
                     json!({"type": "text", "text": ""})
                 };
                 self.frame(&[
-                    json!({"type": "message_start", "message": {"id": "msg_sim", "type": "message", "role": "assistant", "model": ctx.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}}),
+                    json!({"type": "message_start", "message": {"id": "msg_sim", "type": "message", "role": "assistant", "model": ctx.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": ctx.prompt_tokens, "output_tokens": 1}}}),
                     json!({"type": "content_block_start", "index": 0, "content_block": block}),
                     json!({"type": "ping"}),
                 ])
@@ -313,7 +313,7 @@ impl Wire {
             Wire::Bedrock => unreachable!("Bedrock tokens are built in simulate::bedrock"),
             Wire::LlamaCpp => json!({
                 "index": 0, "content": text, "tokens": [], "stop": false, "id_slot": 0,
-                "tokens_predicted": index + 1, "tokens_evaluated": PROMPT_TOKENS,
+                "tokens_predicted": index + 1, "tokens_evaluated": ctx.prompt_tokens,
             }),
             Wire::Gemini => {
                 let part = if reasoning {
@@ -325,7 +325,7 @@ impl Wire {
                     ctx,
                     json!([part]),
                     None,
-                    json!({"promptTokenCount": PROMPT_TOKENS, "totalTokenCount": PROMPT_TOKENS}),
+                    json!({"promptTokenCount": ctx.prompt_tokens, "totalTokenCount": ctx.prompt_tokens}),
                 )
             }
         }
@@ -430,7 +430,7 @@ impl Wire {
                         ctx,
                         json!([{"functionCall": {"name": n, "args": args}}]),
                         None,
-                        json!({"promptTokenCount": PROMPT_TOKENS, "totalTokenCount": PROMPT_TOKENS}),
+                        json!({"promptTokenCount": ctx.prompt_tokens, "totalTokenCount": ctx.prompt_tokens}),
                     )
                 };
                 return self.frame(&[msg]);
@@ -535,14 +535,14 @@ impl Wire {
         self.frame(&[msg])
     }
 
-    fn usage_openai(n: u32) -> Value {
-        json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": n, "total_tokens": PROMPT_TOKENS + n})
+    fn usage_openai(ctx: &Ctx, n: u32) -> Value {
+        json!({"prompt_tokens": ctx.prompt_tokens, "completion_tokens": n, "total_tokens": ctx.prompt_tokens + u64::from(n)})
     }
 
     fn llama_timings(ctx: &Ctx, n: u32) -> Value {
         let predicted_ms = ctx.decode.as_secs_f64() * 1000.0;
         json!({
-            "prompt_n": PROMPT_TOKENS, "prompt_ms": ctx.ttft.as_secs_f64() * 1000.0,
+            "prompt_n": ctx.prompt_tokens, "prompt_ms": ctx.ttft.as_secs_f64() * 1000.0,
             "predicted_n": n, "predicted_ms": predicted_ms,
             "predicted_per_second": if predicted_ms > 0.0 { f64::from(n) * 1000.0 / predicted_ms } else { 0.0 },
         })
@@ -570,7 +570,8 @@ impl Wire {
                 };
                 out.push(self.frame(&[Self::chunk(ctx, object, finish, None)]));
                 if end.count {
-                    let mut c = Self::chunk(ctx, object, json!([]), Some(Self::usage_openai(n)));
+                    let mut c =
+                        Self::chunk(ctx, object, json!([]), Some(Self::usage_openai(ctx, n)));
                     if let Some(m) = end.metrics {
                         c["metrics"] = m.json(n);
                     }
@@ -588,7 +589,7 @@ impl Wire {
                     json!({"type": "response.output_item.done", "output_index": oi, "item": {"id": "msg_sim", "type": "message", "role": "assistant", "content": []}}),
                 ]));
                 if end.terminator {
-                    let usage = end.count.then(|| json!({"input_tokens": PROMPT_TOKENS, "output_tokens": n, "total_tokens": PROMPT_TOKENS + n}));
+                    let usage = end.count.then(|| json!({"input_tokens": ctx.prompt_tokens, "output_tokens": n, "total_tokens": ctx.prompt_tokens + u64::from(n)}));
                     let mut resp = Self::response_obj(ctx, "completed", usage);
                     if let Some(m) = end.metrics.filter(|_| end.count) {
                         resp["metrics"] = m.json(n);
@@ -620,7 +621,7 @@ impl Wire {
                         let ns = |d: Duration| d.as_nanos() as u64;
                         last["total_duration"] = json!(ns(ctx.ttft + ctx.decode));
                         last["load_duration"] = json!(0);
-                        last["prompt_eval_count"] = json!(PROMPT_TOKENS);
+                        last["prompt_eval_count"] = json!(ctx.prompt_tokens);
                         last["prompt_eval_duration"] = json!(ns(ctx.ttft));
                         last["eval_count"] = json!(n);
                         last["eval_duration"] = json!(ns(ctx.decode));
@@ -649,7 +650,7 @@ impl Wire {
                     let mut last = json!({"index": 0, "content": "", "tokens": [], "stop": true, "id_slot": 0, "model": ctx.model, "stop_type": "eos"});
                     if end.count {
                         last["tokens_predicted"] = json!(n);
-                        last["tokens_evaluated"] = json!(PROMPT_TOKENS);
+                        last["tokens_evaluated"] = json!(ctx.prompt_tokens);
                         last["timings"] = Self::llama_timings(ctx, n);
                     }
                     out.push(self.frame(&[last]));
@@ -662,13 +663,13 @@ impl Wire {
                     let usage = if end.count {
                         // Gemini counts thoughts apart from the candidates' tokens.
                         let thoughts = ctx.reasoning_tokens.min(n);
-                        let mut u = json!({"promptTokenCount": PROMPT_TOKENS, "candidatesTokenCount": n - thoughts, "totalTokenCount": PROMPT_TOKENS + n});
+                        let mut u = json!({"promptTokenCount": ctx.prompt_tokens, "candidatesTokenCount": n - thoughts, "totalTokenCount": ctx.prompt_tokens + u64::from(n)});
                         if thoughts > 0 {
                             u["thoughtsTokenCount"] = json!(thoughts);
                         }
                         u
                     } else {
-                        json!({"promptTokenCount": PROMPT_TOKENS, "totalTokenCount": PROMPT_TOKENS})
+                        json!({"promptTokenCount": ctx.prompt_tokens, "totalTokenCount": ctx.prompt_tokens})
                     };
                     let parts = json!([{"text": ""}]);
                     out.push(self.frame(&[Self::gemini_chunk(ctx, parts, Some("STOP"), usage)]));
@@ -690,10 +691,10 @@ impl Wire {
             Wire::OpenAiChat | Wire::OpenAiCompletions => self.frame_raw(None, b"[DONE]").into(),
             Wire::OpenAiResponses => self.frame(&[
                 json!({"type": "response.created", "response": Self::response_obj(ctx, "in_progress", None)}),
-                json!({"type": "response.completed", "response": Self::response_obj(ctx, "completed", Some(json!({"input_tokens": PROMPT_TOKENS, "output_tokens": 0, "total_tokens": PROMPT_TOKENS})))}),
+                json!({"type": "response.completed", "response": Self::response_obj(ctx, "completed", Some(json!({"input_tokens": ctx.prompt_tokens, "output_tokens": 0, "total_tokens": ctx.prompt_tokens})))}),
             ]),
             Wire::Anthropic => self.frame(&[
-                json!({"type": "message_start", "message": {"id": "msg_sim", "type": "message", "role": "assistant", "model": ctx.model, "content": [], "stop_reason": null, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 0}}}),
+                json!({"type": "message_start", "message": {"id": "msg_sim", "type": "message", "role": "assistant", "model": ctx.model, "content": [], "stop_reason": null, "usage": {"input_tokens": ctx.prompt_tokens, "output_tokens": 0}}}),
                 json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 0}}),
                 json!({"type": "message_stop"}),
             ]),

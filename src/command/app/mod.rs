@@ -97,6 +97,8 @@ pub async fn run(cli: Cli) -> ExitCode {
             answer,
             headers,
             rate_limit,
+            context_limit,
+            context_overflow,
             load,
         } => {
             let script = Script {
@@ -112,6 +114,8 @@ pub async fn run(cli: Cli) -> ExitCode {
                 answer,
                 headers,
                 rate_limit,
+                context_limit,
+                context_overflow,
                 ..Script::default()
             };
             simulate::run(listen, script).await

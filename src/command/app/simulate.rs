@@ -7,7 +7,7 @@ use super::signals::shutdown_signal;
 
 pub(super) async fn run(listen: std::net::SocketAddr, script: Script) -> anyhow::Result<()> {
     let desc = format!(
-        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}, headers {}, {}, {}",
+        "TTFT {}, a token event every {}, {} tokens ({} per event, {} reasoning), fault {}, headers {}, {}, {}, {}",
         humantime::format_duration(script.ttft),
         humantime::format_duration(script.itl),
         script.tokens,
@@ -25,6 +25,15 @@ pub(super) async fn run(listen: std::net::SocketAddr, script: Script) -> anyhow:
         match script.rate_limit {
             0 => "no request quota".to_string(),
             n => format!("a quota of {n} requests a minute"),
+        },
+        match (script.context_limit, script.context_overflow) {
+            (0, _) => "no context limit".to_string(),
+            (n, crate::simulate::ContextOverflow::Refuse) => {
+                format!("a context of {n} prompt tokens (a longer prompt is refused)")
+            }
+            (n, crate::simulate::ContextOverflow::Truncate) => {
+                format!("a context of {n} prompt tokens (a longer prompt is cut from the left)")
+            }
         },
     );
     let sim = Simulator::start(listen, script).await?;

@@ -211,7 +211,8 @@ async fn probe_once_json_has_every_field_and_nulls_for_unknowns() {
             o["inter_token_latencies_seconds"].as_array().unwrap().len(),
             n - 1
         );
-        assert_eq!(o["prompt_tokens"], 12);
+        // The simulator counts the prompt's words: "[probe NONCE] Say something."
+        assert_eq!(o["prompt_tokens"], 4);
         // The simulator reports no cache use and no server timing: unknown, not 0.
         assert_eq!(o["cached_prompt_tokens"], serde_json::Value::Null);
         assert_eq!(o["server_prompt_seconds"], serde_json::Value::Null);

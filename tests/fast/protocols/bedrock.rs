@@ -143,7 +143,8 @@ async fn a_signed_request_and_a_clean_stream_measured_to_the_script() {
     // The server's own latency (metadata.metrics.latencyMs) = scripted TTFT + decode = 87 ms.
     assert_eq!(obs.server_timings.latency_seconds, Some(0.087));
     assert_eq!(obs.finish_reason.as_deref(), Some("end_turn"));
-    assert_eq!(obs.usage.prompt_tokens, Some(12));
+    // The simulator counts the prompt's words (nonce, messages and system prompt).
+    assert_eq!(obs.usage.prompt_tokens, Some(6));
 }
 
 /// Every fault class the simulator plays, in Bedrock's shapes, with its exact outcome.
@@ -343,7 +344,7 @@ async fn probe_once_end_to_end() {
     assert_eq!(json["output_tokens"], TOKENS);
     assert_eq!(json["token_events"], TOKENS);
     assert_eq!(json["token_count_source"], "usage");
-    assert_eq!(json["prompt_tokens"], 12);
+    assert_eq!(json["prompt_tokens"], 6, "the prompt's words: {json}");
     assert_eq!(json["server_latency_seconds"], 0.087, "{json}");
     assert_eq!(json["timestamp_source"], "kernel", "{json}");
     // At least the scripted 30 ms; at most the simulator's own first send after the request
