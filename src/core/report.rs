@@ -59,6 +59,13 @@ pub struct ProbeRecord {
     pub prompt_tokens: Option<u64>,
     /// Prompt tokens served from the server's cache.
     pub cached_prompt_tokens: Option<u64>,
+    /// The size of the generated long prompt sent (`prompt_tokens:`), tokens; compare with
+    /// `prompt_tokens`, the server's count (far below it: the anomaly `prompt_truncated`).
+    pub prompt_tokens_sent: Option<u64>,
+    /// Prefill speed of a generated long prompt: prompt tokens prefilled per second of TTFT.
+    pub prefill_tokens_per_second: Option<f64>,
+    /// Prefill speed by the server's own prefill time.
+    pub server_prefill_tokens_per_second: Option<f64>,
     /// Token events read.
     pub token_events: u64,
     /// Every gap between token events.
@@ -133,6 +140,9 @@ impl From<&ProbeOutcome> for ProbeRecord {
             token_count_source: m.map(|m| m.token_count_source.as_str().into()),
             prompt_tokens: obs.usage.prompt_tokens,
             cached_prompt_tokens: obs.usage.cached_prompt_tokens,
+            prompt_tokens_sent: obs.asked.prompt_tokens,
+            prefill_tokens_per_second: m.and_then(|m| m.prefill_tokens_per_second),
+            server_prefill_tokens_per_second: m.and_then(|m| m.server_prefill_tokens_per_second),
             token_events: obs.timeline.token_events.len() as u64,
             inter_token_latencies_seconds: m
                 .map(|m| m.inter_token_latencies.iter().map(|d| secs(*d)).collect()),
@@ -523,11 +533,31 @@ pub fn to_text(o: &ProbeOutcome) -> String {
     }
     if let Some(p) = obs.usage.prompt_tokens {
         s += &format!(
-            "  prompt      {p} tokens{}\n",
+            "  prompt      {p} tokens{}",
             obs.usage
                 .cached_prompt_tokens
                 .map_or(String::new(), |c| format!(" ({c} cached)"))
         );
+        if let Some(sent) = obs.asked.prompt_tokens {
+            s += &format!(" by the server's count, of a generated prompt of about {sent}");
+            if crate::measure::prompt_truncated(obs) {
+                s += ": far fewer, the server cut the prompt (prompt_truncated)";
+            }
+        }
+        s += "\n";
+    } else if let Some(sent) = obs.asked.prompt_tokens {
+        s += &format!(
+            "  prompt      a generated prompt of about {sent} tokens (the server gave no count)\n"
+        );
+    }
+    if let Ok(m) = &o.result {
+        if let Some(v) = m.prefill_tokens_per_second {
+            s += &format!("  prefill     {v:.0} prompt tokens/s of TTFT");
+            if let Some(v) = m.server_prefill_tokens_per_second {
+                s += &format!(", {v:.0} by the server's own prefill time");
+            }
+            s += "\n";
+        }
     }
     if let Some(l) = obs.server_timings.latency_seconds {
         s += &format!(

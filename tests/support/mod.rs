@@ -76,6 +76,44 @@ pub fn yaml(base_url: &str, interval: &str, scenarios: &str, target_extra: &str)
     )
 }
 
+/// Every protocol's target keys (`base_url` and what else it needs, as YAML lines of a target)
+/// for the simulator `sim`, by protocol name; the credentials they name are in [`sim_env`].
+pub fn sim_protocols(sim: &llm_probe::simulate::Simulator) -> Vec<(&'static str, String)> {
+    let v1 = sim.base_url();
+    let root = sim.root_url();
+    vec![
+        ("openai-chat", format!("    base_url: {v1}\n")),
+        ("openai-responses", format!("    base_url: {v1}\n")),
+        ("openai-completions", format!("    base_url: {v1}\n")),
+        ("anthropic", format!("    base_url: {v1}\n")),
+        ("ollama", format!("    base_url: {root}\n")),
+        ("tgi", format!("    base_url: {root}\n")),
+        ("llama-cpp", format!("    base_url: {root}\n")),
+        (
+            "azure-openai",
+            format!("    base_url: {root}\n    deployment: d\n    api_key_env: AZURE_TEST_KEY\n"),
+        ),
+        (
+            "gemini",
+            format!("    base_url: {root}\n    api_key_env: GEMINI_TEST_KEY\n"),
+        ),
+        (
+            "bedrock",
+            format!("    base_url: {root}\n    aws_region: us-east-1\n"),
+        ),
+    ]
+}
+
+/// The environment of [`sim_protocols`]' targets: made-up keys.
+pub fn sim_env(var: &str) -> Option<String> {
+    match var {
+        "GEMINI_TEST_KEY" | "AZURE_TEST_KEY" => Some("test-key".into()),
+        "AWS_ACCESS_KEY_ID" => Some("AKIDEXAMPLE".into()),
+        "AWS_SECRET_ACCESS_KEY" => Some("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into()),
+        _ => None,
+    }
+}
+
 /// One scenario list item.
 pub fn scenario(name: &str, max_tokens: u32) -> String {
     format!("  - name: {name}\n    messages: [{{role: user, content: \"Say something.\"}}]\n    max_tokens: {max_tokens}\n")

@@ -29,6 +29,8 @@ pub fn success(ttft: Duration) -> ProbeOutcome {
             server_prefill: None,
             ttft_overhead: None,
             ttft_split: Default::default(),
+            prefill_tokens_per_second: None,
+            server_prefill_tokens_per_second: None,
         }),
     }
 }

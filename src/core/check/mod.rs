@@ -19,6 +19,9 @@ use crate::measure::{Answer, Failure, FailureReason};
 /// The fixed set of answer checks; the `check` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CheckName {
+    /// A generated long prompt's needle (`prompt_tokens:`): the answer does not repeat the code
+    /// word given at the prompt's start, as when the server cut the prompt to its context.
+    ContextTruncated,
     /// `expect.contains`: every listed string occurs in the answer.
     Contains,
     /// `expect.regex`: every listed regular expression matches the answer.
@@ -49,7 +52,8 @@ pub enum CheckName {
 
 impl CheckName {
     /// Every check, in label order.
-    pub const ALL: [CheckName; 12] = [
+    pub const ALL: [CheckName; 13] = [
+        CheckName::ContextTruncated,
         CheckName::Contains,
         CheckName::Regex,
         CheckName::Json,
@@ -67,6 +71,7 @@ impl CheckName {
     /// The label value (snake_case, stable).
     pub fn as_str(self) -> &'static str {
         match self {
+            CheckName::ContextTruncated => "context_truncated",
             CheckName::Contains => "contains",
             CheckName::Regex => "regex",
             CheckName::Json => "json",
@@ -199,6 +204,22 @@ pub struct Checks {
     pub tools: Vec<Tool>,
     /// `tool_choice` requires a call (`required`, `any` or a named function).
     pub tool_call_required: bool,
+    /// The code word a generated long prompt starts with (`prompt_tokens:` with `needle`): the
+    /// answer must repeat it ([`repeats_code_word`]).
+    pub code_word: Option<String>,
+}
+
+/// True when `answer` repeats `code`, compared on letters and digits only and without case
+/// (`The code word is Violet Harbor 3817.` repeats `violet-harbor-3817`).
+pub fn repeats_code_word(answer: &str, code: &str) -> bool {
+    fn fold(s: &str) -> String {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    }
+    let code = fold(code);
+    !code.is_empty() && fold(answer).contains(&code)
 }
 
 /// Characters of the answer shown in a failure detail.
@@ -249,6 +270,17 @@ impl Checks {
         let text = answer.text.as_str();
         let called = !answer.tool_calls.is_empty();
         let checks_text = !called || !text.trim().is_empty();
+        if let Some(code) = self.code_word.as_deref() {
+            if !repeats_code_word(text, code) {
+                return fail(
+                    CheckName::ContextTruncated,
+                    format!(
+                        "the answer does not repeat the code word {code:?} given at the start of the prompt (a server that cuts a prompt to its context drops its start): the answer was {}",
+                        excerpt(text)
+                    ),
+                );
+            }
+        }
         if checks_text {
             for want in &self.contains {
                 let found = if self.case_insensitive {

@@ -314,3 +314,38 @@ fn arguments_cut_at_the_cap_say_so() {
     assert_eq!(f.check, CheckName::ToolArguments);
     assert!(!f.detail.contains("kept only"), "{}", f.detail);
 }
+
+#[test]
+fn the_needle_check_wants_the_code_word_in_any_case_or_punctuation() {
+    let c = Checks {
+        code_word: Some("violet-harbor-3817".into()),
+        ..Checks::default()
+    };
+    for yes in [
+        "violet-harbor-3817",
+        "The code word is Violet Harbor 3817.",
+        "**VIOLET-HARBOR-3817**",
+    ] {
+        assert_eq!(failed(&c, &answer(yes), 5), None, "{yes}");
+    }
+    for no in ["violet-harbor", "3817", "I do not know the code word."] {
+        assert_eq!(
+            failed(&c, &answer(no), 5),
+            Some(CheckName::ContextTruncated),
+            "{no}"
+        );
+    }
+    let f = c.evaluate(&answer("no idea"), 2).unwrap_err();
+    assert!(f.detail.contains("\"violet-harbor-3817\""), "{}", f.detail);
+    assert!(f.detail.contains("\"no idea\""), "{}", f.detail);
+    // It comes first: a cut prompt explains whatever else is wrong with the answer.
+    let both = Checks {
+        contains: vec!["Paris".into()],
+        ..c.clone()
+    };
+    assert_eq!(
+        failed(&both, &answer("no"), 1),
+        Some(CheckName::ContextTruncated)
+    );
+    assert!(!repeats_code_word("anything", ""));
+}

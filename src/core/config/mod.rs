@@ -20,6 +20,7 @@ pub mod durations;
 pub mod files;
 pub mod hints;
 pub(crate) mod locate;
+pub mod long_prompt;
 mod raw;
 pub mod replicas;
 mod schema_errors;
@@ -108,6 +109,10 @@ pub struct Scenario {
     /// A prefix-cache canary (`cache_canary: true`): every probe sends the prompt twice back to
     /// back with one fresh nonce at its start, and the warm/cold TTFT ratio is exported.
     pub cache_canary: bool,
+    /// A generated long prompt (`prompt_tokens:`, `needle:`): its user message is the last of
+    /// [`Scenario::messages`], built at load; the answer must repeat its code word (check
+    /// `context_truncated`) and a server count far below it is the anomaly `prompt_truncated`.
+    pub long_prompt: Option<long_prompt::LongPrompt>,
 }
 
 /// How a structured-output scenario treats the engine's grammar (schema) cache.
@@ -599,6 +604,10 @@ pub struct Slo {
     /// Floor for the share of a hosted API's rate-limit window left (0 to 1, exclusive);
     /// below it, `LlmProbeRateLimitHeadroomLow` fires. Default 0.1.
     pub rate_limit_headroom_min: f64,
+    /// Floor for the prefill speed of a generated long prompt (`prompt_tokens:`), prompt
+    /// tokens per second of TTFT (> 0, finite); below it, `LlmProbePrefillBelowFloor` fires.
+    /// No default: prefill speed differs by orders of magnitude between a CPU and a GPU.
+    pub prefill_tokens_per_second_min: Option<f64>,
 }
 
 impl Default for Slo {
@@ -607,6 +616,7 @@ impl Default for Slo {
             ttft_p95: Duration::from_millis(300),
             output_tokens_per_second_min: 30.0,
             rate_limit_headroom_min: 0.1,
+            prefill_tokens_per_second_min: None,
         }
     }
 }

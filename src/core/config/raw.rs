@@ -35,6 +35,7 @@ pub(crate) struct RawSlo {
     pub ttft_p95: Option<Value>,
     pub output_tokens_per_second_min: Option<f64>,
     pub rate_limit_headroom_min: Option<f64>,
+    pub prefill_tokens_per_second_min: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -52,6 +53,8 @@ pub(crate) struct RawScenario {
     pub response_format: Option<serde_json::Value>,
     pub schema_cache: Option<String>,
     pub cache_canary: Option<bool>,
+    pub prompt_tokens: Option<i64>,
+    pub needle: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -61,6 +61,15 @@ pub struct Measurement {
     /// TTFT split into the server's reported queue wait, model load and prefill and the rest
     /// (docs/measurement.md "TTFT split"); empty when the server reported none of them.
     pub ttft_split: TtftSplit,
+    /// Prefill speed seen by the client, prompt tokens per second of TTFT: the tokens the
+    /// server had to prefill (its prompt count, else the generated size, less its cached
+    /// tokens) divided by TTFT. Only for a generated long prompt (`prompt_tokens:`), where
+    /// prefill dominates TTFT; see `prefill_speeds`.
+    pub prefill_tokens_per_second: Option<f64>,
+    /// Prefill speed by the server's own clock: the tokens it says it evaluated (llama.cpp
+    /// `timings.prompt_n`, Ollama `prompt_eval_count`), else the same count as above, divided by
+    /// [`Measurement::server_prefill`]. Only for a generated long prompt.
+    pub server_prefill_tokens_per_second: Option<f64>,
 }
 
 /// Tokens a server may credibly generate beyond twice the request's token limit.
@@ -158,6 +167,8 @@ pub fn measure(obs: &Observations) -> Option<Measurement> {
         let load = ttft_split.model_load.unwrap_or_default();
         ttft.saturating_sub(prefill.saturating_add(load))
     });
+    let (prefill_tokens_per_second, server_prefill_tokens_per_second) =
+        prefill_speeds(obs, ttft, server_prefill);
     let inter_token_latencies = tl
         .token_events
         .windows(2)
@@ -178,7 +189,55 @@ pub fn measure(obs: &Observations) -> Option<Measurement> {
         server_prefill,
         ttft_overhead,
         ttft_split,
+        prefill_tokens_per_second,
+        server_prefill_tokens_per_second,
     })
+}
+
+/// The highest prefill speed believed, tokens per second: above it a count or a clock is wrong
+/// (the fastest accelerators prefill a few hundred thousand tokens a second).
+pub const MAX_PREFILL_TOKENS_PER_SECOND: f64 = 1e8;
+
+/// The prefill speeds of a probe that sent a generated prompt ([`Asked::prompt_tokens`]):
+/// `(prompt tokens / TTFT, prompt tokens evaluated / server prefill)`. The prompt count is the
+/// server's when it reported one (it counts the chat template too), else the generated size;
+/// cached tokens are taken off, as they were not prefilled. `None` without a generated prompt,
+/// with nothing left to prefill, a zero time, or a speed above
+/// `MAX_PREFILL_TOKENS_PER_SECOND`.
+pub fn prefill_speeds(
+    obs: &Observations,
+    ttft: Duration,
+    server_prefill: Option<Duration>,
+) -> (Option<f64>, Option<f64>) {
+    let Some(sent) = obs.asked.prompt_tokens else {
+        return (None, None);
+    };
+    let prompt = obs.usage.prompt_tokens.unwrap_or(sent);
+    let cached = obs.usage.cached_prompt_tokens.unwrap_or(0);
+    let prefilled = prompt.saturating_sub(cached);
+    let speed = |tokens: u64, over: Duration| {
+        let v = tokens as f64 / over.as_secs_f64();
+        (tokens > 0 && !over.is_zero() && v <= MAX_PREFILL_TOKENS_PER_SECOND).then_some(v)
+    };
+    let evaluated = obs.server_timings.prompt_tokens.unwrap_or(prefilled);
+    (
+        speed(prefilled, ttft),
+        server_prefill.and_then(|p| speed(evaluated, p)),
+    )
+}
+
+/// A server's prompt count below this share of a generated prompt's size is
+/// [`Anomaly::PromptTruncated`]: the common tokenizers count about 1.1 tokens per word of it,
+/// so no tokenizer difference comes near.
+pub const PROMPT_TRUNCATED_BELOW: f64 = 0.75;
+
+/// True when the server counted far fewer prompt tokens than the generated prompt has (below
+/// `PROMPT_TRUNCATED_BELOW` of it): it cut the prompt, to its context most likely.
+pub fn prompt_truncated(obs: &Observations) -> bool {
+    match (obs.asked.prompt_tokens, obs.usage.prompt_tokens) {
+        (Some(sent), Some(counted)) => (counted as f64) < PROMPT_TRUNCATED_BELOW * sent as f64,
+        _ => false,
+    }
 }
 
 /// Window at the end of a stream inside which "most tokens arrived" marks a collapsed stream.
@@ -194,6 +253,9 @@ pub const COLLAPSE_MIN_EVENTS: usize = 8;
 /// (N had to be counted from events because the server gave no count).
 pub fn derived_anomalies(obs: &Observations, m: &Measurement) -> Vec<Anomaly> {
     let mut out = Vec::new();
+    if prompt_truncated(obs) {
+        out.push(Anomaly::PromptTruncated);
+    }
     let events = &obs.timeline.token_events;
     if events.len() >= COLLAPSE_MIN_EVENTS {
         let last = events[events.len() - 1].at;
@@ -253,6 +315,67 @@ mod tests {
         o.timeline.ended = Some(t0 + ms(ended_ms));
         o.usage.completion_tokens = usage;
         o
+    }
+
+    #[test]
+    fn prefill_speed_is_prompt_tokens_less_cached_over_ttft() {
+        let toks: Vec<_> = (0..4).map(|i| (500 + 10 * i, Output)).collect();
+        let mut o = obs(&toks, 600, Some(4));
+        // A written prompt: no speed.
+        let m = measure(&o).unwrap();
+        assert_eq!(m.prefill_tokens_per_second, None);
+        // A generated prompt of 4,000 tokens, no server count: 4,000 / 0.5 s.
+        o.asked.prompt_tokens = Some(4000);
+        let m = measure(&o).unwrap();
+        assert_eq!(m.prefill_tokens_per_second, Some(8000.0));
+        assert_eq!(m.server_prefill_tokens_per_second, None);
+        // The server's count (template included) wins; its cached tokens were not prefilled.
+        o.usage.prompt_tokens = Some(4100);
+        o.usage.cached_prompt_tokens = Some(100);
+        assert_eq!(measure(&o).unwrap().prefill_tokens_per_second, Some(8000.0));
+        // The server's own prefill time, over the tokens it says it evaluated.
+        o.server_timings.prompt_seconds = Some(0.4);
+        o.server_timings.prompt_tokens = Some(3000);
+        let m = measure(&o).unwrap();
+        assert_eq!(m.server_prefill, Some(ms(400)));
+        assert_eq!(m.server_prefill_tokens_per_second, Some(7500.0));
+        // Everything cached: nothing was prefilled, no speed (not infinity, not zero).
+        o.usage.cached_prompt_tokens = Some(4100);
+        o.server_timings.prompt_tokens = None;
+        let m = measure(&o).unwrap();
+        assert_eq!(m.prefill_tokens_per_second, None);
+        assert_eq!(m.server_prefill_tokens_per_second, None);
+    }
+
+    #[test]
+    fn an_absurd_prefill_speed_is_unknown() {
+        // 10^9 tokens in 1 ms of TTFT is a wrong count or clock, not a speed.
+        let mut o = obs(&[(1, Output)], 2, Some(1));
+        o.asked.prompt_tokens = Some(1_000_000);
+        o.usage.prompt_tokens = Some(1_000_000_000);
+        assert_eq!(measure(&o).unwrap().prefill_tokens_per_second, None);
+        o.usage.prompt_tokens = Some(u64::MAX);
+        assert_eq!(measure(&o).unwrap().prefill_tokens_per_second, None);
+    }
+
+    #[test]
+    fn a_prompt_count_far_below_the_generated_size_is_prompt_truncated() {
+        let toks: Vec<_> = (0..2).map(|i| (100 + 10 * i, Output)).collect();
+        let mut o = obs(&toks, 200, Some(2));
+        o.usage.prompt_tokens = Some(2048);
+        let anomalies = |o: &Observations| derived_anomalies(o, &measure(o).unwrap());
+        // A written prompt: nothing to compare with.
+        assert!(!anomalies(&o).contains(&Anomaly::PromptTruncated));
+        o.asked.prompt_tokens = Some(8000);
+        assert!(anomalies(&o).contains(&Anomaly::PromptTruncated));
+        // At three quarters (a tokenizer that counts fewer tokens) it is believed.
+        o.usage.prompt_tokens = Some(6000);
+        assert!(!anomalies(&o).contains(&Anomaly::PromptTruncated));
+        o.usage.prompt_tokens = Some(5999);
+        assert!(anomalies(&o).contains(&Anomaly::PromptTruncated));
+        // No count: unknown, not an anomaly of this kind.
+        o.usage.prompt_tokens = None;
+        assert!(!anomalies(&o).contains(&Anomaly::PromptTruncated));
     }
 
     #[test]
@@ -541,6 +664,7 @@ mod tests {
         let asked = Asked {
             output_tokens: Some(16),
             body_bytes: Some(200),
+            ..Asked::default()
         };
         let with = |usage: u64, prompt: u64, cached: u64, predicted: u64| {
             let mut o = obs(&toks, 300, Some(usage));

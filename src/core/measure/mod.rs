@@ -14,7 +14,9 @@ mod timeline;
 mod trace_id;
 
 pub use answer::{Answer, ToolCall, MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
-pub use derive::{discard_incredible_counts, measure, Measurement, TokenCountSource};
+pub use derive::{
+    discard_incredible_counts, measure, prompt_truncated, Measurement, TokenCountSource,
+};
 pub use failure::{Failure, FailureReason};
 pub use observations::{Anomaly, Asked, CacheCanary, Identity, Observations, ServerTimings, Usage};
 pub use outcome::ProbeOutcome;

@@ -58,6 +58,9 @@ pub struct Asked {
     pub output_tokens: Option<u64>,
     /// The request body's size in bytes.
     pub body_bytes: Option<u64>,
+    /// The size of the generated long prompt the request carries (`prompt_tokens:`), tokens;
+    /// `None` for a written prompt. It gives the prefill speeds and `prompt_truncated`.
+    pub prompt_tokens: Option<u64>,
 }
 
 impl Asked {
@@ -81,6 +84,7 @@ impl Asked {
         Asked {
             output_tokens: largest(body),
             body_bytes: body_bytes.map(|n| n as u64),
+            prompt_tokens: None,
         }
     }
 }
@@ -128,11 +132,14 @@ pub enum Anomaly {
     /// allowance), so it was not believed: N was counted from events, the prompt count is
     /// unknown.
     CountAboveRequest,
+    /// The server counted far fewer prompt tokens than the generated long prompt has (below
+    /// three quarters of `prompt_tokens`): it cut the prompt, to its context most likely.
+    PromptTruncated,
 }
 
 impl Anomaly {
     /// Every kind, in label order.
-    pub const ALL: [Anomaly; 10] = [
+    pub const ALL: [Anomaly; 11] = [
         Anomaly::CollapsedStream,
         Anomaly::MultiTokenEvents,
         Anomaly::MissingUsage,
@@ -143,6 +150,7 @@ impl Anomaly {
         Anomaly::MissingTerminator,
         Anomaly::CompressedStream,
         Anomaly::CountAboveRequest,
+        Anomaly::PromptTruncated,
     ];
 
     /// The metric label value.
@@ -158,6 +166,7 @@ impl Anomaly {
             Anomaly::MissingTerminator => "missing_terminator",
             Anomaly::CompressedStream => "compressed_stream",
             Anomaly::CountAboveRequest => "count_above_request",
+            Anomaly::PromptTruncated => "prompt_truncated",
         }
     }
 }

@@ -368,6 +368,7 @@ impl Armed {
         let reader = StreamReader::new(self.target.protocol, limits);
         // What was asked bounds the counts the server may report back.
         let mut asked = crate::measure::Asked::of(&spec.body, None);
+        asked.prompt_tokens = (scenario.long_prompt.as_ref()).map(|lp| u64::from(lp.tokens));
 
         let request = match self.request(spec, &trace::TraceContext::new()) {
             Ok(r) => r,
@@ -546,7 +547,17 @@ impl Armed {
         let checked = protocol::captures_answer(self.target.protocol);
         if let (Ok(m), true) = (&outcome.result, checked) {
             let answer = &outcome.observations.answer;
-            if let Err(f) = scenario.checks.evaluate(answer, m.output_tokens) {
+            if let Err(mut f) = scenario.checks.evaluate(answer, m.output_tokens) {
+                let obs = &outcome.observations;
+                if let (Some(sent), Some(counted)) =
+                    (obs.asked.prompt_tokens, obs.usage.prompt_tokens)
+                {
+                    if f.check == crate::check::CheckName::ContextTruncated {
+                        f.detail.push_str(&format!(
+                            "; the server counted {counted} prompt tokens of the about {sent} sent"
+                        ));
+                    }
+                }
                 outcome.observations.answer.failed_check = Some(f.check.as_str());
                 outcome.result = Err(f.into_failure(|t| self.redact(t)));
             }

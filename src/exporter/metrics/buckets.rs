@@ -21,6 +21,12 @@ pub const TOKENS_PER_SECOND_BUCKETS: &[f64] = &[
     1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 75.0, 100.0, 125.0, 150.0,
     200.0, 250.0, 300.0, 400.0, 500.0, 750.0, 1000.0, 2000.0,
 ];
+/// Bucket upper bounds (tokens/s) for prefill speed: from a small CPU (tens of prompt tokens
+/// a second) to a large accelerator pool (hundreds of thousands).
+pub const PREFILL_TOKENS_PER_SECOND_BUCKETS: &[f64] = &[
+    10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 25000.0, 50000.0,
+    100000.0, 250000.0, 500000.0, 1000000.0,
+];
 /// Bucket upper bounds (seconds) for connection setup: from loopback (well under a millisecond)
 /// to a TLS handshake across continents or behind a slow proxy.
 pub const CONNECTION_SETUP_BUCKETS: &[f64] = &[

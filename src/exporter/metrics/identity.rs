@@ -81,6 +81,7 @@ pub(super) struct Identity {
     slo_ttft: SeriesFamily<TargetLabels, F64Gauge>,
     slo_tokens_per_second: SeriesFamily<TargetLabels, F64Gauge>,
     slo_headroom: SeriesFamily<TargetLabels, F64Gauge>,
+    slo_prefill: SeriesFamily<TargetLabels, F64Gauge>,
     endpoint_info: SeriesFamily<EndpointLabels, Gauge>,
     /// Each target's (or replica's) exported endpoint identity, by target name and replica.
     current_identity: Mutex<HashMap<TargetReplica, EndpointLabels>>,
@@ -119,6 +120,11 @@ impl Identity {
             "Configured floor of the target's rate-limit headroom: the share of a rate-limit window that should stay left (LlmProbeRateLimitHeadroomLow)",
             SeriesFamily::default(),
         );
+        let slo_prefill = r.register(
+            "slo_prefill_tokens_per_second",
+            "Configured prefill speed floor of the target (slo.prefill_tokens_per_second_min), prompt tokens per second of TTFT for scenarios with prompt_tokens; only targets that set one",
+            SeriesFamily::default(),
+        );
         let endpoint_info = r.register("endpoint_info", "What the backend reveals about itself (value 1); a new label set marks a model or framework change", SeriesFamily::default());
         let reload_success = r.register(
             "config_last_reload_successful",
@@ -142,6 +148,7 @@ impl Identity {
             slo_ttft,
             slo_tokens_per_second,
             slo_headroom,
+            slo_prefill,
             endpoint_info,
             current_identity: Mutex::new(HashMap::new()),
             reload_success,
@@ -163,6 +170,14 @@ impl Identity {
         self.slo_headroom
             .get_or_create(&t)
             .set(slo.rate_limit_headroom_min);
+        match slo.prefill_tokens_per_second_min {
+            Some(floor) => {
+                self.slo_prefill.get_or_create(&t).set(floor);
+            }
+            None => {
+                self.slo_prefill.remove(&t);
+            }
+        }
     }
 
     /// Exports the interval a pair is probed at.
@@ -236,6 +251,7 @@ impl Identity {
         self.slo_ttft.remove(t);
         self.slo_tokens_per_second.remove(t);
         self.slo_headroom.remove(t);
+        self.slo_prefill.remove(t);
         self.credential_reloads.remove(t);
         let mut current = self
             .current_identity

@@ -73,7 +73,7 @@ fn rate_limits(headers: &[(&str, &str)]) -> Option<crate::measure::RateLimits> {
 }
 
 /// A success with every optional number: time to first output token, TPOT, tokens/s, the
-/// server's prefill, the TTFT overhead and split.
+/// server's prefill, the TTFT overhead and split, the prefill speeds.
 fn success() -> Measurement {
     let ms = Duration::from_millis;
     Measurement {
@@ -97,6 +97,8 @@ fn success() -> Measurement {
             remainder_component: Some(TtftComponent::OutsideEngine),
             excess: Duration::ZERO,
         },
+        prefill_tokens_per_second: Some(4000.0),
+        server_prefill_tokens_per_second: Some(5000.0),
     }
 }
 
@@ -132,7 +134,11 @@ fn baseline(labels: &ProbeLabels) -> Baseline {
 /// scheduled with prices, engine metrics on, a success and a wrong answer observed (the
 /// baselines are set for all pairs at once, [`Metrics::set_baselines`]).
 fn populate(metrics: &Metrics, labels: &ProbeLabels) {
-    metrics.register_probe(labels, &crate::config::Slo::default());
+    let slo = crate::config::Slo {
+        prefill_tokens_per_second_min: Some(500.0),
+        ..crate::config::Slo::default()
+    };
+    metrics.register_probe(labels, &slo);
     metrics.set_schedule(labels, Duration::from_secs(15), true);
     metrics.register_server_metrics(&labels.target, &labels.model);
     metrics.register_discovery(&labels.target);

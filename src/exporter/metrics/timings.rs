@@ -11,7 +11,8 @@ use prometheus_client::registry::Unit;
 
 use super::buckets::{
     with_thresholds, HistogramKinds, HistogramOptions, CONNECTION_SETUP_BUCKETS, E2E_BUCKETS,
-    READ_DELAY_BUCKETS, TOKENS_PER_SECOND_BUCKETS, TOKEN_TIME_BUCKETS, TTFT_BUCKETS,
+    PREFILL_TOKENS_PER_SECOND_BUCKETS, READ_DELAY_BUCKETS, TOKENS_PER_SECOND_BUCKETS,
+    TOKEN_TIME_BUCKETS, TTFT_BUCKETS,
 };
 use super::exemplars::Exemplar;
 use super::fast::Catalog;
@@ -33,6 +34,8 @@ pub(super) struct Timings {
     tokens_per_second: Hist,
     e2e: Hist,
     server_prefill: Hist,
+    prefill_speed: Hist,
+    server_prefill_speed: Hist,
     ttft_overhead: Hist,
     /// The TTFT split, one series per component.
     ttft_component: SeriesFamily<WithLabel<ProbeLabels>, SharedHistogram>,
@@ -58,6 +61,10 @@ impl Timings {
             slos.iter().map(|s| s.output_tokens_per_second_min),
         );
         let token_b = with_thresholds(TOKEN_TIME_BUCKETS, []);
+        let prefill_b = with_thresholds(
+            PREFILL_TOKENS_PER_SECOND_BUCKETS,
+            slos.iter().filter_map(|s| s.prefill_tokens_per_second_min),
+        );
         let e2e_b = with_thresholds(E2E_BUCKETS, []);
         let layout = |bounds: &Arc<[f64]>| histograms.buckets(bounds).family();
         let ttft = r.register_with_unit("time_to_first_token", "Time to first token (TTFT): first token-bearing event (reasoning included) minus request sent", Unit::Seconds, layout(&ttft_b));
@@ -96,6 +103,16 @@ impl Timings {
             Unit::Seconds,
             layout(&ttft_b),
         );
+        let prefill_speed = r.register(
+            "prefill_tokens_per_second",
+            "Prefill speed of a generated long prompt (scenarios with prompt_tokens): prompt tokens the server had to prefill (its count, less cached tokens) per second of TTFT",
+            layout(&prefill_b),
+        );
+        let server_prefill_speed = r.register(
+            "server_prefill_tokens_per_second",
+            "Prefill speed of a generated long prompt by the server's own clock: prompt tokens it evaluated per second of its reported prefill time (llama.cpp timings, Ollama); scenarios with prompt_tokens whose server reports it",
+            layout(&prefill_b),
+        );
         let ttft_overhead = r.register_with_unit(
             "ttft_overhead",
             "Client TTFT minus the server-reported model load and prefill time: network, TLS, gateways and queueing in front of the server",
@@ -122,7 +139,7 @@ impl Timings {
         );
         let answer_checks = r.register(
             "answer_check_failures",
-            "Probes whose answer failed a check (reason wrong_answer), by check: contains, regex, json, json_schema, min_output_tokens, max_output_tokens, repetition_loop, punctuation_only, special_tokens, empty_after_reasoning, tool_call_missing, tool_arguments",
+            "Probes whose answer failed a check (reason wrong_answer), by check: context_truncated, contains, regex, json, json_schema, min_output_tokens, max_output_tokens, repetition_loop, punctuation_only, special_tokens, empty_after_reasoning, tool_call_missing, tool_arguments",
             SeriesFamily::default(),
         );
         let connection_setup = r.register_with_unit(
@@ -145,6 +162,8 @@ impl Timings {
             tokens_per_second,
             e2e,
             server_prefill,
+            prefill_speed,
+            server_prefill_speed,
             ttft_overhead,
             ttft_component,
             first_tool_call,
@@ -238,6 +257,14 @@ impl Timings {
                 .get_or_create(labels)
                 .observe(p.as_secs_f64(), None);
         }
+        if let Some(v) = m.prefill_tokens_per_second {
+            self.prefill_speed.get_or_create(labels).observe(v, None);
+        }
+        if let Some(v) = m.server_prefill_tokens_per_second {
+            self.server_prefill_speed
+                .get_or_create(labels)
+                .observe(v, None);
+        }
         if let Some(o) = m.ttft_overhead {
             self.ttft_overhead
                 .get_or_create(labels)
@@ -273,7 +300,7 @@ impl Timings {
 
     /// The histogram families keyed by the pair's labels alone: every per-pair histogram but
     /// `ttft_component`, which adds a component label.
-    fn pair_histograms(&self) -> [&Hist; 11] {
+    fn pair_histograms(&self) -> [&Hist; 13] {
         [
             &self.ttft,
             &self.ttfo,
@@ -282,6 +309,8 @@ impl Timings {
             &self.tokens_per_second,
             &self.e2e,
             &self.server_prefill,
+            &self.prefill_speed,
+            &self.server_prefill_speed,
             &self.ttft_overhead,
             &self.connection_setup,
             &self.first_tool_call,

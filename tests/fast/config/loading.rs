@@ -491,14 +491,14 @@ fn temperature_slo_headers_defaults_and_overrides() {
             defaults: "defaults: {temperature: 0.5, slo: {ttft_p95: 1s}, headers: {X-Team: sre, X-Env: prod}}",
             target: "",
             temperature: Some(0.5),
-            slo: Slo { ttft_p95: ms(1000), output_tokens_per_second_min: 30.0, rate_limit_headroom_min: 0.1 },
+            slo: Slo { ttft_p95: ms(1000), output_tokens_per_second_min: 30.0, rate_limit_headroom_min: 0.1, prefill_tokens_per_second_min: None },
             headers: &[("X-Team", "sre"), ("X-Env", "prod")],
         },
         Case {
             defaults: "defaults: {temperature: 0.5, slo: {ttft_p95: 1s}, headers: {X-Team: sre, X-Env: prod}}",
             target: "    temperature: 0\n    slo: {output_tokens_per_second_min: 12.5}\n    headers: {x-team: ml, X-Route: a}\n",
             temperature: Some(0.0),
-            slo: Slo { ttft_p95: ms(1000), output_tokens_per_second_min: 12.5, rate_limit_headroom_min: 0.1 },
+            slo: Slo { ttft_p95: ms(1000), output_tokens_per_second_min: 12.5, rate_limit_headroom_min: 0.1, prefill_tokens_per_second_min: None },
             // Target wins, case-insensitively, and keeps the defaults' order.
             headers: &[("x-team", "ml"), ("X-Env", "prod"), ("X-Route", "a")],
         },
@@ -506,7 +506,7 @@ fn temperature_slo_headers_defaults_and_overrides() {
             defaults: "",
             target: "    slo: {ttft_p95: 250ms, output_tokens_per_second_min: 50}\n",
             temperature: None,
-            slo: Slo { ttft_p95: ms(250), output_tokens_per_second_min: 50.0, rate_limit_headroom_min: 0.1 },
+            slo: Slo { ttft_p95: ms(250), output_tokens_per_second_min: 50.0, rate_limit_headroom_min: 0.1, prefill_tokens_per_second_min: None },
             headers: &[],
         },
     ];

@@ -211,7 +211,7 @@ proptest! {
                 ProbeLabels::new(target, model, format!("{scenario}{}", i / names.len()), replica)
             })
             .collect();
-        let slo = Slo { ttft_p95: Duration::from_millis(slo_ms), output_tokens_per_second_min: 33.3, rate_limit_headroom_min: 0.1 };
+        let slo = Slo { ttft_p95: Duration::from_millis(slo_ms), output_tokens_per_second_min: 33.3, rate_limit_headroom_min: 0.1, prefill_tokens_per_second_min: None };
         let metrics = Metrics::with_histograms(
             &[slo],
             HistogramOptions { kinds, native_bucket_factor: NativeBucketFactor::new(factor).unwrap() },

@@ -467,6 +467,19 @@ const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
     ("llm_probe_rate_limit_limit", "\"rate_limit_limit\""),
     ("llm_probe_rate_limit_remaining", "\"rate_limit_remaining\""),
     ("llm_probe_rate_limit_reset_seconds", "\"rate_limit_reset\""),
+    // Scenarios with prompt_tokens only (generated long prompts), and targets with a floor.
+    (
+        "llm_probe_prefill_tokens_per_second",
+        "\"prefill_tokens_per_second\"",
+    ),
+    (
+        "llm_probe_server_prefill_tokens_per_second",
+        "\"server_prefill_tokens_per_second\"",
+    ),
+    (
+        "llm_probe_slo_prefill_tokens_per_second",
+        "\"slo_prefill_tokens_per_second\"",
+    ),
     // Targets with replicas: only (replica discovery).
     ("llm_probe_replicas", "\"replicas\""),
     ("llm_probe_replicas_discovered", "\"replicas_discovered\""),

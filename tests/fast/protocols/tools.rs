@@ -11,7 +11,7 @@ use std::time::Duration;
 use llm_probe::config;
 use llm_probe::measure::{FailureReason, ProbeOutcome};
 use llm_probe::metrics::Metrics;
-use llm_probe::simulate::{Script, Simulator};
+use llm_probe::simulate::Script;
 use serde_json::{json, Value};
 
 const TOOL_SCENARIO: &str = r#"  - name: tool
@@ -30,35 +30,6 @@ const TOOL_SCENARIO: &str = r#"  - name: tool
     tool_choice: required
 "#;
 
-/// The protocols with tools, with the target keys that point each at the simulator.
-fn protocols(sim: &Simulator) -> Vec<(&'static str, String)> {
-    let v1 = sim.base_url();
-    let root = sim.root_url();
-    vec![
-        ("openai-chat", format!("    base_url: {v1}\n")),
-        ("openai-responses", format!("    base_url: {v1}\n")),
-        ("anthropic", format!("    base_url: {v1}\n")),
-        ("ollama", format!("    base_url: {root}\n")),
-        (
-            "gemini",
-            format!("    base_url: {root}\n    api_key_env: GEMINI_TEST_KEY\n"),
-        ),
-        (
-            "bedrock",
-            format!("    base_url: {root}\n    aws_region: us-east-1\n"),
-        ),
-    ]
-}
-
-fn env(var: &str) -> Option<String> {
-    match var {
-        "GEMINI_TEST_KEY" => Some("test-key".into()),
-        "AWS_ACCESS_KEY_ID" => Some("AKIDEXAMPLE".into()),
-        "AWS_SECRET_ACCESS_KEY" => Some("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into()),
-        _ => None,
-    }
-}
-
 /// One probe of the tool scenario on `protocol` against a simulator answering `arguments`,
 /// with the request body the simulator received.
 async fn probe_tools(protocol: &str, arguments: &str, scenario: &str) -> (ProbeOutcome, Value) {
@@ -70,7 +41,7 @@ async fn probe_tools(protocol: &str, arguments: &str, scenario: &str) -> (ProbeO
         ..Script::default()
     })
     .await;
-    let keys = protocols(&sim)
+    let keys = common::sim_protocols(&sim)
         .into_iter()
         .find(|(p, _)| *p == protocol)
         .map(|(_, k)| k)
@@ -78,7 +49,7 @@ async fn probe_tools(protocol: &str, arguments: &str, scenario: &str) -> (ProbeO
     let yaml = format!(
         "defaults:\n  interval: 10s\n  timeout: 5s\nscenarios:\n{scenario}targets:\n  - name: sim\n    protocol: {protocol}\n    model: sim-model\n{keys}"
     );
-    let cfg = config::parse(&yaml, "<test>", &env)
+    let cfg = config::parse(&yaml, "<test>", &common::sim_env)
         .unwrap_or_else(|e| panic!("config should load:\n{e}\n---\n{yaml}"));
     let o = common::probe_first(&cfg, None).await;
     let body = match sim.received().first() {

@@ -185,6 +185,16 @@ impl Validator<'_> {
                 );
             }
         }
+        if let Some(x) = raw.prefill_tokens_per_second_min {
+            if x.is_finite() && x > 0.0 {
+                slo.prefill_tokens_per_second_min = Some(x);
+            } else {
+                self.problem(
+                    format!("{path}.prefill_tokens_per_second_min"),
+                    format!("{pre}slo.prefill_tokens_per_second_min is {x}; it must be a number greater than zero, e.g. 2000 (prompt tokens per second of TTFT, for scenarios with prompt_tokens)."),
+                );
+            }
+        }
         slo
     }
 

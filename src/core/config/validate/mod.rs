@@ -24,6 +24,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde_yaml::{Mapping, Value};
 
 use super::locate::Locations;
+use super::long_prompt::LongPrompt;
 use super::raw::{
     RawDefaults, RawDnsSrv, RawFile, RawMessage, RawReplicas, RawScenario, RawSlo, RawTarget,
     RawTls,

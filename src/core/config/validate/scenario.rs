@@ -22,8 +22,10 @@ impl Validator<'_> {
             "scenarios",
         );
 
+        let long_prompt = self.long_prompt(path, &pre, raw.name.as_deref(), &raw);
         let mut messages = Vec::new();
         match raw.messages {
+            None if long_prompt.is_some() => {}
             None => self.problem(
                 format!("{path}.messages"),
                 format!("{pre}messages is required; add at least one message, e.g. [{{role: user, content: \"Hello\"}}]."),
@@ -34,11 +36,24 @@ impl Validator<'_> {
             ),
             Some(list) => {
                 for (j, m) in list.into_iter().enumerate() {
-                    if let Some(m) = self.message(&format!("{path}.messages[{j}]"), &pre, j, m) {
+                    let mp = format!("{path}.messages[{j}]");
+                    if let Some(m) = self.message(&mp, &pre, j, m) {
+                        if long_prompt.is_some() && !["system", "developer"].contains(&m.role.as_str()) {
+                            self.problem(
+                                format!("{mp}.role"),
+                                format!("{pre}messages[{j}] is a \"{}\" message, but prompt_tokens generates the user message; keep only system or developer messages beside prompt_tokens, or remove prompt_tokens.", m.role),
+                            );
+                        }
                         messages.push(m);
                     }
                 }
             }
+        }
+        if let Some(lp) = &long_prompt {
+            messages.push(Message {
+                role: "user".into(),
+                content: lp.text(),
+            });
         }
 
         let max_tokens = self.max_tokens(path, &pre, raw.max_tokens);
@@ -72,13 +87,51 @@ impl Validator<'_> {
             temperature,
             prefix_cache,
             extra_body,
-            checks: structured.checks,
+            checks: crate::check::Checks {
+                code_word: long_prompt.as_ref().and_then(|lp| lp.code_word.clone()),
+                ..structured.checks
+            },
             tools: structured.tools,
             tool_choice: structured.tool_choice,
             response_format: structured.response_format,
             schema_cache: structured.schema_cache,
             cache_canary: raw.cache_canary.unwrap_or(false),
+            long_prompt,
         })
+    }
+
+    /// `prompt_tokens` (MIN ..= MAX of [`crate::config::long_prompt`]) and `needle` (only
+    /// with it; on by default).
+    fn long_prompt(
+        &mut self,
+        path: &str,
+        pre: &str,
+        name: Option<&str>,
+        raw: &RawScenario,
+    ) -> Option<LongPrompt> {
+        use crate::config::long_prompt::{MAX_TOKENS, MIN_TOKENS};
+        let Some(n) = raw.prompt_tokens else {
+            if raw.needle.is_some() {
+                self.problem(
+                    format!("{path}.needle"),
+                    format!("{pre}needle is set without prompt_tokens; the code word is part of a generated prompt: add prompt_tokens (e.g. 4000) or remove needle."),
+                );
+            }
+            return None;
+        };
+        let range = MIN_TOKENS as i64..=MAX_TOKENS as i64;
+        if !range.contains(&n) {
+            self.problem(
+                format!("{path}.prompt_tokens"),
+                format!("{pre}prompt_tokens is {n}; set it between {MIN_TOKENS} and {MAX_TOKENS} (the size of the generated prompt, in tokens, e.g. 4000)."),
+            );
+            return None;
+        }
+        Some(LongPrompt::new(
+            name.unwrap_or_default(),
+            n as u32,
+            raw.needle.unwrap_or(true),
+        ))
     }
 
     /// `max_tokens`: required, 1 ..= `u32::MAX`.
