@@ -590,6 +590,25 @@ fn context_error(wire: Wire, prompt: u64, limit: u64) -> serde_json::Value {
     }
 }
 
+/// True when the request's conversation ends with a tool result, in any protocol's shape
+/// (`role: tool`, `tool_result`, `functionResponse`, `toolResult`, `function_call_output`).
+fn ends_with_tool_result(body: &serde_json::Value) -> bool {
+    let last = ["messages", "input", "contents"]
+        .iter()
+        .find_map(|k| body.get(*k)?.as_array()?.last());
+    let Some(last) = last else { return false };
+    let text = last.to_string();
+    last["role"] == "tool"
+        || [
+            "\"tool_result\"",
+            "\"functionResponse\"",
+            "\"toolResult\"",
+            "\"function_call_output\"",
+        ]
+        .iter()
+        .any(|k| text.contains(k))
+}
+
 /// The code word a generated long prompt gives at its start (`Remember this code word: X.`),
 /// if the request carries one.
 fn code_word(body: &serde_json::Value) -> Option<String> {
@@ -657,8 +676,11 @@ impl Shape {
                 .pointer("/toolConfig/functionCallingConfig/mode")
                 .and_then(|c| c.as_str())
                 == Some("NONE");
+        // After a tool result the model answers in text, as a model finishing a round trip.
         let tool = match first_tool {
-            Some(n) if wire.has_tools() && !choice_none => Some(n.to_string()),
+            Some(n) if wire.has_tools() && !choice_none && !ends_with_tool_result(body) => {
+                Some(n.to_string())
+            }
             _ => None,
         };
         let schema = body.pointer("/response_format/json_schema/schema");

@@ -130,10 +130,39 @@ pub enum SchemaCache {
 /// One chat message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
-    /// `system`, `developer`, `user` or `assistant`.
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
     pub role: String,
-    /// The text; never empty.
+    /// The text; never empty, but for an assistant message that only calls tools.
     pub content: String,
+    /// The tool calls of an `assistant` message (a conversation that already called a tool);
+    /// empty for every other role.
+    pub tool_calls: Vec<ToolCallMessage>,
+    /// The call a `tool` message answers (the `id` of an earlier assistant tool call); `None`
+    /// for every other role.
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// A message of `role` with `content` only.
+    pub fn text(role: &str, content: impl Into<String>) -> Message {
+        Message {
+            role: role.into(),
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool call an assistant message of a scenario made (`messages[].tool_calls[]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCallMessage {
+    /// The call's id, unique in the scenario (given, or `call_J_K` for message J's call K).
+    pub id: String,
+    /// The name of one of the scenario's `tools`.
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub arguments: serde_json::Map<String, serde_json::Value>,
 }
 
 /// How a scenario treats the server's prefix (KV) cache.

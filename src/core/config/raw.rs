@@ -102,6 +102,16 @@ pub(crate) struct RawDegeneration {
 pub(crate) struct RawMessage {
     pub role: Option<String>,
     pub content: Option<String>,
+    pub tool_calls: Option<Vec<RawToolCall>>,
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawToolCall {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub arguments: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

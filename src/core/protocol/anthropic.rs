@@ -43,12 +43,36 @@ pub(super) fn build_request(
 ) -> RequestSpec {
     let mut system = Vec::new();
     let mut messages = Vec::new();
-    for m in super::render_messages(&scenario.messages, nonce) {
-        match m["role"].as_str() {
-            Some("system" | "developer") => {
-                system.push(m["content"].as_str().unwrap_or_default().to_string())
+    let texts = super::texts(&scenario.messages, nonce);
+    for (m, text) in scenario.messages.iter().zip(texts) {
+        match m.role.as_str() {
+            "system" | "developer" => system.push(text.into_owned()),
+            // A tool call: a `tool_use` block (after the text, if any).
+            "assistant" if !m.tool_calls.is_empty() => {
+                let mut content = Vec::new();
+                if !text.is_empty() {
+                    content.push(json!({"type": "text", "text": text}));
+                }
+                for c in &m.tool_calls {
+                    content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}));
+                }
+                messages.push(json!({"role": "assistant", "content": content}));
             }
-            _ => messages.push(m),
+            // A tool result: a `tool_result` block of a user message, the results of one turn
+            // in one message.
+            "tool" => {
+                let block =
+                    json!({"type": "tool_result", "tool_use_id": m.tool_call_id, "content": text});
+                match messages.last_mut() {
+                    Some(last) if is_results(last) => {
+                        if let Some(blocks) = last["content"].as_array_mut() {
+                            blocks.push(block);
+                        }
+                    }
+                    _ => messages.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            role => messages.push(json!({"role": role, "content": text})),
         }
     }
     let mut body = json!({
@@ -75,6 +99,13 @@ pub(super) fn build_request(
         headers,
         body,
     }
+}
+
+/// True when `message` is a user message of `tool_result` blocks.
+fn is_results(message: &Value) -> bool {
+    message["role"] == "user"
+        && (message["content"].as_array())
+            .is_some_and(|b| b.iter().all(|b| b["type"] == "tool_result"))
 }
 
 /// Interprets an Anthropic Messages event stream.

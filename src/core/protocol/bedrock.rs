@@ -65,15 +65,41 @@ pub(crate) fn build_request_at(
     time: SystemTime,
 ) -> RequestSpec {
     let mut system = Vec::new();
-    let mut messages = Vec::new();
-    for m in super::render_messages(&scenario.messages, nonce) {
-        let text = m["content"].as_str().unwrap_or_default().to_string();
-        match m["role"].as_str() {
-            Some("system" | "developer") => system.push(json!({ "text": text })),
-            role => messages.push(json!({
-                "role": role.unwrap_or("user"),
-                "content": [{ "text": text }],
-            })),
+    let mut messages: Vec<serde_json::Value> = Vec::new();
+    let texts = super::texts(&scenario.messages, nonce);
+    let mut results_last = false;
+    for (m, text) in scenario.messages.iter().zip(texts) {
+        let was_results = std::mem::replace(&mut results_last, m.role == "tool");
+        match m.role.as_str() {
+            "system" | "developer" => system.push(json!({ "text": text })),
+            // A tool result: a `toolResult` block of a user message (JSON when the text is a
+            // JSON object), the results of one turn in one message.
+            "tool" => {
+                let content = match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(v @ serde_json::Value::Object(_)) => json!([{ "json": v }]),
+                    _ => json!([{ "text": text }]),
+                };
+                let block =
+                    json!({"toolResult": {"toolUseId": m.tool_call_id, "content": content}});
+                match messages.last_mut() {
+                    Some(last) if was_results => {
+                        if let Some(blocks) = last["content"].as_array_mut() {
+                            blocks.push(block);
+                        }
+                    }
+                    _ => messages.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            role => {
+                let mut content = Vec::new();
+                if !text.is_empty() || m.tool_calls.is_empty() {
+                    content.push(json!({ "text": text }));
+                }
+                for c in &m.tool_calls {
+                    content.push(json!({"toolUse": {"toolUseId": c.id, "name": c.name, "input": c.arguments}}));
+                }
+                messages.push(json!({ "role": role, "content": content }));
+            }
         }
     }
     let mut inference = json!({ "maxTokens": scenario.max_tokens });

@@ -51,11 +51,39 @@ pub(super) fn build_request(
 ) -> RequestSpec {
     let mut system = Vec::new();
     let mut contents = Vec::new();
-    for m in super::render_messages(&scenario.messages, nonce) {
-        let text = m["content"].as_str().unwrap_or_default().to_string();
-        match m["role"].as_str() {
-            Some("system" | "developer") => system.push(text),
-            Some("assistant") => contents.push(json!({"role": "model", "parts": [{"text": text}]})),
+    let texts = super::texts(&scenario.messages, nonce);
+    let mut results_last = false;
+    for (m, text) in scenario.messages.iter().zip(texts) {
+        let was_results = std::mem::replace(&mut results_last, m.role == "tool");
+        match m.role.as_str() {
+            "system" | "developer" => system.push(text.into_owned()),
+            "assistant" => {
+                let mut parts = Vec::new();
+                if !text.is_empty() || m.tool_calls.is_empty() {
+                    parts.push(json!({"text": text}));
+                }
+                for c in &m.tool_calls {
+                    parts.push(json!({"functionCall": {"name": c.name, "args": c.arguments}}));
+                }
+                contents.push(json!({"role": "model", "parts": parts}));
+            }
+            // A tool result: a `functionResponse` part by the tool's name, the results of one
+            // turn in one content.
+            "tool" => {
+                let id = m.tool_call_id.as_deref().unwrap_or_default();
+                let part = json!({"functionResponse": {
+                    "name": super::tool_name(&scenario.messages, id),
+                    "response": super::result_object(&text),
+                }});
+                match contents.last_mut() {
+                    Some(last) if was_results => {
+                        if let Some(parts) = last["parts"].as_array_mut() {
+                            parts.push(part);
+                        }
+                    }
+                    _ => contents.push(json!({"role": "user", "parts": [part]})),
+                }
+            }
             _ => contents.push(json!({"role": "user", "parts": [{"text": text}]})),
         }
     }

@@ -26,7 +26,7 @@ use crate::measure::{Failure, Observations, ServerTimingSource};
 
 pub use bedrock::CONTENT_TYPE as BEDROCK_CONTENT_TYPE;
 pub(crate) use json::{error_message, has_text};
-pub use prompt::{new_nonce, render_messages, render_prompt};
+pub use prompt::{new_nonce, render_messages, render_prompt, result_object, texts, tool_name};
 
 /// An HTTP request ready to send: always a `POST` with a JSON body. `Debug` shows header
 /// names only (the values may hold the API key).

@@ -35,7 +35,7 @@ pub(super) fn build_request(
     }
     let mut body = json!({
         "model": target.model,
-        "messages": super::render_messages(&scenario.messages, nonce),
+        "messages": messages(scenario, nonce),
         "stream": true,
         "options": options,
     });
@@ -49,6 +49,27 @@ pub(super) fn build_request(
         headers,
         body,
     }
+}
+
+/// The chat messages `{role, content}`; an assistant's tool calls as `tool_calls`
+/// (`{function: {name, arguments}}`, the arguments an object), a tool result as
+/// `{role: tool, content, tool_name}`.
+fn messages(scenario: &Scenario, nonce: Option<&str>) -> Vec<Value> {
+    let texts = super::texts(&scenario.messages, nonce);
+    (scenario.messages.iter().zip(texts))
+        .map(|(m, text)| {
+            let mut v = json!({"role": m.role, "content": text});
+            if !m.tool_calls.is_empty() {
+                v["tool_calls"] = (m.tool_calls.iter())
+                    .map(|c| json!({"function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+            }
+            if let Some(id) = &m.tool_call_id {
+                v["tool_name"] = json!(super::tool_name(&scenario.messages, id));
+            }
+            v
+        })
+        .collect()
 }
 
 /// Whether a tool call's `arguments` (an object in Ollama's API, a string in some gateways) has

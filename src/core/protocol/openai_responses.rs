@@ -35,12 +35,42 @@ pub(super) fn build_request(
 ) -> RequestSpec {
     let mut body = json!({
         "model": target.model,
-        "input": super::render_messages(&scenario.messages, nonce),
+        "input": input(scenario, nonce),
         "max_output_tokens": scenario.max_tokens,
         "stream": true,
     });
     super::structured::add_responses(&mut body, scenario);
     super::bearer_json_request(target, scenario, "responses", body)
+}
+
+/// The `input` items: a message `{role, content}` each; an assistant's tool call as a
+/// `function_call` item (after its text, if any), a tool result as a `function_call_output`.
+fn input(scenario: &Scenario, nonce: Option<&str>) -> Vec<Value> {
+    let texts = super::texts(&scenario.messages, nonce);
+    let mut items = Vec::new();
+    for (m, text) in scenario.messages.iter().zip(texts) {
+        match m.role.as_str() {
+            "tool" => items.push(json!({
+                "type": "function_call_output",
+                "call_id": m.tool_call_id,
+                "output": text,
+            })),
+            role => {
+                if !text.is_empty() || m.tool_calls.is_empty() {
+                    items.push(json!({"role": role, "content": text}));
+                }
+                for c in &m.tool_calls {
+                    items.push(json!({
+                        "type": "function_call",
+                        "call_id": c.id,
+                        "name": c.name,
+                        "arguments": Value::Object(c.arguments.clone()).to_string(),
+                    }));
+                }
+            }
+        }
+    }
+    items
 }
 
 /// Event types that carry no token and need no action.

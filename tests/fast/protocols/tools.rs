@@ -277,3 +277,214 @@ fn simulate_answer_scripts_the_answer_and_the_tool_arguments() {
     assert_eq!(once("miss")["failure_reason"], "wrong_answer");
     assert_eq!(once("tool")["failure_reason"], Value::Null);
 }
+
+/// A conversation that already called the tool twice and carries both results: the model is to
+/// answer in text.
+const ROUND_TRIP: &str = r#"  - name: round-trip
+    messages:
+      - {role: user, content: "What is the weather in Paris and in Lyon?"}
+      - role: assistant
+        tool_calls:
+          - {id: call_1, name: get_weather, arguments: {city: Paris}}
+          - {id: call_2, name: get_weather, arguments: {city: Lyon}}
+      - {role: tool, tool_call_id: call_1, content: '{"temperature_c": 18}'}
+      - {role: tool, tool_call_id: call_2, content: "sunny"}
+    max_tokens: 64
+    tools:
+      - type: function
+        function:
+          name: get_weather
+          parameters: {type: object, properties: {city: {type: string}}}
+"#;
+
+/// Where each protocol's request carries the assistant's calls and the results: the calls'
+/// shapes, and the results, merged into one message where the protocol wants that.
+fn assert_round_trip_shape(protocol: &str, body: &Value) {
+    let paris = json!({"city": "Paris"});
+    match protocol {
+        "openai-chat" => {
+            let m = &body["messages"];
+            assert_eq!(m[1]["role"], "assistant", "{body}");
+            assert_eq!(m[1]["content"], Value::Null, "{body}");
+            let call = &m[1]["tool_calls"][0];
+            assert_eq!(call["id"], "call_1");
+            assert_eq!(call["type"], "function");
+            assert_eq!(call["function"]["name"], "get_weather");
+            let args: Value =
+                serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(args, paris);
+            assert_eq!(
+                m[2],
+                json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"temperature_c\": 18}"})
+            );
+            assert_eq!(m[3]["tool_call_id"], "call_2");
+        }
+        "openai-responses" => {
+            let i = &body["input"];
+            assert_eq!(i[1]["type"], "function_call", "{body}");
+            assert_eq!(i[1]["call_id"], "call_1");
+            assert_eq!(i[1]["name"], "get_weather");
+            assert_eq!(i[2]["call_id"], "call_2");
+            assert_eq!(
+                i[3],
+                json!({"type": "function_call_output", "call_id": "call_1", "output": "{\"temperature_c\": 18}"})
+            );
+            assert_eq!(i.as_array().unwrap().len(), 5, "{body}");
+        }
+        "anthropic" => {
+            let m = &body["messages"];
+            assert_eq!(
+                m[1]["content"][0],
+                json!({"type": "tool_use", "id": "call_1", "name": "get_weather", "input": paris}),
+                "{body}"
+            );
+            assert_eq!(m[1]["content"][1]["id"], "call_2");
+            // Both results in one user message.
+            assert_eq!(m.as_array().unwrap().len(), 3, "{body}");
+            assert_eq!(m[2]["role"], "user");
+            assert_eq!(
+                m[2]["content"][0],
+                json!({"type": "tool_result", "tool_use_id": "call_1", "content": "{\"temperature_c\": 18}"})
+            );
+            assert_eq!(m[2]["content"][1]["tool_use_id"], "call_2");
+        }
+        "ollama" => {
+            let m = &body["messages"];
+            assert_eq!(
+                m[1]["tool_calls"][0],
+                json!({"function": {"name": "get_weather", "arguments": paris}}),
+                "{body}"
+            );
+            assert_eq!(
+                m[2],
+                json!({"role": "tool", "content": "{\"temperature_c\": 18}", "tool_name": "get_weather"})
+            );
+        }
+        "gemini" => {
+            let c = &body["contents"];
+            assert_eq!(
+                c[1],
+                json!({"role": "model", "parts": [
+                    {"functionCall": {"name": "get_weather", "args": paris}},
+                    {"functionCall": {"name": "get_weather", "args": {"city": "Lyon"}}},
+                ]}),
+                "{body}"
+            );
+            assert_eq!(c.as_array().unwrap().len(), 3, "{body}");
+            assert_eq!(
+                c[2]["parts"][0]["functionResponse"],
+                json!({"name": "get_weather", "response": {"temperature_c": 18}})
+            );
+            // A result that is not a JSON object is wrapped.
+            assert_eq!(
+                c[2]["parts"][1]["functionResponse"]["response"],
+                json!({"content": "sunny"})
+            );
+        }
+        "bedrock" => {
+            let m = &body["messages"];
+            assert_eq!(
+                m[1]["content"][0],
+                json!({"toolUse": {"toolUseId": "call_1", "name": "get_weather", "input": paris}}),
+                "{body}"
+            );
+            assert_eq!(m.as_array().unwrap().len(), 3, "{body}");
+            assert_eq!(
+                m[2]["content"][0],
+                json!({"toolResult": {"toolUseId": "call_1", "content": [{"json": {"temperature_c": 18}}]}})
+            );
+            assert_eq!(
+                m[2]["content"][1],
+                json!({"toolResult": {"toolUseId": "call_2", "content": [{"text": "sunny"}]}})
+            );
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_round_trip_goes_out_in_each_protocols_shape_and_is_answered_in_text() {
+    for protocol in [
+        "openai-chat",
+        "openai-responses",
+        "anthropic",
+        "ollama",
+        "gemini",
+        "bedrock",
+    ] {
+        let (o, body) = probe_tools(protocol, "It is 18 degrees in Paris.", ROUND_TRIP).await;
+        assert_round_trip_shape(protocol, &body);
+        assert!(o.is_success(), "{protocol}: {:?}", o.result);
+        let answer = &o.observations.answer;
+        assert!(answer.tool_calls.is_empty(), "{protocol}: {answer:?}");
+        assert_eq!(answer.text, "It is 18 degrees in Paris.", "{protocol}");
+    }
+}
+
+#[test]
+fn tool_round_trip_config_errors_name_the_field_and_the_fix() {
+    let err = |messages: &str, tools: bool| {
+        let tools = match tools {
+            true => "    tools: [{type: function, function: {name: get_weather}}]\n",
+            false => "",
+        };
+        let yaml = format!("scenarios:\n  - name: s\n    max_tokens: 8\n{tools}    messages:\n{messages}targets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://h\n    model: m\n");
+        config::parse(&yaml, "f.yaml", &|_| None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let call = "      - {role: user, content: hi}\n      - {role: assistant, tool_calls: [{name: get_weather}]}\n";
+    assert_eq!(
+        err(
+            &format!("{call}      - {{role: tool, tool_call_id: call_1_0, content: ok}}\n"),
+            true
+        ),
+        "",
+        "a call without an id is call_J_K"
+    );
+    for (messages, tools, want) in [
+        (
+            format!("{call}      - {{role: tool, tool_call_id: nope, content: ok}}\n"),
+            true,
+            "scenarios[0].messages[2].tool_call_id: scenario \"s\": messages[2].tool_call_id \"nope\" answers no earlier assistant tool call",
+        ),
+        (
+            format!("{call}      - {{role: tool, content: ok}}\n"),
+            true,
+            "messages[2] is a tool result without tool_call_id; set it to the id of the assistant tool call it answers.",
+        ),
+        (
+            call.to_string(),
+            false,
+            "messages[1].tool_calls[0] calls \"get_weather\", which is not a declared tool; the scenario declares no tools; add the tool to tools:.",
+        ),
+        (
+            "      - {role: user, content: hi, tool_calls: [{name: get_weather}]}\n".into(),
+            true,
+            "messages[0] is a \"user\" message with tool_calls; only an assistant message calls tools.",
+        ),
+        (
+            "      - {role: assistant, tool_calls: [{name: get_weather, arguments: [1]}]}\n".into(),
+            true,
+            "messages[0].tool_calls[0].arguments is not a mapping",
+        ),
+        (
+            "      - {role: assistant, tool_calls: [{id: a, name: get_weather}, {id: a, name: get_weather}]}\n".into(),
+            true,
+            "messages[0].tool_calls[1].id \"a\" is used by an earlier call",
+        ),
+    ] {
+        let e = err(&messages, tools);
+        assert!(e.contains(want), "want {want:?} in:\n{e}");
+    }
+    // A round trip on a protocol without tools is the tools error.
+    let yaml = format!("scenarios:\n  - name: s\n    max_tokens: 8\n    tools: [{{type: function, function: {{name: get_weather}}}}]\n    messages:\n{call}targets:\n  - name: t\n    protocol: tgi\n    base_url: http://h\n    model: m\n");
+    let e = config::parse(&yaml, "f.yaml", &|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("declares tools, which this protocol has no field for"),
+        "{e}"
+    );
+}

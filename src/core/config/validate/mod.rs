@@ -33,8 +33,8 @@ use super::schema_errors::{closest, entity_prefix, mapping_at, serde_error, unkn
 use super::yaml_features::yaml_features;
 use super::{
     Config, ConfigError, ConnectionPolicy, Message, PrefixCache, Problem, Protocol, Scenario,
-    Secret, Secrets, Slo, Target, Tls, DEFAULT_AZURE_API_VERSION, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_MODEL_LEN, MAX_NAME_LEN,
+    Secret, Secrets, Slo, Target, Tls, ToolCallMessage, DEFAULT_AZURE_API_VERSION,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_INTERVAL, DEFAULT_TIMEOUT, MAX_MODEL_LEN, MAX_NAME_LEN,
 };
 use crate::sanitize::{is_unsafe_char, redact_url};
 
@@ -42,7 +42,7 @@ type JsonObject = serde_json::Map<String, serde_json::Value>;
 
 const DURATION_HINT: &str = "use a duration like 15s or 300ms";
 const NAME_RULE: &str = "ASCII letters, digits, \"_\", \".\", \":\" and \"-\"";
-const ROLES: &[&str] = &["system", "developer", "user", "assistant"];
+const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
 /// Request keys the protocol layer sets itself; `extra_body` may not override them.
 const RESERVED_BODY_KEYS: &[&str] = &[
     "model",

@@ -50,12 +50,10 @@ impl Validator<'_> {
             }
         }
         if let Some(lp) = &long_prompt {
-            messages.push(Message {
-                role: "user".into(),
-                content: lp.text(),
-            });
+            messages.push(Message::text("user", lp.text()));
         }
 
+        self.tool_round_trips(path, &pre, &messages, &structured.checks.tools);
         let max_tokens = self.max_tokens(path, &pre, raw.max_tokens);
 
         let temperature = raw
@@ -194,8 +192,72 @@ impl Validator<'_> {
             }
             Some(r) => Some(r),
         };
+        let role = role?;
+        let calls = raw.tool_calls.unwrap_or_default();
+        if !calls.is_empty() && role != "assistant" {
+            self.problem(
+                format!("{path}.tool_calls"),
+                format!("{pre}messages[{j}] is a \"{role}\" message with tool_calls; only an assistant message calls tools."),
+            );
+        }
+        let mut tool_calls = Vec::new();
+        for (k, c) in calls.into_iter().enumerate() {
+            let cp = format!("{path}.tool_calls[{k}]");
+            let name = match c.name {
+                Some(n) if !n.trim().is_empty() => Some(n),
+                _ => {
+                    self.problem(
+                        format!("{cp}.name"),
+                        format!("{pre}messages[{j}].tool_calls[{k}] has no name; name one of the scenario's tools."),
+                    );
+                    None
+                }
+            };
+            let arguments = match c.arguments {
+                None => Some(serde_json::Map::new()),
+                Some(serde_json::Value::Object(o)) => Some(o),
+                Some(_) => {
+                    self.problem(
+                        format!("{cp}.arguments"),
+                        format!("{pre}messages[{j}].tool_calls[{k}].arguments is not a mapping; write the call's arguments as a mapping, e.g. {{city: Paris}}."),
+                    );
+                    None
+                }
+            };
+            let id = match c.id {
+                Some(id) if id.trim().is_empty() => {
+                    self.problem(
+                        format!("{cp}.id"),
+                        format!("{pre}messages[{j}].tool_calls[{k}].id is empty; leave it out (call_{j}_{k} is used) or give the call an id."),
+                    );
+                    None
+                }
+                Some(id) => Some(id),
+                None => Some(format!("call_{j}_{k}")),
+            };
+            if let (Some(id), Some(name), Some(arguments)) = (id, name, arguments) {
+                tool_calls.push(ToolCallMessage {
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+        }
+        if raw.tool_call_id.is_some() && role != "tool" {
+            self.problem(
+                format!("{path}.tool_call_id"),
+                format!("{pre}messages[{j}] is a \"{role}\" message with tool_call_id; only a tool message answers a call."),
+            );
+        }
+        if role == "tool" && raw.tool_call_id.is_none() {
+            self.problem(
+                format!("{path}.tool_call_id"),
+                format!("{pre}messages[{j}] is a tool result without tool_call_id; set it to the id of the assistant tool call it answers."),
+            );
+        }
         let content = match raw.content {
             Some(c) if !c.trim().is_empty() => Some(c),
+            _ if !tool_calls.is_empty() => Some(String::new()),
             _ => {
                 self.problem(
                     format!("{path}.content"),
@@ -207,8 +269,57 @@ impl Validator<'_> {
             }
         };
         Some(Message {
-            role: role?,
+            role,
             content: content?,
+            tool_calls,
+            tool_call_id: raw.tool_call_id,
         })
+    }
+
+    /// The tool calls and results of a scenario's `messages` fit together: every call names a
+    /// declared tool and has its own id, every result answers an earlier call.
+    pub(super) fn tool_round_trips(
+        &mut self,
+        path: &str,
+        pre: &str,
+        messages: &[Message],
+        tools: &[crate::check::Tool],
+    ) {
+        let mut ids: Vec<&str> = Vec::new();
+        for (j, m) in messages.iter().enumerate() {
+            for (k, c) in m.tool_calls.iter().enumerate() {
+                let cp = format!("{path}.messages[{j}].tool_calls[{k}]");
+                if !tools.iter().any(|t| t.name == c.name) {
+                    let declared: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                    let why = match declared.is_empty() {
+                        true => {
+                            "the scenario declares no tools; add the tool to tools:".to_string()
+                        }
+                        false => {
+                            format!("declare it in tools: (declared: {})", declared.join(", "))
+                        }
+                    };
+                    self.problem(
+                        format!("{cp}.name"),
+                        format!("{pre}messages[{j}].tool_calls[{k}] calls \"{}\", which is not a declared tool; {why}.", c.name),
+                    );
+                }
+                if ids.contains(&c.id.as_str()) {
+                    self.problem(
+                        format!("{cp}.id"),
+                        format!("{pre}messages[{j}].tool_calls[{k}].id \"{}\" is used by an earlier call; give each call its own id.", c.id),
+                    );
+                }
+                ids.push(&c.id);
+            }
+            if let Some(id) = &m.tool_call_id {
+                if !ids.contains(&id.as_str()) {
+                    self.problem(
+                        format!("{path}.messages[{j}].tool_call_id"),
+                        format!("{pre}messages[{j}].tool_call_id \"{id}\" answers no earlier assistant tool call; set it to the id of one (calls without an id are call_J_K: message J, call K)."),
+                    );
+                }
+            }
+        }
     }
 }
