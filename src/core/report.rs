@@ -113,6 +113,66 @@ pub struct ProbeRecord {
     pub read_delay_max_seconds: Option<f64>,
     /// The anomalies seen.
     pub anomalies: Vec<String>,
+    /// Each request of a multi-turn probe (`turns:`), the first included; empty for a
+    /// one-request scenario (whose numbers are the probe's own).
+    pub turns: Vec<TurnRecord>,
+}
+
+/// One turn of a multi-turn probe ([`crate::measure::Turn`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct TurnRecord {
+    /// The turn's number, from 1.
+    pub turn: usize,
+    /// Why the turn failed (`null`: it succeeded).
+    pub failure_reason: Option<String>,
+    /// TTFT of a turn that succeeded.
+    pub ttft_seconds: Option<f64>,
+    /// Output tokens per second of a turn that succeeded.
+    pub output_tokens_per_second: Option<f64>,
+    /// Output tokens the turn cost.
+    pub output_tokens: Option<u64>,
+    /// The server's prompt count: the conversation so far.
+    pub prompt_tokens: Option<u64>,
+    /// Prompt tokens served from the server's prefix cache.
+    pub cached_prompt_tokens: Option<u64>,
+}
+
+impl From<&crate::measure::Turn> for TurnRecord {
+    fn from(t: &crate::measure::Turn) -> Self {
+        TurnRecord {
+            turn: t.turn,
+            failure_reason: t.failure.map(|r| r.as_str().into()),
+            ttft_seconds: t.ttft.map(|d| d.as_secs_f64()),
+            output_tokens_per_second: t.output_tokens_per_second,
+            output_tokens: t.output_tokens,
+            prompt_tokens: t.prompt_tokens,
+            cached_prompt_tokens: t.cached_prompt_tokens,
+        }
+    }
+}
+
+/// `  turn 2      TTFT 45.2 ms, 120.3 tokens/s, prompt 312 tokens (288 cached)`, or
+/// `  turn 3      FAILED (http_status)`.
+fn turn_line(t: &crate::measure::Turn) -> String {
+    let mut s = format!("  turn {:<7}", t.turn);
+    match (t.failure, t.ttft) {
+        (Some(r), _) => s += &format!("FAILED ({r})"),
+        (None, ttft) => {
+            s += &format!(
+                "TTFT {}, {} tokens/s",
+                ttft.map_or("-".into(), |d| format!("{:.1} ms", d.as_secs_f64() * 1e3)),
+                (t.output_tokens_per_second).map_or("-".into(), |r| format!("{r:.1}"))
+            );
+        }
+    }
+    if let Some(p) = t.prompt_tokens {
+        s += &format!(", prompt {p} tokens");
+        if let Some(c) = t.cached_prompt_tokens {
+            s += &format!(" ({c} cached)");
+        }
+    }
+    s + "\n"
 }
 
 impl From<&ProbeOutcome> for ProbeRecord {
@@ -168,6 +228,7 @@ impl From<&ProbeOutcome> for ProbeRecord {
             timestamp_source: obs.timeline.timestamp_source.as_str().into(),
             read_delay_max_seconds: obs.read_delays.iter().max().copied().map(secs),
             anomalies: obs.anomalies.iter().map(|a| a.as_str().into()).collect(),
+            turns: obs.turns.iter().map(TurnRecord::from).collect(),
         }
     }
 }
@@ -577,6 +638,9 @@ pub fn to_text(o: &ProbeOutcome) -> String {
     }
     if let Ok(m) = &o.result {
         s += &split_line(&m.ttft_split);
+    }
+    for t in &obs.turns {
+        s += &turn_line(t);
     }
     if let (Some(tp), Some(id)) = (&obs.traceparent, &obs.request_id) {
         s += &format!(

@@ -143,7 +143,13 @@ fn metadata(ctx: &Ctx, n: u32, count: bool) -> Vec<u8> {
     let latency = ((ctx.ttft + ctx.decode).as_secs_f64() * 1000.0).round() as u64;
     let mut m = json!({"metrics": {"latencyMs": latency}});
     if count {
-        m["usage"] = json!({"inputTokens": ctx.prompt_tokens, "outputTokens": n, "totalTokens": ctx.prompt_tokens + u64::from(n)});
+        // Bedrock's inputTokens leaves out what the cache served, counted apart.
+        let cached = ctx.cached_prompt_tokens;
+        let input = ctx.prompt_tokens - cached.unwrap_or(0);
+        m["usage"] = json!({"inputTokens": input, "outputTokens": n, "totalTokens": ctx.prompt_tokens + u64::from(n)});
+        if let Some(c) = cached {
+            m["usage"]["cacheReadInputTokens"] = json!(c);
+        }
     }
     event("metadata", &m)
 }

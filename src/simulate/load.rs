@@ -190,22 +190,24 @@ fn scale(d: Duration, f: f64) -> Duration {
     Duration::try_from_secs_f64(d.as_secs_f64() * f).unwrap_or(d)
 }
 
+/// Whitespace-separated words of every string in `v` (keys `role` and `type` left out).
+pub(super) fn words(v: &serde_json::Value) -> u64 {
+    match v {
+        serde_json::Value::String(s) => s.split_whitespace().count() as u64,
+        serde_json::Value::Array(a) => a.iter().map(words).sum(),
+        serde_json::Value::Object(o) => o
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "role" | "type"))
+            .map(|(_, v)| words(v))
+            .sum(),
+        _ => 0,
+    }
+}
+
 /// The prompt's token count as the simulator charges prefill: whitespace-separated words of
 /// every string under the request's `messages`, `prompt`, `input`, `inputs`, `system`,
 /// `contents` and `systemInstruction` fields (what each protocol carries its prompt in).
 pub fn prompt_tokens(body: &serde_json::Value) -> u64 {
-    fn words(v: &serde_json::Value) -> u64 {
-        match v {
-            serde_json::Value::String(s) => s.split_whitespace().count() as u64,
-            serde_json::Value::Array(a) => a.iter().map(words).sum(),
-            serde_json::Value::Object(o) => o
-                .iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "role" | "type"))
-                .map(|(_, v)| words(v))
-                .sum(),
-            _ => 0,
-        }
-    }
     [
         "messages",
         "prompt",

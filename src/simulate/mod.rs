@@ -590,6 +590,39 @@ fn context_error(wire: Wire, prompt: u64, limit: u64) -> serde_json::Value {
     }
 }
 
+/// The prompt words an earlier request already sent at the start of this one: the longest run
+/// of leading messages (of `messages`, `input` or `contents`) that an earlier request began
+/// with, or the whole prompt (`prompt`, `inputs`) seen before. Remembers this request's runs
+/// in `seen` (cleared beyond 10,000 entries, as a cache evicts).
+fn cached_prefix(body: &serde_json::Value, seen: &Mutex<std::collections::HashSet<String>>) -> u64 {
+    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.len() > 10_000 {
+        seen.clear();
+    }
+    let list = ["messages", "input", "contents"]
+        .iter()
+        .find_map(|k| body.get(*k)?.as_array());
+    let Some(list) = list else {
+        let whole = ["prompt", "inputs"].iter().find_map(|k| body.get(*k));
+        return match whole {
+            Some(p) if !seen.insert(format!("prompt:{p}")) => load::words(p),
+            _ => 0,
+        };
+    };
+    let (mut cached, mut words, mut key) = (0, 0, String::from("prefix:"));
+    let mut hit = true;
+    for m in list {
+        key.push_str(&m.to_string());
+        words += load::words(m);
+        // A run seen before is cached only while every shorter run was too.
+        hit &= !seen.insert(key.clone());
+        if hit {
+            cached = words;
+        }
+    }
+    cached
+}
+
 /// True when the request's conversation ends with a tool result, in any protocol's shape
 /// (`role: tool`, `tool_result`, `functionResponse`, `toolResult`, `function_call_output`).
 fn ends_with_tool_result(body: &serde_json::Value) -> bool {
@@ -643,8 +676,9 @@ struct Shape {
     tool: Option<String>,
     /// Added to the TTFT: [`Script::grammar_compile`] for a schema not seen before.
     grammar: Duration,
-    /// The prompt was seen before and [`Script::prefix_cache`] is on: a quarter of the TTFT.
-    cache_hit: bool,
+    /// Prompt words served from the prefix cache ([`Script::prefix_cache`] on): the leading
+    /// messages of the prompt that an earlier request sent too. Any: a quarter of the TTFT.
+    cached_words: u64,
 }
 
 impl Shape {
@@ -695,20 +729,10 @@ impl Shape {
                 grammar = script.grammar_compile;
             }
         }
-        let mut cache_hit = false;
-        if script.prefix_cache {
-            let prompt = ["messages", "prompt", "input", "inputs"]
-                .iter()
-                .find_map(|k| body.get(*k))
-                .map(|p| format!("prompt:{p}"));
-            if let Some(key) = prompt {
-                let mut seen = grammars.lock().unwrap_or_else(|e| e.into_inner());
-                if seen.len() > 10_000 {
-                    seen.clear();
-                }
-                cache_hit = !seen.insert(key);
-            }
-        }
+        let cached_words = match script.prefix_cache {
+            true => cached_prefix(body, grammars),
+            false => 0,
+        };
         // A long prompt's code word is answered when the prompt's start was kept.
         let needle = (!truncated).then(|| code_word(body)).flatten();
         let text = match (&script.answer, &tool, needle) {
@@ -721,7 +745,7 @@ impl Shape {
             chars: text.map(|t| t.chars().collect()),
             tool,
             grammar,
-            cache_hit,
+            cached_words,
         }
     }
 
@@ -801,6 +825,8 @@ async fn stream(
         ttft: script.ttft,
         decode: script.itl * events.saturating_sub(1),
         prompt_tokens: load.prompt,
+        cached_prompt_tokens: (script.prefix_cache)
+            .then_some(load.shape.cached_words.min(load.prompt)),
     };
     if script.fault == Fault::DoneOnly {
         send(wire.terminator_only(&ctx)).await;
@@ -826,15 +852,16 @@ async fn stream(
     }
     let (_slot, queued) = load.engine.admit().await;
     let origin = if queued { Instant::now() } else { arrival };
-    let mut ttft = load.engine.ttft(script.ttft, load.prompt);
-    if load.shape.cache_hit {
+    let cached = load.shape.cached_words.min(load.prompt);
+    let mut ttft = load.engine.ttft(script.ttft, load.prompt - cached);
+    if cached > 0 {
         ttft /= 4;
     }
     let ttft = ttft + load.shape.grammar;
     let _ = load.truth.set(Truth {
         queue_wait: origin - arrival,
         ttft,
-        prompt_tokens: load.prompt,
+        prompt_tokens: load.prompt - cached,
     });
     if let (Fault::Keepalive, Some(comment)) = (script.fault, wire.keepalive()) {
         let mut t = arrival;

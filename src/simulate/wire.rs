@@ -53,6 +53,8 @@ pub(super) struct Ctx {
     /// Prompt tokens reported in the usage: the request's, counted as
     /// [`super::prompt_tokens`] counts them, or the context's size when it was truncated.
     pub prompt_tokens: u64,
+    /// Of them, served from the prefix cache (`None`: the simulator has no prefix cache).
+    pub cached_prompt_tokens: Option<u64>,
 }
 
 /// How a protocol's stream ends (the faults that leave parts out).
@@ -240,7 +242,7 @@ impl Wire {
                     json!({"type": "text", "text": ""})
                 };
                 self.frame(&[
-                    json!({"type": "message_start", "message": {"id": "msg_sim", "type": "message", "role": "assistant", "model": ctx.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": ctx.prompt_tokens, "output_tokens": 1}}}),
+                    json!({"type": "message_start", "message": {"id": "msg_sim", "type": "message", "role": "assistant", "model": ctx.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": Self::usage_anthropic(ctx)}}),
                     json!({"type": "content_block_start", "index": 0, "content_block": block}),
                     json!({"type": "ping"}),
                 ])
@@ -536,7 +538,23 @@ impl Wire {
     }
 
     fn usage_openai(ctx: &Ctx, n: u32) -> Value {
-        json!({"prompt_tokens": ctx.prompt_tokens, "completion_tokens": n, "total_tokens": ctx.prompt_tokens + u64::from(n)})
+        let mut u = json!({"prompt_tokens": ctx.prompt_tokens, "completion_tokens": n, "total_tokens": ctx.prompt_tokens + u64::from(n)});
+        if let Some(c) = ctx.cached_prompt_tokens {
+            u["prompt_tokens_details"] = json!({"cached_tokens": c});
+        }
+        u
+    }
+
+    /// Anthropic's `message_start` usage: `input_tokens` leaves out what the cache served,
+    /// counted apart as `cache_read_input_tokens`.
+    fn usage_anthropic(ctx: &Ctx) -> Value {
+        let cached = ctx.cached_prompt_tokens;
+        let mut u =
+            json!({"input_tokens": ctx.prompt_tokens - cached.unwrap_or(0), "output_tokens": 1});
+        if let Some(c) = cached {
+            u["cache_read_input_tokens"] = json!(c);
+        }
+        u
     }
 
     fn llama_timings(ctx: &Ctx, n: u32) -> Value {
@@ -589,7 +607,13 @@ impl Wire {
                     json!({"type": "response.output_item.done", "output_index": oi, "item": {"id": "msg_sim", "type": "message", "role": "assistant", "content": []}}),
                 ]));
                 if end.terminator {
-                    let usage = end.count.then(|| json!({"input_tokens": ctx.prompt_tokens, "output_tokens": n, "total_tokens": ctx.prompt_tokens + u64::from(n)}));
+                    let usage = end.count.then(|| {
+                        let mut u = json!({"input_tokens": ctx.prompt_tokens, "output_tokens": n, "total_tokens": ctx.prompt_tokens + u64::from(n)});
+                        if let Some(c) = ctx.cached_prompt_tokens {
+                            u["input_tokens_details"] = json!({"cached_tokens": c});
+                        }
+                        u
+                    });
                     let mut resp = Self::response_obj(ctx, "completed", usage);
                     if let Some(m) = end.metrics.filter(|_| end.count) {
                         resp["metrics"] = m.json(n);
@@ -666,6 +690,9 @@ impl Wire {
                         let mut u = json!({"promptTokenCount": ctx.prompt_tokens, "candidatesTokenCount": n - thoughts, "totalTokenCount": ctx.prompt_tokens + u64::from(n)});
                         if thoughts > 0 {
                             u["thoughtsTokenCount"] = json!(thoughts);
+                        }
+                        if let Some(c) = ctx.cached_prompt_tokens {
+                            u["cachedContentTokenCount"] = json!(c);
                         }
                         u
                     } else {

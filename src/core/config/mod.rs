@@ -113,7 +113,15 @@ pub struct Scenario {
     /// [`Scenario::messages`], built at load; the answer must repeat its code word (check
     /// `context_truncated`) and a server count far below it is the anomaly `prompt_truncated`.
     pub long_prompt: Option<long_prompt::LongPrompt>,
+    /// The user messages of a multi-turn conversation after the first request (`turns:`): a
+    /// probe sends `messages`, then for each of these the conversation so far (the earlier
+    /// answers as assistant messages) and it; at most [`MAX_TURNS`] − 1. Empty: one request.
+    pub turns: Vec<String>,
 }
+
+/// The most requests of one multi-turn probe (`messages` and at most this minus one `turns`):
+/// the `turn` label's values are `1` to this.
+pub const MAX_TURNS: usize = 8;
 
 /// How a structured-output scenario treats the engine's grammar (schema) cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

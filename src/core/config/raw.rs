@@ -55,6 +55,7 @@ pub(crate) struct RawScenario {
     pub cache_canary: Option<bool>,
     pub prompt_tokens: Option<i64>,
     pub needle: Option<bool>,
+    pub turns: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -215,6 +215,7 @@ const ECHOED_FIELDS: &[&str] = &[
     "prefill_tokens_per_second_min",
     "prompt_tokens",
     "needle",
+    "turns",
     "prefix_cache",
     "protocol",
     "connection",

@@ -18,7 +18,9 @@ pub use derive::{
     discard_incredible_counts, measure, prompt_truncated, Measurement, TokenCountSource,
 };
 pub use failure::{Failure, FailureReason};
-pub use observations::{Anomaly, Asked, CacheCanary, Identity, Observations, ServerTimings, Usage};
+pub use observations::{
+    Anomaly, Asked, CacheCanary, Identity, Observations, ServerTimings, Turn, Usage,
+};
 pub use outcome::ProbeOutcome;
 pub use rate_limits::{RateLimitKind, RateLimitWindow, RateLimits, MAX_RESET};
 pub use split::{ServerTimingSource, TtftComponent, TtftSplit};

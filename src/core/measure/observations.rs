@@ -232,6 +232,9 @@ pub struct Observations {
     /// A prefix-cache canary's pair (`cache_canary: true`): the TTFT of this (cold) request
     /// and of the same prompt sent again right after it; `None` for other scenarios.
     pub cache_canary: Option<CacheCanary>,
+    /// Each request of a multi-turn probe (`turns:`), in order, the first included: empty for
+    /// a one-request scenario. The probe's own numbers are the first turn's.
+    pub turns: Vec<Turn>,
     /// What the request asked for: the bounds of the counts the server may report.
     pub asked: Asked,
     /// An output count the server reported was above [`Observations::asked`]'s bound and was
@@ -241,6 +244,26 @@ pub struct Observations {
     /// [`crate::engine`]): its load, or why it could not be read; `None` when the target has
     /// no `server_metrics_url`.
     pub server_load: Option<crate::engine::EngineScrape>,
+}
+
+/// One request of a multi-turn probe (see [`Observations::turns`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Turn {
+    /// The turn's number, from 1 (the `turn` label).
+    pub turn: usize,
+    /// TTFT of a turn that succeeded.
+    pub ttft: Option<std::time::Duration>,
+    /// Output tokens per second of a turn that succeeded (N ≥ 2).
+    pub output_tokens_per_second: Option<f64>,
+    /// Output tokens the turn cost (N of a success, the server's count of a failure).
+    pub output_tokens: Option<u64>,
+    /// The server's prompt count: the whole conversation so far.
+    pub prompt_tokens: Option<u64>,
+    /// Prompt tokens the server served from its prefix cache: on a later turn, the earlier
+    /// turns when the cache works.
+    pub cached_prompt_tokens: Option<u64>,
+    /// Why the turn failed (the probe then failed with it, and no later turn was sent).
+    pub failure: Option<super::FailureReason>,
 }
 
 /// A prefix-cache canary: the same prompt, with a fresh nonce at its start, sent twice back to
@@ -301,6 +324,7 @@ impl Observations {
             request_id: None,
             answer: super::answer::Answer::default(),
             cache_canary: None,
+            turns: Vec::new(),
             asked: Asked::default(),
             server_load: None,
         }

@@ -17,6 +17,7 @@ mod stream;
 mod tls;
 pub mod trace;
 mod transport;
+mod turns;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -258,15 +259,23 @@ impl Prober {
     ) -> ProbeOutcome {
         let nonce = (scenario.prefix_cache == PrefixCache::Cold || scenario.cache_canary)
             .then(protocol::new_nonce);
-        let mut outcome = armed.probe(scenario, &self.limits, nonce.clone()).await;
+        let (mut outcome, mut warm_spent) = match scenario.turns.is_empty() {
+            true => (
+                armed.probe(scenario, &self.limits, nonce.clone()).await,
+                0.0,
+            ),
+            false => {
+                let cost = self.target.cost.as_ref();
+                turns::converse(&armed, scenario, &self.limits, nonce.clone(), cost).await
+            }
+        };
         outcome.observations.server_load = server_load;
-        let mut warm_spent = 0.0;
         if scenario.cache_canary {
             // The same prompt again, right after: its prefix (nonce included) is now in the
             // server's cache, so this request should start faster. It is paid for too.
             let warm = armed.probe(scenario, &self.limits, nonce).await;
             if let Some(cost) = &self.target.cost {
-                warm_spent = spent(cost, &warm);
+                warm_spent += spent(cost, &warm);
             }
             if let Ok(cold) = &outcome.result {
                 outcome.observations.cache_canary = Some(crate::measure::CacheCanary {

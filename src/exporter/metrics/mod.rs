@@ -3,7 +3,7 @@
 //! `prometheus-client` types.
 //!
 //! The families come in groups, one file each: `timings.rs` (the latency and rate histograms),
-//! `probes.rs` (the counters and the last probe's state), `server_load.rs` (the engine's own
+//! `probes.rs` (the counters and the last probe's state), `turns.rs` (a multi-turn probe's turns), `server_load.rs` (the engine's own
 //! load), `rate_limits.rs` (a hosted API's quota left), `identity.rs` (credential reloads, schedule, SLO, endpoint identity, configuration
 //! loads, shard), `baselines.rs`, `replicas.rs` (replica discovery) and `build.rs`. Each group registers, records and removes its
 //! own families, so a new family is an edit to one group's file; the exposition lists the
@@ -35,6 +35,7 @@ mod replicas;
 pub mod series;
 mod server_load;
 mod timings;
+mod turns;
 pub use accept::{negotiate, negotiate_text};
 use baselines::Baselines;
 pub use buckets::{
@@ -50,6 +51,7 @@ use rate_limits::RateLimitGauges;
 use replicas::Discovery;
 use server_load::ServerLoad;
 use timings::Timings;
+use turns::Turns;
 
 type F64Gauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
@@ -63,6 +65,7 @@ pub struct Metrics {
     server_load: ServerLoad,
     /// A hosted API's quota left (its rate-limit headers).
     rate_limits: RateLimitGauges,
+    turns: Turns,
     /// Targets, schedule, SLO, endpoint identity, configuration loads, shard.
     identity: Identity,
     /// The pinned baselines.
@@ -100,6 +103,7 @@ impl Metrics {
         // The exposition lists the families in this order.
         let timings = Timings::register(r, slos, histograms);
         let probes = ProbeCounters::register(r);
+        let turns = Turns::register(r, histograms);
         let server_load = ServerLoad::register(r);
         let rate_limits = RateLimitGauges::register(r);
         let identity = Identity::register(r);
@@ -111,6 +115,7 @@ impl Metrics {
             probes,
             server_load,
             rate_limits,
+            turns,
             identity,
             baselines,
             discovery,
@@ -189,6 +194,7 @@ impl Metrics {
     pub fn forget(&self, labels: &ProbeLabels) {
         self.timings.forget(labels);
         self.probes.forget(labels);
+        self.turns.forget(labels);
         self.identity.forget(labels);
     }
 
@@ -220,6 +226,7 @@ impl Metrics {
         self.server_load.observe(&labels, outcome);
         self.rate_limits.observe(&labels, outcome);
         self.timings.observe(&labels, outcome);
+        self.turns.observe(&labels, outcome);
     }
 
     /// Creates the discovery failure counters of a target with `replicas:` at zero (every

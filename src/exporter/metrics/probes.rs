@@ -181,6 +181,18 @@ impl ProbeCounters {
                 self.last_success.get_or_create(labels).set(0);
             }
         }
+        // A multi-turn probe's later requests were spent too (the first is the probe's own).
+        for t in obs.turns.iter().skip(1) {
+            if let Some(n) = t.prompt_tokens {
+                add_saturating(&self.prompt_tokens.get_or_create(labels), n);
+            }
+            if let Some(n) = t.cached_prompt_tokens {
+                add_saturating(&self.cached_prompt_tokens.get_or_create(labels), n);
+            }
+            if let Some(n) = t.output_tokens {
+                add_saturating(&self.output_tokens.get_or_create(labels), n);
+            }
+        }
         if let Some(c) = &obs.cache_canary {
             if let Some(r) = c.ratio() {
                 self.cache_ratio.get_or_create(labels).set(r);
@@ -222,7 +234,7 @@ impl ProbeCounters {
 
 /// Adds `n` to a count, stopping at `u64::MAX` rather than wrapping: a counter that wrapped
 /// would read as a reset to every `rate()`.
-fn add_saturating(counter: &Counter, n: u64) {
+pub(super) fn add_saturating(counter: &Counter, n: u64) {
     let atomic = counter.inner();
     // The closure never returns `None`, so the update cannot fail.
     let _ = atomic.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {

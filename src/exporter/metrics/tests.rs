@@ -19,7 +19,7 @@ fn pair(target: &str, scenario: &str) -> ProbeLabels {
 /// A probe of `labels` that reaches every family its result can: a new connection, a kernel
 /// read delay, usage, an anomaly, what the backend revealed, the engine's load, a cost, a
 /// credential reload, a `Retry-After`, rate limits, a trace id, a tool call, a failed check, the
-/// cache canary.
+/// cache canary, two turns.
 fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeOutcome {
     let sent = Instant::now();
     let at = |ms| sent + Duration::from_millis(ms);
@@ -55,6 +55,17 @@ fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeO
         warm_ttft: Some(Duration::from_millis(100)),
         warm_cached_tokens: Some(8),
     });
+    o.turns = (1..=2)
+        .map(|turn| crate::measure::Turn {
+            turn,
+            ttft: Some(Duration::from_millis(100)),
+            output_tokens_per_second: Some(40.0),
+            output_tokens: Some(2),
+            prompt_tokens: Some(12 * turn as u64),
+            cached_prompt_tokens: Some(8),
+            failure: None,
+        })
+        .collect();
     ProbeOutcome {
         target: labels.target.clone(),
         scenario: labels.scenario.clone(),

@@ -177,7 +177,7 @@ const ERROR_CASES: &[(&str, &str)] = &[
     (
         "25_bad_message.yaml",
         concat!(
-            r#"25_bad_message.yaml:4:16: scenarios[0].messages[0].role: scenario "chat_short": messages[0].role "bot" is not supported; use one of: system, developer, user, assistant."#,
+            r#"25_bad_message.yaml:4:16: scenarios[0].messages[0].role: scenario "chat_short": messages[0].role "bot" is not supported; use one of: system, developer, user, assistant, tool."#,
             "\n",
             r#"25_bad_message.yaml:5:10: scenarios[0].messages[1].content: scenario "chat_short": messages[1] has no content; write the message text in content."#
         ),

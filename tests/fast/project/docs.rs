@@ -480,6 +480,23 @@ const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
         "llm_probe_slo_prefill_tokens_per_second",
         "\"slo_prefill_tokens_per_second\"",
     ),
+    // Scenarios with turns only (multi-turn conversations).
+    (
+        "llm_probe_turn_time_to_first_token_seconds",
+        "\"turn_time_to_first_token\"",
+    ),
+    (
+        "llm_probe_turn_output_tokens_per_second",
+        "\"turn_output_tokens_per_second\"",
+    ),
+    (
+        "llm_probe_turn_prompt_tokens_total",
+        "\"turn_prompt_tokens\"",
+    ),
+    (
+        "llm_probe_turn_prompt_cached_tokens_total",
+        "\"turn_prompt_cached_tokens\"",
+    ),
     // Targets with replicas: only (replica discovery).
     ("llm_probe_replicas", "\"replicas\""),
     ("llm_probe_replicas_discovered", "\"replicas_discovered\""),

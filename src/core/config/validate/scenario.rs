@@ -23,6 +23,7 @@ impl Validator<'_> {
         );
 
         let long_prompt = self.long_prompt(path, &pre, raw.name.as_deref(), &raw);
+        let turns = self.turns(path, &pre, &raw, &structured.checks.tools);
         let mut messages = Vec::new();
         match raw.messages {
             None if long_prompt.is_some() => {}
@@ -95,7 +96,51 @@ impl Validator<'_> {
             schema_cache: structured.schema_cache,
             cache_canary: raw.cache_canary.unwrap_or(false),
             long_prompt,
+            turns,
         })
+    }
+
+    /// `turns:` at most [`MAX_TURNS`] − 1 non-empty user messages, not with a generated prompt,
+    /// tools or a prefix-cache canary (each turn's answer must be text the next turn can carry).
+    fn turns(
+        &mut self,
+        path: &str,
+        pre: &str,
+        raw: &RawScenario,
+        tools: &[crate::check::Tool],
+    ) -> Vec<String> {
+        use crate::config::MAX_TURNS;
+        let Some(turns) = &raw.turns else {
+            return Vec::new();
+        };
+        let tp = format!("{path}.turns");
+        if turns.is_empty() || turns.len() >= MAX_TURNS {
+            self.problem(
+                tp.clone(),
+                format!("{pre}turns has {} entries; give 1 to {} follow-up user messages (a conversation of at most {MAX_TURNS} requests), or remove turns.", turns.len(), MAX_TURNS - 1),
+            );
+        }
+        for (k, t) in turns.iter().enumerate() {
+            if t.trim().is_empty() {
+                self.problem(
+                    format!("{tp}[{k}]"),
+                    format!("{pre}turns[{k}] is empty; write the user's follow-up message."),
+                );
+            }
+        }
+        for (set, key, why) in [
+            (raw.prompt_tokens.is_some(), "prompt_tokens", "its code word is asked for in one request"),
+            (!tools.is_empty(), "tools", "a turn answered with a tool call has no text for the next turn; send a tool round trip in messages instead"),
+            (raw.cache_canary == Some(true), "cache_canary", "a multi-turn probe measures the cache per turn already"),
+        ] {
+            if set {
+                self.problem(
+                    tp.clone(),
+                    format!("{pre}turns cannot be combined with {key} ({why}); remove one of them."),
+                );
+            }
+        }
+        turns.clone()
     }
 
     /// `prompt_tokens` (MIN ..= MAX of [`crate::config::long_prompt`]) and `needle` (only
