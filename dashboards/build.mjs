@@ -258,6 +258,8 @@ function detail() {
   nextId = 1;
   const s = SEL;
   const perProbe = (counter) => `sum by (scenario) (rate(${counter}{${s}}[$__rate_interval])) / sum by (scenario) (rate(llm_probe_probes_total{${s}}[$__rate_interval]))`;
+  // The scenarios with a generated long prompt: those with prefill observations in the range.
+  const longScenarios = `sum by (scenario) (increase(llm_probe_prefill_tokens_per_second_count{${s}}[$__range])) > 0`;
   const panels = [
     row('Latency', 0),
     timeseries('TTFT P50 / P95 / P99 by scenario', 'Time to first token (reasoning included) per scenario (never mixed across scenarios), against the SLO (dashed) and the pinned baseline\'s P95 per scenario (dotted, where a baseline_file is set).', 's',
@@ -352,6 +354,48 @@ function detail() {
       [q(`sum (increase(llm_probe_probe_failures_total{target=~"$target",reason="overloaded"}[$__rate_interval]))`, 'overloaded'),
         q(`max (llm_probe_retry_after_seconds{target=~"$target"})`, 'Retry-After (s)')],
       gp(12, 80, 12, 8), { min: 0 }),
+    row('Long prompts (scenarios with prompt_tokens)', 88),
+    {
+      type: 'table', id: nextId++, title: 'TTFT against prompt length', datasource: DS, gridPos: gp(0, 89, 10, 8),
+      description: 'Each scenario with a generated long prompt (prompt_tokens; those with prefill observations in the time range), shortest prompt first: the prompt tokens per probe as the server counted them, the TTFT P50 and P95 and the prefill speed P50 (prompt tokens per second of TTFT), over the dashboard\'s time range. Prefill is linear in the prompt, so a prefill regression shows as the longest prompts\' TTFT growing most; a prompt count far below the configured prompt_tokens is a server that cuts the prompt.',
+      fieldConfig: {
+        defaults: { unit: 'short', decimals: 0, custom: { align: 'auto', cellOptions: { type: 'auto' }, inspect: false } },
+        overrides: [
+          ...['TTFT P50', 'TTFT P95'].map((name) => ({ matcher: { id: 'byName', options: name }, properties: [{ id: 'unit', value: 's' }, { id: 'decimals', value: 3 }] })),
+          { matcher: { id: 'byName', options: 'prefill P50' }, properties: [{ id: 'unit', value: TPS }] },
+        ],
+      },
+      options: { showHeader: true, cellHeight: 'sm', frameIndex: 0, sortBy: [{ displayName: 'prompt tokens / probe', desc: false }] },
+      transformations: [
+        { id: 'merge', options: {} },
+        {
+          id: 'organize',
+          options: {
+            excludeByName: { Time: true },
+            indexByName: { scenario: 0, 'Value #A': 1, 'Value #B': 2, 'Value #C': 3, 'Value #D': 4 },
+            renameByName: { 'Value #A': 'prompt tokens / probe', 'Value #B': 'TTFT P50', 'Value #C': 'TTFT P95', 'Value #D': 'prefill P50' },
+          },
+        },
+      ],
+      targets: withRefIds([
+        `sum by (scenario) (increase(llm_probe_prompt_tokens_total{${s}}[$__range])) / sum by (scenario) (increase(llm_probe_probes_total{${s}}[$__range])) and on (scenario) ${longScenarios}`,
+        `histogram_quantile(0.5, sum by (scenario, le) (rate(llm_probe_time_to_first_token_seconds_bucket{${s}}[$__range]))) and on (scenario) ${longScenarios}`,
+        `histogram_quantile(0.95, sum by (scenario, le) (rate(llm_probe_time_to_first_token_seconds_bucket{${s}}[$__range]))) and on (scenario) ${longScenarios}`,
+        `histogram_quantile(0.5, sum by (scenario, le) (rate(llm_probe_prefill_tokens_per_second_bucket{${s}}[$__range])))`,
+      ].map((expr) => q(expr, '', { range: false, instant: true, format: 'table' }))),
+    },
+    timeseries('Prefill speed P50 by scenario vs floor', 'Prompt tokens prefilled per second of TTFT (docs/measurement.md "Prefill speed"), median per long-prompt scenario: as the probe sees it (TTFT, so queueing and the network count), the median over 30 minutes that LlmProbePrefillBelowFloor compares with the floor (dashed, slo.prefill_tokens_per_second_min, where set), and by the server\'s own prefill time where it reports one (llama.cpp, Ollama, vLLM with per-request metrics). The server\'s line steady while the probe\'s falls: the time goes to the queue or in front of the engine, not to prefill.', TPS,
+      [
+        q(`histogram_quantile(0.5, sum by (scenario, le) (rate(llm_probe_prefill_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'P50 {{scenario}}'),
+        q(`target_model_scenario:llm_probe_prefill_tokens_per_second:p50_30m{${s}}`, 'P50 30 min (the alert\'s) {{scenario}} {{location}}'),
+        q(`histogram_quantile(0.5, sum by (scenario, le) (rate(llm_probe_server_prefill_tokens_per_second_bucket{${s}}[$__rate_interval])))`, 'server P50 {{scenario}}'),
+        q('min(llm_probe_slo_prefill_tokens_per_second{target=~"$target",model=~"$model"})', 'floor'),
+      ], gp(10, 89, 8, 8), { overrides: [dashedRed('floor')], min: 0 }),
+    timeseries('Truncated long prompts', 'Probes of long-prompt scenarios whose prompt the server cut: prompt_truncated (the server counted fewer than three quarters of prompt_tokens; alert LlmProbePromptTruncated) and context_truncated (the answer lacks the code word from the prompt\'s start, a wrong answer; alert LlmProbeWrongAnswer). A prompt the server refuses instead fails with http_status (Failed probes by reason).', 'short',
+      [
+        q(`sum by (scenario) (increase(llm_probe_stream_anomalies_total{${s},kind="prompt_truncated"}[$__rate_interval])) > 0`, 'prompt_truncated {{scenario}}'),
+        q(`sum by (scenario) (increase(llm_probe_answer_check_failures_total{${s},check="context_truncated"}[$__rate_interval])) > 0`, 'context_truncated {{scenario}}'),
+      ], gp(18, 89, 6, 8), { bars: true, min: 0 }),
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,

@@ -83,13 +83,15 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
         ..Script::default()
     })
     .await;
-    // A pinned baseline, so that the llm_probe_baseline_* gauges are exported.
+    // A pinned baseline, so that the llm_probe_baseline_* gauges are exported, and a prefill
+    // floor (llm_probe_slo_prefill_tokens_per_second).
     let dir = tempfile::tempdir().unwrap();
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",
         &common::scenario("chat", 16),
-        &common::baseline_file_line(dir.path(), "sim", "chat"),
+        &(common::baseline_file_line(dir.path(), "sim", "chat")
+            + "    slo: {prefill_tokens_per_second_min: 500}\n"),
     ));
     let daemon = common::daemon(cfg).await;
     let mut rx = daemon.subscribe();
@@ -111,6 +113,10 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
     if let Ok(m) = &mut extra.result {
         m.server_prefill = Some(Duration::from_millis(15));
         m.ttft_overhead = Some(Duration::from_millis(5));
+        // And the prefill speeds of a long-prompt scenario (prompt_tokens), by the probe's TTFT
+        // and by the server's own prefill time.
+        m.prefill_tokens_per_second = Some(4000.0);
+        m.server_prefill_tokens_per_second = Some(5000.0);
         // And a TTFT split as vLLM's per-request metrics give it (llm_probe_ttft_component_seconds).
         m.ttft_split = TtftSplit::new(
             m.ttft,

@@ -5,7 +5,10 @@
 //! its prefill time), `failing` (HTTP 500 on every probe) and `anomalous` (no usage: a
 //! `missing_usage` anomaly on every probe, and rate-limit headers), and `cached` (a captured llama.cpp Anthropic stream,
 //! `tests/fixtures/captured/llama-cpp-anthropic.txt`, replayed: 24 of its prompt tokens came
-//! from the prefix cache); `prefill`/`chat` has a pinned baseline (`baseline_file:`). A real Prometheus scrapes it every second and
+//! from the prefix cache); `prefill`/`chat` has a pinned baseline (`baseline_file:`). `chat` and
+//! `prefill` also probe `long`, a generated long prompt (`prompt_tokens`; `prefill` with a prefill
+//! floor), and `truncating` probes only it, against a context the simulator cuts it to (the
+//! anomaly `prompt_truncated` and the check `context_truncated`). A real Prometheus scrapes it every second and
 //! evaluates the shipped rule files as they are. Then every query of every panel, annotation
 //! and template variable of `dashboards/grafana/*.json` runs through the Prometheus HTTP API
 //! (template variables substituted; `$__rate_interval` → 30s, `$__interval` → 10s,
@@ -118,6 +121,13 @@ async fn every_dashboard_query_returns_data() {
         ..common::stream(40, 4, 12).model("sim").fault(Fault::NoUsage)
     })
     .await;
+    // A context far below the long prompt, cut silently (the truncation panel).
+    let truncating = common::simulator(llm_probe::simulate::Script {
+        context_limit: 64,
+        context_overflow: llm_probe::simulate::ContextOverflow::Truncate,
+        ..common::stream(40, 4, 12).model("sim").fault(Fault::None)
+    })
+    .await;
     // Complete streams whose answers fail a check (the wrong-answer panel).
     let looping = common::simulator(
         common::stream(40, 4, 12)
@@ -133,24 +143,32 @@ async fn every_dashboard_query_returns_data() {
     )))
     .await;
 
-    let scenarios = "  - name: chat\n    messages: [{role: user, content: \"Say something.\"}]\n    max_tokens: 12\n  - name: warm\n    messages: [{role: user, content: \"Say it again.\"}]\n    max_tokens: 12\n    prefix_cache: warm\n";
-    let target = |name: &str, protocol: &str, base: String| {
-        format!("  - name: {name}\n    protocol: {protocol}\n    base_url: {base}\n    model: m\n")
+    // `long`: a generated prompt of 256 tokens (the Long prompts row), probed only where a
+    // target lists it.
+    let scenarios = "  - name: chat\n    messages: [{role: user, content: \"Say something.\"}]\n    max_tokens: 12\n  - name: warm\n    messages: [{role: user, content: \"Say it again.\"}]\n    max_tokens: 12\n    prefix_cache: warm\n  - name: long\n    prompt_tokens: 256\n    max_tokens: 16\n";
+    let target_with = |name: &str, protocol: &str, base: String, scenarios: &str| {
+        format!("  - name: {name}\n    protocol: {protocol}\n    base_url: {base}\n    model: m\n    scenarios: [{scenarios}]\n")
     };
+    let target =
+        |name: &str, protocol: &str, base: String| target_with(name, protocol, base, "chat, warm");
     let baseline_dir = tempfile::tempdir().unwrap();
     // A pool of two replicas (the replica panels): v1 and v2 side by side.
     let pool_sd = baseline_dir.path().join("pool.json");
     common::fleet::write_sd(&pool_sd, &[v1.addr.to_string(), v2.addr.to_string()]);
     let yaml = format!(
-        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}{}{}",
-        target("chat", "openai-chat", format!("http://{chat}/v1")),
-        // A pinned baseline for prefill/chat: the baseline lines of the panels have data.
-        target("prefill", "llama-cpp", prefill.root_url())
-            + &common::baseline_file_line(baseline_dir.path(), "prefill", "chat"),
+        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}{}{}{}",
+        target_with("chat", "openai-chat", format!("http://{chat}/v1"), "chat, warm, long"),
+        // A pinned baseline for prefill/chat: the baseline lines of the panels have data. The
+        // llama.cpp protocol reports the server's prefill (its prefill speed), and the target
+        // has a prefill floor (the floor line).
+        target_with("prefill", "llama-cpp", prefill.root_url(), "chat, warm, long")
+            + &common::baseline_file_line(baseline_dir.path(), "prefill", "chat")
+            + "    slo: {prefill_tokens_per_second_min: 1000}\n",
         target("failing", "openai-chat", failing.base_url()),
         target("anomalous", "openai-chat", anomalous.base_url()),
         target("looping", "openai-chat", looping.base_url()),
         target("cached", "anthropic", format!("http://{cached}/v1")),
+        target_with("truncating", "openai-chat", truncating.base_url(), "long"),
         target("pool", "openai-chat", "http://pool.test:8000/v1".into())
             + &format!("    replicas: {{file_sd: {}}}\n", pool_sd.display()),
     );

@@ -62,12 +62,10 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
         "  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:8000/v1\n    model: sim-model\n    replicas: {{file_sd: {}}}\n",
         sd.display()
     );
-    let cfg = common::parse(&common::yaml(
-        &sim.base_url(),
-        "500ms",
-        &common::scenario("chat", 16),
-        &pool,
-    ));
+    // And a generated long prompt (the Long prompts row reads the prefill speed histogram).
+    let scenarios = common::scenario("chat", 16)
+        + "  - name: long\n    prompt_tokens: 256\n    max_tokens: 16\n";
+    let cfg = common::parse(&common::yaml(&sim.base_url(), "500ms", &scenarios, &pool));
     let d = common::daemon(cfg).await;
 
     // What the scraper will be served.
@@ -145,8 +143,9 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
         assert!(range.contains(&v), "{record} = {v}, expected {range:?}");
     }
 
-    // The native dashboards' histogram queries return data. (Server prefill and TTFT overhead
-    // stay empty: the simulator's OpenAI protocol reports no prefill time.)
+    // The native dashboards' histogram queries return data. (Server prefill, the server's
+    // prefill speed and TTFT overhead stay empty: the simulator's OpenAI protocol reports no
+    // prefill time.)
     let histograms: Vec<String> = HISTOGRAMS
         .iter()
         .filter(|n| !n.contains("server_prefill") && !n.contains("ttft_overhead"))
@@ -213,7 +212,7 @@ fn native_variants_read_no_classic_series() {
 }
 
 /// Every histogram the daemon exports (the golden tests pin the names).
-const HISTOGRAMS: [&str; 9] = [
+const HISTOGRAMS: [&str; 11] = [
     "llm_probe_time_to_first_token_seconds",
     "llm_probe_time_to_first_output_token_seconds",
     "llm_probe_time_per_output_token_seconds",
@@ -221,6 +220,8 @@ const HISTOGRAMS: [&str; 9] = [
     "llm_probe_output_tokens_per_second",
     "llm_probe_request_duration_seconds",
     "llm_probe_server_prefill_seconds",
+    "llm_probe_prefill_tokens_per_second",
+    "llm_probe_server_prefill_tokens_per_second",
     "llm_probe_ttft_overhead_seconds",
     "llm_probe_connection_setup_seconds",
 ];
