@@ -450,8 +450,10 @@ and on (${L})
     summary: 'Every probe of {{ $labels.target }}/{{ $labels.scenario }} fails',
     description: `Every probe of target {{ $labels.target }} (model {{ $labels.model }}, scenario {{ $labels.scenario }})
 over at least the last two probe intervals failed (any reason: connection refused, HTTP errors,
-stalled streams, timeouts): the endpoint is down for its users too. This alert silences the
-target's latency and throughput alerts in Alertmanager. See the reason with
+stalled streams, timeouts, answers failing a check): the endpoint is down for its users too. For
+a long-prompt scenario, HTTP 400 or wrong_answer (check context_truncated) means the prompt does
+not fit the server's context (it refuses or cuts it) while short prompts may work. This alert
+silences the target's latency and throughput alerts in Alertmanager. See the reason with
 sum by (reason) (increase(llm_probe_probe_failures_total{target="{{ $labels.target }}"}[15m]))
 ("Failed probes by reason" on Target detail; llm-probe logs every failure at warn with reason and
 HTTP status), then the endpoint itself: process, load balancer, credentials, rate limits.`,
@@ -663,6 +665,91 @@ is measured. Check the scrape config / ServiceMonitor and the exporter's pods.`,
   ].join('');
 }
 
+// ---- long prompts: prefill speed and truncation -----------------------------------------------
+/** The window of the prefill median (recording.yml, group llm-probe.recording.prefill). */
+const PREFILL_WINDOW = '30m';
+const PREFILL_WINDOW_WORDS = '30 minutes';
+/** The fewest probes a prefill median may rest on, whatever the interval. */
+const PREFILL_MIN_PROBES = 3;
+const PREFILL_P50 = `target_model_scenario:llm_probe_prefill_tokens_per_second:p50_${PREFILL_WINDOW}`;
+const PREFILL_COUNT = `target_model_scenario:llm_probe_prefill_tokens_per_second_count:increase${PREFILL_WINDOW}`;
+const SLO_PREFILL = 'max by (target, model) (llm_probe_slo_prefill_tokens_per_second)';
+const TRUNCATED = 'llm_probe_stream_anomalies_total{kind="prompt_truncated"}';
+
+function longPromptAlerts() {
+  const w = PREFILL_WINDOW;
+  const ww = PREFILL_WINDOW_WORDS;
+  return [
+    '  # Long prompts (scenarios with prompt_tokens; docs/configuration.md "Long prompts"): prefill\n',
+    "  # speed against the target's floor, and a server that cuts the prompt (dashboards/rules.mjs).\n",
+    '  - name: llm-probe.long-prompts\n',
+    '    rules:\n',
+    alert({
+      name: 'LlmProbePrefillBelowFloor',
+      comment: `The median prefill speed over ${ww} below the target's floor
+(slo.prefill_tokens_per_second_min): more than half of the successful long-prompt probes
+prefilled at or below it (exact: the floor is a bucket boundary). Guard: ${GUARD * 100} % of the probes
+the interval promises in ${ww}, and at least ${PREFILL_MIN_PROBES}: 90 at 15 s, 23 at 1 min, 5 at 5 min;
+at 10 min all 3 (judged unevenly), less often never. Value: the median, prompt tokens/s.`,
+      expr: `${PREFILL_P50}
+  < on (target, model) group_left ()
+    ${SLO_PREFILL}
+and on (${L})
+  (
+    ${PREFILL_COUNT}
+    >= on (${L})
+      clamp_min(${GUARD * seconds(w)} / ${INTERVAL}, ${PREFILL_MIN_PROBES})
+  )`,
+      forD: '15m',
+      keep: '10m',
+      severity: 'warning',
+      summary: '{{ $labels.target }}/{{ $labels.scenario }} prefills long prompts below its floor (median {{ $value | printf "%.0f" }} prompt tokens/s)',
+      description: `Over the last ${ww}, more than half of the probes of target {{ $labels.target }} (model
+{{ $labels.model }}, scenario {{ $labels.scenario }}, a generated long prompt) prefilled at or below
+the target's floor (slo.prefill_tokens_per_second_min): the median is {{ $value | printf "%.0f" }} prompt
+tokens per second of TTFT{{ with query (printf "max(llm_probe_slo_prefill_tokens_per_second{target=%q,model=%q})" $labels.target $labels.model) }}{{ with first . }}, the floor {{ .Value | printf "%.0f" }}{{ end }}{{ end }}.
+Long prompts reach their first token slowly: chunked prefill or the prefix cache turned off,
+another attention backend, a slower or shared GPU pool, or a queue in front of the engine (TTFT
+holds it too). Compare "TTFT against prompt length" and the server's own prefill speed on Target
+detail ("Long prompts"), the TTFT split (engine_queue or engine_prefill?) and the backend identity
+on Regression.`,
+    }),
+    alert({
+      name: 'LlmProbePromptTruncated',
+      comment: `The server counted fewer than three quarters of a generated long prompt's tokens (anomaly
+prompt_truncated) at least once in the last ${ww}: it cut the prompt, most likely to its context.
+increase() misses the first anomaly of a series (the counter is created at 1); the second branch
+catches it: a series that exists now but did not ${ww} ago, on a pair Prometheus saw then. The
+needle's check (context_truncated, a wrong answer) is LlmProbeWrongAnswer's. Value: truncated
+probes in the window (about: increase() extrapolates).`,
+      expr: `sum by (${L}) (increase(${TRUNCATED}[${w}])) > 0
+or
+(
+  sum by (${L}) (
+    ${TRUNCATED}
+    unless
+    ${TRUNCATED} offset ${w}
+  )
+  and on (${L})
+    sum by (${L}) (llm_probe_probes_total offset ${w})
+)`,
+      forD: '1m',
+      keep: '10m',
+      severity: 'warning',
+      summary: '{{ $labels.target }}/{{ $labels.scenario }}: the server cuts the long prompt (it counts far fewer prompt tokens than were sent)',
+      description: `The server of target {{ $labels.target }} (model {{ $labels.model }}, scenario {{ $labels.scenario }})
+counted fewer than three quarters of the generated long prompt's tokens (prompt_tokens) on
+about {{ $value | printf "%.0f" }} probe(s) in the last ${ww} (anomaly prompt_truncated): it cut the prompt, most
+likely to its context window, without an error. Its users' long prompts lose their start the
+same way (the system prompt, the document, the first turns) and their answers get worse, not
+slower. With the needle (the default) those probes also fail their check context_truncated
+(LlmProbeWrongAnswer; LlmProbeEndpointDown when every probe of the scenario fails). Usually the
+context is smaller than the model's: Ollama's num_ctx, TGI's --max-input-tokens or truncate, a
+vLLM --max-model-len, a gateway that trims. probe-once on the scenario prints both counts.`,
+    }),
+  ].join('');
+}
+
 /** Adds runbook_url and dashboard_url after each alert's `annotations:` line. */
 function withUrls(text, runbookBase, dashboardBase) {
   const lines = text.split('\n');
@@ -724,6 +811,8 @@ export function rulesFiles(here, { runbookBase = DEFAULT_RUNBOOK_BASE, dashboard
     frag('engine.yml').trimEnd(),
     '',
     frag('quota.yml').trimEnd(),
+    '',
+    longPromptAlerts().trimEnd(),
     '',
   ].join('\n');
   return {
