@@ -13,7 +13,9 @@
 # 127.0.0.2, 127.0.0.3, …, all on one port): TARGETS × REPLICAS pairs; BIN the binary (default
 # target/dist/llm-probe, the container's build: `cargo build --profile dist`, release with LTO,
 # built if missing; a BIN you name must exist); DAEMON_ARGS more
-# flags for `llm-probe run`, split on spaces (e.g. `--web.history.max-probes 60`).
+# flags for `llm-probe run`, split on spaces (e.g. `--web.history.max-probes 60`); PROMPT_TOKENS
+# (default 0: the one-sentence prompt) makes the scenario a generated long prompt of that many
+# tokens (`prompt_tokens:`, `needle: false`), to measure what building and sending it costs.
 # The simulator (`llm-probe simulate`, TTFT 200 ms, ITL 20 ms) runs pinned to CPU 1, the
 # daemon to CPU 0; `curl --compressed` scrapes /metrics every 15 s, as Prometheus would. Every
 # 30 s it prints the daemon's VmRSS, VmHWM (peak), RssAnon, RssFile and its CPU over those 30 s
@@ -27,6 +29,8 @@ TOKENS=${2:-64}
 INTERVAL=${3:-10s}
 TARGETS=${TARGETS:-1000}
 REPLICAS=${REPLICAS:-0}
+PROMPT_TOKENS=${PROMPT_TOKENS:-0}
+[[ $PROMPT_TOKENS =~ ^[0-9]+$ ]] || { echo "PROMPT_TOKENS is '$PROMPT_TOKENS': a whole number is needed" >&2; exit 2; }
 for v in MINUTES TOKENS TARGETS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
 done
@@ -58,7 +62,11 @@ died() {
 sim_port=$(free_port)
 {
   printf 'defaults:\n  interval: %s\n  timeout: %s\n' "$INTERVAL" "$INTERVAL"
-  printf 'scenarios:\n  - name: chat\n    messages: [{role: user, content: "Say something."}]\n    max_tokens: %s\n' "$TOKENS"
+  if ((PROMPT_TOKENS > 0)); then
+    printf 'scenarios:\n  - name: chat\n    prompt_tokens: %s\n    needle: false\n    max_tokens: %s\n' "$PROMPT_TOKENS" "$TOKENS"
+  else
+    printf 'scenarios:\n  - name: chat\n    messages: [{role: user, content: "Say something."}]\n    max_tokens: %s\n' "$TOKENS"
+  fi
   printf 'targets:\n'
   for i in $(seq -f '%04g' 0 $((TARGETS - 1))); do
     printf '  - name: t%s\n    protocol: openai-chat\n    base_url: http://127.0.0.1:%s/v1\n    model: sim\n' "$i" "$sim_port"
@@ -116,7 +124,7 @@ print(f"/metrics scrapes ({len(t)}, gzip, curl time_total): min {t[0]:.1f} ms, m
 trap 'echo "interrupted"; summary; exit 130' INT
 trap 'exit 143' TERM
 
-echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS targets × ${REPLICAS} replicas (0: none) every $INTERVAL, $TOKENS tokens, $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
+echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS targets × ${REPLICAS} replicas (0: none) every $INTERVAL, $TOKENS tokens, prompt ${PROMPT_TOKENS} tokens (0: one sentence), $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
 echo "| minute | RSS MiB | peak (VmHWM) MiB | anon / file MiB | CPU over the last 30 s | loadavg |"
 echo "|---:|---:|---:|---:|---:|---:|"
 kib() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"; }
