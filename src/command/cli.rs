@@ -727,6 +727,11 @@ pub struct BenchArgs {
     /// from each request's scheduled send (e.g. 0.5,1,2,4).
     #[arg(long, value_delimiter = ',')]
     pub rate: Vec<f64>,
+    /// Prompt lengths: levels of generated prompt size in tokens (e.g. 256,1000,4000), each
+    /// sent in place of the scenario's messages (its system messages kept) by --concurrency
+    /// virtual users (one value; default 1, so that TTFT is not mixed with queueing).
+    #[arg(long = "prompt-tokens", value_delimiter = ',', value_name = "TOKENS")]
+    pub prompt_tokens: Vec<u32>,
     /// Each level ends after this long (in-flight requests finish) …
     #[arg(long, value_parser = |s: &str| crate::config::durations::CONFIG.parse(s))]
     pub duration: Option<Duration>,
@@ -783,7 +788,23 @@ impl From<BenchArgs> for crate::bench::command::Options {
     /// The run the flags describe; its plan is not yet validated (`bench::command::run` does).
     fn from(a: BenchArgs) -> Self {
         use crate::bench::level::Load;
-        let levels = if a.rate.is_empty() {
+        let levels = if !a.prompt_tokens.is_empty() {
+            // Each prompt length at the one concurrency; what does not fit (several
+            // concurrencies, a rate) is left for the plan's validation to refuse by name.
+            let users = if a.concurrency.is_empty() {
+                vec![1]
+            } else {
+                a.concurrency.clone()
+            };
+            let mut levels: Vec<Load> = a.rate.iter().map(|&r| Load::Rate(r)).collect();
+            for &concurrency in &users {
+                levels.extend((a.prompt_tokens.iter()).map(|&tokens| Load::Prompt {
+                    tokens,
+                    concurrency,
+                }));
+            }
+            levels
+        } else if a.rate.is_empty() {
             a.concurrency
                 .iter()
                 .map(|&c| Load::Concurrency(c))
@@ -866,6 +887,26 @@ mod tests {
             (&want[..], Output::Table)
         );
         assert_eq!(o.prefix_cache, crate::config::PrefixCache::Cold);
+        // Prompt lengths at concurrency 1 by default, or at the one --concurrency given.
+        let levels = |args: &[&str]| {
+            let argv: Vec<&str> = ["bench"].iter().chain(args).copied().collect();
+            let Command::Bench(a) = command(&argv) else {
+                unreachable!()
+            };
+            Options::from(*a).plan.levels
+        };
+        let p = |tokens, concurrency| Load::Prompt {
+            tokens,
+            concurrency,
+        };
+        assert_eq!(
+            levels(&["--prompt-tokens", "256,1000"]),
+            [p(256, 1), p(1000, 1)]
+        );
+        assert_eq!(
+            levels(&["--prompt-tokens", "256,1000", "--concurrency", "4"]),
+            [p(256, 4), p(1000, 4)]
+        );
     }
 
     #[test]

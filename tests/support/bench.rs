@@ -37,11 +37,16 @@ pub fn plan(levels: Vec<Load>, requests: u64, warmup: u64) -> Plan {
 
 /// The report of `plan` run on target `sim` × scenario `chat` of [`yaml`]`(base_url)`.
 pub async fn bench(base_url: &str, plan: Plan) -> Report {
-    let text = yaml(base_url);
-    let cfg = super::parse(&text);
+    bench_config(&yaml(base_url), plan).await
+}
+
+/// The report of `plan` run on target `sim` × scenario `chat` of the probes file `text` (e.g.
+/// [`yaml`] with an SLO or a system message added).
+pub async fn bench_config(text: &str, plan: Plan) -> Report {
+    let cfg = super::parse(text);
     let (t, s) = select(&cfg, Some("sim"), Some("chat")).unwrap();
     sweep(
-        &text,
+        text,
         t,
         s,
         PrefixCache::Cold,
@@ -51,4 +56,14 @@ pub async fn bench(base_url: &str, plan: Plan) -> Report {
     )
     .await
     .unwrap()
+}
+
+/// Prompt-length levels (`--prompt-tokens`) of these sizes, at concurrency 1.
+pub fn prompts(tokens: &[u32]) -> Vec<Load> {
+    (tokens.iter())
+        .map(|&tokens| Load::Prompt {
+            tokens,
+            concurrency: 1,
+        })
+        .collect()
 }

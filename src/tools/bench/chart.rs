@@ -5,7 +5,11 @@
 //! - `tokens_per_second.svg`: per-request output tokens/s P50/P5 per level with whiskers, the
 //!   floor line and the capacity;
 //! - `throughput_latency.svg`: aggregate output tokens/s against P95 TTFT, one labelled point per
-//!   level, with the SLO as a vertical line.
+//!   level, with the SLO as a vertical line;
+//! - `prefill.svg` (a prompt-length sweep only): prefill speed P50 per prompt length, the client's
+//!   (prompt tokens per second of TTFT) and the server's own where it reports one.
+//!
+//! A prompt-length sweep's load axis is the generated prompt's size.
 //!
 //! Both axes are logarithmic: the load axis has a tick at each level (so 1, 2, 4, 8 … are evenly
 //! spaced, a log₂ axis), the value axes ticks at 1, 2, 5 × 10ᵏ, labelled without `.0`. Colours are
@@ -115,21 +119,27 @@ fn nice_log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     }
 }
 
-/// The level's short name on charts: `C=4` or `2/s`.
+/// The level's short name on charts: `C=4`, `2/s` or `4000 tok`.
 fn level_name(load: Load) -> String {
     match load {
         Load::Concurrency(c) => format!("C={c}"),
         Load::Rate(r) => format!("{}/s", tick_label(r)),
+        Load::Prompt { tokens, .. } => format!("{tokens} tok"),
     }
 }
 
-/// The three charts as `(file name, SVG text)`.
+/// The charts as `(file name, SVG text)`: three, and `prefill.svg` for a prompt-length sweep.
 ///
 /// Errors: plotters could not draw (a bug; the message says which chart).
 pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
     let stats: Vec<&LevelStats> = r.levels.iter().map(|(s, _)| s).collect();
-    let x_desc = match stats.first().map(|s| s.load) {
+    let first = stats
+        .first()
+        .map(|s| s.load)
+        .or(r.plan.levels.first().copied());
+    let x_desc = match first {
         Some(Load::Rate(_)) => "request rate (requests/s, log scale)",
+        Some(Load::Prompt { .. }) => "prompt tokens (generated, log scale)",
         _ => "concurrency (virtual users, log₂ scale)",
     };
     let levels: Vec<f64> = stats.iter().map(|s| s.load.x()).collect();
@@ -305,11 +315,70 @@ pub fn charts(r: &Report) -> Result<Vec<(&'static str, String)>, String> {
         }],
         note: None,
     };
-    Ok(vec![
+    let mut out = vec![
         ("ttft.svg", draw(&ttft)?),
         ("tokens_per_second.svg", draw(&tps)?),
         ("throughput_latency.svg", draw(&throughput)?),
-    ])
+    ];
+    if matches!(first, Some(Load::Prompt { .. })) {
+        let mut prefill = Chart {
+            caption: format!(
+                "Prefill speed per prompt length — {} / {}",
+                r.target.name, r.scenario.name
+            ),
+            x_desc,
+            y_desc: "prompt tokens/s (P50, log scale)",
+            x_ticks: Some(levels.clone()),
+            series: vec![
+                per_level(
+                    "client: prompt / TTFT",
+                    BLUE,
+                    Marker::Circle,
+                    0.98,
+                    &|s| {
+                        (
+                            s.prefill_tokens_per_second.p50,
+                            s.prefill_tokens_per_second.p50_ci,
+                        )
+                    },
+                    1.0,
+                ),
+                per_level(
+                    "server's own prefill",
+                    VERMILLION,
+                    Marker::Square,
+                    1.02,
+                    &|s| {
+                        (
+                            s.server_prefill_tokens_per_second.p50,
+                            s.server_prefill_tokens_per_second.p50_ci,
+                        )
+                    },
+                    1.0,
+                ),
+            ],
+            guides: r
+                .target
+                .slo
+                .prefill_tokens_per_second_min
+                .map(|floor| Guide {
+                    label: format!("SLO: ≥ {} tokens/s", tick_label(floor)),
+                    value: floor,
+                    vertical: false,
+                    color: INK,
+                })
+                .into_iter()
+                .collect(),
+            note: None,
+        };
+        // A server that reports no prefill time has no series to show (nor a legend entry).
+        if prefill.series[1].points.is_empty() {
+            prefill.series.truncate(1);
+            prefill.note = Some("the server reported no prefill time of its own".into());
+        }
+        out.push(("prefill.svg", draw(&prefill)?));
+    }
+    Ok(out)
 }
 
 fn clone_guide(g: &Guide) -> Guide {

@@ -69,6 +69,13 @@ pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
     if let Err(e) = plan.validate() {
         return fail(e);
     }
+    // A prompt-length sweep: the generated prompts replace the scenario's messages.
+    let smallest = plan.levels.first().and_then(|l| l.prompt_tokens());
+    if smallest.is_some() {
+        if let Err(e) = prompt::refuse_sized(&scenario) {
+            return fail(e);
+        }
+    }
     // Before any token is spent: the output directory can be created and written.
     if let Some(dir) = &a.out {
         if let Err(e) = writable_dir(dir) {
@@ -79,16 +86,51 @@ pub async fn run(a: Options, cancel: CancellationToken) -> ExitCode {
     // The plan's token spend, with the prompt as the server counts it (one request of
     // max_tokens 1 first; nothing is printed with --quiet, so nothing is measured then).
     if !a.quiet {
-        progress.line("measuring the prompt: one request of the scenario with max_tokens 1");
+        // A prompt-length sweep measures its smallest prompt and extrapolates the others.
+        let measured = match smallest {
+            Some(tokens) => {
+                progress.line(&format!(
+                    "measuring the prompt: one request of the smallest generated prompt ({tokens} tokens) with max_tokens 1"
+                ));
+                std::borrow::Cow::Owned(prompt::sized(&scenario, tokens))
+            }
+            None => {
+                progress
+                    .line("measuring the prompt: one request of the scenario with max_tokens 1");
+                std::borrow::Cow::Borrowed(&*scenario)
+            }
+        };
         let size = match crate::probe::Prober::new(target.clone()) {
-            Ok(prober) => prompt::measure(&prober, &scenario, a.prefix_cache, &cancel).await,
+            Ok(prober) => prompt::measure(&prober, &measured, a.prefix_cache, &cancel).await,
             Err(e) => PromptSize::Estimated {
-                tokens: prompt::estimate(&scenario),
+                tokens: prompt::estimate(&measured),
                 why: format!("no HTTP client could be built ({e})"),
             },
         };
-        progress.line(&size.to_string());
-        for l in plan.describe(size.tokens(), scenario.max_tokens) {
+        let per_level = |l: &super::level::Load| match (l.prompt_tokens(), smallest) {
+            (Some(t), Some(s)) => prompt::extrapolate(size.tokens(), s, t),
+            _ => size.tokens(),
+        };
+        match smallest {
+            Some(s) => {
+                progress.line(&size.for_generated(s));
+                let rest: Vec<String> = (plan.levels.iter().skip(1))
+                    .filter_map(|l| {
+                        let t = l.prompt_tokens()?;
+                        Some(format!("{t} → ≈ {}", per_level(l)))
+                    })
+                    .collect();
+                if !rest.is_empty() {
+                    progress.line(&format!(
+                        "  the larger prompts extrapolated from it ({} per further word at most): {}",
+                        prompt::MAX_TOKENS_PER_WORD,
+                        rest.join(", ")
+                    ));
+                }
+            }
+            None => progress.line(&size.to_string()),
+        }
+        for l in plan.describe(per_level, scenario.max_tokens) {
             progress.line(&l);
         }
     }

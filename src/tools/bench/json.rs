@@ -139,6 +139,9 @@ pub struct PlanSettings {
     pub max_concurrency: Option<u32>,
     /// Cap on requests over the whole sweep, warmup included.
     pub max_requests: u64,
+    /// A prompt-length sweep (`--prompt-tokens`): whether its generated prompts carry the
+    /// needle (a code word the answer must repeat); `null` for other sweeps.
+    pub needle: Option<bool>,
 }
 
 /// `metadata.plan.warmup`: `{"requests": N}` or `{"seconds": S}`.
@@ -157,7 +160,8 @@ impl Default for WarmupSetting {
     }
 }
 
-/// A level's load: `concurrency` or `rate`, the other `null`.
+/// A level's load: `concurrency` or `rate`, the other `null`; a prompt-length level has its
+/// generated prompt's size in `prompt_tokens_sent` (and its fixed `concurrency`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct LoadKey {
@@ -165,6 +169,8 @@ pub struct LoadKey {
     pub concurrency: Option<u64>,
     /// Requests per second (open loop).
     pub rate: Option<f64>,
+    /// The generated prompt's size, tokens (a prompt-length level), else `null`.
+    pub prompt_tokens_sent: Option<u64>,
 }
 
 impl From<&Load> for LoadKey {
@@ -172,11 +178,19 @@ impl From<&Load> for LoadKey {
         match *l {
             Load::Concurrency(c) => LoadKey {
                 concurrency: Some(u64::from(c)),
-                rate: None,
+                ..LoadKey::default()
             },
             Load::Rate(r) => LoadKey {
-                concurrency: None,
                 rate: Some(r),
+                ..LoadKey::default()
+            },
+            Load::Prompt {
+                tokens,
+                concurrency,
+            } => LoadKey {
+                concurrency: Some(u64::from(concurrency)),
+                rate: None,
+                prompt_tokens_sent: Some(u64::from(tokens)),
             },
         }
     }
@@ -186,10 +200,14 @@ impl From<&Load> for LoadKey {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct Level {
-    /// Virtual users (closed loop), else `null`.
+    /// Virtual users (closed loop, and a prompt-length level's fixed concurrency), else
+    /// `null`.
     pub concurrency: Option<u64>,
     /// Requests per second (open loop), else `null`.
     pub rate: Option<f64>,
+    /// The generated prompt's size, tokens (a prompt-length level, `--prompt-tokens`; the
+    /// level's key), else `null`.
+    pub prompt_tokens_sent: Option<u64>,
     /// The level's requests, warmup excluded.
     #[schemars(with = "LevelCounts")]
     pub requests: Option<LevelCounts>,
@@ -207,6 +225,13 @@ pub struct Level {
     pub output_tokens_per_second: MetricSummary,
     /// How late each request was sent after its scheduled time, seconds.
     pub generator_lateness_seconds: MetricSummary,
+    /// Prompt tokens as the server counted them, per successful request.
+    pub prompt_tokens: MetricSummary,
+    /// Prefill speed seen by the client, prompt tokens per second of TTFT (generated prompts
+    /// only).
+    pub prefill_tokens_per_second: MetricSummary,
+    /// Prefill speed by the server's own clock (where it reports its prefill time).
+    pub server_prefill_tokens_per_second: MetricSummary,
     /// Output tokens of the measured requests.
     pub output_tokens: u64,
     /// The level's window: earliest scheduled send to the last end, seconds.
@@ -298,10 +323,13 @@ impl From<&Summary> for MetricSummary {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct SlaCapacity {
-    /// The capacity's virtual users; both `null` when the first level breaks the SLA.
+    /// The capacity's virtual users; all `null` when the first level breaks the SLA.
     pub concurrency: Option<u64>,
     /// The capacity's rate.
     pub rate: Option<f64>,
+    /// The capacity's generated prompt size (a prompt-length sweep: the longest prompt
+    /// within the SLA).
+    pub prompt_tokens_sent: Option<u64>,
     /// The first level that broke the SLA; `null` when every level met it.
     pub broken_at: Option<LoadKey>,
     /// The criteria that broke there.
@@ -316,6 +344,7 @@ impl SlaCapacity {
         LoadKey {
             concurrency: self.concurrency,
             rate: self.rate,
+            prompt_tokens_sent: self.prompt_tokens_sent,
         }
     }
 }
@@ -328,6 +357,8 @@ pub struct Straddle {
     pub concurrency: Option<u64>,
     /// The level's rate.
     pub rate: Option<f64>,
+    /// The level's generated prompt size.
+    pub prompt_tokens_sent: Option<u64>,
     /// The criteria.
     pub criteria: Vec<Criterion>,
 }
@@ -338,6 +369,7 @@ impl Straddle {
         LoadKey {
             concurrency: self.concurrency,
             rate: self.rate,
+            prompt_tokens_sent: self.prompt_tokens_sent,
         }
     }
 }
@@ -353,6 +385,9 @@ pub struct Request {
     /// The level's rate.
     #[serde(default)]
     pub rate: Option<f64>,
+    /// The level's generated prompt size (a prompt-length level).
+    #[serde(default)]
+    pub prompt_tokens_sent: Option<u64>,
     /// Order of sending within the level (0-based).
     #[serde(default)]
     pub index: u64,
@@ -415,6 +450,11 @@ pub struct Measured {
     pub output_tokens_per_second: Option<f64>,
     /// Every gap between token events.
     pub inter_token_latency_seconds: Vec<f64>,
+    /// Prefill speed seen by the client, prompt tokens per second of TTFT (a generated prompt
+    /// only).
+    pub prefill_tokens_per_second: Option<f64>,
+    /// Prefill speed by the server's own clock (where it reports its prefill time).
+    pub server_prefill_tokens_per_second: Option<f64>,
 }
 
 /// The whole report as JSON: [`BenchFile`], keys in serde_json's order (sorted).
@@ -473,6 +513,8 @@ fn plan(r: &Report) -> PlanSettings {
         seed: p.seed,
         max_concurrency: p.max_concurrency,
         max_requests: p.max_requests,
+        needle: (p.levels.iter().any(|l| l.prompt_tokens().is_some()))
+            .then(|| super::prompt::needle(&r.scenario)),
     }
 }
 
@@ -481,6 +523,7 @@ fn level(s: &LevelStats, v: &Verdict) -> Level {
     Level {
         concurrency: key.concurrency,
         rate: key.rate,
+        prompt_tokens_sent: key.prompt_tokens_sent,
         requests: Some(LevelCounts {
             sent: s.requests.sent,
             succeeded: s.requests.succeeded,
@@ -496,6 +539,9 @@ fn level(s: &LevelStats, v: &Verdict) -> Level {
         e2e_seconds: (&s.e2e).into(),
         output_tokens_per_second: (&s.output_tokens_per_second).into(),
         generator_lateness_seconds: (&s.lateness).into(),
+        prompt_tokens: (&s.prompt_tokens).into(),
+        prefill_tokens_per_second: (&s.prefill_tokens_per_second).into(),
+        server_prefill_tokens_per_second: (&s.server_prefill_tokens_per_second).into(),
         output_tokens: s.output_tokens,
         wall_seconds: s.wall_seconds,
         output_throughput_tokens_per_second: s.output_throughput,
@@ -513,6 +559,7 @@ fn capacity(c: &Capacity) -> SlaCapacity {
     SlaCapacity {
         concurrency: key.concurrency,
         rate: key.rate,
+        prompt_tokens_sent: key.prompt_tokens_sent,
         broken_at: c.broken_at.as_ref().map(LoadKey::from),
         broken_by: c.broken_by.clone(),
         straddles: (c.straddles.iter())
@@ -521,6 +568,7 @@ fn capacity(c: &Capacity) -> SlaCapacity {
                 Straddle {
                     concurrency: key.concurrency,
                     rate: key.rate,
+                    prompt_tokens_sent: key.prompt_tokens_sent,
                     criteria: cs.clone(),
                 }
             })
@@ -539,6 +587,7 @@ fn request(r: &Report, q: &RequestRecord) -> Request {
         level: q.level,
         concurrency: key.concurrency,
         rate: key.rate,
+        prompt_tokens_sent: key.prompt_tokens_sent,
         index: q.index,
         warmup: q.warmup,
         scheduled_seconds: q.scheduled.as_secs_f64(),
@@ -556,6 +605,8 @@ fn request(r: &Report, q: &RequestRecord) -> Request {
                 server_output_tokens: s.server_output_tokens,
                 output_tokens_per_second: s.output_tokens_per_second,
                 inter_token_latency_seconds: s.inter_token_latencies.clone(),
+                prefill_tokens_per_second: s.prefill_tokens_per_second,
+                server_prefill_tokens_per_second: s.server_prefill_tokens_per_second,
             }),
             Err((reason, detail)) => Outcome::Failed {
                 reason: reason.as_str().into(),

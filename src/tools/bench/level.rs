@@ -10,21 +10,40 @@ use super::record::{RequestRecord, Sample};
 use super::stats::Summary;
 use crate::config::Slo;
 
-/// The load of one level: closed loop (virtual users) or open loop (requests per second).
+/// The load of one level: closed loop (virtual users), open loop (requests per second), or a
+/// prompt length (a generated prompt of that size, closed loop at a fixed concurrency).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Load {
     /// C virtual users, each sending its next request when its previous stream ends.
     Concurrency(u32),
     /// Poisson arrivals at this many requests per second.
     Rate(f64),
+    /// `--prompt-tokens`: the scenario's messages replaced by a generated prompt of `tokens`
+    /// whitespace-separated words ([`crate::config::long_prompt::LongPrompt`], its system
+    /// messages kept), sent by `concurrency` virtual users as [`Load::Concurrency`] does.
+    Prompt {
+        /// The generated prompt's size, tokens (words).
+        tokens: u32,
+        /// Virtual users (1 by default: TTFT without queueing).
+        concurrency: u32,
+    },
 }
 
 impl Load {
-    /// `concurrency 4` / `rate 2 req/s`.
+    /// `concurrency 4` / `rate 2 req/s` / `prompt 4000 tokens` (`… at concurrency 2` beyond
+    /// one user).
     pub fn label(&self) -> String {
         match self {
             Load::Concurrency(c) => format!("concurrency {c}"),
             Load::Rate(r) => format!("rate {r} req/s"),
+            Load::Prompt {
+                tokens,
+                concurrency: 1,
+            } => format!("prompt {tokens} tokens"),
+            Load::Prompt {
+                tokens,
+                concurrency,
+            } => format!("prompt {tokens} tokens at concurrency {concurrency}"),
         }
     }
 
@@ -33,6 +52,24 @@ impl Load {
         match *self {
             Load::Concurrency(c) => f64::from(c),
             Load::Rate(r) => r,
+            Load::Prompt { tokens, .. } => f64::from(tokens),
+        }
+    }
+
+    /// The virtual users of a closed-loop level (concurrency or prompt length); `None` for
+    /// open loop.
+    pub fn users(&self) -> Option<u32> {
+        match *self {
+            Load::Concurrency(c) | Load::Prompt { concurrency: c, .. } => Some(c),
+            Load::Rate(_) => None,
+        }
+    }
+
+    /// The generated prompt's size of a prompt-length level.
+    pub fn prompt_tokens(&self) -> Option<u32> {
+        match *self {
+            Load::Prompt { tokens, .. } => Some(tokens),
+            _ => None,
         }
     }
 }
@@ -71,6 +108,13 @@ pub struct LevelStats {
     pub output_tokens_per_second: Summary,
     /// Generator lateness (open loop), seconds.
     pub lateness: Summary,
+    /// Prompt tokens as the server counted them (its usage), per successful request.
+    pub prompt_tokens: Summary,
+    /// Prefill speed seen by the client, prompt tokens per second of TTFT (generated prompts
+    /// only: `--prompt-tokens` or a scenario's `prompt_tokens:`).
+    pub prefill_tokens_per_second: Summary,
+    /// Prefill speed by the server's own clock, where it reports its prefill time.
+    pub server_prefill_tokens_per_second: Summary,
     /// Output tokens of all measured requests.
     pub output_tokens: u64,
     /// The measurement window: earliest scheduled send to the last end, seconds.
@@ -139,6 +183,9 @@ pub fn level_stats(load: Load, records: &[&RequestRecord], slo: &Slo) -> LevelSt
         e2e: col(&|s| Some(s.e2e)),
         output_tokens_per_second: col(&|s| s.output_tokens_per_second),
         lateness: Summary::of(&lateness),
+        prompt_tokens: col(&|s| s.prompt_tokens.map(|n| n as f64)),
+        prefill_tokens_per_second: col(&|s| s.prefill_tokens_per_second),
+        server_prefill_tokens_per_second: col(&|s| s.server_prefill_tokens_per_second),
         output_tokens,
         wall_seconds: wall,
         output_throughput: per_sec(output_tokens as f64),
@@ -276,6 +323,8 @@ mod tests {
             server_output_tokens: None,
             output_tokens_per_second: Some(tps),
             inter_token_latencies: vec![0.1, 0.1],
+            prefill_tokens_per_second: None,
+            server_prefill_tokens_per_second: None,
         };
         RequestRecord {
             level: 0,

@@ -4,7 +4,8 @@
 //! capacity and every request's record come out as a table, JSON, Markdown and SVG charts.
 //!
 //! Modules: [`plan`] (levels, bounds, validation, token spend), [`prompt`] (the prompt size the
-//! plan's spend is computed with), [`run`] (the load generator),
+//! plan's spend is computed with, and the generated prompts of a prompt-length sweep), [`run`]
+//! (the load generator),
 //! [`record`] (one request), [`stats`] (percentiles and their CIs), [`level`] (per-level
 //! statistics and the SLA capacity), [`json`], [`table`] and [`chart`] (outputs).
 
@@ -117,7 +118,11 @@ pub fn select(
 
 /// Runs the sweep of `plan` on `target` × `scenario`, until done or `cancel`.
 ///
-/// Errors: the plan is invalid, or the HTTP client cannot be built.
+/// A prompt-length level ([`Load::Prompt`](level::Load::Prompt)) sends the scenario with a
+/// generated prompt of its size ([`prompt::sized`]).
+///
+/// Errors: the plan is invalid, a prompt-length sweep's scenario cannot take a generated prompt
+/// ([`prompt::refuse_sized`]), or the HTTP client cannot be built.
 pub async fn sweep(
     config_text: &str,
     target: Arc<Target>,
@@ -128,6 +133,9 @@ pub async fn sweep(
     progress: Progress,
 ) -> Result<Report, String> {
     plan.validate()?;
+    if plan.levels.iter().any(|l| l.prompt_tokens().is_some()) {
+        prompt::refuse_sized(&scenario)?;
+    }
     let mut scenario = (*scenario).clone();
     scenario.prefix_cache = prefix_cache;
     let scenario = Arc::new(scenario);
@@ -165,7 +173,16 @@ pub async fn sweep(
             break;
         }
         progress.level_start(&load.label(), plan.planned(load));
-        let result = run_level(&run, i, *load).await;
+        let result = match load.prompt_tokens() {
+            Some(tokens) => {
+                let sized = LevelRun {
+                    scenario: Arc::new(prompt::sized(&scenario, tokens)),
+                    ..run.clone()
+                };
+                run_level(&sized, i, *load).await
+            }
+            None => run_level(&run, i, *load).await,
+        };
         // Cut short by Ctrl-C: reported, but it did not run its course.
         let cut_short = cancel.is_cancelled();
         if first.is_none() {

@@ -68,15 +68,34 @@ pub const MAX_CONCURRENCY: u32 = 10_000;
 impl Plan {
     /// Checks the plan; the error names the flag and the fix.
     pub fn validate(&self) -> Result<(), String> {
+        use crate::config::long_prompt::{MAX_TOKENS, MIN_TOKENS};
         if self.levels.is_empty() {
-            return Err("give --concurrency 1,2,4,8 (closed loop) or --rate 0.5,1,2 (open loop, requests per second)".into());
+            return Err("give --concurrency 1,2,4,8 (closed loop), --rate 0.5,1,2 (open loop, requests per second) or --prompt-tokens 256,1000,4000 (prompt lengths)".into());
         }
         for l in &self.levels {
             match *l {
-                Load::Concurrency(0) => return Err("--concurrency: a level of 0 sends nothing; use 1 or more (e.g. 1,2,4,8)".into()),
+                Load::Concurrency(0) | Load::Prompt { concurrency: 0, .. } => return Err("--concurrency: a level of 0 sends nothing; use 1 or more (e.g. 1,2,4,8)".into()),
                 Load::Rate(r) if !(r.is_finite() && r >= MIN_RATE) => return Err(format!("--rate: {r} is not a usable rate; use requests per second of at least {MIN_RATE} (e.g. 0.5,1,2)")),
                 Load::Rate(r) if r > MAX_RATE => return Err(format!("--rate: {r} is above {MAX_RATE} requests per second, more than one bench process can send; lower the level or run several bench processes")),
+                Load::Prompt { tokens, .. } if !(MIN_TOKENS..=MAX_TOKENS).contains(&tokens) => return Err(format!("--prompt-tokens: {tokens} is not a size bench can generate; use {MIN_TOKENS} to {MAX_TOKENS} tokens (e.g. 256,1000,4000)")),
                 _ => {}
+            }
+        }
+        let prompts: Vec<&Load> = (self.levels.iter())
+            .filter(|l| matches!(l, Load::Prompt { .. }))
+            .collect();
+        if !prompts.is_empty() {
+            if prompts.len() < self.levels.len() {
+                return Err("--prompt-tokens runs each prompt length closed loop at one --concurrency (default 1), so that TTFT is not mixed with queueing; it does not combine with --rate: drop --rate (or sweep --rate on a scenario with its own prompt_tokens)".into());
+            }
+            let mut users: Vec<u32> = prompts.iter().filter_map(|l| l.users()).collect();
+            users.dedup();
+            if users.len() > 1 {
+                let listed: Vec<String> = users.iter().map(u32::to_string).collect();
+                return Err(format!(
+                    "--prompt-tokens measures every prompt length at one concurrency, but --concurrency lists {}; give it one value (e.g. --concurrency 1, the default), or run one sweep per concurrency",
+                    listed.join(",")
+                ));
             }
         }
         for pair in self.levels.windows(2) {
@@ -84,6 +103,7 @@ impl Plan {
             let increasing = match (a, b) {
                 (Load::Concurrency(x), Load::Concurrency(y)) => x < y,
                 (Load::Rate(x), Load::Rate(y)) => x < y,
+                (Load::Prompt { tokens: x, .. }, Load::Prompt { tokens: y, .. }) => x < y,
                 _ => false,
             };
             if !increasing {
@@ -94,7 +114,7 @@ impl Plan {
                 ));
             }
         }
-        if let Some(&Load::Concurrency(c)) = self.levels.last() {
+        if let Some(c) = self.levels.last().and_then(Load::users) {
             if c > MAX_CONCURRENCY {
                 return Err(format!(
                     "--concurrency {c} is above {MAX_CONCURRENCY} streams: one process cannot hold that many connections honestly; run several bench processes or lower the level"
@@ -117,6 +137,9 @@ impl Plan {
         }
         if self.duration.is_some_and(|d| d.is_zero()) || self.requests == Some(0) {
             return Err("--duration and --requests must be greater than 0".into());
+        }
+        if self.max_concurrency.is_some() && !prompts.is_empty() {
+            return Err("--max-concurrency bounds the requests in flight of --rate levels (open loop); --prompt-tokens runs each prompt length with --concurrency users (default 1) in flight: drop --max-concurrency".into());
         }
         if self.max_concurrency.is_some() && !open {
             return Err("--max-concurrency bounds the requests in flight of --rate levels (open loop); with --concurrency each level is already that many in flight: drop --max-concurrency or use --rate".into());
@@ -197,10 +220,11 @@ impl Plan {
     }
 
     /// The plan as lines for the terminal, with the token spend it implies: requests ×
-    /// (prompt tokens + `max_tokens`); `prompt_tokens` is an estimate when the server has not
-    /// counted it yet.
-    pub fn describe(&self, prompt_tokens: u64, max_tokens: u32) -> Vec<String> {
-        let per = prompt_tokens.saturating_add(u64::from(max_tokens));
+    /// (prompt tokens + `max_tokens`), where `prompt` gives each level's prompt tokens (an
+    /// estimate when the server has not counted it yet; it differs by level in a prompt-length
+    /// sweep).
+    pub fn describe(&self, prompt: impl Fn(&Load) -> u64, max_tokens: u32) -> Vec<String> {
+        let per = |l: &Load| prompt(l).saturating_add(u64::from(max_tokens));
         let bound = match (self.duration, self.requests) {
             (Some(d), Some(n)) => format!(
                 "{n} requests or {} per level, whichever first",
@@ -221,26 +245,54 @@ impl Plan {
             humantime::format_duration(self.pause),
             self.max_requests
         )];
+        let sizes = |l: &Load| match l {
+            Load::Prompt { .. } => {
+                format!(" ({} prompt + {max_tokens} max_tokens each)", prompt(l))
+            }
+            _ => String::new(),
+        };
         for l in &self.levels {
             let n = self.planned(l);
             lines.push(match n {
                 Some(n) => format!(
-                    "  {:<22} up to {n} requests ≈ {} tokens",
+                    "  {:<22} up to {n} requests ≈ {} tokens{}",
                     l.label(),
-                    n.saturating_mul(per)
+                    n.saturating_mul(per(l)),
+                    sizes(l)
                 ),
                 None => format!(
-                    "  {:<22} as many requests as fit in the duration ({per} tokens each)",
-                    l.label()
+                    "  {:<22} as many requests as fit in the duration ({} tokens each)",
+                    l.label(),
+                    per(l)
                 ),
             });
         }
-        let total = self.planned_total().unwrap_or(self.max_requests);
-        lines.push(format!(
-            "token spend: up to {} tokens ({} requests × ({prompt_tokens} prompt + {max_tokens} max_tokens))",
-            total.saturating_mul(per),
-            total
-        ));
+        let uniform = self
+            .levels
+            .windows(2)
+            .all(|w| prompt(&w[0]) == prompt(&w[1]));
+        let (total, spend) = match self.planned_total() {
+            Some(total) => (
+                total,
+                (self.levels.iter())
+                    .map(|l| self.planned(l).unwrap_or(0).saturating_mul(per(l)))
+                    .fold(0u64, u64::saturating_add),
+            ),
+            None => {
+                let most = self.levels.iter().map(per).max().unwrap_or(0);
+                (self.max_requests, self.max_requests.saturating_mul(most))
+            }
+        };
+        let first = self.levels.first().map_or(0, &prompt);
+        lines.push(if uniform {
+            format!(
+                "token spend: up to {spend} tokens ({total} requests × ({first} prompt + {max_tokens} max_tokens))"
+            )
+        } else {
+            format!(
+                "token spend: up to {spend} tokens ({total} requests × (their level's prompt + {max_tokens} max_tokens))"
+            )
+        });
         lines
     }
 }
@@ -306,8 +358,82 @@ mod tests {
     }
 
     #[test]
+    fn prompt_lengths_are_sizes_at_one_concurrency() {
+        let p = |tokens, concurrency| Load::Prompt {
+            tokens,
+            concurrency,
+        };
+        assert!(plan(vec![p(64, 1), p(1000, 1), p(1_000_000, 1)])
+            .validate()
+            .is_ok());
+        for bad in [63, 1_000_001, 0] {
+            let e = plan(vec![p(bad, 1)]).validate().unwrap_err();
+            assert!(
+                e.starts_with("--prompt-tokens: ") && e.contains("64 to 1000000"),
+                "{e}"
+            );
+        }
+        let e = plan(vec![p(1000, 1), p(256, 1)]).validate().unwrap_err();
+        assert!(
+            e.contains("prompt 1000 tokens then prompt 256 tokens"),
+            "{e}"
+        );
+        let e = plan(vec![Load::Rate(1.0), p(256, 1)])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("--prompt-tokens") && e.contains("--rate"), "{e}");
+        let e = plan(vec![p(256, 1), p(1000, 1), p(256, 2), p(1000, 2)])
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("--concurrency lists 1,2"), "{e}");
+        let e = plan(vec![p(256, 0)]).validate().unwrap_err();
+        assert!(e.contains("--concurrency: a level of 0"), "{e}");
+        let e = plan(vec![p(256, 16)]).validate().unwrap_err();
+        assert!(
+            e.contains("--requests 10 is fewer than --concurrency 16"),
+            "{e}"
+        );
+        let mut open = plan(vec![p(256, 1)]);
+        open.max_concurrency = Some(2);
+        let e = open.validate().unwrap_err();
+        assert!(
+            e.contains("--prompt-tokens runs each prompt length with --concurrency users")
+                && !e.contains("use --rate"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_prompt_length_plan_spends_each_levels_prompt() {
+        let levels = vec![
+            Load::Prompt {
+                tokens: 256,
+                concurrency: 1,
+            },
+            Load::Prompt {
+                tokens: 4000,
+                concurrency: 1,
+            },
+        ];
+        let lines = plan(levels).describe(|l| u64::from(l.prompt_tokens().unwrap()) + 2, 32);
+        assert!(
+            lines[1].contains("≈ 3480 tokens (258 prompt + 32 max_tokens each)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].contains("(4002 prompt + 32 max_tokens each)"),
+            "{lines:?}"
+        );
+        // 12 × 290 + 12 × 4034.
+        assert_eq!(
+            lines[3],
+            "token spend: up to 51888 tokens (24 requests × (their level's prompt + 32 max_tokens))"
+        );
+    }
+
+    #[test]
     fn spend_is_requests_times_prompt_plus_max_tokens() {
-        let lines = plan(vec![Load::Concurrency(1), Load::Concurrency(2)]).describe(10, 32);
+        let lines = plan(vec![Load::Concurrency(1), Load::Concurrency(2)]).describe(|_| 10, 32);
         let last = lines.last().unwrap();
         assert!(
             last.contains("1008 tokens") && last.contains("24 requests"),
@@ -345,7 +471,7 @@ mod tests {
         p.duration = Some(Duration::from_secs(10));
         let e = p.validate().unwrap_err();
         assert!(e.contains("--max-requests"), "{e}");
-        let last = p.describe(10, 32).pop().unwrap();
+        let last = p.describe(|_| 10, 32).pop().unwrap();
         assert!(!last.contains("up to 0 "), "{last}");
         let mut p = plan(vec![Load::Concurrency(1)]);
         p.requests = Some(u64::MAX);
@@ -360,7 +486,7 @@ mod tests {
         let mut p = plan(vec![Load::Concurrency(1)]);
         p.requests = Some(u64::MAX / 2);
         p.max_requests = u64::MAX;
-        let last = p.describe(u64::MAX / 4, 32).pop().unwrap();
+        let last = p.describe(|_| u64::MAX / 4, 32).pop().unwrap();
         assert!(last.contains(&u64::MAX.to_string()), "{last}");
         // A warmup as long as the level measures nothing.
         let mut p = plan(vec![Load::Rate(1.0)]);

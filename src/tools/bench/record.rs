@@ -27,6 +27,11 @@ pub struct Sample {
     pub output_tokens_per_second: Option<f64>,
     /// Every gap between token events, seconds.
     pub inter_token_latencies: Vec<f64>,
+    /// Prefill speed seen by the client, prompt tokens per second of TTFT (a generated prompt
+    /// only; from the actual send, as the daemon's).
+    pub prefill_tokens_per_second: Option<f64>,
+    /// Prefill speed by the server's own clock, where it reports its prefill time.
+    pub server_prefill_tokens_per_second: Option<f64>,
 }
 
 /// One request of one level.
@@ -72,6 +77,8 @@ impl Sample {
                 .iter()
                 .map(Duration::as_secs_f64)
                 .collect(),
+            prefill_tokens_per_second: m.prefill_tokens_per_second,
+            server_prefill_tokens_per_second: m.server_prefill_tokens_per_second,
         }
     }
 }

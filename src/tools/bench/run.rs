@@ -1,5 +1,5 @@
-//! Runs one level of a sweep on the daemon's [`Prober`]: closed loop (C virtual users) or open
-//! loop (seeded Poisson arrivals, latencies from the scheduled send). Ctrl-C (`cancel`) aborts
+//! Runs one level of a sweep on the daemon's [`Prober`]: closed loop (C virtual users, also at
+//! each prompt length of a prompt-length sweep) or open loop (seeded Poisson arrivals, latencies from the scheduled send). Ctrl-C (`cancel`) aborts
 //! in-flight requests; what completed is returned.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -125,7 +125,7 @@ pub async fn run_level(run: &LevelRun, level: usize, load: Load) -> LevelResult 
     });
     let mut tasks = JoinSet::new();
     match load {
-        Load::Concurrency(c) => {
+        Load::Concurrency(c) | Load::Prompt { concurrency: c, .. } => {
             for user in 0..c {
                 let s = shared.clone();
                 tasks.spawn(async move {

@@ -59,10 +59,94 @@ fn sla(v: &Verdict) -> String {
     s
 }
 
+/// The columns of a prompt-length sweep: the generated size and the server's count, TTFT,
+/// prefill speed (the client's and the server's), tokens/s and the failures by reason.
+const PROMPT_HEADER: [&str; 12] = [
+    "prompt",
+    "counted",
+    "ok/sent",
+    "TTFT p50",
+    "TTFT p95 [95% CI]",
+    "TTFT p99",
+    "prefill tok/s p50",
+    "server prefill p50",
+    "tok/s p50",
+    "out tok/s",
+    "failures",
+    "SLA",
+];
+
+/// A count such as a prompt's size: `4002`, `–` when unknown.
+fn count(x: Option<f64>) -> String {
+    x.map_or("–".into(), |x| format!("{:.0}", x.round()))
+}
+
+/// `reason=n, …` or `–`.
+fn failures(s: &LevelStats) -> String {
+    let f: Vec<String> = (s.requests.failures_by_reason.iter())
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    if f.is_empty() {
+        "–".into()
+    } else {
+        f.join(", ")
+    }
+}
+
+fn prompt_row(s: &LevelStats, v: &Verdict) -> Vec<String> {
+    vec![
+        s.load.prompt_tokens().map_or("–".into(), |t| t.to_string()),
+        count(s.prompt_tokens.p50),
+        format!("{}/{}", s.requests.succeeded, s.requests.sent),
+        fmt_secs(s.ttft.p50),
+        format!("{} {}", fmt_secs(s.ttft.p95), ci(s.ttft.p95_ci)),
+        fmt_secs(s.ttft.p99),
+        count(s.prefill_tokens_per_second.p50),
+        count(s.server_prefill_tokens_per_second.p50),
+        rate(s.output_tokens_per_second.p50),
+        format!("{:.1}", s.output_throughput),
+        failures(s),
+        sla(v),
+    ]
+}
+
+/// Whether `r` is a prompt-length sweep (`--prompt-tokens`).
+fn by_prompt(r: &Report) -> bool {
+    (r.plan.levels.first()).is_some_and(|l| l.prompt_tokens().is_some())
+}
+
+/// The table's rows, the header first: a prompt-length sweep's columns, or the load sweep's.
+fn rows(r: &Report) -> Vec<Vec<String>> {
+    if by_prompt(r) {
+        let mut rows = vec![PROMPT_HEADER.map(String::from).to_vec()];
+        rows.extend(r.levels.iter().map(|(s, v)| prompt_row(s, v)));
+        rows
+    } else {
+        let mut rows = vec![HEADER.map(String::from).to_vec()];
+        rows.extend(r.levels.iter().map(|(s, v)| row(s, v).to_vec()));
+        rows
+    }
+}
+
+/// What a prompt-length sweep sent, for the report's head (`None` for other sweeps).
+fn prompt_line(r: &Report) -> Option<String> {
+    let users = r.plan.levels.first().filter(|_| by_prompt(r))?;
+    let users = users.users().unwrap_or(1);
+    Some(format!(
+        "prompt-length sweep at concurrency {users}: each level sends a generated prompt of its size in place of the scenario's messages (system messages kept{}); \"counted\" is the server's count, prefill speed is prompt tokens per second of TTFT",
+        if super::prompt::needle(&r.scenario) {
+            ", the answer must repeat the code word at its start"
+        } else {
+            ", no needle"
+        }
+    ))
+}
+
 fn row(s: &LevelStats, v: &Verdict) -> [String; 11] {
     let level = match s.load {
         Load::Concurrency(c) => format!("C={c}"),
         Load::Rate(r) => format!("{r} req/s"),
+        Load::Prompt { tokens, .. } => format!("{tokens} tok"),
     };
     [
         level,
@@ -87,8 +171,16 @@ pub fn progress_line(s: &LevelStats, v: &Verdict) -> String {
         .iter()
         .map(|(k, n)| format!("{k}={n}"))
         .collect();
+    let prompt = match (s.load, s.prompt_tokens.p50) {
+        (Load::Prompt { .. }, counted) => format!(
+            " (the server counted {}), prefill p50 {} tokens/s",
+            count(counted),
+            count(s.prefill_tokens_per_second.p50)
+        ),
+        _ => String::new(),
+    };
     format!(
-        "{}: {}/{} ok{}, TTFT p50 {} p95 {}, TPOT p50 {}, {:.1} output tokens/s, SLA {}",
+        "{}{prompt}: {}/{} ok{}, TTFT p50 {} p95 {}, TPOT p50 {}, {:.1} output tokens/s, SLA {}",
         s.load.label(),
         s.requests.succeeded,
         s.requests.sent,
@@ -156,15 +248,10 @@ fn slo_line(r: &Report, text: fn(&str) -> String) -> String {
 
 /// The terminal table: aligned columns, then the SLA capacity.
 pub fn to_text(r: &Report) -> String {
-    let mut rows = vec![HEADER.map(String::from).to_vec()];
-    rows.extend(r.levels.iter().map(|(s, v)| row(s, v).to_vec()));
     let plain = |s: &str| crate::sanitize::terminal_safe(s).into_owned();
-    let out = [
-        slo_line(r, plain),
-        String::new(),
-        aligned(&rows),
-        capacity_line(r),
-    ];
+    let mut out = vec![slo_line(r, plain)];
+    out.extend(prompt_line(r));
+    out.extend([String::new(), aligned(&rows(r)), capacity_line(r)]);
     out.join("\n") + "\n"
 }
 
@@ -213,9 +300,10 @@ pub fn to_markdown(r: &Report) -> String {
         slo_line(r, crate::sanitize::markdown_text),
         String::new(),
     ];
-    let mut rows = vec![HEADER.map(String::from).to_vec()];
-    rows.extend(r.levels.iter().map(|(s, v)| row(s, v).to_vec()));
-    out.push(markdown_table(&rows));
+    if let Some(line) = prompt_line(r) {
+        out.extend([line, String::new()]);
+    }
+    out.push(markdown_table(&rows(r)));
     out.push(capacity_line(r).replace("\n  ", "\n- "));
     out.push(String::new());
     out.push(format!(

@@ -1166,11 +1166,11 @@ fn load_key(k: Option<LevelKey>) -> Option<LoadKey> {
     match k? {
         LevelKey::Concurrency(n) => Some(LoadKey {
             concurrency: Some(n),
-            rate: None,
+            ..LoadKey::default()
         }),
         LevelKey::Rate(r) => Some(LoadKey {
-            concurrency: None,
             rate: Some(r),
+            ..LoadKey::default()
         }),
         LevelKey::Single => None,
     }

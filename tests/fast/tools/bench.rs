@@ -108,7 +108,7 @@ fn bad_input_is_refused_clearly() {
     // Nothing listens here: every case must be refused before a request is sent.
     std::fs::write(&file, yaml("http://127.0.0.1:9/v1")).unwrap();
     let f = file.to_str().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 12] = [
         (
             &["--target", "nope", "--concurrency", "1", "--requests", "1"],
             "no target named \"nope\"",
@@ -148,6 +148,33 @@ fn bad_input_is_refused_clearly() {
             ],
             "over --max-requests 300",
         ),
+        (
+            &["--prompt-tokens", "10", "--requests", "2"],
+            "--prompt-tokens: 10 is not a size bench can generate; use 64 to 1000000 tokens",
+        ),
+        (
+            &["--prompt-tokens", "4000,256", "--requests", "2"],
+            "the levels must increase (prompt 4000 tokens then prompt 256 tokens)",
+        ),
+        (
+            &["--prompt-tokens", "256", "--rate", "1", "--requests", "2"],
+            "it does not combine with --rate: drop --rate",
+        ),
+        (
+            &[
+                "--prompt-tokens",
+                "256,1000",
+                "--concurrency",
+                "1,2",
+                "--requests",
+                "2",
+            ],
+            "--prompt-tokens measures every prompt length at one concurrency, but --concurrency lists 1,2",
+        ),
+        (
+            &["--prompt-tokens", "256", "--concurrency", "4", "--requests", "2"],
+            "--requests 2 is fewer than --concurrency 4",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = vec!["--config.file", f];
@@ -158,6 +185,29 @@ fn bad_input_is_refused_clearly() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+    // A scenario whose tools ask for a call cannot take a generated prompt.
+    std::fs::write(
+        &file,
+        yaml("http://127.0.0.1:9/v1").replace(
+            "    max_tokens: 32\n",
+            "    max_tokens: 32\n    tools: [{type: function, function: {name: f, parameters: {type: object}}}]\n",
+        ),
+    )
+    .unwrap();
+    let out = cli(&[
+        "--config.file",
+        f,
+        "--prompt-tokens",
+        "256",
+        "--requests",
+        "2",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--prompt-tokens replaces the scenario's messages with a generated prompt, but scenario \"chat\" declares tools"),
+        "{stderr}"
+    );
 }
 
 /// A server that fails every request ends each level with the failure reasons
@@ -556,4 +606,193 @@ async fn the_plan_measures_the_prompt_with_one_request_first() {
     );
     // "Say hello": 9 characters → 3 tokens, plus 4 for the message.
     assert_eq!(n, 7, "{line}");
+}
+
+/// A prompt-length sweep (`--prompt-tokens`) against a simulator whose prefill grows with the
+/// prompt: each level sends a generated prompt of its size after the scenario's system message,
+/// the server counts exactly that, TTFT grows level by level as the simulator's own TTFT does,
+/// and the prefill speeds are bounded by the simulator's ground truth of the same run. Judged
+/// on what the simulator recorded per request, not on scripted constants alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_length_sweep_follows_the_simulators_prefill() {
+    let mut script = common::stream(5, 1, 40);
+    script.load.prefill_per_token = Duration::from_micros(250);
+    script.load.per_request_metrics = true;
+    let sim = common::simulator(script).await;
+    let text = yaml(&sim.base_url()).replace(
+        "messages: [{role: user, content: \"Say hello\"}]",
+        "messages: [{role: system, content: \"Be brief.\"}, {role: user, content: \"Say hello\"}]",
+    );
+    let sizes = [64, 500, 2000];
+    let r = common::bench::bench_config(&text, plan(common::bench::prompts(&sizes), 3, 0)).await;
+    assert_eq!(r.levels.len(), 3);
+
+    let code = llm_probe::config::long_prompt::code_word("chat");
+    let received = sim.received();
+    assert_eq!(received.len(), 9, "three requests per level, nothing else");
+    // Per level, the simulator's truth of each request in send order (concurrency 1).
+    let mut truth_medians = Vec::new();
+    for (i, &tokens) in sizes.iter().enumerate() {
+        // The generated words, the system message's 2 and the cold-cache nonce's 2.
+        let words = u64::from(tokens) + 4;
+        let truths: Vec<_> = (received.iter())
+            .filter_map(|q| q.truth.get().copied())
+            .filter(|t| t.prompt_tokens == words)
+            .collect();
+        assert_eq!(truths.len(), 3, "level {tokens}: {received:?}");
+        let (stats, _) = &r.levels[i];
+        assert_eq!(stats.load.prompt_tokens(), Some(tokens));
+        assert_eq!(
+            (stats.requests.sent, stats.requests.succeeded),
+            (3, 3),
+            "{:?}",
+            stats.requests.failures_by_reason
+        );
+        assert_eq!(
+            stats.prompt_tokens.p50,
+            Some(words as f64),
+            "the server's count"
+        );
+        let mut records: Vec<_> = r.records.iter().filter(|q| q.level == i).collect();
+        records.sort_by_key(|q| q.index);
+        for (q, truth) in records.iter().zip(&truths) {
+            let s = q.result.as_ref().unwrap();
+            assert_eq!(s.prompt_tokens, Some(words));
+            // Never faster than the simulator: its TTFT is the floor of the client's.
+            assert!(s.ttft >= truth.ttft.as_secs_f64(), "{s:?} {truth:?}");
+            let speed = s.prefill_tokens_per_second.expect("a prefill speed");
+            assert!(
+                (speed - words as f64 / s.ttft).abs() < 1e-6 * speed,
+                "{s:?}"
+            );
+            let ceiling = words as f64 / truth.ttft.as_secs_f64();
+            assert!(speed <= ceiling, "{speed} > {ceiling}");
+            // The server's own prefill (vLLM's per-request metrics) lies inside the client's
+            // TTFT and is no shorter than the simulator's.
+            let server = s
+                .server_prefill_tokens_per_second
+                .expect("the server's speed");
+            assert!(
+                speed <= server && server <= ceiling,
+                "{speed} {server} {ceiling}"
+            );
+        }
+        let mut t: Vec<f64> = truths.iter().map(|t| t.ttft.as_secs_f64()).collect();
+        t.sort_by(f64::total_cmp);
+        truth_medians.push(t[1]);
+    }
+    // The simulator's TTFT grows with the prompt, and so does the sweep's, level by level.
+    let p50: Vec<f64> = r.levels.iter().map(|(s, _)| s.ttft.p50.unwrap()).collect();
+    for i in 1..sizes.len() {
+        assert!(truth_medians[i] > truth_medians[i - 1], "{truth_medians:?}");
+        assert!(
+            p50[i] > p50[i - 1],
+            "TTFT P50 {p50:?}, the simulator's {truth_medians:?}"
+        );
+    }
+    // The generated prompt follows the system message and carries the needle, answered.
+    for q in &received {
+        let messages = q.body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[0]["role"], "system");
+        assert!(messages[1]["content"].as_str().unwrap().contains(&code));
+    }
+
+    let v = json::to_json(&r);
+    for (i, &tokens) in sizes.iter().enumerate() {
+        let level = &v["levels"][i];
+        assert_eq!(level["prompt_tokens_sent"], tokens, "{level}");
+        assert_eq!(level["concurrency"], 1);
+        assert!(level["rate"].is_null());
+        assert_eq!(level["prompt_tokens"]["p50"], f64::from(tokens + 4));
+        assert!(level["prefill_tokens_per_second"]["p50"].as_f64().unwrap() > 0.0);
+        assert!(
+            level["server_prefill_tokens_per_second"]["p50"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+    assert_eq!(v["requests"][8]["prompt_tokens_sent"], 2000);
+    assert_eq!(v["metadata"]["plan"]["needle"], true);
+    let text = llm_probe::bench::table::to_text(&r);
+    assert!(
+        text.contains("prompt-length sweep at concurrency 1")
+            && text.contains("prompt  counted  ok/sent")
+            && text.contains("\n2000    2004     3/3"),
+        "{text}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        llm_probe::bench::command::write_all(&r, dir.path()).unwrap(),
+        7
+    );
+    let prefill = std::fs::read_to_string(dir.path().join("prefill.svg")).unwrap();
+    assert!(
+        prefill.contains("prompt tokens (generated, log scale)"),
+        "{prefill}"
+    );
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("| prompt | counted |"), "{md}");
+}
+
+/// A prompt-length sweep's plan, printed before any token is spent: the smallest generated
+/// prompt measured with one request of max_tokens 1, the larger ones extrapolated from it, and
+/// each level's size and token spend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_length_plan_shows_each_size_and_its_spend() {
+    let sim = common::simulator(common::stream(5, 1, 8)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, yaml(&sim.base_url())).unwrap();
+    let f = file.to_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "--config.file",
+            &f,
+            "--prompt-tokens",
+            "64,1000",
+            "--requests",
+            "1",
+            "--pause",
+            "0s",
+            "--output",
+            "json",
+        ])
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for line in [
+        "measuring the prompt: one request of the smallest generated prompt (64 tokens) with max_tokens 1".to_string(),
+        "prompt: 66 tokens for the generated 64, measured".into(),
+        // 66 for 64 words: 1.03 tokens per further word.
+        "the larger prompts extrapolated from it (1.25 per further word at most): 1000 → ≈ 1032"
+            .into(),
+        format!(
+            "{:<22} up to 1 requests ≈ 98 tokens (66 prompt + 32 max_tokens each)",
+            "prompt 64 tokens"
+        ),
+        format!(
+            "{:<22} up to 1 requests ≈ 1064 tokens (1032 prompt + 32 max_tokens each)",
+            "prompt 1000 tokens"
+        ),
+        "token spend: up to 1162 tokens (2 requests × (their level's prompt + 32 max_tokens))"
+            .into(),
+    ] {
+        assert!(stderr.contains(&line), "{line:?} not in\n{stderr}");
+    }
+    let words =
+        |q: &llm_probe::simulate::ReceivedRequest| llm_probe::simulate::prompt_tokens(&q.body);
+    let sent: Vec<(u64, u64)> = (sim.received().iter())
+        .map(|q| (q.body["max_tokens"].as_u64().unwrap(), words(q)))
+        .collect();
+    assert_eq!(
+        sent,
+        [(1, 66), (32, 66), (32, 1002)],
+        "the measuring request first"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["levels"][1]["prompt_tokens_sent"], 1000);
 }

@@ -84,9 +84,20 @@ async fn bench_and_compare_outputs_validate() {
     open.warmup = Warmup::Time(std::time::Duration::from_millis(50));
     let broken = bench(&failing.base_url(), open).await;
     assert!(broken.records.iter().all(|r| r.result.is_err()));
+    // A prompt-length sweep: its levels keyed by the generated prompt's size.
+    let prompts = bench(
+        &fast.base_url(),
+        plan(common::bench::prompts(&[64, 128]), 2, 0),
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
-    for (name, r) in [("before", &before), ("after", &after), ("broken", &broken)] {
+    for (name, r) in [
+        ("before", &before),
+        ("after", &after),
+        ("broken", &broken),
+        ("prompts", &prompts),
+    ] {
         let doc = llm_probe::bench::json::to_json(r);
         // What compare and baseline save read back is what bench wrote, field for field.
         let back: llm_probe::bench::json::BenchFile = serde_json::from_value(doc.clone()).unwrap();
