@@ -112,6 +112,9 @@ fn pick_level<'a>(run: &'a Run, doc: &Value, pick: Pick) -> Result<(&'a Level, S
             .join(", ")
     };
     let find = |key: LevelKey| run.levels.iter().find(|l| l.key == key);
+    if crate::compare::by_prompt_length(run) {
+        return Err("the file is a prompt-length sweep (bench --prompt-tokens): its levels sent generated prompts in place of the scenario's, so none measures what the daemon's probes of the scenario send; save a baseline from a --concurrency or --rate sweep".into());
+    }
     match pick {
         Pick::Default if run.kind == RunKind::ProbeOnce => run
             .levels
@@ -229,7 +232,7 @@ fn beyond_capacity(doc: &Value, key: &LevelKey, pick: Pick) -> Option<String> {
     let beyond = match key {
         LevelKey::Concurrency(c) => cap["concurrency"].as_u64().is_none_or(|max| *c > max),
         LevelKey::Rate(r) => cap["rate"].as_f64().is_none_or(|max| *r > max),
-        LevelKey::Single => false,
+        LevelKey::Single | LevelKey::PromptTokens(_) => false,
     };
     beyond.then(|| match (cap["concurrency"].as_u64(), cap["rate"].as_f64()) {
         (Some(c), _) => format!("{key} is beyond the run's SLA capacity (concurrency {c}): this baseline accepts latencies that breach the target's SLO; pin a level within the capacity unless that is what you want"),

@@ -8,13 +8,14 @@
 //! - `metadata`: `target`, `model`, `scenario`, `prompt_tokens` (as the server counted them),
 //!   `max_tokens`, and `endpoint` {`response_model`, `system_fingerprint`, `server`,
 //!   `server_version`}.
-//! - `levels[]`: `concurrency` or `rate` (the other `null`), and `requests` {`sent`, `failed`}
-//!   (the level's failure ratio).
+//! - `levels[]`: `prompt_tokens_sent` (a prompt-length sweep's level) else `concurrency` or
+//!   `rate` (the other `null`), and `requests` {`sent`, `failed`} (the level's failure ratio).
 //! - `requests[]`: `level` (the index into `levels[]`), `warmup` (such requests are skipped, as
 //!   bench's statistics skip them), `ok`, `reason` (failed requests), and per successful
 //!   request `ttft_seconds`, `time_to_first_output_token_seconds`, `tpot_seconds`,
 //!   `e2e_seconds`, `output_tokens_per_second` and `inter_token_latency_seconds`, the list of its
-//!   gaps (compare's ITL of a request is the median of that list). `null` means unknown.
+//!   gaps (compare's ITL of a request is the median of that list), and `prompt_tokens` (the
+//!   server's count). `null` means unknown.
 //!
 //! A probe-once line has `success`, `failure_reason`, the same metric fields but its gaps as
 //! `inter_token_latencies_seconds`, and the identity fields at the top level.
@@ -58,6 +59,9 @@ pub enum LevelKey {
     Concurrency(u64),
     /// Open loop at this many requests per second.
     Rate(f64),
+    /// A prompt-length sweep's level: a generated prompt of this many tokens
+    /// (`prompt_tokens_sent`).
+    PromptTokens(u64),
     /// A run without levels (a `probe-once` collection).
     Single,
 }
@@ -67,6 +71,7 @@ impl std::fmt::Display for LevelKey {
         match self {
             LevelKey::Concurrency(c) => write!(f, "concurrency {c}"),
             LevelKey::Rate(r) => write!(f, "rate {r}/s"),
+            LevelKey::PromptTokens(t) => write!(f, "prompt {t} tokens"),
             LevelKey::Single => write!(f, "all probes"),
         }
     }
@@ -123,6 +128,8 @@ pub struct RequestRecord {
     pub failure_reason: Option<String>,
     /// The value of each metric ([`Metric::ALL`] order); `None` when unknown.
     pub values: [Option<f64>; Metric::ALL.len()],
+    /// Prompt tokens as the server counted them, if it did.
+    pub prompt_tokens: Option<u64>,
 }
 
 /// One level of a run.
@@ -143,6 +150,15 @@ impl Level {
             let failed = self.requests.iter().filter(|r| !r.success).count();
             (self.requests.len() as u64, failed as u64)
         })
+    }
+
+    /// The median of the server's prompt counts over successful requests; `None` without any.
+    pub fn counted_prompt(&self) -> Option<f64> {
+        let counts: Vec<f64> = (self.requests.iter())
+            .filter(|r| r.success)
+            .filter_map(|r| r.prompt_tokens.map(|n| n as f64))
+            .collect();
+        crate::stats::median(&counts)
     }
 
     /// The finite values of `metric` over successful requests.
@@ -317,6 +333,7 @@ impl MetricFields {
             success,
             failure_reason,
             values,
+            prompt_tokens: None,
         })
     }
 }
@@ -339,22 +356,26 @@ fn check_value(metric: Metric, v: f64) -> Result<(), String> {
     }
 }
 
-/// A capacity's or a straddle's level: `concurrency` or `rate` (the other `null`).
+/// A capacity's or a straddle's level: `prompt_tokens_sent`, else `concurrency` or `rate` (the
+/// other `null`).
 fn load_key(k: bench::LoadKey) -> Option<LevelKey> {
-    match (k.concurrency, k.rate) {
-        (Some(c), _) => Some(LevelKey::Concurrency(c)),
-        (None, Some(r)) => Some(LevelKey::Rate(r)),
+    match (k.prompt_tokens_sent, k.concurrency, k.rate) {
+        (Some(t), _, _) => Some(LevelKey::PromptTokens(t)),
+        (None, Some(c), _) => Some(LevelKey::Concurrency(c)),
+        (None, None, Some(r)) => Some(LevelKey::Rate(r)),
         _ => None,
     }
 }
 
 /// The record of a probe-once line.
 fn probe_record(p: &ProbeRecord) -> Result<RequestRecord, String> {
-    MetricFields::from(p).record(
+    let mut r = MetricFields::from(p).record(
         p.success.unwrap_or(p.failure_reason.is_none()),
         p.failure_reason.clone(),
         p.inter_token_latencies_seconds.as_deref(),
-    )
+    )?;
+    r.prompt_tokens = p.prompt_tokens;
+    Ok(r)
 }
 
 fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
@@ -367,13 +388,17 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let key = match (l.concurrency, l.rate) {
-                (Some(c), _) => Ok(LevelKey::Concurrency(c)),
-                (None, Some(r)) if r.is_finite() && r > 0.0 => Ok(LevelKey::Rate(r)),
-                (None, Some(r)) => Err(format!(
+            let key = match (l.prompt_tokens_sent, l.concurrency, l.rate) {
+                (Some(0), _, _) => Err(format!(
+                    "levels[{i}] has `prompt_tokens_sent` 0, not a prompt size; write the file with `llm-probe bench --output json`"
+                )),
+                (Some(t), _, _) => Ok(LevelKey::PromptTokens(t)),
+                (None, Some(c), _) => Ok(LevelKey::Concurrency(c)),
+                (None, None, Some(r)) if r.is_finite() && r > 0.0 => Ok(LevelKey::Rate(r)),
+                (None, None, Some(r)) => Err(format!(
                     "levels[{i}] has the rate {r}, not a number of requests per second above 0; write the file with `llm-probe bench --output json`"
                 )),
-                (None, None) => Err(format!(
+                (None, None, None) => Err(format!(
                     "levels[{i}] has neither `concurrency` nor `rate`; one of them is required"
                 )),
             }?;
@@ -403,9 +428,12 @@ fn parse_bench(path: &Path, whole: Value) -> Result<Run, String> {
             )
         })?;
         let record = match &r.outcome {
-            Outcome::Measured(m) => {
-                MetricFields::from(m).record(r.ok, None, Some(&m.inter_token_latency_seconds))
-            }
+            Outcome::Measured(m) => MetricFields::from(m)
+                .record(r.ok, None, Some(&m.inter_token_latency_seconds))
+                .map(|rec| RequestRecord {
+                    prompt_tokens: m.prompt_tokens,
+                    ..rec
+                }),
             Outcome::Failed { reason, .. } => {
                 MetricFields::default().record(r.ok, Some(reason.clone()), None)
             }

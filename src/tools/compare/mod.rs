@@ -251,6 +251,7 @@ fn capacity_rank(k: Option<LevelKey>) -> Option<f64> {
         None => Some(f64::NEG_INFINITY),
         Some(LevelKey::Concurrency(c)) => Some(c as f64),
         Some(LevelKey::Rate(r)) => Some(r),
+        Some(LevelKey::PromptTokens(t)) => Some(t as f64),
         Some(LevelKey::Single) => None,
     }
 }
@@ -274,11 +275,13 @@ fn describe_criterion(criterion: Criterion, sla: &input::Sla) -> String {
 }
 
 /// The capacities side by side; `None` when a run states none, or the runs' levels are of
-/// different kinds (concurrency against rate).
+/// different kinds (concurrency, rate, prompt length). A prompt-length sweep's capacity is the
+/// longest prompt within the SLA.
 pub fn compare_capacity(before: &Run, after: &Run) -> Option<CapacityChange> {
     let (b, a) = (before.sla.as_ref()?, after.sla.as_ref()?);
     let kind = |k: Option<LevelKey>| match k {
         Some(LevelKey::Rate(_)) => 1,
+        Some(LevelKey::PromptTokens(_)) => 2,
         _ => 0,
     };
     let kb = b.capacity.or(b.broken_at);
@@ -371,11 +374,11 @@ pub enum Refusal {
     /// Different setups (scenario, prompt size, `max_tokens`): each entry names what differs.
     #[error("the runs are not comparable: {}; compare like with like, or pass --force", .0.join("; "))]
     Setup(Vec<String>),
-    /// No level is in both runs (levels are matched by concurrency or rate).
+    /// No level is in both runs (levels are matched by concurrency, rate or prompt length).
     #[error(
         "no level is in both runs (BEFORE has {before}; AFTER has {after}): levels are matched \
-         by concurrency or rate, and a probe-once collection only matches another one; run both \
-         with the same --concurrency or --rate"
+         by concurrency, rate or prompt length, and a probe-once collection only matches \
+         another one; run both with the same --concurrency, --rate or --prompt-tokens"
     )]
     NoCommonLevel {
         /// BEFORE's levels, listed.
@@ -394,7 +397,16 @@ pub enum Refusal {
     },
 }
 
-/// What differs between the runs' setups (scenario, prompt size, `max_tokens`): described.
+/// Whether `run` is a prompt-length sweep (`bench --prompt-tokens`): its levels are keyed by
+/// the generated prompt's size.
+pub fn by_prompt_length(run: &Run) -> bool {
+    (run.levels.iter()).any(|l| matches!(l.key, LevelKey::PromptTokens(_)))
+}
+
+/// What differs between the runs' setups (scenario, prompt size, `max_tokens`): described. A
+/// prompt-length sweep states the prompt size per level, so the run's (its first level's) is
+/// not compared: its levels are matched by size, and each level's count is checked in
+/// [`prompt_count_warnings`].
 fn setup_differences(before: &Run, after: &Run) -> Vec<String> {
     let mut out = Vec::new();
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
@@ -405,18 +417,45 @@ fn setup_differences(before: &Run, after: &Run) -> Vec<String> {
             show(&after.scenario)
         ));
     }
-    out.extend(size_difference(
-        "prompt tokens",
-        &before.prompt_tokens,
-        &after.prompt_tokens,
-        PROMPT_TOLERANCE,
-    ));
+    if !by_prompt_length(before) && !by_prompt_length(after) {
+        out.extend(size_difference(
+            "prompt tokens",
+            &before.prompt_tokens,
+            &after.prompt_tokens,
+            PROMPT_TOLERANCE,
+        ));
+    }
     out.extend(size_difference(
         "max_tokens",
         &before.max_tokens,
         &after.max_tokens,
         0.0,
     ));
+    out
+}
+
+/// A warning per prompt-length level both runs have where the server counted the same generated
+/// prompt differently (by more than [`PROMPT_TOLERANCE`]): another tokenizer or chat template,
+/// so the same words are a different amount of prefill.
+fn prompt_count_warnings(before: &Run, after: &Run) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in &before.levels {
+        let LevelKey::PromptTokens(t) = b.key else {
+            continue;
+        };
+        let Some(a) = after.levels.iter().find(|a| a.key == b.key) else {
+            continue;
+        };
+        if let (Some(x), Some(y)) = (b.counted_prompt(), a.counted_prompt()) {
+            if (x - y).abs() > PROMPT_TOLERANCE * x.max(y) {
+                out.push(format!(
+                    "at prompt {t} tokens the server counted {} tokens BEFORE and {} AFTER: the tokenizer or the chat template changed, so the same prompt is another amount of prefill",
+                    report::number(x),
+                    report::number(y)
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -454,6 +493,7 @@ pub fn compare(before: &Run, after: &Run, options: &Options) -> Result<Compariso
             differences.join("; ")
         ));
     }
+    warnings.extend(prompt_count_warnings(before, after));
     let different_endpoint = before.target != after.target || before.model != after.model;
     if !different_endpoint && !before.identity.is_empty() && before.identity == after.identity {
         warnings.push(

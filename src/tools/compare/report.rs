@@ -103,16 +103,17 @@ fn short_change(change: f64, low: Option<f64>, high: Option<f64>) -> String {
     format!("{} [{}, {}]", short_pct(change), end(low), end(high))
 }
 
-/// The level as the summary names it: `C=4`, `2/s`, or `all`.
+/// The level as the summary names it: `C=4`, `2/s`, `4000 tok` (a prompt length), or `all`.
 pub(crate) fn level_short(key: LevelKey) -> String {
     match key {
         LevelKey::Concurrency(c) => format!("C={c}"),
         LevelKey::Rate(r) => format!("{}/s", number(r)),
+        LevelKey::PromptTokens(t) => format!("{t} tok"),
         LevelKey::Single => "all".into(),
     }
 }
 
-/// A capacity: `4`, `2/s` or `none`.
+/// A capacity: `4`, `2/s`, `4000 tok` or `none`.
 fn capacity_short(k: Option<LevelKey>) -> String {
     match k {
         None => "none".into(),
@@ -928,6 +929,8 @@ pub struct LevelReport {
     pub concurrency: Option<u64>,
     /// The level's rate (bench, open loop), else `null`.
     pub rate: Option<f64>,
+    /// The level's generated prompt size (bench, a prompt-length sweep), else `null`.
+    pub prompt_tokens_sent: Option<u64>,
     /// The rows.
     #[serde(flatten)]
     pub metrics: PerMetric<RowReport>,
@@ -1161,7 +1164,8 @@ pub struct CapacityReport<'a> {
     pub verdict: &'static str,
 }
 
-/// A bench level as `{concurrency, rate}`; `None` for a probe-once collection's single level.
+/// A bench level as `{concurrency, rate, prompt_tokens_sent}`; `None` for a probe-once
+/// collection's single level.
 fn load_key(k: Option<LevelKey>) -> Option<LoadKey> {
     match k? {
         LevelKey::Concurrency(n) => Some(LoadKey {
@@ -1170,6 +1174,10 @@ fn load_key(k: Option<LevelKey>) -> Option<LoadKey> {
         }),
         LevelKey::Rate(r) => Some(LoadKey {
             rate: Some(r),
+            ..LoadKey::default()
+        }),
+        LevelKey::PromptTokens(t) => Some(LoadKey {
+            prompt_tokens_sent: Some(t),
             ..LoadKey::default()
         }),
         LevelKey::Single => None,
@@ -1266,7 +1274,7 @@ fn endpoint_medians(e: &super::selection::Endpoint) -> EndpointMedians<'_> {
 }
 
 /// The JSON report ([`CompareReport`]): `before`/`after` run metadata, `rule`, `warnings`,
-/// `unmatched_levels`, `levels[]` (`concurrency`, `rate`, one object per metric named as the
+/// `unmatched_levels`, `levels[]` (`concurrency`, `rate`, `prompt_tokens_sent`, one object per metric named as the
 /// daemon's metrics, `failure_ratio`), `selection` (or null) and `regression`.
 pub fn report<'a>(c: &'a Comparison, before: &'a Run, after: &'a Run) -> CompareReport<'a> {
     let levels = (c.levels.iter())
@@ -1279,6 +1287,7 @@ pub fn report<'a>(c: &'a Comparison, before: &'a Run, after: &'a Run) -> Compare
             LevelReport {
                 concurrency: key.concurrency,
                 rate: key.rate,
+                prompt_tokens_sent: key.prompt_tokens_sent,
                 metrics,
                 failure_ratio: FailureRatio::from(&l.failures),
             }

@@ -131,7 +131,10 @@ fn no_common_level_is_an_error_not_an_empty_success() {
         e.contains("BEFORE has concurrency 1, concurrency 8; AFTER has rate 2/s, rate 2/s"),
         "{e}"
     );
-    assert!(e.contains("same --concurrency or --rate"), "{e}");
+    assert!(
+        e.contains("same --concurrency, --rate or --prompt-tokens"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -340,5 +343,83 @@ fn every_metric_has_its_json_name_in_the_reports() {
         none.as_object().map(|o| o.len()),
         Some(0),
         "a metric without a row is absent"
+    );
+}
+
+/// A prompt-length sweep's run: levels keyed by `prompt_tokens_sent`, 20 requests each with
+/// the server's count `counted[level]` and a TTFT of `ttft` per 1,000 tokens (1 % apart); its
+/// SLA capacity is its first level.
+fn prompt_run(sizes: &[u64], counted: &[u64], ttft: f64, first_prompt: u64) -> Run {
+    let levels: Vec<String> = (sizes.iter())
+        .map(|t| format!(r#"{{"concurrency":1,"prompt_tokens_sent":{t}}}"#))
+        .collect();
+    let requests: Vec<String> = (0..sizes.len())
+        .flat_map(|i| {
+            (0..20).map(move |k| {
+                let t = ttft * sizes[i] as f64 / 1000.0 * (1.0 + 0.01 * k as f64);
+                format!(
+                    r#"{{"level":{i},"ok":true,"ttft_seconds":{t},"prompt_tokens":{}}}"#,
+                    counted[i]
+                )
+            })
+        })
+        .collect();
+    parse_run(
+        std::path::Path::new("p.json"),
+        &format!(
+            r#"{{"schema":"llm-probe.bench/v1","metadata":{{"target":"t","model":"m",
+               "scenario":"s","max_tokens":64,"prompt_tokens":{first_prompt}}},
+               "levels":[{}],"requests":[{}],
+               "sla_capacity":{{"concurrency":1,"prompt_tokens_sent":{}}}}}"#,
+            levels.join(","),
+            requests.join(","),
+            sizes[0]
+        ),
+    )
+    .unwrap()
+}
+
+#[test]
+fn prompt_length_sweeps_are_matched_per_size() {
+    let b = prompt_run(&[256, 1000, 4000], &[258, 1002, 4002], 0.2, 258);
+    // AFTER starts at 1000: its first level's count is not a setup difference.
+    let a = prompt_run(&[1000, 4000], &[1002, 4400], 0.3, 1002);
+    assert_eq!(b.levels[0].key, LevelKey::PromptTokens(256));
+    assert_eq!(b.levels[0].counted_prompt(), Some(258.0));
+    let c = compare(&b, &a, &Options::default()).unwrap();
+    let keys: Vec<LevelKey> = c.levels.iter().map(|l| l.key).collect();
+    assert_eq!(
+        keys,
+        [LevelKey::PromptTokens(1000), LevelKey::PromptTokens(4000)]
+    );
+    assert_eq!(c.unmatched, ["prompt 256 tokens (BEFORE only)"]);
+    assert_eq!(c.levels[0].rows[0].verdict, Some(Verdict::Regression));
+    // The same 4,000 words counted 10 % higher: said, not refused.
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].starts_with(
+            "at prompt 4000 tokens the server counted 4002 tokens BEFORE and 4400 AFTER"
+        ),
+        "{:?}",
+        c.warnings
+    );
+    // The capacities (each file's first level) are prompt lengths, ranked by size.
+    let cap = c.capacity.unwrap();
+    assert_eq!(
+        (cap.before, cap.after, cap.verdict),
+        (
+            Some(LevelKey::PromptTokens(256)),
+            Some(LevelKey::PromptTokens(1000)),
+            Verdict::Improvement
+        )
+    );
+    // A load sweep shares no level with it.
+    let load = run("s", &spread(10, 1.0), "x");
+    let e = compare(&load, &a, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("AFTER has prompt 1000 tokens, prompt 4000 tokens"),
+        "{e}"
     );
 }

@@ -337,6 +337,22 @@ fn baseline_save_writes_the_file_and_exits_2_on_unusable_input() {
     assert_eq!(code, 2);
     assert!(stderr.contains("has no successful request"), "{stderr}");
 
+    // A prompt-length sweep sent generated prompts, not the scenario's.
+    let prompts = dir.path().join("prompts.json");
+    std::fs::write(
+        &prompts,
+        r#"{"schema":"llm-probe.bench/v1","metadata":{"target":"t","scenario":"s"},
+            "levels":[{"concurrency":1,"prompt_tokens_sent":4000}],
+            "requests":[{"level":0,"ok":true,"ttft_seconds":0.5}]}"#,
+    )
+    .unwrap();
+    let (code, _, stderr) = save(&["--from", &prompts.display().to_string(), "--out", &out_s]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("the file is a prompt-length sweep (bench --prompt-tokens)"),
+        "{stderr}"
+    );
+
     let unknown = dir.path().join("unknown.json");
     std::fs::write(&unknown, r#"{"schema":"genai-perf/v2"}"#).unwrap();
     let (code, _, stderr) = save(&["--from", &unknown.display().to_string(), "--out", &out_s]);

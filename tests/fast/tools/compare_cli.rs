@@ -407,3 +407,91 @@ fn bad_prometheus_windows_are_usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--target"));
 }
+
+/// Two prompt-length sweeps (`bench --prompt-tokens`), before and after the simulator's prefill
+/// tripled: compared per prompt length, the long prompt's TTFT a regression and the longest
+/// prompt within the SLA lower; a level where the server counted the same generated prompt
+/// otherwise is warned about. A prompt-length sweep matches no load sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_prompt_length_sweeps_compare_per_prompt_length() {
+    use common::bench::{bench_config, plan, prompts, yaml};
+    let sim = |micros| {
+        let mut script = common::stream(5, 1, 40);
+        script.load.prefill_per_token = std::time::Duration::from_micros(micros);
+        common::simulator(script)
+    };
+    let (fast, slow) = (sim(100).await, sim(300).await);
+    // An objective the fast run's 2,000 tokens (≈ 205 ms) meet with room to spare, and the
+    // slow run's (at least 5 ms + 2,009 × 0.3 ms) cannot.
+    let config = |base_url: &str| {
+        yaml(base_url).replace(
+            "    model: m\n",
+            "    model: m\n    slo: {ttft_p95: 500ms, output_tokens_per_second_min: 1}\n",
+        )
+    };
+    let levels = || plan(prompts(&[64, 2000]), 5, 0);
+    let before_config = config(&fast.base_url());
+    // AFTER's scenario has a system message of 7 words: 66 → 73 counted at 64 tokens.
+    let after_config = config(&slow.base_url()).replace(
+        "messages: [{role: user",
+        "messages: [{role: system, content: \"Answer in as few words as possible.\"}, {role: user",
+    );
+    let (before, after) = tokio::join!(
+        bench_config(&before_config, levels()),
+        bench_config(&after_config, levels())
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, r: &llm_probe::bench::Report| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("{:#}\n", llm_probe::bench::json::to_json(r))).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (b, a) = (write("before.json", &before), write("after.json", &after));
+    let out = compare(&[&b, &a, "--output", "json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let levels = doc["levels"].as_array().unwrap();
+    let keys: Vec<&Value> = levels.iter().map(|l| &l["prompt_tokens_sent"]).collect();
+    assert_eq!(keys, [64, 2000], "{doc:#}");
+    assert!(levels.iter().all(|l| l["concurrency"].is_null()));
+    assert_eq!(
+        levels[1]["ttft_seconds"]["verdict"], "regression",
+        "{doc:#}"
+    );
+    let cap = &doc["sla_capacity"];
+    assert_eq!(cap["before"]["prompt_tokens_sent"], 2000, "{cap}");
+    assert_eq!(cap["after"]["prompt_tokens_sent"], 64, "{cap}");
+    assert_eq!(cap["after_broken_at"]["prompt_tokens_sent"], 2000, "{cap}");
+    assert_eq!(cap["verdict"], "regression");
+    let warnings: Vec<&str> = (doc["warnings"].as_array().unwrap().iter())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w
+            .starts_with("at prompt 64 tokens the server counted 66 tokens BEFORE and 73 AFTER")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("at prompt 2000")),
+        "2002 against 2009 is within 5 %: {warnings:?}"
+    );
+    let text = compare(&[&b, &a]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("prompt 2000 tokens (requests sent 5 → 5)")
+            && text.contains("SLA capacity: 2000 tok → 64 tok (regression)"),
+        "{text}"
+    );
+
+    // A load sweep has no prompt length to match.
+    let load = fixture("before.json");
+    let out = compare(&[load.to_str().unwrap(), &a, "--force"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("AFTER has prompt 64 tokens, prompt 2000 tokens")
+            && stderr.contains("--prompt-tokens"),
+        "{stderr}"
+    );
+}

@@ -118,6 +118,8 @@ async fn bench_and_compare_outputs_validate() {
         // Two real runs, their SLA capacities side by side.
         (files[0].clone(), files[1].clone()),
         (files[0].clone(), files[0].clone()),
+        // Two prompt-length sweeps, compared per prompt length.
+        (files[3].clone(), files[3].clone()),
         // A regression.
         (fixture("before.json"), fixture("after_ttft_plus20.json")),
         // Two endpoints: the selection section.

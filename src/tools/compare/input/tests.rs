@@ -157,3 +157,29 @@ fn impossible_measurements_and_newer_schemas_are_refused() {
     .unwrap();
     assert_eq!(run.levels[0].values(Metric::Ttft), vec![86_400.0]);
 }
+
+#[test]
+fn a_prompt_length_level_is_keyed_by_its_size() {
+    let run = parse(
+        r#"{"schema":"llm-probe.bench/v1","metadata":{"target":"t"},
+            "levels":[{"concurrency":1,"rate":null,"prompt_tokens_sent":4000}],
+            "sla_capacity":{"concurrency":1,"prompt_tokens_sent":4000},
+            "requests":[{"level":0,"ok":true,"ttft_seconds":0.5,"prompt_tokens":4002},
+                        {"level":0,"ok":true,"ttft_seconds":0.6,"prompt_tokens":4004}]}"#,
+    )
+    .unwrap();
+    assert_eq!(run.levels[0].key, LevelKey::PromptTokens(4000));
+    assert_eq!(run.levels[0].key.to_string(), "prompt 4000 tokens");
+    assert_eq!(run.levels[0].counted_prompt(), Some(4003.0));
+    let sla = run.sla.unwrap();
+    assert_eq!(sla.capacity, Some(LevelKey::PromptTokens(4000)));
+    let e = parse(
+        r#"{"schema":"llm-probe.bench/v1","metadata":{"target":"t"},
+            "levels":[{"concurrency":1,"prompt_tokens_sent":0}]}"#,
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("levels[0]") && e.contains("prompt_tokens_sent"),
+        "{e}"
+    );
+}
