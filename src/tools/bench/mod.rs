@@ -69,8 +69,10 @@ pub struct Report {
 
 /// The (target, scenario) pair named on the command line.
 ///
-/// Errors: no target of that name (the known names are listed), or the target does not run
-/// that scenario.
+/// A scenario with `cache_canary` is benched without the canary's second request.
+///
+/// Errors: no target of that name (the known names are listed), the target does not run
+/// that scenario, or the scenario has `turns` (a conversation is several requests).
 pub fn select(
     cfg: &Config,
     target: Option<&str>,
@@ -113,7 +115,22 @@ pub fn select(
             ))
         }
     };
-    Ok((t.clone(), s.clone()))
+    if !s.turns.is_empty() {
+        return Err(format!(
+            "scenario {:?} is a multi-turn conversation (turns:), and bench measures one request per request it sends; bench a one-request scenario (the daemon and probe-once measure every turn)",
+            s.name
+        ));
+    }
+    // A bench request is one request: the prefix-cache canary's second, warm one would double
+    // the spend and skew the pacing.
+    let s = match s.cache_canary {
+        true => Arc::new(Scenario {
+            cache_canary: false,
+            ..(**s).clone()
+        }),
+        false => s.clone(),
+    };
+    Ok((t.clone(), s))
 }
 
 /// Runs the sweep of `plan` on `target` × `scenario`, until done or `cancel`.

@@ -147,10 +147,7 @@ pub fn sized(scenario: &Scenario, tokens: u32) -> Scenario {
         .filter(|m| m.role == "system" || m.role == "developer")
         .cloned()
         .collect();
-    messages.push(Message {
-        role: "user".into(),
-        content: lp.text(),
-    });
+    messages.push(Message::text("user", lp.text()));
     Scenario {
         messages,
         checks: crate::check::Checks {
@@ -161,6 +158,7 @@ pub fn sized(scenario: &Scenario, tokens: u32) -> Scenario {
         long_prompt: Some(lp),
         // The canary's second, warm request would double every level's spend.
         cache_canary: false,
+        turns: Vec::new(),
         ..scenario.clone()
     }
 }

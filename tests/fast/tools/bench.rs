@@ -64,9 +64,15 @@ async fn json_schema_names_and_charts() {
         .unwrap()
         .starts_with("fnv1a64:"));
     assert!(meta["started"].as_str().unwrap().ends_with('Z'));
-    // Open loop: latency from the scheduled send, with the generator's lateness beside it.
+    // Open loop: latency from the scheduled send, with the generator's lateness beside it
+    // (how late it is on a loaded machine is a benchmark's number, not this test's: it must be
+    // there, and no longer than the slowest request's latency, which includes it).
     let late = level["generator_lateness_seconds"]["max"].as_f64().unwrap();
-    assert!((0.0..0.05).contains(&late), "lateness {late}");
+    let slowest = level["e2e_seconds"]["max"].as_f64().unwrap();
+    assert!(
+        late >= 0.0 && late <= slowest,
+        "lateness {late}, slowest E2E {slowest}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let n = llm_probe::bench::command::write_all(&r, dir.path()).unwrap();
@@ -795,4 +801,16 @@ async fn a_prompt_length_plan_shows_each_size_and_its_spend() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["levels"][1]["prompt_tokens_sent"], 1000);
+}
+
+#[test]
+fn a_conversation_is_refused_and_a_canary_benched_as_one_request() {
+    let cfg = |extra: &str| {
+        let yaml = format!("scenarios:\n  - name: chat\n    messages: [{{role: user, content: hi}}]\n    max_tokens: 8\n{extra}targets:\n  - name: sim\n    protocol: openai-chat\n    base_url: http://h/v1\n    model: m\n");
+        llm_probe::config::parse(&yaml, "<test>", &|_| None).unwrap()
+    };
+    let e = select(&cfg("    turns: [\"and then?\"]\n"), None, None).unwrap_err();
+    assert!(e.contains("is a multi-turn conversation (turns:)"), "{e}");
+    let (_, s) = select(&cfg("    cache_canary: true\n"), None, None).unwrap();
+    assert!(!s.cache_canary);
 }
