@@ -13,6 +13,7 @@ pub mod https;
 pub mod pki;
 pub mod probe;
 pub mod prometheus;
+pub mod real_llm;
 pub mod rules;
 pub mod synthetic;
 pub mod web_tls;
@@ -252,19 +253,13 @@ pub fn real_server() -> String {
 
 /// Runs `bash SCRIPT start` (a path under the repository: `scripts/real-llm.sh`,
 /// `scripts/real-vllm.sh`) and returns the base URL it prints on stdout. Blocking; panics with
-/// the script's stderr when it fails (a real engine is required, never skipped).
+/// the script's stderr when it fails (a real engine is required, never skipped). A llama.cpp
+/// server of a test's own, on a port and with a context of its choosing: [`real_llm::own_server`].
 pub fn start_real_engine(script: &str) -> String {
-    start_real_engine_on(script, None)
-}
-
-/// [`start_real_engine`] on `port` when given (`bash SCRIPT start PORT`), else on the
-/// script's default port.
-pub fn start_real_engine_on(script: &str, port: Option<u16>) -> String {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let out = std::process::Command::new("bash")
         .arg(&script)
         .arg("start")
-        .args(port.map(|p| p.to_string()))
         .stderr(std::process::Stdio::piped())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));

@@ -9,54 +9,18 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::real_llm::{cache, script, start, StopOnDrop};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The cache the script uses: `REAL_LLM_CACHE`, else its default.
-fn cache() -> PathBuf {
-    match std::env::var_os("REAL_LLM_CACHE") {
-        Some(c) => PathBuf::from(c),
-        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-            .join(".cache/llm-probe-real-llm"),
-    }
-}
-
-/// `scripts/real-llm.sh ARGS…` with `REAL_LLM_CACHE` set (so that the stop hint names it).
-fn real_llm(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(repo().join("scripts/real-llm.sh"))
-        .args(args)
-        .env("REAL_LLM_CACHE", cache())
-        .output()
-        .expect("bash runs")
-}
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Stops the server on its port when the test ends, passed or not.
-struct StopOnDrop(u16);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        let _ = real_llm(&["stop", &self.0.to_string()]);
-        // The log of a port chosen at random would only clutter the shared cache.
-        let _ = std::fs::remove_file(cache().join(format!("llama-server.{}.log", self.0)));
-    }
-}
-
-/// Starts a server on `port`; returns its base URL and the script's stderr.
-fn start(port: u16) -> (String, String) {
-    let out = real_llm(&["start", &port.to_string()]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "start {port} failed:\n{err}");
-    (text(&out.stdout).trim().to_string(), err)
 }
 
 /// The PID in port's PID file.
@@ -99,7 +63,7 @@ fn servers_on(port: u16) -> usize {
 }
 
 fn healthy(port: u16) -> bool {
-    real_llm(&["status", &port.to_string()]).status.success()
+    script(&["status", &port.to_string()], &[]).status.success()
 }
 
 fn wait_gone(pid: u32) -> bool {
@@ -133,9 +97,9 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     let begun = Instant::now();
     // Two starts on a and one on b, all at once: the lock lets one server start per port.
     let (ra, rb, ra2) = std::thread::scope(|s| {
-        let ta = s.spawn(|| start(a));
-        let tb = s.spawn(|| start(b));
-        let ta2 = s.spawn(|| start(a));
+        let ta = s.spawn(|| start(a, &[]));
+        let tb = s.spawn(|| start(b, &[]));
+        let ta2 = s.spawn(|| start(a, &[]));
         (ta.join().unwrap(), tb.join().unwrap(), ta2.join().unwrap())
     });
     eprintln!("both up in {:.1} s", begun.elapsed().as_secs_f64());
@@ -179,11 +143,11 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     }
 
     // A second start on a port reuses its server.
-    let (_, again) = start(a);
+    let (_, again) = start(a, &[]);
     assert!(again.contains("already running"), "{again}");
     assert_eq!(pid_file(a), Some(pa));
 
-    let out = real_llm(&["stop", &a.to_string()]);
+    let out = script(&["stop", &a.to_string()], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(wait_gone(pa), "stop {a} ended its server (pid {pa})");
     assert!(pid_file(a).is_none(), "its PID file is gone");
@@ -194,7 +158,7 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     assert_eq!(pid_file(b), Some(pb));
 
     // Stopping a port again, or one with no server of this cache, touches nothing.
-    let out = real_llm(&["stop", &a.to_string()]);
+    let out = script(&["stop", &a.to_string()], &[]);
     assert!(out.status.success());
     assert!(
         text(&out.stderr).contains("no llama-server"),
@@ -203,7 +167,7 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
     );
     assert!(running(pb));
 
-    let out = real_llm(&["stop", &b.to_string()]);
+    let out = script(&["stop", &b.to_string()], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(wait_gone(pb), "stop {b} ended its server (pid {pb})");
     assert!(!healthy(a) && !healthy(b));
@@ -216,7 +180,7 @@ fn two_servers_from_one_cache_start_and_stop_independently() {
 fn a_server_started_with_other_flags_is_restarted() {
     let port = common::free_port();
     let _guard = StopOnDrop(port);
-    let (_, err) = start(port);
+    let (_, err) = start(port, &[]);
     assert!(err.contains("started llama-server"), "{err}");
     let first = pid_file(port).unwrap();
     let argv = cmdline(first);
@@ -230,13 +194,13 @@ fn a_server_started_with_other_flags_is_restarted() {
         std::fs::read(repo().join("scripts/chatml-tools.jinja")).unwrap(),
         "the cache's copy of the template is the repository's"
     );
-    let (_, again) = start(port);
+    let (_, again) = start(port, &[]);
     assert!(again.contains("already running"), "{again}");
     assert_eq!(pid_file(port), Some(first));
 
     // What an older copy of the script leaves: a server without a fingerprint.
     std::fs::remove_file(cache().join(format!("llama-server.{port}.flags"))).unwrap();
-    let (url, err) = start(port);
+    let (url, err) = start(port, &[]);
     assert!(err.contains("started with other flags"), "{err}");
     assert_eq!(url, format!("http://127.0.0.1:{port}/v1"));
     assert!(wait_gone(first), "the old server (pid {first}) was stopped");
@@ -254,7 +218,7 @@ fn a_server_started_with_other_flags_is_restarted() {
 fn bench_prints_the_prompt_size_the_server_counts() {
     let port = common::free_port();
     let _guard = StopOnDrop(port);
-    let (base_url, _) = start(port);
+    let (base_url, _) = start(port, &[]);
     let example = std::fs::read_to_string(repo().join("examples/llama-cpp.yaml")).unwrap();
     assert!(example.contains("http://127.0.0.1:18080/v1"));
     let yaml = example

@@ -10,29 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::fleet::{ttft, write_sd};
 
-/// A second llama-server on `port`, stopped (by the script, which stops only what it started)
-/// when dropped.
-struct SecondServer(u16);
-
-impl SecondServer {
-    fn start(port: u16) -> SecondServer {
-        // Made first: a start that panics halfway still stops what it started.
-        let server = SecondServer(port);
-        common::start_real_engine_on("scripts/real-llm.sh", Some(port));
-        server
-    }
-}
-
-impl Drop for SecondServer {
-    fn drop(&mut self) {
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-llm.sh");
-        let _ = std::process::Command::new("bash")
-            .arg(&script)
-            .args(["stop", &self.0.to_string()])
-            .output();
-    }
-}
-
 /// A llama.cpp server's `llamacpp:tokens_predicted_total` (its /metrics).
 async fn tokens_predicted(port: u16) -> f64 {
     let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
@@ -60,9 +37,11 @@ async fn each_real_llama_cpp_replica_is_probed_and_named() {
         .parse()
         .unwrap();
     let second_port = common::free_port();
-    let _second = tokio::task::spawn_blocking(move || SecondServer::start(second_port))
-        .await
-        .unwrap();
+    // Stopped (by the script, which stops only what it started) when the test ends.
+    let (_second, _) =
+        tokio::task::spawn_blocking(move || common::real_llm::own_server(second_port, &[]))
+            .await
+            .unwrap();
     let before = [
         tokens_predicted(first_port).await,
         tokens_predicted(second_port).await,
