@@ -10,6 +10,7 @@ pub mod dashboards;
 pub mod fleet;
 pub mod golden;
 pub mod https;
+pub mod long_prompts;
 pub mod pki;
 pub mod probe;
 pub mod prometheus;

@@ -3,6 +3,7 @@
 mod aws_sdk;
 mod llama_cpp;
 mod llama_cpp_answers;
+mod llama_cpp_long_prompts;
 mod llama_cpp_protocols;
 mod llama_cpp_script;
 mod pypi_llmock;
