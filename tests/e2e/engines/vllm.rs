@@ -18,6 +18,9 @@
 //! - Answer checks: `tool_choice: required` and a named function each yield a call whose
 //!   arguments validate, a `json_schema` scenario valid JSON, an impossible `expect`
 //!   `wrong_answer`.
+//! - Long prompts (`prompt_tokens:`): 256, 1,000 and 2,000 tokens with prefill speeds, 4,000
+//!   beyond `--max-model-len 4096` refused with vLLM's reason, and a prompt vLLM cuts on
+//!   request caught by the prompt count and the needle.
 //!
 //! Never skipped: a server that cannot be installed or started fails the test with the reason.
 
@@ -27,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llm_probe::config::Target;
-use llm_probe::measure::{ProbeOutcome, TokenCountSource};
+use llm_probe::measure::{FailureReason, ProbeOutcome, TokenCountSource};
 use llm_probe::probe::Prober;
 
 const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
@@ -412,5 +415,107 @@ async fn tools_structured_output_and_an_impossible_expect_on_vllm() {
     assert_eq!(
         impossible.observations.answer.failed_check,
         Some("contains")
+    );
+}
+
+/// Long prompts (`prompt_tokens:`) on vLLM, whose context is `--max-model-len 4096`
+/// (`scripts/real-vllm.sh`; a second vLLM with a smaller one would cost another 2–5 minutes of
+/// start on two cores, and 4,000 generated tokens are about 4,500 by SmolLM2's tokenizer, well
+/// beyond 4,096 already):
+///
+/// - 256, 1,000 and 2,000 tokens, twice each: every probe succeeds with both prefill speeds (the
+///   server's prefill is vLLM's own, from its per-request metrics), and that prefill time grows
+///   with the prompt;
+/// - 4,000 tokens are refused before prefill: HTTP 400, "This model's maximum context length is
+///   4096 tokens. However, your prompt contains at least 4097 input tokens, …", failure reason
+///   `http_status` with those words;
+/// - 4,000 tokens with `truncate_prompt_tokens: 1000` (vLLM keeps the last 1,000 tokens, a cut
+///   from the left as a silent context limit makes): the server counts 1,000, the anomaly
+///   `prompt_truncated`; the needle's check fails (`wrong_answer`, check `context_truncated`).
+///   Only the count is proof here: SmolLM2-135M misses the code word of an uncut long prompt
+///   too (tests/e2e/engines/llama_cpp_long_prompts.rs), so the sweep runs without the needle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_prompts_within_and_beyond_vllms_context() {
+    use common::long_prompts::{check_success, probes_yaml, scenario, sweep};
+
+    const SIZES: [u64; 3] = [256, 1000, 2000];
+    let _serial = SERIAL.lock().await;
+    let v1 = tokio::task::spawn_blocking(real_vllm).await.unwrap();
+    let mut scenarios: String = SIZES
+        .iter()
+        .map(|n| scenario(&format!("long-{n}"), *n, false, ""))
+        .collect();
+    scenarios += &scenario("beyond", 4000, false, "");
+    scenarios += &scenario(
+        "cut",
+        4000,
+        true,
+        "    extra_body: {truncate_prompt_tokens: 1000}\n",
+    );
+    let cfg = common::parse(&probes_yaml("vllm", &v1, &scenarios));
+    let t = cfg.targets[0].clone();
+    let prober = Prober::new(t.clone()).unwrap();
+    // Warm up (the first request after a start pays for lazy initialisation).
+    check_success("vLLM", &prober.probe(&t.scenarios[0]).await, SIZES[0]);
+    let metrics = llm_probe::metrics::Metrics::new(&[]);
+    sweep(
+        "vLLM",
+        &prober,
+        &t.scenarios[..3],
+        &SIZES,
+        2,
+        &metrics,
+        |o, _| {
+            let split = &o.result.as_ref().unwrap().ttft_split;
+            assert_eq!(
+                split.source,
+                Some(llm_probe::measure::ServerTimingSource::VllmRequestMetrics)
+            );
+        },
+    )
+    .await;
+
+    let beyond = prober.probe(&t.scenarios[3]).await;
+    let f = beyond
+        .result
+        .as_ref()
+        .expect_err("4,000 tokens beyond 4,096");
+    eprintln!("vLLM, 4,000 tokens with --max-model-len 4096: {f}");
+    assert_eq!(f.reason, FailureReason::HttpStatus, "{f}");
+    assert_eq!(beyond.observations.http_status, Some(400), "{f}");
+    assert!(
+        f.detail.contains("maximum context length is 4096 tokens"),
+        "{f}"
+    );
+    assert!(beyond.observations.anomalies.is_empty(), "{f}");
+
+    let cut = prober.probe(&t.scenarios[4]).await;
+    let f = cut.result.as_ref().expect_err("the needle was cut off");
+    eprintln!("vLLM, 4,000 tokens cut to the last 1,000: {f}");
+    assert_eq!(f.reason, FailureReason::WrongAnswer, "{f}");
+    assert_eq!(
+        cut.observations.answer.failed_check,
+        Some("context_truncated")
+    );
+    assert_eq!(cut.observations.usage.prompt_tokens, Some(1000), "{f}");
+    assert!(
+        cut.observations
+            .anomalies
+            .contains(&llm_probe::measure::Anomaly::PromptTruncated),
+        "{:?}",
+        cut.observations.anomalies
+    );
+    assert!(
+        f.detail
+            .contains("the server counted 1000 prompt tokens of the about 4000 sent"),
+        "{f}"
+    );
+    let json = llm_probe::report::to_json(&cut);
+    assert_eq!(json["prompt_tokens_sent"], 4000, "{json}");
+    assert_eq!(json["prompt_tokens"], 1000, "{json}");
+    assert_eq!(
+        json["anomalies"],
+        serde_json::json!(["prompt_truncated"]),
+        "{json}"
     );
 }
