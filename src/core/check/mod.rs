@@ -209,17 +209,27 @@ pub struct Checks {
     pub code_word: Option<String>,
 }
 
+/// Letters and digits of `s`, in lower case: how an answer and a code word are compared.
+fn fold(s: &str) -> Vec<char> {
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
 /// True when `answer` repeats `code`, compared on letters and digits only and without case
 /// (`The code word is Violet Harbor 3817.` repeats `violet-harbor-3817`).
 pub fn repeats_code_word(answer: &str, code: &str) -> bool {
-    fn fold(s: &str) -> String {
-        s.chars()
-            .filter(|c| c.is_alphanumeric())
-            .flat_map(char::to_lowercase)
-            .collect()
-    }
-    let code = fold(code);
-    !code.is_empty() && fold(answer).contains(&code)
+    let (answer, code) = (fold(answer), fold(code));
+    !code.is_empty() && answer.windows(code.len()).any(|w| w == code)
+}
+
+/// True when `answer` ends with the start of `code` (at least three of its letters and digits,
+/// compared as [`repeats_code_word`] does) but not the whole of it: the answer stopped inside
+/// the code word (`The code word is "violet-harb`), as when `max_tokens` cut it.
+pub fn ends_inside_code_word(answer: &str, code: &str) -> bool {
+    let (answer, code) = (fold(answer), fold(code));
+    (3..code.len()).any(|k| answer.ends_with(&code[..k]))
 }
 
 /// Characters of the answer shown in a failure detail.

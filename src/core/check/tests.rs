@@ -349,3 +349,26 @@ fn the_needle_check_wants_the_code_word_in_any_case_or_punctuation() {
     );
     assert!(!repeats_code_word("anything", ""));
 }
+
+#[test]
+fn an_answer_can_stop_inside_the_code_word() {
+    let code = "juniper-orchid-1729";
+    // SmolLM2-135M with max_tokens 16: a sentence, then the word, cut.
+    for yes in [
+        "The code word given at the very start was \"juniper-orchid",
+        "It is JUNIPER orch",
+        "jun",
+    ] {
+        assert!(ends_inside_code_word(yes, code), "{yes}");
+    }
+    for no in [
+        "The code word given at the very start was \"A long text follows.\"",
+        "juniper-orchid-1729",
+        "The code word is ju",
+        "juniper-orchid-1729.",
+        "",
+    ] {
+        assert!(!ends_inside_code_word(no, code), "{no}");
+    }
+    assert!(!ends_inside_code_word("anything", ""));
+}

@@ -558,12 +558,23 @@ impl Armed {
             let answer = &outcome.observations.answer;
             if let Err(mut f) = scenario.checks.evaluate(answer, m.output_tokens) {
                 let obs = &outcome.observations;
-                if let (Some(sent), Some(counted)) =
-                    (obs.asked.prompt_tokens, obs.usage.prompt_tokens)
-                {
-                    if f.check == crate::check::CheckName::ContextTruncated {
+                if f.check == crate::check::CheckName::ContextTruncated {
+                    if let (Some(sent), Some(counted)) =
+                        (obs.asked.prompt_tokens, obs.usage.prompt_tokens)
+                    {
                         f.detail.push_str(&format!(
                             "; the server counted {counted} prompt tokens of the about {sent} sent"
+                        ));
+                    }
+                    // A model that says a sentence before the word can run out of tokens in
+                    // the middle of it: that is the probe's max_tokens, not a cut prompt.
+                    let code = scenario.checks.code_word.as_deref().unwrap_or_default();
+                    if m.output_tokens >= u64::from(scenario.max_tokens)
+                        && crate::check::ends_inside_code_word(&answer.text, code)
+                    {
+                        f.detail.push_str(&format!(
+                            "; the answer stopped inside the code word at max_tokens ({}): give max_tokens room for the word and what the model says around it",
+                            scenario.max_tokens
                         ));
                     }
                 }

@@ -177,6 +177,53 @@ async fn prefill_speed_follows_the_simulators_prefill_and_reaches_the_metrics() 
     );
 }
 
+/// SmolLM2-135M on llama.cpp with `max_tokens: 16` said "The code word given at the very start
+/// was "juniper-orchid" and ran out of tokens: the check fails (the word is not there), and
+/// the detail says where the answer stopped instead of leaving a cut prompt the only suspect.
+#[tokio::test]
+async fn an_answer_cut_inside_the_code_word_says_so() {
+    let code = llm_probe::config::long_prompt::code_word("long");
+    let half = &code[..code.len() / 2];
+    let script = |answer: String| Script {
+        answer: Some(answer),
+        tokens: 16,
+        ..quick()
+    };
+    let scenario = "  - name: long\n    prompt_tokens: 256\n    max_tokens: 16\n";
+    let (o, _) = probe(
+        script(format!(
+            "The code word given at the very start was \"{half}"
+        )),
+        "openai-chat",
+        scenario,
+    )
+    .await;
+    assert_eq!(
+        o.observations.answer.failed_check,
+        Some("context_truncated")
+    );
+    let detail = &o.result.as_ref().unwrap_err().detail;
+    assert!(
+        detail.ends_with("; the answer stopped inside the code word at max_tokens (16): give max_tokens room for the word and what the model says around it"),
+        "{detail}"
+    );
+    // An answer that ends elsewhere, or that the cap did not cut, gets no such line.
+    for (answer, max_tokens) in [
+        ("The code word was \"A long text follows.\"", 16),
+        (half, 48),
+    ] {
+        let (o, _) = probe(
+            script(answer.to_string()),
+            "openai-chat",
+            &scenario.replace("max_tokens: 16", &format!("max_tokens: {max_tokens}")),
+        )
+        .await;
+        let detail = &o.result.as_ref().unwrap_err().detail;
+        assert!(detail.contains("check context_truncated"), "{detail}");
+        assert!(!detail.contains("max_tokens"), "{answer}: {detail}");
+    }
+}
+
 #[tokio::test]
 async fn probe_once_says_what_was_sent_and_what_the_server_counted() {
     let script = Script {
