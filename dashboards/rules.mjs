@@ -750,6 +750,88 @@ vLLM --max-model-len, a gateway that trims. probe-once on the scenario prints bo
   ].join('');
 }
 
+// ---- multi-turn conversations: does the prefix cache serve the earlier turns? ------------------
+/** The window of the per-turn records (recording.yml, group llm-probe.recording.turns). */
+const TURN_WINDOW = '30m';
+const TURN_WINDOW_WORDS = '30 minutes';
+const turnRec = (m) => `target_model_scenario_turn:${m}`;
+const TURN_P50 = turnRec(`llm_probe_turn_time_to_first_token_seconds:p50_${TURN_WINDOW}`);
+const TURN_MEAN = turnRec(`llm_probe_turn_time_to_first_token_seconds:mean_${TURN_WINDOW}`);
+const TURN_COUNT = turnRec(`llm_probe_turn_time_to_first_token_seconds_count:increase${TURN_WINDOW}`);
+const TURN_CACHED = turnRec(`llm_probe_turn_prompt_cached_tokens:ratio${TURN_WINDOW}`);
+/** Turn 2 is "not faster" when its TTFT is at least this share of turn 1's (median and mean). */
+export const TURN_NOT_FASTER = 0.9;
+/** A server that counts at least this share of turn 2's prompt as cached is serving the cache. */
+export const TURN_CACHED_MIN = 0.1;
+/**
+ * The guard's share of the probes the interval promises in the window: half, not the usual
+ * 75 %, because a conversation that outlasts its interval runs every other slot (a slot
+ * missed while a probe runs is skipped) and should still be judged.
+ */
+const TURN_GUARD = 0.5;
+const TURN_MIN_PROBES = 3;
+
+function conversationAlerts() {
+  const w = TURN_WINDOW;
+  const ww = TURN_WINDOW_WORDS;
+  const t = (rec, k) => `${rec}{turn="${k}"}`;
+  const percent = (x) => `${Math.round(x * 100)} %`;
+  const sel = (k) => `{target=%q,model=%q,scenario=%q,turn='${k}'}`;
+  const args = '$labels.target $labels.model $labels.scenario';
+  return [
+    '  # Multi-turn conversations (scenarios with turns; docs/configuration.md "Multi-turn\n',
+    '  # conversations"): turn 2 re-sends turn 1, which a working prefix cache serves (dashboards/rules.mjs).\n',
+    '  - name: llm-probe.conversations\n',
+    '    rules:\n',
+    alert({
+      name: 'LlmProbeConversationCacheNotServing',
+      comment: `Turn 2 of a conversation starts no faster than turn 1 over ${ww}: its median and its mean
+TTFT both at least ${TURN_NOT_FASTER} × turn 1's (the median is interpolated in buckets 1.25 to 2 × wide,
+the mean is exact), unless the server counted at least ${percent(TURN_CACHED_MIN)} of turn 2's prompt as
+cached: it serves the cache, and a short conversation's prefill is too small to show in TTFT.
+A server that counts nothing (no series) or always 0 is judged on TTFT alone. Guard: ${TURN_GUARD * 100} % of
+the probes the interval promises in ${ww}, and at least ${TURN_MIN_PROBES} successful turn 2s: 60 at 15 s,
+15 at 1 min, 3 at 5 min; at 10 min all 3 (judged unevenly), less often never. Value: turn 2's
+median TTFT / turn 1's.`,
+      expr: `(
+  ${t(TURN_P50, 2)}
+  / on (${L})
+  ${t(TURN_P50, 1)}
+) >= ${TURN_NOT_FASTER}
+and on (${L})
+  (
+    ${t(TURN_MEAN, 2)}
+    / on (${L})
+    ${t(TURN_MEAN, 1)}
+  ) >= ${TURN_NOT_FASTER}
+unless on (${L})
+  ${t(TURN_CACHED, 2)} >= ${TURN_CACHED_MIN}
+and on (${L})
+  (
+    ${t(TURN_COUNT, 2)}
+    >= on (${L})
+      clamp_min(${TURN_GUARD * seconds(w)} / ${INTERVAL}, ${TURN_MIN_PROBES})
+  )`,
+      forD: '10m',
+      keep: '10m',
+      severity: 'warning',
+      summary: '{{ $labels.target }}/{{ $labels.scenario }}: turn 2 of the conversation starts no faster than turn 1 (median TTFT {{ $value | humanizePercentage }} of turn 1\'s): the prefix cache does not serve it',
+      description: `Over the last ${ww}, turn 2 of the conversation scenario {{ $labels.scenario }} of target
+{{ $labels.target }} (model {{ $labels.model }}) started no faster than turn 1: its median TTFT is
+{{ $value | humanizePercentage }} of turn 1's{{ with query (printf "${TURN_P50}${sel(1)}" ${args}) }}{{ with first . }} ({{ .Value | humanizeDuration }}){{ end }}{{ end }}{{ with query (printf "${TURN_CACHED}${sel(2)}" ${args}) }}{{ with first . }}, and the server counted
+{{ .Value | humanizePercentage }} of turn 2's prompt tokens as served from its cache{{ end }}{{ else }}; the server reports
+no cached prompt tokens, so this rests on TTFT alone{{ end }}. Turn 2 re-sends turn 1 and its answer,
+which a working prefix cache serves, so it should start faster. The cache does not serve the
+conversation: prefix caching off after an upgrade or a flag change (vLLM --enable-prefix-caching,
+SGLang's radix cache, llama.cpp --cache-reuse and its slots), a KV cache too small to keep a
+conversation between turns, or a balancer that sends each turn to another replica. Compare TTFT
+by turn and the cached share on Target detail ("Conversations") and the backend identity
+(LlmProbeBackendChanged). A hosted API caches only long prefixes (OpenAI from 1,024 tokens) or
+marked ones (Anthropic): a short conversation there is never cached.`,
+    }),
+  ].join('');
+}
+
 /** Adds runbook_url and dashboard_url after each alert's `annotations:` line. */
 function withUrls(text, runbookBase, dashboardBase) {
   const lines = text.split('\n');
@@ -813,6 +895,8 @@ export function rulesFiles(here, { runbookBase = DEFAULT_RUNBOOK_BASE, dashboard
     frag('quota.yml').trimEnd(),
     '',
     longPromptAlerts().trimEnd(),
+    '',
+    conversationAlerts().trimEnd(),
     '',
   ].join('\n');
   return {

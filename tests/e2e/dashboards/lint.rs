@@ -13,7 +13,7 @@ use common::dashboards::{
     all_panels, dashboard_exprs, dashboard_files, names_in, read_json, read_yaml, require_tool,
     rule_files, rules_of, run, substitute_grafana_vars, text,
 };
-use llm_probe::measure::{Anomaly, ServerTimingSource, ServerTimings, TtftSplit};
+use llm_probe::measure::{Anomaly, ServerTimingSource, ServerTimings, TtftSplit, Turn};
 use llm_probe::simulate::Script;
 
 /// Every (place, expression) of the dashboards and the rule files.
@@ -103,6 +103,20 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
     let mut extra = (*seen[0]).clone();
     extra.observations.usage.cached_prompt_tokens = Some(3);
     extra.observations.anomalies.push(Anomaly::MissingUsage);
+    // Nor is it a multi-turn probe (the llm_probe_turn_* families): two turns, the second
+    // served from the cache.
+    extra.observations.turns = [(1, 200, 0), (2, 50, 20)]
+        .into_iter()
+        .map(|(turn, ttft_ms, cached)| Turn {
+            turn,
+            ttft: Some(Duration::from_millis(ttft_ms)),
+            output_tokens_per_second: Some(50.0),
+            output_tokens: Some(8),
+            prompt_tokens: Some(20 * turn as u64),
+            cached_prompt_tokens: Some(cached),
+            failure: None,
+        })
+        .collect();
     // Nor runs a prefix-cache canary.
     extra.observations.cache_canary = Some(llm_probe::measure::CacheCanary {
         cold_ttft: Duration::from_millis(200),
