@@ -80,6 +80,13 @@ const dashedRed = (name) => ({
     { id: 'custom.fillOpacity', value: 0 },
   ],
 });
+const dashedByRegexp = (re) => ({
+  matcher: { id: 'byRegexp', options: re },
+  properties: [
+    { id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } },
+    { id: 'custom.fillOpacity', value: 0 },
+  ],
+});
 function timeseries(title, description, unit, targets, gridPos, { overrides = [], min, stack = false, bars = false, lines } = {}) {
   return {
     type: 'timeseries', id: nextId++, title, description, datasource: DS, gridPos,
@@ -396,6 +403,47 @@ function detail() {
         q(`sum by (scenario) (increase(llm_probe_stream_anomalies_total{${s},kind="prompt_truncated"}[$__rate_interval])) > 0`, 'prompt_truncated {{scenario}}'),
         q(`sum by (scenario) (increase(llm_probe_answer_check_failures_total{${s},check="context_truncated"}[$__rate_interval])) > 0`, 'context_truncated {{scenario}}'),
       ], gp(18, 89, 6, 8), { bars: true, min: 0 }),
+    row('Conversations (scenarios with turns)', 97),
+    timeseries('TTFT P50 by turn', 'Median time to first token of each turn of a multi-turn probe (scenarios with turns; docs/configuration.md "Multi-turn conversations"), per scenario: turn 2 re-sends turn 1 and its answer, which a working prefix cache serves, so turn 2 should start faster than turn 1. Dashed: the 30-minute medians LlmProbeConversationCacheNotServing compares (turn 2 at or above 0.9 × turn 1, the mean too, and the server counting under 10 % of turn 2 as cached, or nothing). Turn 2 on top of turn 1: the cache does not serve the conversation.', 's',
+      [
+        q(`histogram_quantile(0.5, sum by (scenario, turn, le) (rate(llm_probe_turn_time_to_first_token_seconds_bucket{${s}}[$__rate_interval])))`, '{{scenario}} turn {{turn}}'),
+        q(`target_model_scenario_turn:llm_probe_turn_time_to_first_token_seconds:p50_30m{${s}}`, 'P50 30 min (the alert\'s) {{scenario}} turn {{turn}} {{location}}'),
+      ], gp(0, 98, 8, 8), { overrides: [dashedByRegexp('^P50 30 min .*')], min: 0 }),
+    timeseries('Cached share of the prompt by turn', 'The share of each turn\'s prompt tokens that the server counted as served from its prefix cache (increase of llm_probe_turn_prompt_cached_tokens_total / increase of llm_probe_turn_prompt_tokens_total), per scenario. A working cache serves the earlier turns: turn 2 and later well above 0, turn 1 near 0 (a cold probe\'s nonce starts it). Under the line (10 %) on turn 2 with turn 2 no faster: LlmProbeConversationCacheNotServing. No line for a server that reports no cached count (TGI, Ollama, vLLM without --enable-prompt-tokens-details): read TTFT by turn.', 'percentunit',
+      [
+        q(`sum by (scenario, turn) (increase(llm_probe_turn_prompt_cached_tokens_total{${s}}[$__rate_interval])) / sum by (scenario, turn) (increase(llm_probe_turn_prompt_tokens_total{${s}}[$__rate_interval]))`, '{{scenario}} turn {{turn}}'),
+      ], gp(8, 98, 6, 8), { min: 0, max: 1, lines: [[0.1, 'orange']] }),
+    {
+      type: 'table', id: nextId++, title: 'Conversations by turn', datasource: DS, gridPos: gp(14, 98, 10, 8),
+      description: 'One row per scenario with turns and turn, over the dashboard\'s time range: the prompt tokens per probe that reached the turn (as the server counted them: the conversation so far, divided by the turn\'s successful requests), the share of them the server served from its prefix cache (empty where it reports none), the TTFT P50 and P95 and the output tokens/s P50 of the turn. A working cache: later turns\' prompts grow, their cached share with them, and their TTFT stays at or below turn 1\'s.',
+      fieldConfig: {
+        defaults: { unit: 'short', decimals: 0, custom: { align: 'auto', cellOptions: { type: 'auto' }, inspect: false } },
+        overrides: [
+          { matcher: { id: 'byName', options: 'cached share' }, properties: [{ id: 'unit', value: 'percentunit' }, { id: 'decimals', value: 1 }] },
+          ...['TTFT P50', 'TTFT P95'].map((name) => ({ matcher: { id: 'byName', options: name }, properties: [{ id: 'unit', value: 's' }, { id: 'decimals', value: 3 }] })),
+          { matcher: { id: 'byName', options: 'tokens/s P50' }, properties: [{ id: 'unit', value: TPS }, { id: 'decimals', value: 1 }] },
+        ],
+      },
+      options: { showHeader: true, cellHeight: 'sm', frameIndex: 0, sortBy: [{ displayName: 'scenario', desc: false }] },
+      transformations: [
+        { id: 'merge', options: {} },
+        {
+          id: 'organize',
+          options: {
+            excludeByName: { Time: true },
+            indexByName: { scenario: 0, turn: 1, 'Value #A': 2, 'Value #B': 3, 'Value #C': 4, 'Value #D': 5, 'Value #E': 6 },
+            renameByName: { 'Value #A': 'prompt tokens / probe', 'Value #B': 'cached share', 'Value #C': 'TTFT P50', 'Value #D': 'TTFT P95', 'Value #E': 'tokens/s P50' },
+          },
+        },
+      ],
+      targets: withRefIds([
+        `sum by (scenario, turn) (increase(llm_probe_turn_prompt_tokens_total{${s}}[$__range])) / sum by (scenario, turn) (increase(llm_probe_turn_time_to_first_token_seconds_count{${s}}[$__range]))`,
+        `sum by (scenario, turn) (increase(llm_probe_turn_prompt_cached_tokens_total{${s}}[$__range])) / sum by (scenario, turn) (increase(llm_probe_turn_prompt_tokens_total{${s}}[$__range]))`,
+        `histogram_quantile(0.5, sum by (scenario, turn, le) (rate(llm_probe_turn_time_to_first_token_seconds_bucket{${s}}[$__range])))`,
+        `histogram_quantile(0.95, sum by (scenario, turn, le) (rate(llm_probe_turn_time_to_first_token_seconds_bucket{${s}}[$__range])))`,
+        `histogram_quantile(0.5, sum by (scenario, turn, le) (rate(llm_probe_turn_output_tokens_per_second_bucket{${s}}[$__range])))`,
+      ].map((expr) => q(expr, '', { range: false, instant: true, format: 'table' }))),
+    },
   ];
   return dashboard({
     uid: 'llm-probe-target', title: 'llm-probe / Target detail', tags: ['detail'], targetMulti: false, panels,

@@ -8,7 +8,9 @@
 //! from the prefix cache); `prefill`/`chat` has a pinned baseline (`baseline_file:`). `chat` and
 //! `prefill` also probe `long`, a generated long prompt (`prompt_tokens`; `prefill` with a prefill
 //! floor), and `truncating` probes only it, against a context the simulator cuts it to (the
-//! anomaly `prompt_truncated` and the check `context_truncated`). A real Prometheus scrapes it every second and
+//! anomaly `prompt_truncated` and the check `context_truncated`). `conversing` probes only
+//! `conversation`, a two-turn scenario (`turns`), against a simulator whose prefix cache serves
+//! turn 1 on turn 2 and counts it (the Conversations row). A real Prometheus scrapes it every second and
 //! evaluates the shipped rule files as they are. Then every query of every panel, annotation
 //! and template variable of `dashboards/grafana/*.json` runs through the Prometheus HTTP API
 //! (template variables substituted; `$__rate_interval` → 30s, `$__interval` → 10s,
@@ -128,6 +130,13 @@ async fn every_dashboard_query_returns_data() {
         ..common::stream(40, 4, 12).model("sim").fault(Fault::None)
     })
     .await;
+    // A prefix cache that serves a conversation's earlier turns and counts them (the
+    // Conversations row: TTFT and cached share by turn).
+    let conversing = common::simulator(llm_probe::simulate::Script {
+        prefix_cache: true,
+        ..common::stream(40, 4, 12).model("sim").fault(Fault::None)
+    })
+    .await;
     // Complete streams whose answers fail a check (the wrong-answer panel).
     let looping = common::simulator(
         common::stream(40, 4, 12)
@@ -143,9 +152,9 @@ async fn every_dashboard_query_returns_data() {
     )))
     .await;
 
-    // `long`: a generated prompt of 256 tokens (the Long prompts row), probed only where a
-    // target lists it.
-    let scenarios = "  - name: chat\n    messages: [{role: user, content: \"Say something.\"}]\n    max_tokens: 12\n  - name: warm\n    messages: [{role: user, content: \"Say it again.\"}]\n    max_tokens: 12\n    prefix_cache: warm\n  - name: long\n    prompt_tokens: 256\n    max_tokens: 16\n";
+    // `long`: a generated prompt of 256 tokens (the Long prompts row), and `conversation`, two
+    // turns (the Conversations row), each probed only where a target lists it.
+    let scenarios = "  - name: chat\n    messages: [{role: user, content: \"Say something.\"}]\n    max_tokens: 12\n  - name: warm\n    messages: [{role: user, content: \"Say it again.\"}]\n    max_tokens: 12\n    prefix_cache: warm\n  - name: long\n    prompt_tokens: 256\n    max_tokens: 16\n  - name: conversation\n    messages: [{role: user, content: \"Say something.\"}]\n    turns: [\"And once more.\"]\n    max_tokens: 12\n";
     let target_with = |name: &str, protocol: &str, base: String, scenarios: &str| {
         format!("  - name: {name}\n    protocol: {protocol}\n    base_url: {base}\n    model: m\n    scenarios: [{scenarios}]\n")
     };
@@ -156,7 +165,7 @@ async fn every_dashboard_query_returns_data() {
     let pool_sd = baseline_dir.path().join("pool.json");
     common::fleet::write_sd(&pool_sd, &[v1.addr.to_string(), v2.addr.to_string()]);
     let yaml = format!(
-        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}{}{}{}",
+        "defaults:\n  interval: 1s\n  timeout: 900ms\nscenarios:\n{scenarios}targets:\n{}{}{}{}{}{}{}{}{}",
         target_with("chat", "openai-chat", format!("http://{chat}/v1"), "chat, warm, long"),
         // A pinned baseline for prefill/chat: the baseline lines of the panels have data. The
         // llama.cpp protocol reports the server's prefill (its prefill speed), and the target
@@ -169,6 +178,7 @@ async fn every_dashboard_query_returns_data() {
         target("looping", "openai-chat", looping.base_url()),
         target("cached", "anthropic", format!("http://{cached}/v1")),
         target_with("truncating", "openai-chat", truncating.base_url(), "long"),
+        target_with("conversing", "openai-chat", conversing.base_url(), "conversation"),
         target("pool", "openai-chat", "http://pool.test:8000/v1".into())
             + &format!("    replicas: {{file_sd: {}}}\n", pool_sd.display()),
     );

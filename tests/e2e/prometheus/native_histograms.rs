@@ -62,9 +62,11 @@ async fn prometheus_with_native_histograms_scrapes_protobuf_and_answers_from_nat
         "  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:8000/v1\n    model: sim-model\n    replicas: {{file_sd: {}}}\n",
         sd.display()
     );
-    // And a generated long prompt (the Long prompts row reads the prefill speed histogram).
+    // And a generated long prompt (the Long prompts row reads the prefill speed histogram), and
+    // a conversation of two turns (the Conversations row reads the per-turn histograms).
     let scenarios = common::scenario("chat", 16)
-        + "  - name: long\n    prompt_tokens: 256\n    max_tokens: 16\n";
+        + "  - name: long\n    prompt_tokens: 256\n    max_tokens: 16\n"
+        + "  - name: conversation\n    messages: [{role: user, content: \"Say something.\"}]\n    turns: [\"And once more.\"]\n    max_tokens: 16\n";
     let cfg = common::parse(&common::yaml(&sim.base_url(), "500ms", &scenarios, &pool));
     let d = common::daemon(cfg).await;
 
@@ -212,7 +214,7 @@ fn native_variants_read_no_classic_series() {
 }
 
 /// Every histogram the daemon exports (the golden tests pin the names).
-const HISTOGRAMS: [&str; 11] = [
+const HISTOGRAMS: [&str; 13] = [
     "llm_probe_time_to_first_token_seconds",
     "llm_probe_time_to_first_output_token_seconds",
     "llm_probe_time_per_output_token_seconds",
@@ -224,6 +226,8 @@ const HISTOGRAMS: [&str; 11] = [
     "llm_probe_server_prefill_tokens_per_second",
     "llm_probe_ttft_overhead_seconds",
     "llm_probe_connection_setup_seconds",
+    "llm_probe_turn_time_to_first_token_seconds",
+    "llm_probe_turn_output_tokens_per_second",
 ];
 
 /// `<histogram>_bucket`, `_count` and `_sum` of every histogram the daemon exports.
