@@ -147,4 +147,16 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn the_prompt_tokens_reused_from_the_cache_are_the_cached_count() {
+        let datas = [
+            r#"{"content":"a","stop":false}"#,
+            r#"{"content":"","stop":true,"tokens_predicted":1,"tokens_evaluated":40,"timings":{"cache_n":35,"prompt_n":5,"prompt_ms":9.0}}"#,
+        ];
+        let (obs, _) = super::super::testing::feed_data(&mut LlamaCppStream, &datas);
+        assert_eq!(obs.usage.prompt_tokens, Some(40));
+        assert_eq!(obs.usage.cached_prompt_tokens, Some(35));
+        assert_eq!(obs.server_timings.prompt_tokens, Some(5));
+    }
 }

@@ -262,7 +262,8 @@ pub(crate) fn merge_extra_body(body: &mut serde_json::Value, target: &Target, sc
 }
 
 /// Reads llama.cpp's `timings` object (on the last chunk of its chat, completions, Responses
-/// and native streams) into `obs.server_timings`; later reports replace earlier ones.
+/// and native streams) into `obs.server_timings`, and its `cache_n` as the cached prompt tokens
+/// when no usage gave them; later reports replace earlier ones.
 pub(crate) fn read_llama_cpp_timings(chunk: &serde_json::Value, obs: &mut Observations) {
     use json::{f64_at, u64_at};
     if let Some(t) = chunk.get("timings").filter(|t| t.is_object()) {
@@ -273,6 +274,11 @@ pub(crate) fn read_llama_cpp_timings(chunk: &serde_json::Value, obs: &mut Observ
             u64_at(t, "predicted_n"),
             f64_at(t, "predicted_ms"),
         );
+        // The prompt tokens it reused from its cache (`cache_n`), where the usage said none
+        // (the native `/completion` stream has no usage object).
+        if obs.usage.cached_prompt_tokens.is_none() {
+            obs.usage.cached_prompt_tokens = u64_at(t, "cache_n");
+        }
     }
 }
 
