@@ -205,6 +205,7 @@ fn turns_config_errors_name_the_field_and_the_fix() {
         ("    turns: [a, b, c, d, e, f, g, h]\n", "turns has 8 entries; give 1 to 7"),
         ("    turns: [\"  \"]\n", "scenarios[0].turns[0]: scenario \"s\": turns[0] is empty"),
         ("    turns: [a]\n    cache_canary: true\n", "turns cannot be combined with cache_canary"),
+        ("    turns: [a]\n    prefix_cache: warm\n", "turns cannot be combined with prefix_cache: warm"),
         ("    turns: [a]\n    tools: [{type: function, function: {name: f}}]\n", "turns cannot be combined with tools"),
     ] {
         let e = err(extra);
