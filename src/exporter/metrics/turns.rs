@@ -45,20 +45,27 @@ impl Turns {
             ),
             prompt_tokens: r.register(
                 "turn_prompt_tokens",
-                "Prompt tokens of each turn of a multi-turn probe as the server counted them (the conversation so far), by turn",
+                "Prompt tokens of each successful turn of a multi-turn probe as the server counted them (the conversation so far), by turn",
                 SeriesFamily::default(),
             ),
             cached_prompt_tokens: r.register(
                 "turn_prompt_cached_tokens",
-                "Prompt tokens of each turn of a multi-turn probe that the server served from its prefix cache, by turn",
+                "Prompt tokens of each successful turn of a multi-turn probe that the server served from its prefix cache, by turn",
                 SeriesFamily::default(),
             ),
         }
     }
 
-    /// Records the turns of one finished probe (none for a one-request scenario).
+    /// Records the turns of one finished probe (none for a one-request scenario) that
+    /// succeeded: a failed turn's counts are in the probe's token counters only, so that the
+    /// prompt tokens of a turn divide by its TTFT count.
     pub(super) fn observe(&self, labels: &ProbeLabels, outcome: &ProbeOutcome) {
-        for t in &outcome.observations.turns {
+        for t in outcome
+            .observations
+            .turns
+            .iter()
+            .filter(|t| t.failure.is_none())
+        {
             let Some(turn) = t.turn.checked_sub(1).and_then(|i| TURNS.get(i)) else {
                 continue;
             };

@@ -174,6 +174,17 @@ async fn a_failed_turn_fails_the_probe_and_ends_the_conversation() {
     assert_eq!(turns.len(), 2);
     assert!(turns[0].failure.is_none());
     assert_eq!(turns[1].failure, Some(FailureReason::HttpStatus));
+    // The per-turn families hold the turn that succeeded only.
+    let metrics = Metrics::new(&[]);
+    metrics.observe(&o);
+    let (_, text) = metrics.render(None);
+    let turn = |name: &str, turn: &str| common::sample(&text, name, &[("turn", turn)]);
+    assert!(turn("llm_probe_turn_prompt_tokens_total", "1").is_some());
+    assert_eq!(turn("llm_probe_turn_prompt_tokens_total", "2"), None);
+    assert_eq!(
+        turn("llm_probe_turn_time_to_first_token_seconds_count", "2"),
+        None
+    );
 }
 
 #[tokio::test]
