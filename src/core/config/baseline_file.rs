@@ -113,6 +113,10 @@ pub struct Baseline {
     pub output_tokens_per_second: Option<Quantiles>,
     /// End-to-end request duration, seconds.
     pub e2e_seconds: Option<Quantiles>,
+    /// Prefill speed, prompt tokens per second of TTFT, of a scenario with a generated long
+    /// prompt (`prompt_tokens:`); left out of the file for other scenarios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_tokens_per_second: Option<Quantiles>,
 }
 
 impl Baseline {
@@ -154,6 +158,7 @@ impl Baseline {
             ("tpot_seconds", &self.tpot_seconds),
             ("output_tokens_per_second", &self.output_tokens_per_second),
             ("e2e_seconds", &self.e2e_seconds),
+            ("prefill_tokens_per_second", &self.prefill_tokens_per_second),
         ] {
             if let Some(q) = q {
                 q.check(field)?;

@@ -19,6 +19,7 @@ pub(super) struct Baselines {
     tpot: SeriesFamily<WithLabel<ProbeLabels>, F64Gauge>,
     tokens_per_second: SeriesFamily<WithLabel<ProbeLabels>, F64Gauge>,
     e2e: SeriesFamily<WithLabel<ProbeLabels>, F64Gauge>,
+    prefill: SeriesFamily<WithLabel<ProbeLabels>, F64Gauge>,
     samples: SeriesFamily<ProbeLabels, Gauge>,
     timestamp: SeriesFamily<ProbeLabels, F64Gauge>,
     /// The pairs whose baseline is exported now (what [`Baselines::set`] replaces).
@@ -51,6 +52,11 @@ impl Baselines {
             Unit::Seconds,
             SeriesFamily::default(),
         );
+        let prefill = r.register(
+            "baseline_prefill_tokens_per_second",
+            "Pinned baseline prefill speed of the pair (a scenario with prompt_tokens), prompt tokens per second of TTFT, by quantile",
+            SeriesFamily::default(),
+        );
         let samples = r.register(
             "baseline_samples",
             "Successful requests the pinned baseline was computed from",
@@ -67,6 +73,7 @@ impl Baselines {
             tpot,
             tokens_per_second,
             e2e,
+            prefill,
             samples,
             timestamp,
             pairs: Mutex::new(Vec::new()),
@@ -77,7 +84,13 @@ impl Baselines {
     /// no longer in it. A metric the baseline has no value for (`null` TPOT) has no series.
     pub(super) fn set(&self, pinned: &[(ProbeLabels, &Baseline)]) {
         let mut current = self.pairs.lock().unwrap_or_else(|e| e.into_inner());
-        let quantile_families = [&self.ttft, &self.tpot, &self.tokens_per_second, &self.e2e];
+        let quantile_families = [
+            &self.ttft,
+            &self.tpot,
+            &self.tokens_per_second,
+            &self.e2e,
+            &self.prefill,
+        ];
         for old in current.iter() {
             let kept = pinned.iter().find(|(l, _)| l == old).map(|(_, b)| *b);
             let values = kept.map(quantiles);
@@ -109,12 +122,14 @@ impl Baselines {
     }
 }
 
-/// A baseline's TTFT, TPOT, tokens/s and E2E quantiles, in the order of the gauge families.
-fn quantiles(b: &Baseline) -> [Option<Quantiles>; 4] {
+/// A baseline's TTFT, TPOT, tokens/s, E2E and prefill speed quantiles, in the order of the
+/// gauge families.
+fn quantiles(b: &Baseline) -> [Option<Quantiles>; 5] {
     [
         Some(b.ttft_seconds),
         b.tpot_seconds,
         b.output_tokens_per_second,
         b.e2e_seconds,
+        b.prefill_tokens_per_second,
     ]
 }

@@ -138,6 +138,7 @@ fn baseline(labels: &ProbeLabels) -> Baseline {
         tpot_seconds: Some(q(0.02)),
         output_tokens_per_second: Some(q(50.0)),
         e2e_seconds: Some(q(1.0)),
+        prefill_tokens_per_second: Some(q(4000.0)),
     }
 }
 

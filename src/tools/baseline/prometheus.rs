@@ -153,6 +153,9 @@ fn from_window(req: &Request, data: &ScenarioData, window: (f64, f64)) -> Option
         tpot,
         output_tokens_per_second,
         e2e,
+        // The window's prefill histogram is not read: a baseline of a long-prompt scenario
+        // with prefill speed is saved from a bench or probe-once file.
+        prefill_tokens_per_second: None,
         why: "histogram buckets in Prometheus".into(),
         notes,
         warnings,

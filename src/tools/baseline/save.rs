@@ -57,6 +57,8 @@ pub struct Measured {
     pub output_tokens_per_second: Option<Quantiles>,
     /// E2E quantiles, seconds.
     pub e2e: Option<Quantiles>,
+    /// Prefill speed quantiles (a scenario with a generated long prompt).
+    pub prefill_tokens_per_second: Option<Quantiles>,
     /// Why this level was taken, for the summary line (`the highest level within the SLA
     /// capacity`, `--level 4`, …).
     pub why: String,
@@ -85,6 +87,7 @@ impl Measured {
             tpot_seconds: self.tpot,
             output_tokens_per_second: self.output_tokens_per_second,
             e2e_seconds: self.e2e,
+            prefill_tokens_per_second: self.prefill_tokens_per_second,
         }
     }
 }
@@ -92,7 +95,12 @@ impl Measured {
 /// bench's P50/P95/P99 ([`Summary`]) of `metric` over `level`, to six decimals (a microsecond;
 /// far below any timing's uncertainty), `None` without values.
 fn quantiles(level: &Level, metric: Metric) -> Option<Quantiles> {
-    let s = Summary::of(&level.values(metric));
+    pinned_of(&level.values(metric))
+}
+
+/// bench's P50/P95/P99 of `values`, to six decimals; `None` without values.
+fn pinned_of(values: &[f64]) -> Option<Quantiles> {
+    let s = Summary::of(values);
     let round = |v: f64| (v * 1e6).round() / 1e6;
     Some(Quantiles {
         p50: round(s.p50?),
@@ -215,6 +223,7 @@ pub fn from_text(file: &Path, text: &str, pick: Pick) -> Result<Measured, String
         ttft,
         tpot: quantiles(level, Metric::Tpot),
         output_tokens_per_second: quantiles(level, Metric::OutputTokensPerSecond),
+        prefill_tokens_per_second: pinned_of(&level.prefill_values()),
         e2e: quantiles(level, Metric::E2e),
         why,
         notes: Vec::new(),

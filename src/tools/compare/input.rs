@@ -130,6 +130,9 @@ pub struct RequestRecord {
     pub values: [Option<f64>; Metric::ALL.len()],
     /// Prompt tokens as the server counted them, if it did.
     pub prompt_tokens: Option<u64>,
+    /// Prefill speed, prompt tokens per second of TTFT (a generated long prompt only; not a
+    /// compared metric: at one prompt size it moves with TTFT), for a baseline.
+    pub prefill_tokens_per_second: Option<f64>,
 }
 
 /// One level of a run.
@@ -168,6 +171,14 @@ impl Level {
             .filter(|r| r.success)
             .filter_map(|r| r.values[metric.index()])
             .filter(|v| v.is_finite())
+            .collect()
+    }
+
+    /// The prefill speeds of the successful requests that have one.
+    pub fn prefill_values(&self) -> Vec<f64> {
+        (self.requests.iter())
+            .filter(|r| r.success)
+            .filter_map(|r| r.prefill_tokens_per_second)
             .collect()
     }
 }
@@ -274,6 +285,7 @@ struct MetricFields {
     tpot_seconds: Option<f64>,
     e2e_seconds: Option<f64>,
     output_tokens_per_second: Option<f64>,
+    prefill_tokens_per_second: Option<f64>,
 }
 
 impl From<&Measured> for MetricFields {
@@ -284,6 +296,7 @@ impl From<&Measured> for MetricFields {
             tpot_seconds: m.tpot_seconds,
             e2e_seconds: m.e2e_seconds,
             output_tokens_per_second: m.output_tokens_per_second,
+            prefill_tokens_per_second: m.prefill_tokens_per_second,
         }
     }
 }
@@ -296,6 +309,7 @@ impl From<&ProbeRecord> for MetricFields {
             tpot_seconds: p.tpot_seconds,
             e2e_seconds: p.e2e_seconds,
             output_tokens_per_second: p.output_tokens_per_second,
+            prefill_tokens_per_second: p.prefill_tokens_per_second,
         }
     }
 }
@@ -329,14 +343,25 @@ impl MetricFields {
             }
             values[m.index()] = v;
         }
+        let prefill = self.prefill_tokens_per_second;
+        if let Some(v) = prefill.filter(|v| !(v.is_finite() && *v >= 0.0 && *v <= MAX_PREFILL)) {
+            return Err(format!(
+                "prefill_tokens_per_second is {v}; no stream measures that (finite, ≥ 0, at most {MAX_PREFILL})"
+            ));
+        }
         Ok(RequestRecord {
             success,
             failure_reason,
             values,
             prompt_tokens: None,
+            prefill_tokens_per_second: prefill,
         })
     }
 }
+
+/// The highest prefill speed a file may hold (what the probe believes, see
+/// `crate::measure`'s prefill speeds).
+const MAX_PREFILL: f64 = 1e8;
 
 /// A measurement no stream can produce (negative, not finite, beyond [`MAX_SECONDS`] or
 /// [`MAX_TOKENS_PER_SECOND`]) is an error naming the field: a damaged or hand-edited file must

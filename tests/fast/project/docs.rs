@@ -497,6 +497,11 @@ const CONDITIONAL_FAMILIES: &[(&str, &str)] = &[
         "llm_probe_turn_prompt_cached_tokens_total",
         "\"turn_prompt_cached_tokens\"",
     ),
+    // Pinned baselines of long-prompt scenarios only.
+    (
+        "llm_probe_baseline_prefill_tokens_per_second",
+        "\"baseline_prefill_tokens_per_second\"",
+    ),
     // Targets with replicas: only (replica discovery).
     ("llm_probe_replicas", "\"replicas\""),
     ("llm_probe_replicas_discovered", "\"replicas_discovered\""),

@@ -370,3 +370,80 @@ fn baseline_save_writes_the_file_and_exits_2_on_unusable_input() {
         "concurrency 4"
     );
 }
+
+#[tokio::test]
+async fn a_long_prompt_baseline_pins_its_prefill_speed() {
+    // Three probes of a 2,000-token scenario at 0.1 ms of prefill per word.
+    let sim = common::simulator(Script {
+        load: llm_probe::simulate::Load {
+            prefill_per_token: Duration::from_micros(100),
+            ..Default::default()
+        },
+        ..common::stream(5, 1, 4)
+    })
+    .await;
+    let yaml = common::yaml(
+        &sim.base_url(),
+        "10s",
+        "  - name: long\n    prompt_tokens: 2000\n    needle: false\n    max_tokens: 4\n",
+        "",
+    );
+    let cfg = common::parse(&yaml);
+    let prober = llm_probe::probe::Prober::new(cfg.targets[0].clone()).unwrap();
+    let (mut lines, mut speeds) = (String::new(), Vec::new());
+    for _ in 0..3 {
+        let o = prober.probe(&cfg.targets[0].scenarios[0]).await;
+        speeds.push(
+            o.result
+                .as_ref()
+                .unwrap()
+                .prefill_tokens_per_second
+                .unwrap(),
+        );
+        lines += &llm_probe::report::json_line(&o);
+    }
+    speeds.sort_by(f64::total_cmp);
+    let dir = tempfile::tempdir().unwrap();
+    let (from, out) = (dir.path().join("once.json"), dir.path().join("b.json"));
+    std::fs::write(&from, lines).unwrap();
+    let (from_s, out_s) = (from.display().to_string(), out.display().to_string());
+    let (code, _, stderr) = save(&["--from", &from_s, "--out", &out_s]);
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let b = llm_probe::baseline::parse(&text).unwrap();
+    let pinned = b.prefill_tokens_per_second.expect("a prefill speed");
+    assert!(
+        (pinned.p50 - speeds[1]).abs() < 1e-3,
+        "{pinned:?} {speeds:?}"
+    );
+
+    // A scenario without a generated prompt leaves the field out of the file.
+    assert!(!baseline("sim", "chat", 0.25).contains("prefill"));
+    // And the daemon exports it.
+    let metrics = llm_probe::metrics::Metrics::new(&[]);
+    let labels = llm_probe::metrics::ProbeLabels::new("sim", "m", "long", "");
+    metrics.set_baselines(&[(labels, &b)]);
+    let (_, text) = metrics.render(None);
+    assert_eq!(
+        common::sample(
+            &text,
+            "llm_probe_baseline_prefill_tokens_per_second",
+            &[("quantile", "0.5")]
+        ),
+        Some(pinned.p50)
+    );
+    // A speed no stream measures is refused.
+    let bad = text_with_prefill(&std::fs::read_to_string(&out).unwrap(), -1.0);
+    let e = llm_probe::baseline::parse(&bad).unwrap_err();
+    assert!(
+        e.contains("prefill_tokens_per_second quantile 0.5 is -1"),
+        "{e}"
+    );
+}
+
+/// `baseline` with its prefill P50 set to `v`.
+fn text_with_prefill(baseline: &str, v: f64) -> String {
+    let mut doc: serde_json::Value = serde_json::from_str(baseline).unwrap();
+    doc["prefill_tokens_per_second"]["p50"] = serde_json::json!(v);
+    doc.to_string()
+}
