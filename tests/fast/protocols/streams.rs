@@ -805,7 +805,8 @@ const CASES: &[Case] = &[
         finished: true,
         error: None,
         anomalies: &[],
-        prompt: (Some(5), None),
+        // `timings.cache_n: 0`: nothing came from the cache, said by the server.
+        prompt: (Some(5), Some(0)),
         prefill: Some(0.02646),
     },
     Case {
