@@ -60,3 +60,42 @@ pub fn own_server(port: u16, env: &[(&str, &str)]) -> (StopOnDrop, String) {
     let (base_url, _) = start(port, env);
     (guard, base_url)
 }
+
+/// The server's own prefill of each of the `n` requests it finished on `port`, in order:
+/// the `prompt eval time = X ms / N tokens` lines of its log, as (N, X in seconds). N is the
+/// request's `timings.prompt_n` (the tokens it evaluated, its cached ones left out) and X its
+/// `timings.prompt_ms`, to the log's hundredth of a millisecond: for the requests whose response
+/// llm-probe does not keep (a multi-turn probe records the server timings of its first turn
+/// only). llama.cpp writes its log from a thread of its own, so a line can come after the response
+/// that it times: this waits up to 30 s for the `n`th line. Panics with the lines it found when there are fewer, or more.
+pub fn prefills(port: u16, n: usize) -> Vec<(u64, f64)> {
+    let path = cache().join(format!("llama-server.{port}.log"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let log =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let found: Vec<(u64, f64)> = log
+            .lines()
+            .filter_map(|l| l.split_once("prompt eval time =").map(|(_, r)| r))
+            .map(|r| {
+                let parsed = r.split_once(" ms /").and_then(|(ms, rest)| {
+                    let n = rest.trim_start().split(' ').next()?;
+                    Some((n.parse().ok()?, ms.trim().parse::<f64>().ok()? / 1000.0))
+                });
+                parsed
+                    .unwrap_or_else(|| panic!("unexpected timing line in {}: {r}", path.display()))
+            })
+            .collect();
+        if found.len() >= n {
+            assert_eq!(found.len(), n, "{}: {found:?}", path.display());
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} has {} prefill lines of {n} after 30 s: {found:?}",
+            path.display(),
+            found.len()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

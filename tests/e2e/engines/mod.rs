@@ -6,6 +6,7 @@ mod llama_cpp_answers;
 mod llama_cpp_long_prompts;
 mod llama_cpp_protocols;
 mod llama_cpp_script;
+mod llama_cpp_turns;
 mod pypi_llmock;
 mod pypi_mocks;
 mod vllm;
