@@ -17,6 +17,7 @@ pub mod prometheus;
 pub mod real_llm;
 pub mod rules;
 pub mod synthetic;
+pub mod tool_round_trips;
 pub mod web_tls;
 
 #[allow(unused_imports)] // each tier uses its own part

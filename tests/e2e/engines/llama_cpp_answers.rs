@@ -17,9 +17,19 @@
 
 use crate::common;
 
+use common::tool_round_trips as round_trips;
+
 use llm_probe::measure::FailureReason;
 use llm_probe::metrics::Metrics;
 use llm_probe::probe::Prober;
+
+/// The probes file of one `openai-chat` target on the llama.cpp at `base_url`, with `scenarios`
+/// (list items).
+fn yaml(base_url: &str, scenarios: &str) -> String {
+    format!(
+        "defaults:\n  interval: 120s\n  timeout: 120s\nscenarios:\n{scenarios}targets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
+    )
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_structured_output_and_an_impossible_expect_on_llama_cpp() {
@@ -63,10 +73,7 @@ async fn tools_structured_output_and_an_impossible_expect_on_llama_cpp() {
     temperature: 0
     expect: {contains: "zq-no-model-says-this-qz"}
 "#;
-    let yaml = format!(
-        "defaults:\n  interval: 120s\n  timeout: 120s\nscenarios:\n{scenarios}targets:\n  - name: llama\n    protocol: openai-chat\n    base_url: {base_url}\n    model: smollm2-135m-instruct\n"
-    );
-    let cfg = common::parse(&yaml);
+    let cfg = common::parse(&yaml(&base_url, scenarios));
     let t = cfg.targets[0].clone();
     let prober = Prober::new(t.clone()).unwrap();
 
@@ -123,5 +130,55 @@ async fn tools_structured_output_and_an_impossible_expect_on_llama_cpp() {
     assert_eq!(
         impossible.observations.answer.failed_check,
         Some("contains")
+    );
+}
+
+/// A tool round trip (docs/answer-checks.md "Tool round trips": the user's question, the
+/// assistant's `tool_calls`, the `tool` result) on llama.cpp's chat endpoint, with the template
+/// of `scripts/real-llm.sh`, which renders a call as `<function=NAME>{ARGS}</function>` and a
+/// result as a `tool` turn.
+///
+/// - With `tool_choice: none` it is a success (HTTP 200) answered in text, no call. The server
+///   counted the call and the result in the prompt: the round trip's prompt is longer than the
+///   question's alone, and longer again with a longer result (measured: about 270, 310 and 340
+///   tokens; the tools' system prompt is most of them). SmolLM2 answers from the result ("The
+///   weather in Paris is indeed clear.").
+/// - With `tool_choice` left to `auto`, llama.cpp (this build, this template) parses the answer
+///   with the tool-call format it derived from the template, which does not admit plain text:
+///   SmolLM2's text answer ends the stream with an error event inside the 200 ("The model
+///   produced output that does not match the expected peg-native format"; its log says
+///   "unparsed peg-native output: …"), and the probe fails with `stream_error` and those words.
+///   The same happens to the question alone, so it is the template's format in `auto`, not the
+///   round trip. SmolLM2's built-in template (no tools section) answers the round trip in text
+///   whatever `tool_choice` says, but never shows the model the tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_round_trip_on_llama_cpp_is_answered_in_text() {
+    let base_url = tokio::task::spawn_blocking(common::real_server)
+        .await
+        .unwrap();
+    let none = "    tool_choice: none\n";
+    let scenarios = round_trips::scenarios(none)
+        + &round_trips::weather(
+            "round-trip-auto",
+            &round_trips::round_trip(round_trips::RESULT),
+            "",
+        );
+    let cfg = common::parse(&yaml(&base_url, &scenarios));
+    let t = cfg.targets[0].clone();
+    let prober = Prober::new(t.clone()).unwrap();
+    round_trips::answered_in_text("llama.cpp", &prober, &t.scenarios[..3]).await;
+
+    let auto = prober.probe(&t.scenarios[3]).await;
+    let f = auto
+        .result
+        .as_ref()
+        .expect_err("auto: a text answer llama.cpp cannot parse");
+    eprintln!("llama.cpp, round trip with tool_choice auto: {f}");
+    assert_eq!(f.reason, FailureReason::StreamError, "{f}");
+    assert_eq!(auto.observations.http_status, Some(200));
+    assert!(
+        f.detail
+            .contains("does not match the expected peg-native format"),
+        "{f}"
     );
 }
