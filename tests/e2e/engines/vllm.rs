@@ -317,6 +317,13 @@ async fn probe_once_records_vllms_own_load() {
     assert!((0.0..=1.0).contains(&kv), "{load}");
 }
 
+/// A probes file of one `openai-chat` target `vllm` at `v1` with `scenarios` (list items).
+fn chat_yaml(v1: &str, scenarios: &str) -> String {
+    format!(
+        "defaults:\n  interval: 5m\n  timeout: 4m\nscenarios:\n{scenarios}targets:\n  - name: vllm\n    protocol: openai-chat\n    base_url: {v1}\n    model: smollm2-135m-instruct\n"
+    )
+}
+
 /// Answer checks on vLLM: a tool scenario with `tool_choice:
 /// required` and one naming the function each yield a call whose arguments validate against the
 /// tool's schema (vLLM constrains both with structured outputs; it accepts them only when started
@@ -369,10 +376,7 @@ async fn tools_structured_output_and_an_impossible_expect_on_vllm() {
         tool("required", "required"),
         tool("named", "{type: function, function: {name: get_weather}}"),
     );
-    let yaml = format!(
-        "defaults:\n  interval: 5m\n  timeout: 4m\nscenarios:\n{scenarios}targets:\n  - name: vllm\n    protocol: openai-chat\n    base_url: {v1}\n    model: smollm2-135m-instruct\n"
-    );
-    let cfg = common::parse(&yaml);
+    let cfg = common::parse(&chat_yaml(&v1, &scenarios));
     let t = cfg.targets[0].clone();
     let prober = Prober::new(t.clone()).unwrap();
 
@@ -416,6 +420,25 @@ async fn tools_structured_output_and_an_impossible_expect_on_vllm() {
         impossible.observations.answer.failed_check,
         Some("contains")
     );
+}
+
+/// A tool round trip (docs/answer-checks.md "Tool round trips") on vLLM's chat endpoint, with
+/// `tool_choice` left to `auto` (the pythonic tool-call parser finds no call in a text answer):
+/// a success answered in text, and vLLM's prompt count grows with the round trip and again with
+/// a longer result. SmolLM2's built-in template, which vLLM applies, renders the result as a
+/// `tool` turn but an assistant message's `tool_calls` not at all (an empty assistant turn):
+/// without the nonce the question is 37 tokens, the question and the call alone 43, the round
+/// trip 63 (with it, measured: 58, 81 and 115 with the longer result). SmolLM2 answered the
+/// longer one from the result ("The weather in Paris is quite pleasant, with a temperature of
+/// 18°C and a clear sky.").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_round_trip_on_vllm_is_answered_in_text() {
+    let _one = SERIAL.lock().await;
+    let v1 = tokio::task::spawn_blocking(real_vllm).await.unwrap();
+    let cfg = common::parse(&chat_yaml(&v1, &common::tool_round_trips::scenarios("")));
+    let t = cfg.targets[0].clone();
+    let prober = Prober::new(t.clone()).unwrap();
+    common::tool_round_trips::answered_in_text("vLLM", &prober, &t.scenarios).await;
 }
 
 /// Long prompts (`prompt_tokens:`) on vLLM, whose context is `--max-model-len 4096`
