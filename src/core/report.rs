@@ -136,6 +136,8 @@ pub struct TurnRecord {
     pub prompt_tokens: Option<u64>,
     /// Prompt tokens served from the server's prefix cache.
     pub cached_prompt_tokens: Option<u64>,
+    /// The server's own prefill time, where it reports one.
+    pub server_prefill_seconds: Option<f64>,
 }
 
 impl From<&crate::measure::Turn> for TurnRecord {
@@ -148,6 +150,7 @@ impl From<&crate::measure::Turn> for TurnRecord {
             output_tokens: t.output_tokens,
             prompt_tokens: t.prompt_tokens,
             cached_prompt_tokens: t.cached_prompt_tokens,
+            server_prefill_seconds: t.server_prefill.map(|d| d.as_secs_f64()),
         }
     }
 }
@@ -171,6 +174,9 @@ fn turn_line(t: &crate::measure::Turn) -> String {
         if let Some(c) = t.cached_prompt_tokens {
             s += &format!(" ({c} cached)");
         }
+    }
+    if let Some(p) = t.server_prefill {
+        s += &format!(", server prefill {:.1} ms", p.as_secs_f64() * 1e3);
     }
     s + "\n"
 }

@@ -262,6 +262,9 @@ pub struct Turn {
     /// Prompt tokens the server served from its prefix cache: on a later turn, the earlier
     /// turns when the cache works.
     pub cached_prompt_tokens: Option<u64>,
+    /// The server's own prefill time of a turn that succeeded, where it reports one: what its
+    /// prefix cache saved shows here first.
+    pub server_prefill: Option<std::time::Duration>,
     /// Why the turn failed (the probe then failed with it, and no later turn was sent).
     pub failure: Option<super::FailureReason>,
 }

@@ -87,6 +87,7 @@ fn record(k: usize, o: &ProbeOutcome) -> Turn {
         output_tokens: m.map(|m| m.output_tokens).or(obs.usage.completion_tokens),
         prompt_tokens: obs.usage.prompt_tokens,
         cached_prompt_tokens: obs.usage.cached_prompt_tokens,
+        server_prefill: m.and_then(|m| m.server_prefill),
         failure: o.result.as_ref().err().map(|f| f.reason),
     }
 }

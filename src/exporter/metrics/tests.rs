@@ -63,6 +63,7 @@ fn outcome(labels: &ProbeLabels, result: Result<Measurement, Failure>) -> ProbeO
             output_tokens: Some(2),
             prompt_tokens: Some(12 * turn as u64),
             cached_prompt_tokens: Some(8),
+            server_prefill: None,
             failure: None,
         })
         .collect();

@@ -114,6 +114,7 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
             output_tokens: Some(8),
             prompt_tokens: Some(20 * turn as u64),
             cached_prompt_tokens: Some(cached),
+            server_prefill: None,
             failure: None,
         })
         .collect();

@@ -474,12 +474,18 @@ fn tool_round_trip_config_errors_name_the_field_and_the_fix() {
             true,
             "messages[0].tool_calls[1].id \"a\" is used by an earlier call",
         ),
+        (
+            call.to_string(),
+            true,
+            "scenarios[0].messages[1].tool_calls[0]: scenario \"s\": messages[1].tool_calls[0] (id \"call_1_0\") has no tool result; add a message {role: tool, tool_call_id: call_1_0, content: ...} after it",
+        ),
     ] {
         let e = err(&messages, tools);
         assert!(e.contains(want), "want {want:?} in:\n{e}");
     }
     // A round trip on a protocol without tools is the tools error.
-    let yaml = format!("scenarios:\n  - name: s\n    max_tokens: 8\n    tools: [{{type: function, function: {{name: get_weather}}}}]\n    messages:\n{call}targets:\n  - name: t\n    protocol: tgi\n    base_url: http://h\n    model: m\n");
+    let trip = format!("{call}      - {{role: tool, tool_call_id: call_1_0, content: ok}}\n");
+    let yaml = format!("scenarios:\n  - name: s\n    max_tokens: 8\n    tools: [{{type: function, function: {{name: get_weather}}}}]\n    messages:\n{trip}targets:\n  - name: t\n    protocol: tgi\n    base_url: http://h\n    model: m\n");
     let e = config::parse(&yaml, "f.yaml", &|_| None)
         .unwrap_err()
         .to_string();

@@ -333,6 +333,7 @@ impl Validator<'_> {
         tools: &[crate::check::Tool],
     ) {
         let mut ids: Vec<&str> = Vec::new();
+        let mut answered: Vec<&str> = Vec::new();
         for (j, m) in messages.iter().enumerate() {
             for (k, c) in m.tool_calls.iter().enumerate() {
                 let cp = format!("{path}.messages[{j}].tool_calls[{k}]");
@@ -360,10 +361,22 @@ impl Validator<'_> {
                 ids.push(&c.id);
             }
             if let Some(id) = &m.tool_call_id {
+                answered.push(id.as_str());
                 if !ids.contains(&id.as_str()) {
                     self.problem(
                         format!("{path}.messages[{j}].tool_call_id"),
                         format!("{pre}messages[{j}].tool_call_id \"{id}\" answers no earlier assistant tool call; set it to the id of one (calls without an id are call_J_K: message J, call K)."),
+                    );
+                }
+            }
+        }
+        // Every call needs its result: the APIs refuse a call left unanswered.
+        for (j, m) in messages.iter().enumerate() {
+            for (k, c) in m.tool_calls.iter().enumerate() {
+                if !answered.contains(&c.id.as_str()) {
+                    self.problem(
+                        format!("{path}.messages[{j}].tool_calls[{k}]"),
+                        format!("{pre}messages[{j}].tool_calls[{k}] (id \"{}\") has no tool result; add a message {{role: tool, tool_call_id: {}, content: ...}} after it (the APIs refuse a call left unanswered).", c.id, c.id),
                     );
                 }
             }
