@@ -4,7 +4,7 @@
 //! Amounts are in the currency unit of the prices (whatever the provider bills in, e.g. USD).
 //! The expected spend is an upper-bound estimate made before any probe runs: every probe is
 //! assumed to generate its scenario's `max_tokens`, and its prompt is estimated at one token per
-//! 4 characters of message text plus 4 per message. What probes really cost is counted from the
+//! 4 characters of message text plus 4 per message; a multi-turn probe counts every turn. What probes really cost is counted from the
 //! tokens the server reports (`llm_probe_probe_cost_total`).
 
 use std::cmp::Ordering;
@@ -52,16 +52,24 @@ pub fn estimated_prompt_tokens(scenario: &Scenario) -> u64 {
 }
 
 /// The most one probe of `scenario` is expected to cost at `cost`'s prices: its estimated
-/// prompt and all of `max_tokens`, twice for a cache canary (it sends its prompt twice).
+/// prompt and all of `max_tokens`, twice for a cache canary (it sends its prompt twice), and
+/// for a multi-turn probe (`turns:`) every request: turn K re-sends the whole conversation so
+/// far, each earlier answer counted at `max_tokens` and each follow-up as a message.
 pub fn probe_estimate(cost: &Cost, scenario: &Scenario) -> f64 {
-    let request = cost.of(
-        estimated_prompt_tokens(scenario),
-        u64::from(scenario.max_tokens),
-    );
+    let output = u64::from(scenario.max_tokens);
+    let mut prompt = estimated_prompt_tokens(scenario);
+    let mut total = cost.of(prompt, output);
+    for follow_up in &scenario.turns {
+        // The earlier answer (an assistant message) and the follow-up (a user message).
+        prompt = prompt
+            .saturating_add(output + 4)
+            .saturating_add((follow_up.chars().count() as u64).div_ceil(4) + 4);
+        total += cost.of(prompt, output);
+    }
     // A cache canary sends its prompt twice on every probe.
     match scenario.cache_canary {
-        true => request * 2.0,
-        false => request,
+        true => total * 2.0,
+        false => total,
     }
 }
 
@@ -249,6 +257,29 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
             .targets[0]
             .clone()
+    }
+
+    /// A multi-turn probe sends one request per turn, each carrying the conversation so far:
+    /// the estimate (and so a budget's stretch) counts them all.
+    #[test]
+    fn a_multi_turn_probe_is_estimated_at_every_turn() {
+        let cfg = |turns: &str| {
+            let yaml = format!("scenarios:\n  - name: s\n    messages: [{{role: user, content: \"0123456789abcdef\"}}]\n    max_tokens: 100\n{turns}targets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://h/v1\n    model: m\n    cost: {{input_per_million: 1.0, output_per_million: 10.0}}\n");
+            crate::config::parse(&yaml, "t.yaml", &|_| None).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let one = cfg("");
+        let three = cfg("    turns: [\"abcd\", \"abcd\"]\n");
+        let c = one.targets[0].cost.unwrap();
+        let per = |cfg: &crate::config::Config| probe_estimate(&c, &cfg.scenarios[0]);
+        // Turn 1: 8 prompt tokens; turn 2: 8 + 104 (answer) + 5 (follow-up); turn 3: 117 + 109.
+        let want = (8.0 + 117.0 + 226.0 + 3.0 * 1000.0) / 1e6;
+        assert!((per(&three) - want).abs() < 1e-12, "{} {want}", per(&three));
+        assert!(per(&three) > 3.0 * per(&one));
+        let (s1, s3) = (
+            spend(&one.targets[0]).unwrap(),
+            spend(&three.targets[0]).unwrap(),
+        );
+        assert!(s3.per_month > 3.0 * s1.per_month, "{s1:?} {s3:?}");
     }
 
     /// The total names the priced pools, whose spend is per replica (their count is known only
