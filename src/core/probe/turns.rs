@@ -5,6 +5,8 @@
 //! [`crate::measure::Observations::turns`]. The scenario's `expect:` checks the last turn's
 //! answer; the earlier turns get the built-in degeneration checks only. A failed turn fails the
 //! probe with its reason (the detail names the turn) and ends the conversation.
+//! The server's rate-limit headers are the latest turn's, and a `Retry-After` of any turn holds
+//! the next probe back.
 
 use crate::check::Checks;
 use crate::config::{Message, Scenario};
@@ -59,6 +61,18 @@ pub(super) async fn converse(
         }
         outcome.observations.turns.push(record(k, &next));
         answer = next.observations.answer.text.clone();
+        // What the server said of its quota is freshest on the latest turn (each turn spent
+        // some), and a turn it asked to be left alone after holds the next probe back.
+        if next.observations.rate_limits.is_some() {
+            outcome.observations.rate_limits = next.observations.rate_limits.clone();
+        }
+        if let Some(wait) = next.observations.retry_after {
+            let longest = outcome
+                .observations
+                .retry_after
+                .map_or(wait, |w| w.max(wait));
+            outcome.observations.retry_after = Some(longest);
+        }
         if let Err(f) = next.result {
             outcome.observations.http_status = next.observations.http_status;
             outcome.observations.answer.failed_check = next.observations.answer.failed_check;

@@ -231,3 +231,29 @@ fn turns_config_errors_name_the_field_and_the_fix() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn a_later_turns_quota_and_retry_after_reach_the_probe() {
+    use llm_probe::measure::RateLimitKind;
+    // A key of 2 requests a minute: turn 1 leaves 1, turn 2 leaves 0, turn 3 is refused.
+    let s = Script {
+        rate_limit: 2,
+        ..script(false)
+    };
+    let (o, received) = converse(s, THREE_TURNS).await;
+    assert_eq!(received.len(), 3);
+    assert_eq!(o.observations.http_status, Some(429));
+    let detail = &o.result.as_ref().unwrap_err().detail;
+    assert!(detail.starts_with("turn 3 of 3: "), "{detail}");
+    // The scheduler holds the pair back as the refusing turn asked, not as turn 1 (which
+    // asked nothing) left it.
+    let wait = o.observations.retry_after.expect("the 429's Retry-After");
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_secs(60),
+        "{wait:?}"
+    );
+    // The quota as the latest turn's head described it: nothing left, not turn 1's 1.
+    let limits = o.observations.rate_limits.as_ref().unwrap();
+    let requests = limits.window(RateLimitKind::Requests).unwrap();
+    assert_eq!(requests.remaining, Some(0), "{limits:?}");
+}
