@@ -278,6 +278,20 @@ fn config_errors_name_the_field_and_the_fix() {
         e, "",
         "a long prompt alone, or with a system message, loads"
     );
+    // The needle wants text; an answer that calls a tool has none.
+    let tools = "  - name: s\n    prompt_tokens: 4000\n    max_tokens: 8\n    tools: [{type: function, function: {name: f}}]\n";
+    let e = err(&format!("{tools}    tool_choice: required\n"));
+    assert!(
+        e.contains("scenarios[0].prompt_tokens: scenario \"s\": prompt_tokens with its needle (on by default) asks for the code word in text, but the scenario declares tools"),
+        "{e}"
+    );
+    assert!(err(tools).contains("set needle: false or tool_choice: none"));
+    let e = err(&format!("{tools}    needle: false\n"))
+        + &err(&format!("{tools}    tool_choice: none\n"));
+    assert_eq!(
+        e, "",
+        "without the needle, or with tools never called, it loads"
+    );
     let slo = "  - name: s\n    prompt_tokens: 4000\n    max_tokens: 8\n";
     let yaml = format!("scenarios:\n{slo}targets:\n  - name: t\n    protocol: openai-chat\n    base_url: http://h\n    model: m\n    slo: {{prefill_tokens_per_second_min: -1}}\n");
     let e = config::parse(&yaml, "f.yaml", &|_| None)

@@ -23,6 +23,20 @@ impl Validator<'_> {
         );
 
         let long_prompt = self.long_prompt(path, &pre, raw.name.as_deref(), &raw);
+        // The needle wants the code word as text; a tool call has none, and would fail
+        // `context_truncated` as if the server had cut the prompt.
+        let calls_tools = !structured.checks.tools.is_empty()
+            && structured.tool_choice != Some(serde_json::Value::from("none"));
+        if calls_tools
+            && long_prompt
+                .as_ref()
+                .is_some_and(|lp| lp.code_word.is_some())
+        {
+            self.problem(
+                format!("{path}.prompt_tokens"),
+                format!("{pre}prompt_tokens with its needle (on by default) asks for the code word in text, but the scenario declares tools: an answer that calls one has no text and fails context_truncated as if the server had cut the prompt; set needle: false or tool_choice: none, or remove tools."),
+            );
+        }
         let turns = self.turns(path, &pre, &raw, &structured.checks.tools);
         let mut messages = Vec::new();
         match raw.messages {
