@@ -474,18 +474,42 @@ fn tool_round_trip_config_errors_name_the_field_and_the_fix() {
             true,
             "messages[0].tool_calls[1].id \"a\" is used by an earlier call",
         ),
+        // Every protocol wants each call answered once, right after it, before the
+        // conversation goes on; Anthropic and Bedrock take ids of letters, digits, _ and -.
+        (
+            format!("{call}      - {{role: user, content: and?}}\n"),
+            true,
+            "scenarios[0].messages[1].tool_calls[0]: scenario \"s\": messages[1].tool_calls[0] (id \"call_1_0\") has no tool result after it; add {role: tool, tool_call_id: call_1_0, content: ...} right after messages[1]",
+        ),
         (
             call.to_string(),
             true,
-            "scenarios[0].messages[1].tool_calls[0]: scenario \"s\": messages[1].tool_calls[0] (id \"call_1_0\") has no tool result; add a message {role: tool, tool_call_id: call_1_0, content: ...} after it",
+            "messages[1].tool_calls[0] (id \"call_1_0\") has no tool result after it",
+        ),
+        (
+            format!("{call}      - {{role: user, content: and?}}\n      - {{role: tool, tool_call_id: call_1_0, content: ok}}\n"),
+            true,
+            "messages[3].tool_call_id \"call_1_0\" answers a call of an earlier turn; put each tool result right after the assistant message that made the call",
+        ),
+        (
+            format!("{call}      - {{role: tool, tool_call_id: call_1_0, content: ok}}\n      - {{role: tool, tool_call_id: call_1_0, content: again}}\n"),
+            true,
+            "messages[3].tool_call_id \"call_1_0\" answers a call that messages[2] already answered",
+        ),
+        (
+            "      - {role: user, content: hi}\n      - {role: assistant, tool_calls: [{id: \"call 1\", name: get_weather}]}\n      - {role: tool, tool_call_id: \"call 1\", content: ok}\n".into(),
+            true,
+            "messages[1].tool_calls[0].id \"call 1\" is not an id every protocol takes; use at most 64 ASCII letters, digits",
         ),
     ] {
         let e = err(&messages, tools);
         assert!(e.contains(want), "want {want:?} in:\n{e}");
     }
+    // Two calls answered in either order, then the conversation goes on: fine.
+    let two = "      - {role: user, content: hi}\n      - {role: assistant, tool_calls: [{id: a, name: get_weather}, {id: b-2, name: get_weather}]}\n      - {role: tool, tool_call_id: b-2, content: ok}\n      - {role: tool, tool_call_id: a, content: ok}\n      - {role: assistant, content: done}\n      - {role: user, content: thanks}\n";
+    assert_eq!(err(two, true), "");
     // A round trip on a protocol without tools is the tools error.
-    let trip = format!("{call}      - {{role: tool, tool_call_id: call_1_0, content: ok}}\n");
-    let yaml = format!("scenarios:\n  - name: s\n    max_tokens: 8\n    tools: [{{type: function, function: {{name: get_weather}}}}]\n    messages:\n{trip}targets:\n  - name: t\n    protocol: tgi\n    base_url: http://h\n    model: m\n");
+    let yaml = format!("scenarios:\n  - name: s\n    max_tokens: 8\n    tools: [{{type: function, function: {{name: get_weather}}}}]\n    messages:\n{call}      - {{role: tool, tool_call_id: call_1_0, content: ok}}\ntargets:\n  - name: t\n    protocol: tgi\n    base_url: http://h\n    model: m\n");
     let e = config::parse(&yaml, "f.yaml", &|_| None)
         .unwrap_err()
         .to_string();

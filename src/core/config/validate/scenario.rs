@@ -115,8 +115,7 @@ impl Validator<'_> {
     }
 
     /// `turns:` at most [`MAX_TURNS`] − 1 non-empty user messages, not with a generated prompt,
-    /// tools (each turn's answer must be text the next turn can carry), a prefix-cache canary
-    /// or a warm prefix cache.
+    /// tools or a prefix-cache canary (each turn's answer must be text the next turn can carry).
     fn turns(
         &mut self,
         path: &str,
@@ -147,7 +146,6 @@ impl Validator<'_> {
             (raw.prompt_tokens.is_some(), "prompt_tokens", "its code word is asked for in one request"),
             (!tools.is_empty(), "tools", "a turn answered with a tool call has no text for the next turn; send a tool round trip in messages instead"),
             (raw.cache_canary == Some(true), "cache_canary", "a multi-turn probe measures the cache per turn already"),
-            (raw.prefix_cache.as_deref() == Some("warm"), "prefix_cache: warm", "without the per-probe nonce the previous probe's cache serves turn 1 too, and turn 2 has nothing to be faster than"),
         ] {
             if set {
                 self.problem(
@@ -337,8 +335,10 @@ impl Validator<'_> {
         })
     }
 
-    /// The tool calls and results of a scenario's `messages` fit together: every call names a
-    /// declared tool and has its own id, every result answers an earlier call.
+    /// The tool calls and results of a scenario's `messages` fit together as every protocol
+    /// wants them: every call names a declared tool and has its own id (letters, digits, `_` and
+    /// `-`, as Anthropic and Bedrock require), and is answered once, by a `tool` message right
+    /// after its assistant message (only other results between).
     pub(super) fn tool_round_trips(
         &mut self,
         path: &str,
@@ -347,8 +347,19 @@ impl Validator<'_> {
         tools: &[crate::check::Tool],
     ) {
         let mut ids: Vec<&str> = Vec::new();
-        let mut answered: Vec<&str> = Vec::new();
+        // The calls of the latest assistant message not answered yet: (id, message, call).
+        let mut open: Vec<(&str, usize, usize)> = Vec::new();
+        // The calls answered, by the message that answered them.
+        let mut answered: HashMap<&str, usize> = HashMap::new();
         for (j, m) in messages.iter().enumerate() {
+            if m.role != "tool" {
+                for (id, jj, kk) in open.drain(..) {
+                    self.problem(
+                        format!("{path}.messages[{jj}].tool_calls[{kk}]"),
+                        format!("{pre}messages[{jj}].tool_calls[{kk}] (id \"{id}\") has no tool result after it; add {{role: tool, tool_call_id: {id}, content: ...}} right after messages[{jj}] (every protocol wants each call answered before the conversation goes on), or remove the call."),
+                    );
+                }
+            }
             for (k, c) in m.tool_calls.iter().enumerate() {
                 let cp = format!("{path}.messages[{j}].tool_calls[{k}]");
                 if !tools.iter().any(|t| t.name == c.name) {
@@ -366,34 +377,54 @@ impl Validator<'_> {
                         format!("{pre}messages[{j}].tool_calls[{k}] calls \"{}\", which is not a declared tool; {why}.", c.name),
                     );
                 }
+                let well_formed = c.id.len() <= 64
+                    && (c.id.bytes()).all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                if !well_formed {
+                    self.problem(
+                        format!("{cp}.id"),
+                        format!("{pre}messages[{j}].tool_calls[{k}].id \"{}\" is not an id every protocol takes; use at most 64 ASCII letters, digits, \"_\" and \"-\" (Anthropic and Bedrock refuse others), e.g. call_1.", c.id),
+                    );
+                }
                 if ids.contains(&c.id.as_str()) {
                     self.problem(
                         format!("{cp}.id"),
                         format!("{pre}messages[{j}].tool_calls[{k}].id \"{}\" is used by an earlier call; give each call its own id.", c.id),
                     );
+                } else {
+                    open.push((&c.id, j, k));
                 }
                 ids.push(&c.id);
             }
-            if let Some(id) = &m.tool_call_id {
-                answered.push(id.as_str());
-                if !ids.contains(&id.as_str()) {
-                    self.problem(
-                        format!("{path}.messages[{j}].tool_call_id"),
-                        format!("{pre}messages[{j}].tool_call_id \"{id}\" answers no earlier assistant tool call; set it to the id of one (calls without an id are call_J_K: message J, call K)."),
-                    );
-                }
+            let Some(id) = &m.tool_call_id else {
+                continue;
+            };
+            let tp = format!("{path}.messages[{j}].tool_call_id");
+            if !ids.contains(&id.as_str()) {
+                self.problem(
+                    tp,
+                    format!("{pre}messages[{j}].tool_call_id \"{id}\" answers no earlier assistant tool call; set it to the id of one (calls without an id are call_J_K: message J, call K)."),
+                );
+            } else if let Some(earlier) = answered.get(id.as_str()) {
+                self.problem(
+                    tp,
+                    format!("{pre}messages[{j}].tool_call_id \"{id}\" answers a call that messages[{earlier}] already answered; give each call one result."),
+                );
+            } else if let Some(at) = open.iter().position(|(o, _, _)| *o == id.as_str()) {
+                open.remove(at);
+                answered.insert(id, j);
+            } else {
+                answered.insert(id, j);
+                self.problem(
+                    tp,
+                    format!("{pre}messages[{j}].tool_call_id \"{id}\" answers a call of an earlier turn; put each tool result right after the assistant message that made the call (only other results between)."),
+                );
             }
         }
-        // Every call needs its result: the APIs refuse a call left unanswered.
-        for (j, m) in messages.iter().enumerate() {
-            for (k, c) in m.tool_calls.iter().enumerate() {
-                if !answered.contains(&c.id.as_str()) {
-                    self.problem(
-                        format!("{path}.messages[{j}].tool_calls[{k}]"),
-                        format!("{pre}messages[{j}].tool_calls[{k}] (id \"{}\") has no tool result; add a message {{role: tool, tool_call_id: {}, content: ...}} after it (the APIs refuse a call left unanswered).", c.id, c.id),
-                    );
-                }
-            }
+        for (id, jj, kk) in open {
+            self.problem(
+                format!("{path}.messages[{jj}].tool_calls[{kk}]"),
+                format!("{pre}messages[{jj}].tool_calls[{kk}] (id \"{id}\") has no tool result after it; add {{role: tool, tool_call_id: {id}, content: ...}} right after messages[{jj}] (every protocol wants each call answered before the conversation goes on), or remove the call."),
+            );
         }
     }
 }
