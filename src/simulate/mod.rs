@@ -593,29 +593,49 @@ fn context_error(wire: Wire, prompt: u64, limit: u64) -> serde_json::Value {
 /// The prompt words an earlier request already sent at the start of this one: the longest run
 /// of leading messages (of `messages`, `input` or `contents`) that an earlier request began
 /// with, or the whole prompt (`prompt`, `inputs`) seen before. Remembers this request's runs
-/// in `seen` (cleared beyond 10,000 entries, as a cache evicts).
+/// in `seen` (cleared beyond 10,000 entries, as a cache evicts), each as a 64-bit digest of the
+/// run (the digest of the run before it and the message), so that a request's entries take a
+/// few bytes each, whatever the size of its prompt or the number of its messages.
 fn cached_prefix(body: &serde_json::Value, seen: &Mutex<std::collections::HashSet<String>>) -> u64 {
-    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-    if seen.len() > 10_000 {
-        seen.clear();
-    }
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same run gives the same digest for the whole process.
+    let mut digest = std::hash::DefaultHasher::new();
     let list = ["messages", "input", "contents"]
         .iter()
         .find_map(|k| body.get(*k)?.as_array());
     let Some(list) = list else {
-        let whole = ["prompt", "inputs"].iter().find_map(|k| body.get(*k));
-        return match whole {
-            Some(p) if !seen.insert(format!("prompt:{p}")) => load::words(p),
-            _ => 0,
+        let Some(p) = ["prompt", "inputs"].iter().find_map(|k| body.get(*k)) else {
+            return 0;
+        };
+        p.to_string().hash(&mut digest);
+        let key = format!("prompt:{:016x}", digest.finish());
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() > 10_000 {
+            seen.clear();
+        }
+        return match seen.insert(key) {
+            false => load::words(p),
+            true => 0,
         };
     };
-    let (mut cached, mut words, mut key) = (0, 0, String::from("prefix:"));
-    let mut hit = true;
-    for m in list {
-        key.push_str(&m.to_string());
-        words += load::words(m);
+    // Each leading run's digest and words, before the lock is taken.
+    let mut words = 0;
+    let runs: Vec<(String, u64)> = list
+        .iter()
+        .map(|m| {
+            m.to_string().hash(&mut digest);
+            words += load::words(m);
+            (format!("prefix:{:016x}", digest.finish()), words)
+        })
+        .collect();
+    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.len() > 10_000 {
+        seen.clear();
+    }
+    let (mut cached, mut hit) = (0, true);
+    for (key, words) in runs {
         // A run seen before is cached only while every shorter run was too.
-        hit &= !seen.insert(key.clone());
+        hit &= !seen.insert(key);
         if hit {
             cached = words;
         }
@@ -1096,6 +1116,30 @@ async fn huge_line(wire: Wire, tx: &Sender) {
 #[cfg(test)]
 mod record_tests {
     use super::*;
+
+    #[test]
+    fn the_prefix_cache_keeps_a_digest_per_run_not_the_prompt() {
+        let seen = Mutex::new(std::collections::HashSet::new());
+        let text = "word ".repeat(200);
+        let msgs = |n: usize, last: &str| {
+            let mut m: Vec<_> = (0..n)
+                .map(|i| json!({"role": "user", "content": format!("{i} {text}")}))
+                .collect();
+            m.push(json!({"role": "user", "content": last}));
+            json!({ "messages": m })
+        };
+        // 1,000 messages of 1 KB: the old keys (every leading run in full) took ~500 MB.
+        assert_eq!(cached_prefix(&msgs(1000, "a"), &seen), 0);
+        let bytes: usize = seen.lock().unwrap().iter().map(String::len).sum();
+        assert!(bytes < 1001 * 32, "{bytes} bytes of keys");
+        // The same leading messages with another end: all but the last are cached.
+        let words = load::words(&msgs(1000, "")["messages"]);
+        assert_eq!(cached_prefix(&msgs(1000, "b"), &seen), words);
+        // A whole prompt seen before.
+        let p = json!({ "prompt": text });
+        assert_eq!(cached_prefix(&p, &seen), 0);
+        assert_eq!(cached_prefix(&p, &seen), 200);
+    }
 
     #[test]
     fn the_record_keeps_only_the_most_recent_requests() {
