@@ -267,20 +267,38 @@ pub struct ReceivedRequest {
 /// two probes every 3 s, about 4 hours).
 pub const RECEIVED_CAPACITY: usize = 10_000;
 
-/// Adds `request` to the record, forgetting the oldest beyond [`RECEIVED_CAPACITY`].
-fn record(received: &Mutex<VecDeque<ReceivedRequest>>, request: ReceivedRequest) {
+/// The most request body bytes the record keeps (the most recent requests; the newest one
+/// always): long prompts (`prompt_tokens:` up to 6 MB a request) would otherwise make
+/// [`RECEIVED_CAPACITY`] requests tens of gigabytes.
+pub const RECEIVED_MAX_BYTES: usize = 256 << 20;
+
+/// The requests a simulator remembers, and the size of each one's body as it arrived.
+#[derive(Default)]
+struct Received {
+    requests: VecDeque<(ReceivedRequest, usize)>,
+    bytes: usize,
+}
+
+/// Adds `request` (of a body of `bytes`) to the record, forgetting the oldest beyond
+/// [`RECEIVED_CAPACITY`] requests or [`RECEIVED_MAX_BYTES`] bytes.
+fn record(received: &Mutex<Received>, request: ReceivedRequest, bytes: usize) {
     let mut r = received.lock().unwrap_or_else(|e| e.into_inner());
-    if r.len() >= RECEIVED_CAPACITY {
-        r.pop_front();
+    while !r.requests.is_empty()
+        && (r.requests.len() >= RECEIVED_CAPACITY || r.bytes + bytes > RECEIVED_MAX_BYTES)
+    {
+        if let Some((_, n)) = r.requests.pop_front() {
+            r.bytes -= n;
+        }
     }
-    r.push_back(request);
+    r.bytes += bytes;
+    r.requests.push_back((request, bytes));
 }
 
 /// A running simulator.
 pub struct Simulator {
     /// Where it listens.
     pub addr: SocketAddr,
-    received: Arc<Mutex<VecDeque<ReceivedRequest>>>,
+    received: Arc<Mutex<Received>>,
     shutdown: CancellationToken,
 }
 
@@ -291,7 +309,7 @@ impl Simulator {
     pub async fn start(addr: SocketAddr, script: Script) -> Result<Simulator, ListenError> {
         let listener = crate::server::bind(addr).await?;
         let addr = listener.local_addr().map_err(ListenError::LocalAddr)?;
-        let received = Arc::new(Mutex::new(VecDeque::new()));
+        let received = Arc::new(Mutex::new(Received::default()));
         let shutdown = CancellationToken::new();
         let engine = Arc::new(Engine::new(script.load.clone()));
         let script = Arc::new(script);
@@ -343,14 +361,16 @@ impl Simulator {
     }
 
     /// The streaming requests received so far, oldest first: the last
-    /// [`RECEIVED_CAPACITY`] of them (older ones are forgotten, so that a long `demo` or
-    /// `simulate` run keeps a bounded record).
+    /// [`RECEIVED_CAPACITY`] of them, within [`RECEIVED_MAX_BYTES`] of bodies (older ones are
+    /// forgotten, so that a long `demo` or `simulate` run keeps a bounded record).
     pub fn received(&self) -> Vec<ReceivedRequest> {
-        self.received
+        (self
+            .received
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .requests)
             .iter()
-            .cloned()
+            .map(|(r, _)| r.clone())
             .collect()
     }
 }
@@ -408,7 +428,7 @@ async fn handle(
     req: Request<Incoming>,
     script: Arc<Script>,
     engine: Arc<Engine>,
-    received: Arc<Mutex<VecDeque<ReceivedRequest>>>,
+    received: Arc<Mutex<Received>>,
     grammars: Arc<Mutex<std::collections::HashSet<String>>>,
     quota: Option<Arc<quota::Quota>>,
 ) -> Response<ChannelBody> {
@@ -451,6 +471,7 @@ async fn handle(
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let arrival = Instant::now();
+    let body_bytes = body.len();
     let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
     let events_sent = Arc::new(Mutex::new(Vec::new()));
     let truth = Arc::new(OnceLock::new());
@@ -474,6 +495,7 @@ async fn handle(
             events_sent: events_sent.clone(),
             truth: truth.clone(),
         },
+        body_bytes,
     );
 
     if refused {
@@ -1143,7 +1165,7 @@ mod record_tests {
 
     #[test]
     fn the_record_keeps_only_the_most_recent_requests() {
-        let received = Mutex::new(VecDeque::new());
+        let received = Mutex::new(Received::default());
         let request = |n: usize| ReceivedRequest {
             path: format!("/v1/chat/completions?n={n}"),
             headers: Vec::new(),
@@ -1153,16 +1175,44 @@ mod record_tests {
             truth: Arc::default(),
         };
         for n in 0..RECEIVED_CAPACITY + 5 {
-            record(&received, request(n));
+            record(&received, request(n), 10);
         }
-        let r = received.lock().unwrap();
+        let r = &received.lock().unwrap().requests;
         assert_eq!(r.len(), RECEIVED_CAPACITY);
-        assert!(r.front().unwrap().path.ends_with("n=5"));
+        assert!(r.front().unwrap().0.path.ends_with("n=5"));
         assert!(r
             .back()
             .unwrap()
+            .0
             .path
             .ends_with(&format!("n={}", RECEIVED_CAPACITY + 4)));
+    }
+
+    #[test]
+    fn the_record_keeps_only_so_many_bytes_of_bodies_but_always_the_newest() {
+        let received = Mutex::new(Received::default());
+        let request = |n: usize| ReceivedRequest {
+            path: format!("/v1/chat/completions?n={n}"),
+            headers: Vec::new(),
+            body: serde_json::Value::Null,
+            arrived: std::time::Instant::now(),
+            events_sent: Arc::default(),
+            truth: Arc::default(),
+        };
+        // Requests of 6 MB (a prompt of a million tokens): 42 fit in 256 MiB, not 10,000.
+        for n in 0..100 {
+            record(&received, request(n), 6_000_000);
+        }
+        let r = received.lock().unwrap();
+        assert_eq!(r.requests.len(), RECEIVED_MAX_BYTES / 6_000_000);
+        assert!(r.bytes <= RECEIVED_MAX_BYTES);
+        assert!(r.requests.back().unwrap().0.path.ends_with("n=99"));
+        drop(r);
+        // One larger than the whole budget is still kept, alone.
+        record(&received, request(100), RECEIVED_MAX_BYTES + 1);
+        let r = received.lock().unwrap();
+        assert_eq!(r.requests.len(), 1);
+        assert!(r.requests[0].0.path.ends_with("n=100"));
     }
 }
 
