@@ -262,6 +262,10 @@ fn config_errors_name_the_field_and_the_fix() {
         e.contains("scenarios[0].prompt_tokens: scenario \"s\": prompt_tokens is 10; set it between 64 and 1000000"),
         "{e}"
     );
+    assert!(
+        !e.contains("messages is required"),
+        "one error, not two: {e}"
+    );
     let e = err("  - name: s\n    prompt_tokens: 4000\n    max_tokens: 8\n    messages: [{role: user, content: hi}]\n");
     assert!(
         e.contains("scenarios[0].messages[0].role: scenario \"s\": messages[0] is a \"user\" message, but prompt_tokens generates the user message"),

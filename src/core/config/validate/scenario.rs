@@ -40,7 +40,9 @@ impl Validator<'_> {
         let turns = self.turns(path, &pre, &raw, &structured.checks.tools);
         let mut messages = Vec::new();
         match raw.messages {
-            None if long_prompt.is_some() => {}
+            // With prompt_tokens (valid, or already reported) the generated message is the
+            // prompt: no second error that messages is missing.
+            None if raw.prompt_tokens.is_some() => {}
             None => self.problem(
                 format!("{path}.messages"),
                 format!("{pre}messages is required; add at least one message, e.g. [{{role: user, content: \"Hello\"}}]."),
