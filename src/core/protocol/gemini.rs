@@ -43,6 +43,11 @@ use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
 
+/// The thought signature of a configured tool call (a round trip in `messages`): the value
+/// Gemini's documentation gives for a call it did not generate
+/// (<https://ai.google.dev/gemini-api/docs/thought-signatures>).
+const SKIP_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
+
 /// The streaming `streamGenerateContent` request, AI Studio or Vertex AI by `target.protocol`.
 pub(super) fn build_request(
     target: &Target,
@@ -62,8 +67,15 @@ pub(super) fn build_request(
                 if !text.is_empty() || m.tool_calls.is_empty() {
                     parts.push(json!({"text": text}));
                 }
+                // A call Gemini did not make has no thought signature of its own: Gemini 3
+                // refuses a functionCall part of the current turn without one (HTTP 400
+                // "Function call is missing a thought_signature"), and the documented value for
+                // such a call tells it to skip the check.
                 for c in &m.tool_calls {
-                    parts.push(json!({"functionCall": {"name": c.name, "args": c.arguments}}));
+                    parts.push(json!({
+                        "functionCall": {"name": c.name, "args": c.arguments},
+                        "thoughtSignature": SKIP_THOUGHT_SIGNATURE,
+                    }));
                 }
                 contents.push(json!({"role": "model", "parts": parts}));
             }

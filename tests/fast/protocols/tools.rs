@@ -365,8 +365,10 @@ fn assert_round_trip_shape(protocol: &str, body: &Value) {
             assert_eq!(
                 c[1],
                 json!({"role": "model", "parts": [
-                    {"functionCall": {"name": "get_weather", "args": paris}},
-                    {"functionCall": {"name": "get_weather", "args": {"city": "Lyon"}}},
+                    {"functionCall": {"name": "get_weather", "args": paris},
+                     "thoughtSignature": "skip_thought_signature_validator"},
+                    {"functionCall": {"name": "get_weather", "args": {"city": "Lyon"}},
+                     "thoughtSignature": "skip_thought_signature_validator"},
                 ]}),
                 "{body}"
             );
