@@ -98,7 +98,17 @@ pub(crate) fn build_request_at(
                 for c in &m.tool_calls {
                     content.push(json!({"toolUse": {"toolUseId": c.id, "name": c.name, "input": c.arguments}}));
                 }
-                messages.push(json!({ "role": role, "content": content }));
+                // Bedrock wants the roles to alternate ("A conversation must alternate between
+                // user and assistant roles"): a message of the same role as the one before it
+                // (a user message after tool results, two user messages) joins it.
+                match messages.last_mut() {
+                    Some(last) if last["role"] == role => {
+                        if let Some(blocks) = last["content"].as_array_mut() {
+                            blocks.extend(content);
+                        }
+                    }
+                    _ => messages.push(json!({ "role": role, "content": content })),
+                }
             }
         }
     }

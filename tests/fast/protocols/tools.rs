@@ -423,6 +423,26 @@ async fn a_tool_round_trip_goes_out_in_each_protocols_shape_and_is_answered_in_t
     }
 }
 
+/// Bedrock wants the roles to alternate: a user message after the results (or after another
+/// user message) joins the message before it instead of following it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bedrock_joins_a_user_message_to_the_results_before_it() {
+    let scenario = ROUND_TRIP.replace(
+        "      - {role: tool, tool_call_id: call_2, content: \"sunny\"}\n",
+        "      - {role: tool, tool_call_id: call_2, content: \"sunny\"}\n      - {role: user, content: \"Which is warmer?\"}\n      - {role: user, content: \"One word.\"}\n",
+    );
+    let (o, body) = probe_tools("bedrock", "Paris.", &scenario).await;
+    assert!(o.is_success(), "{:?}", o.result);
+    let m = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{body}");
+    let last = m[2]["content"].as_array().unwrap();
+    assert_eq!(last.len(), 4, "{body}");
+    assert!(last[1]["toolResult"].is_object(), "{body}");
+    assert_eq!(last[2], json!({"text": "Which is warmer?"}));
+    assert_eq!(last[3], json!({"text": "One word."}));
+}
+
 #[test]
 fn tool_round_trip_config_errors_name_the_field_and_the_fix() {
     let err = |messages: &str, tools: bool| {
