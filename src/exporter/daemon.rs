@@ -696,6 +696,11 @@ impl Supervisor {
             if !self.metrics.tokens_per_second_boundaries().contains(&tps) {
                 return Err(ReloadError::NeedsRestart(format!("{}: target \"{}\": slo.output_tokens_per_second_min {tps} is not a bucket boundary of the running exporter (buckets are fixed at start); restart llm-probe to apply it", config.source, t.name)));
             }
+            if let Some(floor) = t.slo.prefill_tokens_per_second_min {
+                if !self.metrics.prefill_boundaries().contains(&floor) {
+                    return Err(ReloadError::NeedsRestart(format!("{}: target \"{}\": slo.prefill_tokens_per_second_min {floor} is not a prefill bucket boundary of the running exporter (buckets are fixed at start so that LlmProbePrefillBelowFloor is exact); restart llm-probe to apply it", config.source, t.name)));
+                }
+            }
         }
         Ok(())
     }

@@ -148,6 +148,11 @@ impl Metrics {
         self.timings.tokens_per_second_boundaries()
     }
 
+    /// Classic bucket boundaries of the prefill speed histograms, prompt tokens/s.
+    pub fn prefill_boundaries(&self) -> &[f64] {
+        self.timings.prefill_boundaries()
+    }
+
     /// Creates the series of one (target, model, scenario) at zero, so that dashboards and
     /// `rate()` see them before the first probe (and the first failure) happens; exports the
     /// target's SLO.

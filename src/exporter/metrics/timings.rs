@@ -49,6 +49,7 @@ pub(super) struct Timings {
     classic: bool,
     ttft_boundaries: Arc<[f64]>,
     tps_boundaries: Arc<[f64]>,
+    prefill_boundaries: Arc<[f64]>,
 }
 
 impl Timings {
@@ -174,6 +175,7 @@ impl Timings {
             classic: histograms.kinds != HistogramKinds::Native,
             ttft_boundaries: ttft_b,
             tps_boundaries: tps_b,
+            prefill_boundaries: prefill_b,
         }
     }
 
@@ -190,6 +192,11 @@ impl Timings {
     /// Classic bucket boundaries of the output-tokens-per-second histogram, tokens/s.
     pub(super) fn tokens_per_second_boundaries(&self) -> &[f64] {
         &self.tps_boundaries
+    }
+
+    /// Classic bucket boundaries of the prefill speed histograms, prompt tokens/s.
+    pub(super) fn prefill_boundaries(&self) -> &[f64] {
+        &self.prefill_boundaries
     }
 
     /// Records one finished probe: the read delays, and connection setup whenever the probe

@@ -284,3 +284,43 @@ async fn a_budget_at_the_float_limits_reloads_and_only_lengthens_the_interval() 
     assert_eq!(interval, 0.4);
     d.stop().await;
 }
+
+/// SLO values are bucket boundaries fixed at start: a reload that brings a new prefill floor
+/// is refused with the fix (restart), as a new TTFT or tokens-per-second SLO is; one already a
+/// boundary reloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_prefill_floor_needs_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probes.yaml");
+    let file = |floor: &str| {
+        format!("defaults:\n  interval: 1h\n  slo: {{prefill_tokens_per_second_min: {floor}}}\nscenarios:\n  - name: long\n    prompt_tokens: 100\n    max_tokens: 8\ntargets:\n{}", target("a", "http://127.0.0.1:9/v1").replace("[chat]", "[long]"))
+    };
+    std::fs::write(&path, file("1234")).unwrap();
+    let cfg = llm_probe::config::load(&path).unwrap();
+    let d = Daemon::start(cfg, "127.0.0.1:0".parse().unwrap(), Some(path.clone()))
+        .await
+        .unwrap();
+    assert!(d.metrics.prefill_boundaries().contains(&1234.0));
+    std::fs::write(&path, file("3333")).unwrap();
+    let err = d.reload().await.unwrap_err();
+    assert!(matches!(err, ReloadError::NeedsRestart(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("slo.prefill_tokens_per_second_min 3333 is not a prefill bucket boundary"),
+        "{err}"
+    );
+    let text = metrics(&d).await;
+    assert_eq!(
+        common::sample(
+            &text,
+            "llm_probe_slo_prefill_tokens_per_second",
+            &[("target", "a")]
+        ),
+        Some(1234.0),
+        "the old floor stays"
+    );
+    // A standard boundary needs no restart.
+    std::fs::write(&path, file("2500")).unwrap();
+    d.reload().await.unwrap();
+    d.stop().await;
+}
