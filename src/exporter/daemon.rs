@@ -776,6 +776,15 @@ impl Supervisor {
             other => {
                 run.close();
                 let still_labelled = other.is_some_and(|(t, s, _)| labels(t, s) == run.labels());
+                if let Some((_, s, _)) = other.filter(|_| still_labelled) {
+                    // The same labels, another scenario: its turns or its generated prompt may
+                    // be gone, and their series with them.
+                    metrics.forget_shape(
+                        &run.labels(),
+                        !s.turns.is_empty(),
+                        s.long_prompt.is_some(),
+                    );
+                }
                 if !still_labelled {
                     match grace_of(config, &run.target) {
                         Some(grace) => {

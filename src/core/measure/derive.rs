@@ -235,7 +235,10 @@ pub const PROMPT_TRUNCATED_BELOW: f64 = 0.75;
 /// `PROMPT_TRUNCATED_BELOW` of it): it cut the prompt, to its context most likely.
 pub fn prompt_truncated(obs: &Observations) -> bool {
     match (obs.asked.prompt_tokens, obs.usage.prompt_tokens) {
-        (Some(sent), Some(counted)) => (counted as f64) < PROMPT_TRUNCATED_BELOW * sent as f64,
+        // A count of 0 is a server (or gateway) that does not count, not a prompt cut to nothing.
+        (Some(sent), Some(counted)) if counted > 0 => {
+            (counted as f64) < PROMPT_TRUNCATED_BELOW * sent as f64
+        }
         _ => false,
     }
 }
@@ -373,8 +376,10 @@ mod tests {
         assert!(!anomalies(&o).contains(&Anomaly::PromptTruncated));
         o.usage.prompt_tokens = Some(5999);
         assert!(anomalies(&o).contains(&Anomaly::PromptTruncated));
-        // No count: unknown, not an anomaly of this kind.
+        // No count, or 0 (a server that does not count): unknown, not an anomaly of this kind.
         o.usage.prompt_tokens = None;
+        assert!(!anomalies(&o).contains(&Anomaly::PromptTruncated));
+        o.usage.prompt_tokens = Some(0);
         assert!(!anomalies(&o).contains(&Anomaly::PromptTruncated));
     }
 

@@ -203,6 +203,18 @@ impl Metrics {
         self.identity.forget(labels);
     }
 
+    /// Removes the series a pair keeps only for a scenario shape it no longer has: the turn
+    /// families without `turns`, the prefill speeds without a generated prompt (a reload that
+    /// changed the scenario but kept its labels).
+    pub fn forget_shape(&self, labels: &ProbeLabels, turns: bool, long_prompt: bool) {
+        if !turns {
+            self.turns.forget(labels);
+        }
+        if !long_prompt {
+            self.timings.forget_prefill(labels);
+        }
+    }
+
     /// Removes the per-target series (SLO, endpoint identity, engine metrics) of a target that
     /// left the config.
     pub fn forget_target(&self, target: &str, model: &str) {

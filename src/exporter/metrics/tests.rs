@@ -369,3 +369,33 @@ fn rate_limit_gauges_follow_the_last_response_that_described_them() {
     metrics.observe(&o);
     assert!(!text().contains("llm_probe_rate_limit_"), "{}", text());
 }
+
+#[test]
+fn a_scenario_that_lost_its_turns_or_long_prompt_loses_their_series() {
+    let metrics = Metrics::new(&[]);
+    let labels = pair("alpha", "s");
+    populate(&metrics, &labels);
+    let has = |name: &str| {
+        let text = metrics.render(None).1;
+        text.lines()
+            .any(|l| l.starts_with(name) && l.contains("target=\"alpha\""))
+    };
+    let families = [
+        "llm_probe_turn_time_to_first_token_seconds",
+        "llm_probe_turn_prompt_tokens_total",
+        "llm_probe_prefill_tokens_per_second",
+        "llm_probe_server_prefill_tokens_per_second",
+    ];
+    for f in families {
+        assert!(has(f), "{f} before");
+    }
+    // Still a multi-turn scenario with a generated prompt: nothing goes.
+    metrics.forget_shape(&labels, true, true);
+    assert!(families.iter().all(|f| has(f)));
+    metrics.forget_shape(&labels, true, false);
+    assert!(has(families[0]) && !has(families[2]) && !has(families[3]));
+    metrics.forget_shape(&labels, false, false);
+    assert!(!has(families[0]) && !has(families[1]));
+    // The pair's other series stay.
+    assert!(has("llm_probe_time_to_first_token_seconds"));
+}

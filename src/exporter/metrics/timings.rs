@@ -296,6 +296,12 @@ impl Timings {
         }
     }
 
+    /// Removes the prefill speeds of one pair (its scenario has no generated prompt any more).
+    pub(super) fn forget_prefill(&self, labels: &ProbeLabels) {
+        self.prefill_speed.remove(labels);
+        self.server_prefill_speed.remove(labels);
+    }
+
     /// Removes every series of one pair.
     pub(super) fn forget(&self, labels: &ProbeLabels) {
         for h in self.pair_histograms() {
