@@ -460,6 +460,11 @@ HTTP status), then the endpoint itself: process, load balancer, credentials, rat
   });
 }
 
+/** Long-prompt scenarios (`prompt_tokens:`, the pairs with a prefill histogram) are judged by
+ * their prefill floor and baseline, not by the target's TTFT objective: their TTFT grows with the
+ * prompt by design. */
+const NOT_LONG_PROMPT = 'unless on (target, model, scenario) max by (target, model, scenario) (llm_probe_prefill_tokens_per_second_count)';
+
 function classExpr(c, sliName, w) {
   return `${sliName} > on (target, model) group_left () ${SLO_TTFT}`;
 }
@@ -473,7 +478,8 @@ and on (${L})
 and on (${L})
   ${guard(probes(lw), lw)}
 and on (${L})
-  ${inClass(c)}`;
+  ${inClass(c)}
+${NOT_LONG_PROMPT}`;
   });
   return record('target_model_scenario:llm_probe_ttft_slo:fast_burn', anyClass(parts),
     `The fast burn per (target, model, scenario, location): more than ${Math.round((1 - PAGE_Q) * 100)} % of the probes bad (TTFT above\nthe target's SLO, or failed) over both windows of the pair's interval class, with the guard.\nValue: the SLI quantile ${PAGE_Q} over the long window (+Inf when failures alone are that many).`);
@@ -498,7 +504,8 @@ and on (${L})
 and on (${L})
   ${guard(probes(lw), lw)}
 and on (${L})
-  ${inClass(c)}`;
+  ${inClass(c)}
+${NOT_LONG_PROMPT}`;
   });
   return anyClass(parts);
 }

@@ -569,14 +569,15 @@ impl Armed {
                     // A model that says a sentence before the word can run out of tokens in
                     // the middle of it: that is the probe's max_tokens, not a cut prompt.
                     let code = scenario.checks.code_word.as_deref().unwrap_or_default();
-                    let at_limit = m.output_tokens >= u64::from(scenario.max_tokens)
-                        || obs.finish_reason.as_deref() == Some("length");
+                    let cut = obs.finish_reason.as_deref() == Some("length");
+                    let at_limit = m.output_tokens >= u64::from(scenario.max_tokens) || cut;
                     if at_limit && crate::check::ends_inside_code_word(&answer.text, code) {
                         f.detail.push_str(&format!(
                             "; the answer stopped inside the code word at max_tokens ({}): give max_tokens room for the word and what the model says around it",
                             scenario.max_tokens
                         ));
-                    } else if at_limit {
+                    } else if cut && !crate::measure::prompt_truncated(obs) {
+                        // The server says max_tokens ended the answer before it got to the word.
                         f.detail.push_str(&format!(
                             "; the answer stopped at max_tokens ({}) before the word: give it more room",
                             scenario.max_tokens

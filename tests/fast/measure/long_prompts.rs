@@ -322,34 +322,3 @@ fn the_generated_message_follows_the_system_message() {
     assert_eq!(lp.tokens, 256);
     assert_eq!(s.checks.code_word, lp.code_word);
 }
-
-#[tokio::test]
-async fn an_answer_cut_by_max_tokens_says_so_rather_than_blame_the_server() {
-    // A model that ran out of tokens before the word, or inside it: the simulator answers the
-    // text one character a token, and max_tokens is its length.
-    let code = llm_probe::config::long_prompt::code_word("long");
-    for (answer, want) in [
-        (
-            "I believe it was".to_string(),
-            "the answer stopped at max_tokens (16) before the word: give it more room",
-        ),
-        (
-            format!("The code word is {}", &code[..8]),
-            "the answer stopped inside the code word at max_tokens (25)",
-        ),
-    ] {
-        let script = Script {
-            answer: Some(answer.clone()),
-            ..quick()
-        };
-        let n = answer.chars().count();
-        let scenario = format!("  - name: long\n    prompt_tokens: 200\n    max_tokens: {n}\n");
-        let (o, _) = probe(script, "openai-chat", &scenario).await;
-        assert_eq!(
-            o.observations.answer.failed_check,
-            Some("context_truncated")
-        );
-        let detail = &o.result.as_ref().unwrap_err().detail;
-        assert!(detail.contains(want), "{answer}: {detail}");
-    }
-}

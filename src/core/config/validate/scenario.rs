@@ -117,7 +117,8 @@ impl Validator<'_> {
     }
 
     /// `turns:` at most [`MAX_TURNS`] − 1 non-empty user messages, not with a generated prompt,
-    /// tools or a prefix-cache canary (each turn's answer must be text the next turn can carry).
+    /// tools (each turn's answer must be text the next turn can carry), a prefix-cache canary
+    /// or a warm prefix cache.
     fn turns(
         &mut self,
         path: &str,
@@ -148,6 +149,7 @@ impl Validator<'_> {
             (raw.prompt_tokens.is_some(), "prompt_tokens", "its code word is asked for in one request"),
             (!tools.is_empty(), "tools", "a turn answered with a tool call has no text for the next turn; send a tool round trip in messages instead"),
             (raw.cache_canary == Some(true), "cache_canary", "a multi-turn probe measures the cache per turn already"),
+            (raw.prefix_cache.as_deref() == Some("warm"), "prefix_cache: warm", "without the per-probe nonce the previous probe's cache serves turn 1 too, and turn 2 has nothing to be faster than"),
         ] {
             if set {
                 self.problem(
