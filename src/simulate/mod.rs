@@ -1163,17 +1163,22 @@ mod record_tests {
         assert_eq!(cached_prefix(&p, &seen), 200);
     }
 
-    #[test]
-    fn the_record_keeps_only_the_most_recent_requests() {
-        let received = Mutex::new(Received::default());
-        let request = |n: usize| ReceivedRequest {
+    /// A request to the chat path numbered `n` (in its query), with no body.
+    fn numbered(n: usize) -> ReceivedRequest {
+        ReceivedRequest {
             path: format!("/v1/chat/completions?n={n}"),
             headers: Vec::new(),
             body: serde_json::Value::Null,
             arrived: std::time::Instant::now(),
             events_sent: Arc::default(),
             truth: Arc::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn the_record_keeps_only_the_most_recent_requests() {
+        let received = Mutex::new(Received::default());
+        let request = numbered;
         for n in 0..RECEIVED_CAPACITY + 5 {
             record(&received, request(n), 10);
         }
@@ -1191,14 +1196,7 @@ mod record_tests {
     #[test]
     fn the_record_keeps_only_so_many_bytes_of_bodies_but_always_the_newest() {
         let received = Mutex::new(Received::default());
-        let request = |n: usize| ReceivedRequest {
-            path: format!("/v1/chat/completions?n={n}"),
-            headers: Vec::new(),
-            body: serde_json::Value::Null,
-            arrived: std::time::Instant::now(),
-            events_sent: Arc::default(),
-            truth: Arc::default(),
-        };
+        let request = numbered;
         // Requests of 6 MB (a prompt of a million tokens): 42 fit in 256 MiB, not 10,000.
         for n in 0..100 {
             record(&received, request(n), 6_000_000);

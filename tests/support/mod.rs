@@ -107,6 +107,28 @@ pub fn sim_protocols(sim: &llm_probe::simulate::Simulator) -> Vec<(&'static str,
     ]
 }
 
+/// One probe of the first of `scenarios` (list items) on `protocol` against a simulator
+/// running `script` (interval 10 s, timeout 5 s), with the first request the simulator received.
+pub async fn probe_protocol(
+    script: llm_probe::simulate::Script,
+    protocol: &str,
+    scenarios: &str,
+) -> (ProbeOutcome, Option<llm_probe::simulate::ReceivedRequest>) {
+    let sim = simulator(script).await;
+    let keys = sim_protocols(&sim)
+        .into_iter()
+        .find(|(p, _)| *p == protocol)
+        .map(|(_, k)| k)
+        .unwrap_or_else(|| panic!("no protocol {protocol}"));
+    let yaml = format!(
+        "defaults:\n  interval: 10s\n  timeout: 5s\nscenarios:\n{scenarios}targets:\n  - name: sim\n    protocol: {protocol}\n    model: sim-model\n{keys}"
+    );
+    let cfg = config::parse(&yaml, "<test>", &sim_env)
+        .unwrap_or_else(|e| panic!("config should load:\n{e}\n---\n{yaml}"));
+    let o = probe_first(&cfg, None).await;
+    (o, sim.received().first().cloned())
+}
+
 /// The environment of [`sim_protocols`]' targets: made-up keys.
 pub fn sim_env(var: &str) -> Option<String> {
     match var {

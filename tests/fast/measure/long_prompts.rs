@@ -8,7 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use llm_probe::config;
-use llm_probe::measure::{Anomaly, FailureReason, ProbeOutcome};
+use llm_probe::measure::{Anomaly, FailureReason};
 use llm_probe::metrics::Metrics;
 use llm_probe::simulate::{ContextOverflow, Script};
 
@@ -18,27 +18,7 @@ fn long_scenario(tokens: u32, extra: &str) -> String {
     format!("  - name: long\n    prompt_tokens: {tokens}\n    max_tokens: 48\n{extra}")
 }
 
-/// One probe of `scenario` on `protocol` against a simulator running `script`, with the
-/// request the simulator received.
-async fn probe(
-    script: Script,
-    protocol: &str,
-    scenario: &str,
-) -> (ProbeOutcome, Option<llm_probe::simulate::ReceivedRequest>) {
-    let sim = common::simulator(script).await;
-    let keys = common::sim_protocols(&sim)
-        .into_iter()
-        .find(|(p, _)| *p == protocol)
-        .map(|(_, k)| k)
-        .unwrap();
-    let yaml = format!(
-        "defaults:\n  interval: 10s\n  timeout: 5s\nscenarios:\n{scenario}targets:\n  - name: sim\n    protocol: {protocol}\n    model: sim-model\n{keys}"
-    );
-    let cfg = config::parse(&yaml, "<test>", &common::sim_env)
-        .unwrap_or_else(|e| panic!("config should load:\n{e}\n---\n{yaml}"));
-    let o = common::probe_first(&cfg, None).await;
-    (o, sim.received().first().cloned())
-}
+use common::probe_protocol as probe;
 
 fn quick() -> Script {
     Script {

@@ -14,6 +14,16 @@ use llm_probe::metrics::Metrics;
 use llm_probe::simulate::Script;
 use serde_json::{json, Value};
 
+/// The protocols that have tools.
+const WITH_TOOLS: [&str; 6] = [
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+    "ollama",
+    "gemini",
+    "bedrock",
+];
+
 const TOOL_SCENARIO: &str = r#"  - name: tool
     messages: [{role: user, content: "What is the weather in Paris?"}]
     max_tokens: 64
@@ -33,27 +43,16 @@ const TOOL_SCENARIO: &str = r#"  - name: tool
 /// One probe of the tool scenario on `protocol` against a simulator answering `arguments`,
 /// with the request body the simulator received.
 async fn probe_tools(protocol: &str, arguments: &str, scenario: &str) -> (ProbeOutcome, Value) {
-    let sim = common::simulator(Script {
+    let script = Script {
         ttft: Duration::from_millis(20),
         itl: Duration::from_millis(2),
         tokens: 40,
         answer: Some(arguments.into()),
         ..Script::default()
-    })
-    .await;
-    let keys = common::sim_protocols(&sim)
-        .into_iter()
-        .find(|(p, _)| *p == protocol)
-        .map(|(_, k)| k)
-        .unwrap();
-    let yaml = format!(
-        "defaults:\n  interval: 10s\n  timeout: 5s\nscenarios:\n{scenario}targets:\n  - name: sim\n    protocol: {protocol}\n    model: sim-model\n{keys}"
-    );
-    let cfg = config::parse(&yaml, "<test>", &common::sim_env)
-        .unwrap_or_else(|e| panic!("config should load:\n{e}\n---\n{yaml}"));
-    let o = common::probe_first(&cfg, None).await;
-    let body = match sim.received().first() {
-        Some(r) => r.body.clone(),
+    };
+    let (o, received) = common::probe_protocol(script, protocol, scenario).await;
+    let body = match received {
+        Some(r) => r.body,
         None => panic!(
             "{protocol}: no request reached the simulator: {:?}",
             o.result
@@ -112,14 +111,7 @@ fn assert_request_shape(protocol: &str, body: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_validates_on_every_protocol_with_tools() {
-    for protocol in [
-        "openai-chat",
-        "openai-responses",
-        "anthropic",
-        "ollama",
-        "gemini",
-        "bedrock",
-    ] {
+    for protocol in WITH_TOOLS {
         let (o, body) = probe_tools(protocol, r#"{"city":"Paris"}"#, TOOL_SCENARIO).await;
         assert_request_shape(protocol, &body);
         assert!(o.is_success(), "{protocol}: {:?}", o.result);
@@ -150,14 +142,7 @@ async fn a_tool_call_validates_on_every_protocol_with_tools() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_arguments_are_a_wrong_answer_on_every_protocol_with_tools() {
-    for protocol in [
-        "openai-chat",
-        "openai-responses",
-        "anthropic",
-        "ollama",
-        "gemini",
-        "bedrock",
-    ] {
+    for protocol in WITH_TOOLS {
         let (o, _) = probe_tools(protocol, r#"{"town":"Paris"}"#, TOOL_SCENARIO).await;
         assert_eq!(
             o.failure_reason(),
@@ -406,14 +391,7 @@ fn assert_round_trip_shape(protocol: &str, body: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_round_trip_goes_out_in_each_protocols_shape_and_is_answered_in_text() {
-    for protocol in [
-        "openai-chat",
-        "openai-responses",
-        "anthropic",
-        "ollama",
-        "gemini",
-        "bedrock",
-    ] {
+    for protocol in WITH_TOOLS {
         let (o, body) = probe_tools(protocol, "It is 18 degrees in Paris.", ROUND_TRIP).await;
         assert_round_trip_shape(protocol, &body);
         assert!(o.is_success(), "{protocol}: {:?}", o.result);
