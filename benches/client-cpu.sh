@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# CPU per streamed response: llm-probe beside libcurl and the openai-python loop, against one
+# simulator, in one sitting (BENCHMARKS §26).
+#
+#   benches/client-cpu.sh [RUNS (default 5)] [REQUESTS (default 200)]
+#
+# One `llm-probe simulate --ttft 0ms --itl 1ms --tokens 64` pinned to CPU 1; each client, pinned
+# to CPU 0, reads REQUESTS sequential streams of 64 token events 1 ms apart, every event:
+#
+#   bench         `llm-probe bench --concurrency 1 --requests REQUESTS` with a probes file of
+#                 the defaults (a fresh connection per request, as the daemon probes)
+#   bench-reuse   the same with `connection: reuse` (keep-alive, as curl and the SDK)
+#   curl          one `curl -sN` process given the same POST for REQUESTS URLs (libcurl reuses
+#                 its connection), the body to /dev/null
+#   openai-python the `openai` SDK's streaming loop (benches/peers/openai_stream_loop.py), when
+#                 `import openai` works in BENCH_VENV (default /work/bench-venv) or else python3;
+#                 skipped with a note otherwise
+#
+# The clients run interleaved (round 1: every client once, round 2: …) so that the load of a
+# shared machine hits them alike. Each run's CPU is the client process's user + system time
+# (getrusage of the child, microseconds) and its peak RSS; every run is checked (every stream
+# whole) before it counts. Prints each run, then per client the median, min and max of the
+# runs, the CPU per stream and per token event, and the ratio of the medians to curl's (and the
+# median of the per-round ratios); /proc/loadavg before and after.
+#
+# Environment: BIN the llm-probe binary (default target/release/llm-probe, built with
+# `cargo build --release --locked`); BEFORE_BIN a second llm-probe binary (e.g. a build of an
+# earlier commit) measured in the same rounds as `before-bench` and `before-bench-reuse`;
+# CLIENT_CPU_PORT the simulator's port (default: a free one); TOKENS (default 64) and ITL
+# (default 1ms) the simulator's stream. Stops what it started, by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-5}
+REQUESTS=${2:-200}
+TOKENS=${TOKENS:-64}
+ITL=${ITL:-1ms}
+for v in RUNS REQUESTS TOKENS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
+done
+if [[ -n ${BIN:-} ]]; then
+  [[ -x $BIN ]] || { echo "BIN=$BIN is not an executable file" >&2; exit 2; }
+else
+  BIN=target/release/llm-probe
+  cargo build --release --locked --quiet
+fi
+BIN=$(realpath "$BIN")
+if [[ -n ${BEFORE_BIN:-} ]]; then
+  [[ -x $BEFORE_BIN ]] || { echo "BEFORE_BIN=$BEFORE_BIN is not an executable file" >&2; exit 2; }
+  BEFORE_BIN=$(realpath "$BEFORE_BIN")
+fi
+command -v curl >/dev/null || { echo "curl is needed" >&2; exit 2; }
+[[ -x /usr/bin/time ]] || { echo "GNU time (/usr/bin/time) is needed" >&2; exit 2; }
+VENV=${BENCH_VENV:-/work/bench-venv}
+PY=python3
+[[ -x $VENV/bin/python ]] && PY=$VENV/bin/python
+OPENAI=""
+if "$PY" -c 'import openai' 2>/dev/null; then
+  OPENAI=$("$PY" -c 'import openai; print(openai.__version__)')
+fi
+PORT=${CLIENT_CPU_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+
+tmp=$(mktemp -d)
+SIM_PID=""
+export RSS_FILE=$tmp/rss
+cleanup() {
+  [[ -n $SIM_PID ]] && { kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; }
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+taskset -c 1 "$BIN" simulate --log.level warn --web.listen-address "127.0.0.1:$PORT" \
+  --ttft 0ms --itl "$ITL" --tokens "$TOKENS" >"$tmp/sim.log" 2>&1 &
+SIM_PID=$!
+base=http://127.0.0.1:$PORT/v1
+for _ in $(seq 100); do curl -fs "$base/models" >/dev/null && break; sleep 0.1; done
+kill -0 "$SIM_PID" 2>/dev/null || { echo "the simulator did not start:" >&2; cat "$tmp/sim.log" >&2; exit 1; }
+
+for conn in fresh reuse; do
+  cat >"$tmp/$conn.yaml" <<YAML
+scenarios:
+  - name: s
+    messages: [{role: user, content: "Say hello."}]
+    max_tokens: $TOKENS
+targets:
+  - name: sim
+    protocol: openai-chat
+    base_url: $base
+    model: llm-probe-simulator
+    connection: $conn
+YAML
+done
+# The body llm-probe sends for that scenario (less its per-probe nonce).
+printf '{"model":"llm-probe-simulator","messages":[{"role":"user","content":"Say hello."}],"max_tokens":%s,"stream":true,"stream_options":{"include_usage":true}}' \
+  "$TOKENS" >"$tmp/body.json"
+for _ in $(seq "$REQUESTS"); do echo "url = \"$base/chat/completions\""; done >"$tmp/urls.cfg"
+
+# Runs a command, its stdout to $1; prints "user_s system_s maxrss_kib exit_status". CPU is
+# getrusage of the child tree (microseconds; GNU time's own fork and wait add about 0.1 ms);
+# the peak RSS is the command's own, from GNU time (the child of this Python would carry
+# Python's pages into its maximum before its exec).
+cpu() {
+  python3 -c 'import os, subprocess, sys
+rss = os.environ["RSS_FILE"]
+with open(sys.argv[1], "wb") as out:
+    p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss] + sys.argv[2:], stdout=out,
+                         stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+print(f"{ru.ru_utime:.6f} {ru.ru_stime:.6f} {open(rss).read().split()[-1]} {os.waitstatus_to_exitcode(status)}")' "$@"
+}
+
+# Whether client $1's output $2 shows every stream read whole.
+check() {
+  case $1 in
+    *bench*) python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["levels"][0]["requests"]
+sys.exit(0 if r["succeeded"] == int(sys.argv[2]) else 1)' "$2" "$REQUESTS" ;;
+    curl) [[ $(grep -c '^data: \[DONE\]' "$2") == "$REQUESTS" ]] ;;
+    openai-python) grep -qx "streams $REQUESTS content_chunks $((REQUESTS * TOKENS))" "$2" ;;
+  esac
+}
+
+run_client() {
+  local client=$1 out=$2 bin=$BIN
+  [[ $client == before-* ]] && bin=$BEFORE_BIN
+  case $client in
+    *bench) cpu "$out" taskset -c 0 "$bin" bench --config.file "$tmp/fresh.yaml" --concurrency 1 \
+      --requests "$REQUESTS" --pause 0s --quiet --output json ;;
+    *bench-reuse) cpu "$out" taskset -c 0 "$bin" bench --config.file "$tmp/reuse.yaml" --concurrency 1 \
+      --requests "$REQUESTS" --pause 0s --quiet --output json ;;
+    curl) cpu /dev/null taskset -c 0 curl -sN -H 'content-type: application/json' \
+      -d @"$tmp/body.json" -K "$tmp/urls.cfg" ;;
+    openai-python) cpu "$out" taskset -c 0 "$PY" benches/peers/openai_stream_loop.py \
+      --base-url "$base" --n "$REQUESTS" --max-tokens "$TOKENS" ;;
+  esac
+}
+
+clients=(bench bench-reuse curl)
+[[ -n ${BEFORE_BIN:-} ]] && clients=(before-bench before-bench-reuse "${clients[@]}")
+if [[ -n $OPENAI ]]; then
+  clients+=(openai-python)
+else
+  echo "openai-python: skipped ('import openai' fails in $PY; pip install openai into BENCH_VENV to measure it)"
+fi
+
+# curl writes its streams to /dev/null when measured: check once here that they are whole.
+curl -sN -H 'content-type: application/json' -d @"$tmp/body.json" -K "$tmp/urls.cfg" >"$tmp/curl.out"
+check curl "$tmp/curl.out" || { echo "curl did not read $REQUESTS whole streams" >&2; exit 1; }
+
+echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo -) -->"
+echo "llm-probe: $BIN ($("$BIN" --version 2>/dev/null | head -1))${BEFORE_BIN:+; before: $BEFORE_BIN}"
+echo "curl: $(curl --version | head -1 | cut -d' ' -f1-2,4-5)${OPENAI:+; openai $OPENAI on $("$PY" -c 'import sys; print(sys.version.split()[0])')}"
+echo "$RUNS runs × $REQUESTS streams of $TOKENS token events, $ITL apart (simulator on CPU 1, clients on CPU 0)"
+echo "loadavg before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| round | client | user s | sys s | CPU s | peak RSS MiB |"
+echo "|---:|---|---:|---:|---:|---:|"
+: >"$tmp/runs"
+for r in $(seq "$RUNS"); do
+  for c in "${clients[@]}"; do
+    read -r u s rss code < <(run_client "$c" "$tmp/out")
+    if [[ $code != 0 ]] || { [[ $c != curl ]] && ! check "$c" "$tmp/out"; }; then
+      echo "round $r: $c failed (exit $code); its output:" >&2
+      head -c 2000 "$tmp/out" >&2
+      exit 1
+    fi
+    echo "$r $c $u $s $rss" >>"$tmp/runs"
+    awk -v r="$r" -v c="$c" -v u="$u" -v s="$s" -v m="$rss" \
+      'BEGIN { printf "| %d | %s | %.3f | %.3f | %.3f | %.1f |\n", r, c, u, s, u + s, m / 1024 }'
+  done
+done
+echo
+echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+python3 - "$tmp/runs" "$REQUESTS" "$TOKENS" "${clients[@]}" <<'EOF'
+import statistics, sys
+path, n, tokens, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+runs = {}
+for line in open(path):
+    r, c, u, s, rss = line.split()
+    runs.setdefault(c, {})[int(r)] = (float(u) + float(s), int(rss) / 1024)
+med = {c: statistics.median(v[0] for v in runs[c].values()) for c in clients}
+print("| client | CPU median s (min–max) | per stream | per token event | peak RSS MiB | ÷ curl (medians) | ÷ curl (median of rounds) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for c in clients:
+    cpus = [v[0] for v in runs[c].values()]
+    rounds = [runs[c][r][0] / runs["curl"][r][0] for r in runs[c]]
+    rss = statistics.median(v[1] for v in runs[c].values())
+    print(f"| {c} | {med[c]:.3f} ({min(cpus):.3f}–{max(cpus):.3f}) | {med[c] / n * 1e3:.2f} ms "
+          f"| {med[c] / n / tokens * 1e6:.1f} µs | {rss:.1f} | {med[c] / med['curl']:.2f}× "
+          f"| {statistics.median(rounds):.2f}× |")
+EOF
