@@ -44,6 +44,13 @@ pub struct Trailing {
     pub pending: Option<SseEvent>,
 }
 
+/// Most data buffers an [`SseDecoder`] keeps for reuse: enough for the events of one read.
+const SPARE_BUFFERS: usize = 8;
+
+/// Largest data buffer an [`SseDecoder`] keeps for reuse (token events are far smaller; a rare
+/// large event's buffer is freed rather than held for the rest of the stream).
+const SPARE_CAPACITY: usize = 16 << 10;
+
 /// Where the decoder stands on the optional leading byte order mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bom {
@@ -70,6 +77,9 @@ pub struct SseDecoder {
     skip_lf: bool,
     /// The data buffer of the event being built: `data:` values joined with '\n'.
     data: String,
+    /// Emptied data buffers handed back by [`SseDecoder::recycle`], taken by the next events so
+    /// that a stream's events do not each allocate one (at most [`SPARE_BUFFERS`]).
+    spare: Vec<String>,
     /// Whether a `data:` line was seen for the event being built (so the next one is joined with '\n').
     has_data_line: bool,
     /// The event type buffer; None when absent or empty.
@@ -104,6 +114,7 @@ impl SseDecoder {
             line: Vec::new(),
             skip_lf: false,
             data: String::new(),
+            spare: Vec::new(),
             has_data_line: false,
             event: None,
             last_id: None,
@@ -176,6 +187,18 @@ impl SseDecoder {
             ..SseDecoder::with_max_event_bytes(self.limit)
         };
         trailing
+    }
+
+    /// Hands back the `data` of a dispatched event once its reader is done with it: a later
+    /// event's data is built in that buffer instead of a new allocation (at most 8 buffers of
+    /// up to 16 KiB are kept; others are dropped). Optional; the decoder's output does not
+    /// depend on it.
+    pub fn recycle(&mut self, mut data: String) {
+        let capacity = data.capacity();
+        if self.spare.len() < SPARE_BUFFERS && capacity > 0 && capacity <= SPARE_CAPACITY {
+            data.clear();
+            self.spare.push(data);
+        }
     }
 
     /// Number of comment lines (`:` keep-alives) seen so far.
@@ -314,10 +337,40 @@ impl SseDecoder {
         if self.data.is_empty() {
             return;
         }
+        let next = self.spare.pop().unwrap_or_default();
         out.push(SseEvent {
             event,
-            data: std::mem::take(&mut self.data),
+            data: std::mem::replace(&mut self.data, next),
             id: self.last_id.clone(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recycling_keeps_a_few_small_buffers_and_builds_the_next_events_in_them() {
+        let mut dec = SseDecoder::new();
+        for _ in 0..SPARE_BUFFERS + 2 {
+            dec.recycle(String::with_capacity(64));
+        }
+        dec.recycle(String::with_capacity(SPARE_CAPACITY + 1));
+        dec.recycle(String::new());
+        assert_eq!(dec.spare.len(), SPARE_BUFFERS);
+
+        let mut dec = SseDecoder::new();
+        dec.recycle(String::with_capacity(SPARE_CAPACITY + 1));
+        assert!(dec.spare.is_empty());
+        let mut used = String::with_capacity(64);
+        used.push_str("left over");
+        dec.recycle(used);
+        let mut out = Vec::new();
+        dec.feed(b"data: a\n\ndata: b\n\n", &mut out).unwrap();
+        assert_eq!(out[0].data, "a");
+        // The second event was built in the recycled buffer, emptied first.
+        assert_eq!(out[1].data, "b");
+        assert_eq!(out[1].data.capacity(), 64);
     }
 }

@@ -245,27 +245,43 @@ impl StreamReader {
         obs: &mut Observations,
     ) -> Result<(), Failure> {
         for event in events.drain(..) {
-            if self.ended {
-                if !self.adapter.is_benign_after_end(&event) {
-                    obs.anomaly(Anomaly::TrailingBytes);
-                }
-                continue;
+            let result = self.interpret_one(&event, at, obs);
+            // The event's buffer goes back to the decoder for a later event's data.
+            if let Decoder::Sse(d) = &mut self.decoder {
+                d.recycle(event.data);
             }
-            self.frame(&event, obs)?;
-            match self.adapter.on_event(&event, at, obs) {
-                Flow::Continue => {}
-                Flow::Done => {
-                    obs.timeline.ended = Some(at);
-                    self.ended = true;
-                }
-                Flow::Fail(f) => return Err(f),
+            result?;
+        }
+        Ok(())
+    }
+
+    /// One event of [`StreamReader::interpret`].
+    fn interpret_one(
+        &mut self,
+        event: &SseEvent,
+        at: Instant,
+        obs: &mut Observations,
+    ) -> Result<(), Failure> {
+        if self.ended {
+            if !self.adapter.is_benign_after_end(event) {
+                obs.anomaly(Anomaly::TrailingBytes);
             }
-            if obs.timeline.token_events.len() > self.max_token_events {
-                return Err(Failure::new(
-                    FailureReason::TooLarge,
-                    format!("more than {} token events", self.max_token_events),
-                ));
+            return Ok(());
+        }
+        self.frame(event, obs)?;
+        match self.adapter.on_event(event, at, obs) {
+            Flow::Continue => {}
+            Flow::Done => {
+                obs.timeline.ended = Some(at);
+                self.ended = true;
             }
+            Flow::Fail(f) => return Err(f),
+        }
+        if obs.timeline.token_events.len() > self.max_token_events {
+            return Err(Failure::new(
+                FailureReason::TooLarge,
+                format!("more than {} token events", self.max_token_events),
+            ));
         }
         Ok(())
     }

@@ -38,6 +38,37 @@ fn decode_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>, limit: usize) -
     }
 }
 
+/// As [`decode_chunks`], handing every event's data back to the decoder as a reader does
+/// ([`SseDecoder::recycle`], a copy of it, so that the events kept for comparison stay whole).
+fn decode_chunks_recycling<'a>(
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    limit: usize,
+) -> Outcome {
+    let mut dec = SseDecoder::with_max_event_bytes(limit);
+    let mut events: Vec<SseEvent> = Vec::new();
+    let mut error = None;
+    for chunk in chunks {
+        let before = events.len();
+        let fed = dec.feed(chunk, &mut events);
+        for event in &events[before..] {
+            let mut buffer = String::with_capacity(event.data.len() + 16);
+            buffer.push_str(&event.data);
+            dec.recycle(buffer);
+        }
+        if let Err(err) = fed {
+            error = Some(err);
+            break;
+        }
+    }
+    let trailing = dec.finish();
+    Outcome {
+        events,
+        error,
+        trailing,
+        comments: dec.comments(),
+    }
+}
+
 fn decode(input: &[u8]) -> Outcome {
     decode_chunks([input], DEFAULT_MAX_EVENT_BYTES)
 }
@@ -59,7 +90,21 @@ fn decode_every_way(input: &[u8], limit: usize) -> Outcome {
         whole,
         "one byte at a time differs from whole"
     );
+    for size in [1, 7, input.len().max(1)] {
+        assert_eq!(
+            decode_chunks_recycling(input.chunks(size), limit),
+            whole,
+            "{size}-byte reads with the events' buffers recycled differ from whole"
+        );
+    }
     whole
+}
+
+#[test]
+fn recycled_buffers_hold_nothing_of_earlier_events() {
+    let input = b"data: a long first event\n\ndata: b\n\ndata: c\ndata: d\n\nid: 1\ndata: e\n\n";
+    let outcome = decode_every_way(input, DEFAULT_MAX_EVENT_BYTES);
+    assert_eq!(datas(&outcome), ["a long first event", "b", "c\nd", "e"]);
 }
 
 fn data(d: &str) -> SseEvent {
