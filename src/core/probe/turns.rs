@@ -42,7 +42,7 @@ pub(super) async fn converse(
         .await;
     outcome.observations.turns.push(record(1, &outcome));
     if let Err(f) = &mut outcome.result {
-        f.detail = cut(format!("turn 1 of {total}: {}", f.detail));
+        *f = Failure::new(f.reason, format!("turn 1 of {total}: {}", f.detail));
     }
     let mut answer = outcome.observations.answer.text.clone();
     let mut spent = 0.0;
@@ -83,11 +83,6 @@ pub(super) async fn converse(
         }
     }
     (outcome, spent)
-}
-
-/// `detail` within [`Failure::MAX_DETAIL`].
-fn cut(detail: String) -> String {
-    Failure::new(crate::measure::FailureReason::Truncated, detail).detail
 }
 
 /// What turn `k`'s request measured.
