@@ -16,6 +16,10 @@
 # flags for `llm-probe run`, split on spaces (e.g. `--web.history.max-probes 60`); PROMPT_TOKENS
 # (default 0: the one-sentence prompt) makes the scenario a generated long prompt of that many
 # tokens (`prompt_tokens:`, `needle: false`), to measure what building and sending it costs.
+# DISTINCT_HOSTS=1 gives each target a host name of its own (`t0000.localhost`, …), as the
+# pools of a real fleet have: the client of a replica is keyed by (host name, address), so each
+# of the TARGETS × REPLICAS replicas then has an HTTP client of its own, as in production (with
+# one host name, the targets' replicas share REPLICAS clients).
 # The simulator (`llm-probe simulate`, TTFT 200 ms, ITL 20 ms) runs pinned to CPU 1, the
 # daemon to CPU 0; `curl --compressed` scrapes /metrics every 15 s, as Prometheus would. Every
 # 30 s it prints the daemon's VmRSS, VmHWM (peak), RssAnon, RssFile and its CPU over those 30 s
@@ -30,6 +34,8 @@ INTERVAL=${3:-10s}
 TARGETS=${TARGETS:-1000}
 REPLICAS=${REPLICAS:-0}
 PROMPT_TOKENS=${PROMPT_TOKENS:-0}
+DISTINCT_HOSTS=${DISTINCT_HOSTS:-0}
+[[ $DISTINCT_HOSTS =~ ^[01]$ ]] || { echo "DISTINCT_HOSTS is '$DISTINCT_HOSTS': 0 or 1 is needed" >&2; exit 2; }
 [[ $PROMPT_TOKENS =~ ^[0-9]+$ ]] || { echo "PROMPT_TOKENS is '$PROMPT_TOKENS': a whole number is needed" >&2; exit 2; }
 for v in MINUTES TOKENS TARGETS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
@@ -69,7 +75,9 @@ sim_port=$(free_port)
   fi
   printf 'targets:\n'
   for i in $(seq -f '%04g' 0 $((TARGETS - 1))); do
-    printf '  - name: t%s\n    protocol: openai-chat\n    base_url: http://127.0.0.1:%s/v1\n    model: sim\n' "$i" "$sim_port"
+    host=127.0.0.1
+    ((DISTINCT_HOSTS)) && host=t$i.localhost
+    printf '  - name: t%s\n    protocol: openai-chat\n    base_url: http://%s:%s/v1\n    model: sim\n' "$i" "$host" "$sim_port"
     if ((REPLICAS > 0)); then
       printf '    replicas: {file_sd: %s, max: %s}\n' "$tmp/replicas.json" "$REPLICAS"
     fi
@@ -124,7 +132,7 @@ print(f"/metrics scrapes ({len(t)}, gzip, curl time_total): min {t[0]:.1f} ms, m
 trap 'echo "interrupted"; summary; exit 130' INT
 trap 'exit 143' TERM
 
-echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS targets × ${REPLICAS} replicas (0: none) every $INTERVAL, $TOKENS tokens, prompt ${PROMPT_TOKENS} tokens (0: one sentence), $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
+echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS targets × ${REPLICAS} replicas (0: none), distinct hosts ${DISTINCT_HOSTS}, every $INTERVAL, $TOKENS tokens, prompt ${PROMPT_TOKENS} tokens (0: one sentence), $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
 echo "| minute | RSS MiB | peak (VmHWM) MiB | anon / file MiB | CPU over the last 30 s | loadavg |"
 echo "|---:|---:|---:|---:|---:|---:|"
 kib() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"; }

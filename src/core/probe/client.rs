@@ -13,8 +13,9 @@ pub const USER_AGENT: &str = concat!("llm-probe/", env!("CARGO_PKG_VERSION"));
 pub const REUSE_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Everything a client depends on. Targets with equal keys share one client (the daemon does:
-/// each client loads the system's root certificates, about 180 KiB and 3 ms apiece — see
-/// `BENCHMARKS.md`, table 4).
+/// each client holds its own connection pool and connector). Their TLS configuration, with the
+/// system's root certificates, is shared more widely: by every client of equal TLS settings
+/// (`super::tls`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientKey {
     connect_timeout: Duration,
@@ -70,16 +71,27 @@ pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> 
         ConnectionPolicy::Fresh => b.pool_max_idle_per_host(0),
         ConnectionPolicy::Reuse => b.pool_idle_timeout(REUSE_IDLE_TIMEOUT),
     };
-    if let Some(pem) = &key.tls.ca_pem {
-        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
-            b = b.add_root_certificate(cert);
+    match super::tls::client_config(&key.tls) {
+        // The process's shared rustls configuration for these TLS settings: the system's
+        // roots are loaded once, not once per client (each replica has a client of its own,
+        // and reqwest's own setup loads them again for every client it builds: about 180 KiB
+        // and 3 ms apiece).
+        Ok(config) => b = b.use_preconfigured_tls(rustls::ClientConfig::clone(&config)),
+        // Material our setup refuses (checked at load, so rare): reqwest's own setup, which
+        // reports it in its terms.
+        Err(_) => {
+            if let Some(pem) = &key.tls.ca_pem {
+                for cert in reqwest::Certificate::from_pem_bundle(pem)? {
+                    b = b.add_root_certificate(cert);
+                }
+            }
+            if let Some(pem) = &key.tls.client_identity_pem {
+                b = b.identity(reqwest::Identity::from_pem(pem)?);
+            }
+            if key.tls.insecure_skip_verify {
+                b = b.danger_accept_invalid_certs(true);
+            }
         }
-    }
-    if let Some(pem) = &key.tls.client_identity_pem {
-        b = b.identity(reqwest::Identity::from_pem(pem)?);
-    }
-    if key.tls.insecure_skip_verify {
-        b = b.danger_accept_invalid_certs(true);
     }
     b.build()
 }

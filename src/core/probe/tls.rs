@@ -1,5 +1,6 @@
-//! A target's TLS settings as the rustls client configuration of the probe's stamped client
-//! (`super::transport`), with the same meaning as the reqwest client's ([`super::build_client`]):
+//! A target's TLS settings as one rustls client configuration, used by the probe's stamped
+//! client (`super::transport`) and, as a copy sharing its roots, by the target's reqwest client
+//! ([`super::build_client`]):
 //!
 //! - trusted roots: the system's (`rustls-native-certs`, loaded once per process and shared by
 //!   every target) plus the certificates of `tls.ca_file`;
@@ -10,9 +11,9 @@
 //! - TLS 1.2 and 1.3 with the *ring* provider, the server name (SNI) from the URL's host (an IP
 //!   address is verified as one and not sent as SNI), ALPN `h2` then `http/1.1`.
 //!
-//! Targets with equal TLS settings share one configuration (and so its TLS session cache), as
-//! targets with equal settings share one reqwest client: 1,000 targets trusting the same
-//! `tls.ca_file` hold one copy of the roots, not 1,000.
+//! Targets with equal TLS settings share one configuration (and so its TLS session cache and
+//! its roots): 1,000 targets trusting the same `tls.ca_file`, or 2,000 replicas with a client
+//! each, hold one copy of the roots, not 1,000 or 2,000.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};

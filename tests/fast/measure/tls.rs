@@ -164,6 +164,37 @@ async fn mutual_tls_needs_the_client_certificate() {
     assert!(!o.is_success());
 }
 
+/// The target's reqwest client (proxied targets' probes, `version_path`, engine metrics) takes
+/// the same TLS settings as the probe's own client: the extra CA, mutual TLS and
+/// `insecure_skip_verify`, and a server it cannot verify is refused.
+#[tokio::test]
+async fn the_reqwest_client_takes_the_same_tls_settings() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = write(dir.path(), "ca.pem", &pki.ca_pem);
+    let cert = write(dir.path(), "client.pem", &pki.client_cert_pem);
+    let key = write(dir.path(), "client-key.pem", &pki.client_key_pem);
+    let plain = https_server(&pki, false, Duration::ZERO).await;
+    let mutual = https_server(&pki, true, Duration::ZERO).await;
+    let send = |addr: SocketAddr, tls: String| async move {
+        let cfg = config(addr, &tls);
+        let client = llm_probe::probe::build_client(&cfg.targets[0]).unwrap();
+        let url = format!("https://{addr}/v1/chat/completions");
+        client.post(url).body("{}").send().await.map(|r| r.status())
+    };
+    let with_ca = format!("    tls:\n      ca_file: {ca}\n");
+    assert_eq!(send(plain, with_ca.clone()).await.unwrap(), 200);
+    assert!(send(plain, String::new()).await.is_err(), "unknown CA");
+    let insecure = "    tls:\n      insecure_skip_verify: true\n".to_string();
+    assert_eq!(send(plain, insecure).await.unwrap(), 200);
+    let identity = format!("{with_ca}      cert_file: {cert}\n      key_file: {key}\n");
+    assert_eq!(send(mutual, identity).await.unwrap(), 200);
+    assert!(
+        send(mutual, with_ca).await.is_err(),
+        "no client certificate"
+    );
+}
+
 /// Connection setup is measured on its own and is part of TTFT: against a server that starts each
 /// TLS handshake 150 ms after accepting the connection, every probe (fresh connections, the
 /// default) reports a setup of at least 150 ms, a TTFT at least that long, and one observation
