@@ -46,10 +46,10 @@ fn io_kinds(chain: &[&(dyn Error + 'static)]) -> Vec<io::ErrorKind> {
 
 /// The error and its sources, joined with ": ". Not the URL that reqwest puts in its Display
 /// (its path and query are configuration, not news); a connect error names the host and port it
-/// tried, which is what a wrong `base_url` gets wrong.
-fn describe(e: &reqwest::Error) -> String {
+/// tried, which is what a wrong `base_url` gets wrong, or the replica it dialled.
+fn describe(e: &reqwest::Error, replica: Option<&str>) -> String {
     let head = if e.is_connect() {
-        connect_head(e.url())
+        connect_head(e.url(), replica)
     } else if e.is_timeout() {
         "timed out".to_string()
     } else if e.is_request() {
@@ -65,9 +65,20 @@ fn describe(e: &reqwest::Error) -> String {
 /// The head of a body error's detail.
 const READING: &str = "reading the response failed";
 
-/// "could not connect to {host}:{port}" for `url`.
-fn connect_head(url: Option<&reqwest::Url>) -> String {
-    match url.and_then(|u| Some((u.host_str()?, u.port_or_known_default()?))) {
+/// "could not connect to {host}:{port}" for `url`; for a replica (`replica`: its label, the
+/// address it was dialled at), "could not connect to replica {replica} of {host}:{port}": the
+/// host name is the pool's, and only the replica says which machine refused.
+fn connect_head(url: Option<&reqwest::Url>, replica: Option<&str>) -> String {
+    let host_port = url.and_then(|u| Some((u.host_str()?, u.port_or_known_default()?)));
+    if let Some(replica) = replica {
+        return match host_port {
+            Some((host, port)) => {
+                format!("could not connect to replica {replica} of {host}:{port}")
+            }
+            None => format!("could not connect to replica {replica}"),
+        };
+    }
+    match host_port {
         Some((host, port)) => match url.and_then(env_proxy_for) {
             Some(proxy) => format!("could not connect to {host}:{port} through the proxy {proxy} (from the HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY environment variables)"),
             None => format!("could not connect to {host}:{port}"),
@@ -156,12 +167,13 @@ fn reason_before_response(
     }
 }
 
-/// Classifies an error from sending the request or receiving the response head.
-pub(super) fn classify(e: &reqwest::Error) -> Failure {
+/// Classifies an error from sending the request or receiving the response head; `replica` is
+/// the label of the replica the request went to, if it went to one.
+pub(super) fn classify(e: &reqwest::Error, replica: Option<&str>) -> Failure {
     let https = e.url().is_some_and(|u| u.scheme() == "https");
     Failure::new(
         reason_before_response(e, https, e.is_connect(), e.is_timeout()),
-        describe(e),
+        describe(e, replica),
     )
 }
 
@@ -174,11 +186,12 @@ pub(super) fn classify_stamped(
     e: &hyper_util::client::legacy::Error,
     url: &reqwest::Url,
     answered: u64,
+    replica: Option<&str>,
 ) -> Failure {
     let https = url.scheme() == "https";
     let reason = reason_before_response(e, https, e.is_connect(), false);
     let head = if e.is_connect() {
-        connect_head(Some(url))
+        connect_head(Some(url), replica)
     } else if reason == FailureReason::Connect && !https && answered > 0 {
         let head = format!(
             "the connection closed in the middle of the response head ({answered} bytes of it came)"
@@ -209,7 +222,7 @@ fn reason_in_body(e: &(dyn Error + 'static)) -> FailureReason {
 /// Classifies an error while reading the body, from either transport.
 pub(super) fn classify_body(e: &super::transport::BodyError, obs: &Observations) -> Failure {
     let detail = match e {
-        super::transport::BodyError::Reqwest(e) => describe(e),
+        super::transport::BodyError::Reqwest(e) => describe(e, None),
         super::transport::BodyError::Hyper(e) => joined(READING.to_string(), Some(e)),
     };
     Failure::new(

@@ -533,6 +533,11 @@ impl Armed {
         self.redactor.redact(text);
     }
 
+    /// The label of the replica this target's probes go to, if it is one.
+    fn replica(&self) -> Option<&str> {
+        self.target.replica.as_ref().map(|r| &*r.label)
+    }
+
     fn conclude(
         &self,
         scenario: &Scenario,
@@ -627,7 +632,7 @@ impl Armed {
             .headers(headers)
             .json(&spec.body)
             .build()
-            .map_err(|e| errors::classify(&e))
+            .map_err(|e| errors::classify(&e, self.replica()))
     }
 
     /// Sends the request and reads the stream until its end; every read is stamped as it
@@ -662,7 +667,12 @@ impl Armed {
                 let response = client.request(request).await;
                 connect::release_urgent();
                 let response = response.map_err(|e| {
-                    errors::classify_stamped(&e, &url, transport::answer_bytes(&captured))
+                    errors::classify_stamped(
+                        &e,
+                        &url,
+                        transport::answer_bytes(&captured),
+                        self.replica(),
+                    )
                 })?;
                 let response = transport::Response::stamped(response, url);
                 if let Some(a) = response.arrivals() {
@@ -674,7 +684,7 @@ impl Armed {
                 self.client
                     .execute(request)
                     .await
-                    .map_err(|e| errors::classify(&e))?,
+                    .map_err(|e| errors::classify(&e, self.replica()))?,
             ),
         };
         let head_read = std::time::Instant::now();

@@ -86,6 +86,50 @@ async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_refuses_is_named_in_the_failure_detail() {
+    let up = simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await;
+    // An address nothing listens on: bound, then closed.
+    let refused = std::net::TcpListener::bind("127.0.0.5:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &[up.addr.to_string(), refused.to_string()]);
+    let cfg = common::parse(&pool_yaml(
+        &format!("      file_sd: {}\n", sd.display()),
+        "300ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let detail = loop {
+        let failed = d.history.pair_failures("pool", "chat");
+        if let Some(p) = failed.iter().find(|p| *p.replica == *refused.to_string()) {
+            break p.failure.clone().unwrap().1;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failure at {refused}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The pool's host name alone would not say which machine refused.
+    assert!(
+        detail.starts_with(&format!(
+            "could not connect to replica {refused} of pool.test:8000"
+        )),
+        "{detail}"
+    );
+    assert!(d
+        .history
+        .pair_failures("pool", "chat")
+        .iter()
+        .all(|p| *p.replica != *up.addr.to_string()));
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn departed_replicas_stop_at_once_and_their_series_go_after_the_grace() {
     let sims = [
         simulator_at("127.0.0.5", 0, common::stream(5, 1, 2)).await,
