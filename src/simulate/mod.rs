@@ -1,9 +1,7 @@
 //! A built-in streaming LLM endpoint whose timing is scripted, so tests and benchmarks know the
 //! ground truth. It speaks every protocol of docs/protocols.md, routed by path as real servers do
-//! (see [`Wire::for_path`]): OpenAI chat (also Azure's deployment path), completions and
-//! Responses, Anthropic Messages, Ollama `/api/chat`, TGI `/generate_stream`, llama.cpp
-//! `/completion`, Gemini `…:streamGenerateContent` (AI Studio and Vertex AI paths) and Amazon
-//! Bedrock `/model/{id}/converse-stream` (binary event stream). Every protocol follows the same
+//! ([`protocol_for_path`]; Azure's deployment path is OpenAI chat, AI Studio's and Vertex AI's
+//! paths are both Gemini, Amazon Bedrock's stream is binary). Every protocol follows the same
 //! [`Script`]: headers and the protocol's preamble
 //! (role chunk, `message_start`, `response.created`, …) at once, the first token `ttft` after the
 //! request arrived, then one event every `itl`, then the protocol's finish, count and terminator.
@@ -11,12 +9,12 @@
 //! model adds slots with a FIFO queue, prefill per prompt token, batch slowdown and seeded
 //! jitter, and records what it did per request ([`Truth`]). Fault modes
 //! reproduce the classes of docs/protocols.md, "Stream faults the probe gets right", each in the protocol's own shapes
-//! (`wire`).
+//! ([`ServeWire`], implemented beside each protocol's adapter in `crate::protocol`). This
+//! module owns the timing: when each part of a stream is sent, the faults' schedule, the HTTP
+//! answers around the stream.
 
-mod bedrock;
 mod load;
 mod quota;
-mod wire;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -38,9 +36,10 @@ pub use load::{prompt_tokens, Load, Truth};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::protocol::serve::{
+    protocol_for_path, serve_wire, served_paths, Ctx, End, RequestMetrics, ServeWire,
+};
 use crate::server::ListenError;
-pub use wire::Wire;
-use wire::{Ctx, End, RequestMetrics};
 
 /// What goes wrong, on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -329,7 +328,7 @@ impl Simulator {
                 let quota = quota.clone();
                 async move {
                     let streaming = req.uri().path() != "/metrics"
-                        && Wire::for_path(req.uri().path()).is_some();
+                        && protocol_for_path(req.uri().path()).is_some();
                     let script = if streaming && !hit(&script, &streams) {
                         Arc::new(Script {
                             fault: Fault::None,
@@ -457,9 +456,13 @@ async fn handle(
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;
     }
-    let Some(wire) = Wire::for_path(&path) else {
+    let Some(wire) = protocol_for_path(&path).map(serve_wire) else {
         let (tx, resp) = response(StatusCode::NOT_FOUND, "application/json", &[]);
-        let message = format!("not found: {} (this server serves /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, /api/chat, /generate_stream, /completion, /openai/deployments/{{d}}/chat/completions, /v1beta/models/{{m}}:streamGenerateContent, /v1/projects/{{p}}/locations/{{l}}/publishers/google/models/{{m}}:streamGenerateContent and /model/{{id}}/converse-stream; /metrics: its load in vLLM's names)", crate::sanitize::terminal_safe(&path));
+        let message = format!(
+            "not found: {} (this server serves {}; /metrics: its load in vLLM's names)",
+            crate::sanitize::terminal_safe(&path),
+            served_paths()
+        );
         let body = json!({"error": {"message": message}});
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;
@@ -501,7 +504,7 @@ async fn handle(
     if refused {
         let (tx, resp) = response(StatusCode::BAD_REQUEST, "application/json", &[]);
         let limit = script.context_limit;
-        let body = context_error(wire, sent_prompt, limit);
+        let body = wire.context_error(sent_prompt, limit);
         let _ = tx.try_send(Ok(Frame::data(Bytes::from(body.to_string()))));
         return resp;
     }
@@ -518,15 +521,8 @@ async fn handle(
             extra.push(("retry-after", &retry));
             let (tx, resp) = response(StatusCode::TOO_MANY_REQUESTS, "application/json", &extra);
             // Each provider's own error body for a rate limit.
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(match wire {
-                Wire::Anthropic => {
-                    br#"{"type":"error","error":{"type":"rate_limit_error","message":"rate limit reached for requests"}}"#
-                }
-                Wire::Gemini => {
-                    br#"{"error":{"code":429,"message":"rate limit reached for requests","status":"RESOURCE_EXHAUSTED"}}"#
-                }
-                _ => br#"{"error":{"message":"rate limit reached for requests","type":"rate_limit"}}"#,
-            }))));
+            let body = Bytes::from_static(wire.rate_limit_body());
+            let _ = tx.try_send(Ok(Frame::data(body)));
             return resp;
         }
         quota_headers = a.headers;
@@ -534,12 +530,8 @@ async fn handle(
     match script.fault {
         Fault::Http500 => {
             let (tx, resp) = response(StatusCode::INTERNAL_SERVER_ERROR, "application/json", &[]);
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(if wire == Wire::Gemini {
-                // Google's error body: code, message, status.
-                br#"{"error":{"code":500,"message":"simulated internal error","status":"INTERNAL"}}"#
-            } else {
-                br#"{"error":{"message":"simulated internal error","type":"server_error"}}"#
-            }))));
+            let body = Bytes::from_static(wire.http_error_body(false));
+            let _ = tx.try_send(Ok(Frame::data(body)));
             return resp;
         }
         Fault::Http429 => {
@@ -548,11 +540,8 @@ async fn handle(
                 "application/json",
                 &[("retry-after", "7")],
             );
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(if wire == Wire::Gemini {
-                br#"{"error":{"code":429,"message":"rate limited","status":"RESOURCE_EXHAUSTED"}}"#
-            } else {
-                br#"{"error":{"message":"rate limited","type":"rate_limit"}}"#
-            }))));
+            let body = Bytes::from_static(wire.http_error_body(true));
+            let _ = tx.try_send(Ok(Frame::data(body)));
             return resp;
         }
         Fault::Http529 => {
@@ -597,19 +586,6 @@ async fn handle(
         let _ = go.await;
     }
     resp
-}
-
-/// The error body of a prompt of `prompt` tokens refused by a context of `limit`, in the shape
-/// and words of the protocol's servers.
-fn context_error(wire: Wire, prompt: u64, limit: u64) -> serde_json::Value {
-    match wire {
-        Wire::Anthropic => json!({"type": "error", "error": {"type": "invalid_request_error",
-            "message": format!("prompt is too long: {prompt} tokens > {limit} maximum")}}),
-        Wire::Gemini => json!({"error": {"code": 400, "status": "INVALID_ARGUMENT",
-            "message": format!("The input token count ({prompt}) exceeds the maximum number of tokens allowed ({limit}).")}}),
-        _ => json!({"error": {"type": "invalid_request_error", "code": "context_length_exceeded",
-            "message": format!("This model's maximum context length is {limit} tokens. However, you requested {prompt} tokens in the messages. Please reduce the length of the messages.")}}),
-    }
 }
 
 /// The prompt words an earlier request already sent at the start of this one: the longest run
@@ -726,7 +702,7 @@ struct Shape {
 impl Shape {
     fn of(
         script: &Script,
-        wire: Wire,
+        wire: &dyn ServeWire,
         body: &serde_json::Value,
         grammars: &Mutex<std::collections::HashSet<String>>,
         truncated: bool,
@@ -824,7 +800,7 @@ impl Shape {
 /// token to its end. Returns early (dropping the sender ends the body) when the client goes away.
 async fn stream(
     script: Arc<Script>,
-    wire: Wire,
+    wire: &'static dyn ServeWire,
     tokens: u32,
     arrival: Instant,
     tx: Sender,
@@ -1114,7 +1090,7 @@ mod pace {
 }
 
 /// Token events as fast as the client reads them, in 64 KiB batches, until it goes away.
-async fn endless(wire: Wire, ctx: &Ctx, tx: &Sender) {
+async fn endless(wire: &dyn ServeWire, ctx: &Ctx, tx: &Sender) {
     let one = wire.token(ctx, " t", false, false, 0);
     let batch: Bytes = one.repeat((64 * 1024) / one.len()).into();
     while tx.send(Ok(Frame::data(batch.clone()))).await.is_ok() {}
@@ -1122,7 +1098,7 @@ async fn endless(wire: Wire, ctx: &Ctx, tx: &Sender) {
 
 /// The protocol's line start and 100 MB of `a` without a line end, in 64 KiB pieces, until the
 /// client goes away.
-async fn huge_line(wire: Wire, tx: &Sender) {
+async fn huge_line(wire: &dyn ServeWire, tx: &Sender) {
     let prefix = Bytes::from_static(wire.huge_line_prefix());
     if tx.send(Ok(Frame::data(prefix))).await.is_err() {
         return;

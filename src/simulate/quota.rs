@@ -5,9 +5,9 @@
 //! with `Retry-After` until the window ends. The ground truth for the probe's rate-limit gauges.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use super::wire::Wire;
+use crate::protocol::serve::ServeWire;
 
 /// How long a window lasts.
 pub const WINDOW: Duration = Duration::from_secs(60);
@@ -41,7 +41,7 @@ impl Quota {
 
     /// Counts a request arriving at `now` and says whether it is served, with the headers that
     /// describe what is left after it.
-    pub fn admit(&self, now: Instant, wire: Wire) -> Admission {
+    pub fn admit(&self, now: Instant, wire: &dyn ServeWire) -> Admission {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (start, used) = match *state {
             Some((start, used)) if now.duration_since(start) < WINDOW => (start, used),
@@ -51,25 +51,7 @@ impl Quota {
         let used = if admitted { used + 1 } else { used };
         *state = Some((start, used));
         let left = WINDOW.saturating_sub(now.duration_since(start));
-        let remaining = (self.limit - used).to_string();
-        let limit = self.limit.to_string();
-        let headers = if wire == Wire::Anthropic {
-            let reset = humantime::format_rfc3339_millis(SystemTime::now() + left).to_string();
-            vec![
-                ("anthropic-ratelimit-requests-limit".into(), limit),
-                ("anthropic-ratelimit-requests-remaining".into(), remaining),
-                ("anthropic-ratelimit-requests-reset".into(), reset),
-            ]
-        } else {
-            vec![
-                ("x-ratelimit-limit-requests".into(), limit),
-                ("x-ratelimit-remaining-requests".into(), remaining),
-                (
-                    "x-ratelimit-reset-requests".into(),
-                    format!("{}ms", left.as_millis()),
-                ),
-            ]
-        };
+        let headers = wire.rate_limit_headers(self.limit, self.limit - used, left);
         Admission {
             admitted,
             headers,
@@ -81,27 +63,35 @@ impl Quota {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Protocol;
+    use crate::protocol::serve::serve_wire;
 
     #[test]
     fn the_quota_counts_down_refuses_and_refills() {
         let q = Quota::new(2);
         let t0 = Instant::now();
-        let a = q.admit(t0, Wire::OpenAiChat);
+        let a = q.admit(t0, serve_wire(Protocol::OpenAiChat));
         assert!(a.admitted);
         assert!(a
             .headers
             .contains(&("x-ratelimit-remaining-requests".into(), "1".into())));
         assert!(
-            q.admit(t0 + Duration::from_secs(1), Wire::OpenAiChat)
-                .admitted
+            q.admit(
+                t0 + Duration::from_secs(1),
+                serve_wire(Protocol::OpenAiChat)
+            )
+            .admitted
         );
-        let refused = q.admit(t0 + Duration::from_millis(20_500), Wire::Anthropic);
+        let refused = q.admit(
+            t0 + Duration::from_millis(20_500),
+            serve_wire(Protocol::Anthropic),
+        );
         assert!(!refused.admitted);
         assert_eq!(refused.retry_after, 40);
         assert!(refused
             .headers
             .contains(&("anthropic-ratelimit-requests-remaining".into(), "0".into())));
-        let next = q.admit(t0 + WINDOW, Wire::OpenAiChat);
+        let next = q.admit(t0 + WINDOW, serve_wire(Protocol::OpenAiChat));
         assert!(next.admitted);
         assert!(next
             .headers

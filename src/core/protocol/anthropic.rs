@@ -22,6 +22,8 @@
 //! whose `delta` is a content delta (not Anthropic's shape), are [`Anomaly::UnknownEvent`].
 //! Source: docs/protocols.md, tests/fixtures/captured/llama-cpp-anthropic.txt, tests/fixtures/captured/llm-mock-api_anthropic.txt.
 
+pub(super) mod serve;
+
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -34,6 +36,9 @@ use crate::measure::{Anomaly, Observations, TokenKind};
 
 /// The `anthropic-version` header value sent unless the target configures its own.
 pub(super) const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The endpoint after `base_url`; a server serves it at `/v1/messages`.
+pub(super) const PATH: &str = "messages";
 
 /// The streaming Messages request.
 pub(super) fn build_request(
@@ -95,7 +100,7 @@ pub(super) fn build_request(
         headers.push(("x-api-key".into(), key.expose().to_string()));
     }
     RequestSpec {
-        url: super::join_url(&target.base_url, "messages"),
+        url: super::join_url(&target.base_url, PATH),
         headers,
         body,
     }

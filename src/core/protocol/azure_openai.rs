@@ -13,6 +13,20 @@
 use super::RequestSpec;
 use crate::config::{Scenario, Target, DEFAULT_AZURE_API_VERSION};
 
+/// The collection of deployments under the resource root.
+const DEPLOYMENTS: &str = "openai/deployments";
+
+/// The endpoint of `deployment` after `base_url`: OpenAI chat's path under the deployment.
+pub(super) fn path(deployment: &str) -> String {
+    format!("{DEPLOYMENTS}/{deployment}/{}", super::openai_chat::PATH)
+}
+
+/// The deployment of a request path, `/openai/deployments/{d}/chat/completions` (one segment).
+/// Served in OpenAI chat's wire shape.
+pub(super) fn serve_deployment(path: &str) -> Option<&str> {
+    super::serve::segment_between(path, DEPLOYMENTS, super::openai_chat::PATH)
+}
+
 /// The streaming chat request to the target's deployment.
 pub(super) fn build_request(
     target: &Target,
@@ -28,10 +42,7 @@ pub(super) fn build_request(
     }
     // Validation guarantees a deployment for this protocol; fall back to the model name.
     let deployment = target.deployment.as_deref().unwrap_or(&target.model);
-    let mut url = super::join_url(
-        &target.base_url,
-        &format!("openai/deployments/{deployment}/chat/completions"),
-    );
+    let mut url = super::join_url(&target.base_url, &path(deployment));
     url.query_pairs_mut().append_pair(
         "api-version",
         target

@@ -27,6 +27,7 @@
 //! `internalServerException`, `serviceUnavailableException`) are stream errors whose detail
 //! starts with the exception type.
 
+pub(super) mod serve;
 mod sign;
 
 use std::time::{Instant, SystemTime};
@@ -43,6 +44,17 @@ use crate::measure::{Anomaly, Observations, TokenKind};
 
 /// The SigV4 service name of the Bedrock runtime.
 const SERVICE: &str = "bedrock";
+
+/// The first segment of the endpoint after `base_url`, before the model id.
+const MODEL: &str = "model";
+
+/// The last segment of the endpoint, after the model id.
+const CONVERSE_STREAM: &str = "converse-stream";
+
+/// The endpoint of the (percent-encoded) `model_id` after `base_url`.
+pub(super) fn path(model_id: &str) -> String {
+    format!("{MODEL}/{model_id}/{CONVERSE_STREAM}")
+}
 
 /// The response content type of `converse-stream`.
 pub const CONTENT_TYPE: &str = "application/vnd.amazon.eventstream";
@@ -132,7 +144,7 @@ pub(crate) fn build_request_at(
             .replace("%2E", ".")
             .replace("%5F", "_")
             .replace("%7E", "~");
-    let url = super::join_url(&target.base_url, &format!("model/{model}/converse-stream"));
+    let url = super::join_url(&target.base_url, &path(&model));
     if target.api_key.is_some() {
         super::bearer_auth(target, &mut headers);
     } else if let Some(aws) = &target.aws {

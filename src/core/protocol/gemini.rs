@@ -33,6 +33,8 @@
 //! Source: Google's Gemini API and Vertex AI references (`GenerateContentResponse`,
 //! `UsageMetadata`, `FinishReason`, `BlockReason`), docs/protocols.md.
 
+pub(super) mod serve;
+
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -47,6 +49,15 @@ use crate::measure::{Anomaly, Observations, TokenKind};
 /// Gemini's documentation gives for a call it did not generate
 /// (<https://ai.google.dev/gemini-api/docs/thought-signatures>).
 const SKIP_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// AI Studio's models after `base_url` (the server root), with its API version.
+const AI_STUDIO_MODELS: &str = "v1beta/models";
+
+/// Vertex AI's models after `base_url` (`…/v1/projects/{project}/locations/{location}`).
+const VERTEX_MODELS: &str = "publishers/google/models";
+
+/// The streaming method, after the model's name in the path.
+const STREAM_METHOD: &str = ":streamGenerateContent";
 
 /// The streaming `streamGenerateContent` request, AI Studio or Vertex AI by `target.protocol`.
 pub(super) fn build_request(
@@ -113,13 +124,13 @@ pub(super) fn build_request(
     let prefix = match target.protocol {
         Protocol::VertexGemini => {
             super::bearer_auth(target, &mut headers);
-            "publishers/google/models"
+            VERTEX_MODELS
         }
         _ => {
             if let Some(key) = &target.api_key {
                 headers.push(("x-goog-api-key".into(), key.expose().to_string()));
             }
-            "v1beta/models"
+            AI_STUDIO_MODELS
         }
     };
     RequestSpec {
@@ -134,7 +145,7 @@ pub(super) fn build_request(
 fn stream_url(base: &reqwest::Url, prefix: &str, model: &str) -> reqwest::Url {
     let mut url = super::join_url(base, prefix);
     if let Ok(mut segments) = url.path_segments_mut() {
-        segments.push(&format!("{model}:streamGenerateContent"));
+        segments.push(&format!("{model}{STREAM_METHOD}"));
     }
     url.set_query(Some("alt=sse"));
     url

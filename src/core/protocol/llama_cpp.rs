@@ -8,6 +8,8 @@
 //! (`predicted_n` → N with source `server`, `prompt_ms` → server prefill). Errors inside a 200:
 //! `{"error": {...}}`. Source: docs/protocols.md, tests/fixtures/captured/llama-cpp-native.txt.
 
+pub(super) mod serve;
+
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -17,6 +19,9 @@ use super::{Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
+
+/// The endpoint after `base_url`, the server root.
+pub(super) const PATH: &str = "completion";
 
 /// The streaming native completion request.
 pub(super) fn build_request(
@@ -30,7 +35,7 @@ pub(super) fn build_request(
         "n_predict": scenario.max_tokens,
         "stream": true,
     });
-    super::bearer_json_request(target, scenario, "completion", body)
+    super::bearer_json_request(target, scenario, PATH, body)
 }
 
 /// Interprets a llama.cpp native completion stream.

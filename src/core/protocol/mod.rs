@@ -1,6 +1,8 @@
 //! Per-API adapters: each turns a (target, scenario) into an HTTP request and the decoded events
 //! of its stream into marks on the probe's [`Observations`]. One file per protocol, one shape
-//! (the [`StreamProtocol`] trait), over the shared decoder and timeline.
+//! (the [`StreamProtocol`] trait), over the shared decoder and timeline. Beside each adapter, in
+//! its `serve` submodule, the protocol's server side (the [`serve::ServeWire`] the simulator
+//! plays), which serves the endpoint path the adapter's request uses.
 
 mod anthropic;
 mod azure_openai;
@@ -14,6 +16,7 @@ mod openai_chunk;
 mod openai_completions;
 mod openai_responses;
 mod prompt;
+pub mod serve;
 mod structured;
 mod tgi;
 mod usage;
@@ -24,7 +27,6 @@ use crate::config::{Protocol, Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Failure, Observations, ServerTimingSource};
 
-pub use bedrock::CONTENT_TYPE as BEDROCK_CONTENT_TYPE;
 pub(crate) use json::{error_message, has_text};
 pub use prompt::{new_nonce, render_messages, render_prompt, result_object, texts, tool_name};
 

@@ -13,6 +13,8 @@
 //! `eval_duration`, `total_duration`; any may be absent (unknown, never 0). Error inside a 200: a
 //! line `{"error": "..."}`. Source: docs/protocols.md.
 
+pub(super) mod serve;
+
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -22,6 +24,9 @@ use super::{Flow, Framing, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
+
+/// The endpoint after `base_url`, the server root.
+pub(super) const PATH: &str = "api/chat";
 
 /// The streaming native chat request.
 pub(super) fn build_request(
@@ -45,7 +50,7 @@ pub(super) fn build_request(
     headers[0].1 = "application/x-ndjson".into();
     super::bearer_auth(target, &mut headers);
     RequestSpec {
-        url: super::join_url(&target.base_url, "api/chat"),
+        url: super::join_url(&target.base_url, PATH),
         headers,
         body,
     }

@@ -15,6 +15,8 @@
 //! The stream side, [`OpenAiStream`], also reads legacy completions (`choices[].text`) and Azure
 //! OpenAI; [`interpret_common`] is shared with the llama.cpp native adapter.
 
+pub(super) mod serve;
+
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -26,6 +28,9 @@ use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
 
+/// The endpoint after `base_url`; a server serves it at `/v1/chat/completions`.
+pub(super) const PATH: &str = "chat/completions";
+
 /// The streaming chat request: `stream: true` with `stream_options.include_usage: true`.
 pub(super) fn build_request(
     target: &Target,
@@ -34,7 +39,7 @@ pub(super) fn build_request(
 ) -> RequestSpec {
     let mut body = chat_body(scenario, nonce);
     body["model"] = json!(target.model);
-    super::bearer_json_request(target, scenario, "chat/completions", body)
+    super::bearer_json_request(target, scenario, PATH, body)
 }
 
 /// The chat body without `model` (Azure names the model by its deployment in the URL) and

@@ -14,6 +14,9 @@ use serde_json::json;
 use super::RequestSpec;
 use crate::config::{Scenario, Target};
 
+/// The endpoint after `base_url`; a server serves it at `/v1/completions`.
+pub(super) const PATH: &str = "completions";
+
 /// The streaming completions request.
 pub(super) fn build_request(
     target: &Target,
@@ -27,7 +30,7 @@ pub(super) fn build_request(
         "stream": true,
         "stream_options": { "include_usage": true },
     });
-    super::bearer_json_request(target, scenario, "completions", body)
+    super::bearer_json_request(target, scenario, PATH, body)
 }
 
 #[cfg(test)]

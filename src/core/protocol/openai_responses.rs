@@ -17,6 +17,8 @@
 //! event (LiteLLM sends one) is harmless ([`StreamProtocol::is_benign_after_end`]). Source:
 //! docs/protocols.md, tests/fixtures/captured/llama-cpp-responses.txt.
 
+pub(super) mod serve;
+
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -26,6 +28,9 @@ use super::{usage, Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
+
+/// The endpoint after `base_url`; a server serves it at `/v1/responses`.
+pub(super) const PATH: &str = "responses";
 
 /// The streaming Responses request.
 pub(super) fn build_request(
@@ -40,7 +45,7 @@ pub(super) fn build_request(
         "stream": true,
     });
     super::structured::add_responses(&mut body, scenario);
-    super::bearer_json_request(target, scenario, "responses", body)
+    super::bearer_json_request(target, scenario, PATH, body)
 }
 
 /// The `input` items: a message `{role, content}` each; an assistant's tool call as a

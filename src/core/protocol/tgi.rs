@@ -14,6 +14,8 @@
 //! source `server`). Error inside a 200: `data:{"error": "...", "error_type": "..."}`.
 //! Source: docs/protocols.md, tests/fixtures/sse/tgi-nospace.sse.
 
+pub(super) mod serve;
+
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -23,6 +25,9 @@ use super::{Flow, RequestSpec, StreamProtocol};
 use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
+
+/// The endpoint after `base_url`, the server root.
+pub(super) const PATH: &str = "generate_stream";
 
 /// The streaming native generate request.
 pub(super) fn build_request(
@@ -46,7 +51,7 @@ pub(super) fn build_request(
     let mut headers = super::common_headers(target);
     super::bearer_auth(target, &mut headers);
     RequestSpec {
-        url: super::join_url(&target.base_url, "generate_stream"),
+        url: super::join_url(&target.base_url, PATH),
         headers,
         body,
     }
