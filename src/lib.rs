@@ -8,7 +8,7 @@
 //! - **`src/core/`, the measurement core.** `config` (YAML in, a validated `Config` out, the
 //!   baseline file format it loads), `probe` (the only network IO: one streaming request,
 //!   kernel-stamped reads) → `decode` (sans-IO SSE and NDJSON framing) → `protocol` (per-API
-//!   adapters) → `measure` (the timeline and the derived numbers), `check` (the answer checks a
+//!   adapters, and beside each its server side: endpoint path and wire shapes) → `measure` (the timeline and the derived numbers), `check` (the answer checks a
 //!   scenario declares), `engine` (an inference engine's own metrics beside the probe),
 //!   `report` (one probe's record), `stats` (every quantile definition, named; intervals),
 //!   and the utilities `clock` (deadline arithmetic that cannot overflow), `sanitize` (text safe
@@ -17,7 +17,9 @@
 //!   `metrics` (every family and the exposition formats), `server` (`/metrics`, the status
 //!   pages, reloads), `history`, `reload`, `replicas` (replica discovery), `shard`, `watch`, `trim`,
 //!   `failure_log`, `listen`.
-//! - **`src/simulate/`, the simulator**: the scripted endpoint that speaks every protocol.
+//! - **`src/simulate/`, the simulator**: the scripted endpoint that speaks every protocol, in
+//!   the wire shapes of `protocol`'s server side; it owns the timing, the load model and the
+//!   faults.
 //! - **`src/tools/`, the offline tools**: `bench`, `compare`, `baseline` and the JSON
 //!   `schemas` of their reports.
 //! - **`src/command/`, the command line**: `cli` (the flags, mapped onto each layer's own

@@ -30,7 +30,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 const LAYERS: [&str; 5] = ["core", "exporter", "simulate", "tools", "command"];
 
 /// The top-level module of a file and its layer: `src/tools/compare/window.rs` →
-/// (`compare`, `tools`), `src/core/clock.rs` → (`clock`, `core`), `src/simulate/wire.rs` →
+/// (`compare`, `tools`), `src/core/clock.rs` → (`clock`, `core`), `src/simulate/load.rs` →
 /// (`simulate`, `simulate`), `src/main.rs` → (`main`, `command`).
 fn module_and_layer(src: &Path, file: &Path) -> (String, &'static str) {
     let rel = file.strip_prefix(src).unwrap();
