@@ -37,7 +37,7 @@ use crate::measure::{Anomaly, Observations, TokenKind};
 /// The `anthropic-version` header value sent unless the target configures its own.
 pub(super) const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// The endpoint after `base_url`; a server serves it at `/v1/messages`.
+/// The endpoint after `base_url`; a server serves it under `/v1`.
 pub(super) const PATH: &str = "messages";
 
 /// The streaming Messages request.

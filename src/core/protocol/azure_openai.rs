@@ -21,8 +21,8 @@ pub(super) fn path(deployment: &str) -> String {
     format!("{DEPLOYMENTS}/{deployment}/{}", super::openai_chat::PATH)
 }
 
-/// The deployment of a request path, `/openai/deployments/{d}/chat/completions` (one segment).
-/// Served in OpenAI chat's wire shape.
+/// The deployment (one segment) of a request path to this endpoint, [`path`] from the server
+/// root. Served in OpenAI chat's wire shape.
 pub(super) fn serve_deployment(path: &str) -> Option<&str> {
     super::serve::segment_between(path, DEPLOYMENTS, super::openai_chat::PATH)
 }

@@ -28,7 +28,7 @@ use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
 
-/// The endpoint after `base_url`; a server serves it at `/v1/chat/completions`.
+/// The endpoint after `base_url`; a server serves it under `/v1`.
 pub(super) const PATH: &str = "chat/completions";
 
 /// The streaming chat request: `stream: true` with `stream_options.include_usage: true`.

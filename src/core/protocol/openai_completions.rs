@@ -14,7 +14,7 @@ use serde_json::json;
 use super::RequestSpec;
 use crate::config::{Scenario, Target};
 
-/// The endpoint after `base_url`; a server serves it at `/v1/completions`.
+/// The endpoint after `base_url`; a server serves it under `/v1`.
 pub(super) const PATH: &str = "completions";
 
 /// The streaming completions request.

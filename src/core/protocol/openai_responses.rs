@@ -29,7 +29,7 @@ use crate::config::{Scenario, Target};
 use crate::decode::sse::SseEvent;
 use crate::measure::{Anomaly, Observations, TokenKind};
 
-/// The endpoint after `base_url`; a server serves it at `/v1/responses`.
+/// The endpoint after `base_url`; a server serves it under `/v1`.
 pub(super) const PATH: &str = "responses";
 
 /// The streaming Responses request.

@@ -316,8 +316,8 @@ pub fn serve_wire(protocol: Protocol) -> &'static dyn ServeWire {
     }
 }
 
-/// Every endpoint the simulator serves, as its 404 lists them: `/v1/chat/completions, …,
-/// /openai/deployments/{d}/chat/completions, … and /model/{id}/converse-stream`.
+/// Every endpoint the simulator serves, as its 404 lists them (`…, … and …`), variable segments in
+/// braces.
 pub fn served_paths() -> String {
     let shown: Vec<String> = SERVED.into_iter().map(shown_path).collect();
     let (last, rest) = shown.split_last().expect("SERVED is not empty");

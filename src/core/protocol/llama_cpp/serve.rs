@@ -9,7 +9,7 @@ use crate::protocol::serve::{stream_error_message, Ctx, End, ServeWire};
 /// The native completion stream.
 pub(crate) struct LlamaCppWire;
 
-/// `/completion`.
+/// llama.cpp's native endpoint.
 pub(crate) static WIRE: LlamaCppWire = LlamaCppWire;
 
 /// The `timings` object of `n` output tokens: the scripted TTFT as the prompt time.

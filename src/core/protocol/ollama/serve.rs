@@ -11,7 +11,7 @@ use crate::protocol::serve::{stream_error_message, Ctx, End, ServeWire};
 /// The NDJSON chat stream.
 pub(crate) struct OllamaWire;
 
-/// `/api/chat`.
+/// Ollama's native chat endpoint.
 pub(crate) static WIRE: OllamaWire = OllamaWire;
 
 fn line(ctx: &Ctx, message: Value, done: bool) -> Value {

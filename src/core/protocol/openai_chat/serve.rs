@@ -13,9 +13,9 @@ pub(crate) struct OpenAiWire {
     chat: bool,
 }
 
-/// `/v1/chat/completions` and Azure's deployment path.
+/// OpenAI chat, also Azure OpenAI's deployments.
 pub(crate) static CHAT: OpenAiWire = OpenAiWire { chat: true };
-/// `/v1/completions`.
+/// OpenAI legacy completions.
 pub(crate) static COMPLETIONS: OpenAiWire = OpenAiWire { chat: false };
 
 /// An OpenAI chunk.

@@ -9,7 +9,7 @@ use crate::protocol::serve::{sse, stream_error_message, Ctx, End, ServeWire};
 /// The native token stream.
 pub(crate) struct TgiWire;
 
-/// `/generate_stream`.
+/// TGI's native endpoint.
 pub(crate) static WIRE: TgiWire = TgiWire;
 
 /// The end-of-sequence token: generated (and counted) but no text.
