@@ -16,7 +16,7 @@
 //! each, hold one copy of the roots, not 1,000 or 2,000.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -59,23 +59,31 @@ fn system_roots() -> Arc<RootCertStore> {
 /// The ALPN protocols offered, in order of preference (HTTP/2 first, as reqwest).
 const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
-/// The rustls client configuration for `tls` (see the module docs), shared with every live
-/// target of equal settings.
+/// The rustls client configuration for `tls` (see the module docs), shared with every target
+/// of equal settings.
+///
+/// The process keeps each configuration it built until one for other settings is built while
+/// nothing else holds it: a reqwest client holds a copy, not the `Arc`, so a configuration
+/// dropped with its last stamped client would be built again (roots cloned for a `ca_file`, a
+/// new session cache of about 15 KiB) for every client, as it was once for each of 2,000
+/// replicas.
 ///
 /// Errors: the CA file or the client identity does not parse (both are checked when the
 /// configuration is loaded, so this is rare).
 pub(super) fn client_config(tls: &Tls) -> Result<Arc<ClientConfig>, TlsSetupError> {
-    static SHARED: Mutex<Option<HashMap<Tls, Weak<ClientConfig>>>> = Mutex::new(None);
+    static SHARED: Mutex<Option<HashMap<Tls, Arc<ClientConfig>>>> = Mutex::new(None);
     let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
     let shared = shared.get_or_insert_with(HashMap::new);
-    if let Some(config) = shared.get(tls).and_then(Weak::upgrade) {
-        return Ok(config);
+    if let Some(config) = shared.get(tls) {
+        return Ok(config.clone());
     }
     let mut config = build(tls)?;
     config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
     let config = Arc::new(config);
-    shared.retain(|_, c| c.strong_count() > 0);
-    shared.insert(tls.clone(), Arc::downgrade(&config));
+    // Settings no stamped client uses any more (a reload changed them) go; the reqwest
+    // clients that copied them keep their copies.
+    shared.retain(|_, c| Arc::strong_count(c) > 1);
+    shared.insert(tls.clone(), config.clone());
     Ok(config)
 }
 
@@ -196,9 +204,20 @@ mod tests {
         };
         let c = client_config(&insecure).unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
-        // Dropped by every target: built anew, not kept alive by the cache.
+        // Dropped by every stamped client, it is kept for the reqwest clients to come (they
+        // hold copies): asked again, it is the same one, not built anew.
         let weak = Arc::downgrade(&c);
         drop(c);
+        let again = client_config(&insecure).unwrap();
+        assert!(weak.upgrade().is_some_and(|w| Arc::ptr_eq(&w, &again)));
+        drop(again);
+        // Once other settings are built, the unused one goes.
+        let other = Tls {
+            insecure_skip_verify: true,
+            ca_file: Some("unused-by-insecure.pem".into()),
+            ..Tls::default()
+        };
+        let _other = client_config(&other).unwrap();
         assert!(weak.upgrade().is_none());
     }
 
