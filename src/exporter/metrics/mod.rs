@@ -4,7 +4,7 @@
 //!
 //! The families come in groups, one file each: `timings.rs` (the latency and rate histograms),
 //! `probes.rs` (the counters and the last probe's state), `turns.rs` (a multi-turn probe's turns), `server_load.rs` (the engine's own
-//! load), `rate_limits.rs` (a hosted API's quota left), `identity.rs` (credential reloads, schedule, SLO, endpoint identity, configuration
+//! load, and with `rate_limits.rs` a hosted API's quota left), `identity.rs` (credential reloads, schedule, SLO, endpoint identity, configuration
 //! loads, shard), `baselines.rs`, `replicas.rs` (replica discovery) and `build.rs`. Each group registers, records and removes its
 //! own families, so a new family is an edit to one group's file; the exposition lists the
 //! families in the order they are registered, group after group ([`Metrics::with_histograms`]).
@@ -47,7 +47,6 @@ use identity::Identity;
 pub use labels::ProbeLabels;
 use labels::TargetLabels;
 use probes::ProbeCounters;
-use rate_limits::RateLimitGauges;
 use replicas::Discovery;
 use server_load::ServerLoad;
 use timings::Timings;
@@ -61,10 +60,10 @@ pub struct Metrics {
     timings: Timings,
     /// The probe counters and the last probe's state.
     probes: ProbeCounters,
-    /// The engine's own load (`server_metrics_url:`).
+    /// The engine's own load (`server_metrics_url:`) and a hosted API's quota left (its
+    /// rate-limit headers).
     server_load: ServerLoad,
-    /// A hosted API's quota left (its rate-limit headers).
-    rate_limits: RateLimitGauges,
+    /// A multi-turn probe's turns.
     turns: Turns,
     /// Targets, schedule, SLO, endpoint identity, configuration loads, shard.
     identity: Identity,
@@ -105,7 +104,6 @@ impl Metrics {
         let probes = ProbeCounters::register(r);
         let turns = Turns::register(r, histograms);
         let server_load = ServerLoad::register(r);
-        let rate_limits = RateLimitGauges::register(r);
         let identity = Identity::register(r);
         let baselines = Baselines::register(r);
         let discovery = Discovery::register(r);
@@ -114,7 +112,6 @@ impl Metrics {
             timings,
             probes,
             server_load,
-            rate_limits,
             turns,
             identity,
             baselines,
@@ -221,7 +218,6 @@ impl Metrics {
         let t = TargetLabels::new(target, model);
         self.identity.forget_target(&t);
         self.server_load.forget_target(&t);
-        self.rate_limits.forget_target(&t);
     }
 
     /// Exports exactly the pinned baselines in `pinned` (probe labels, baseline): sets their
@@ -241,7 +237,6 @@ impl Metrics {
         self.probes.observe(&labels, outcome);
         self.identity.observe(&labels, outcome);
         self.server_load.observe(&labels, outcome);
-        self.rate_limits.observe(&labels, outcome);
         self.timings.observe(&labels, outcome);
         self.turns.observe(&labels, outcome);
     }

@@ -1,26 +1,30 @@
-//! The engine's own load, read from its metrics endpoint just before a probe
-//! (`server_metrics_url:`): requests waiting and running, KV-cache use, and the reads that gave no
-//! numbers. Per target.
+//! The server's load: the engine's own, read from its metrics endpoint just before a probe
+//! (`server_metrics_url:`: requests waiting and running, KV-cache use, and the reads that gave no
+//! numbers), and a hosted API's quota left, from its rate-limit headers (`rate_limits.rs`). Per
+//! target.
 
 use prometheus_client::metrics::counter::Counter;
 
 use super::fast::Catalog;
 use super::labels::{ProbeLabels, TargetLabels, WithLabel};
+use super::rate_limits::RateLimitGauges;
 use super::series::SeriesFamily;
 use super::F64Gauge;
 use crate::engine::ScrapeFailureReason;
 use crate::measure::ProbeOutcome;
 
-/// The engine-load families.
+/// The engine-load families, and the quota-left ones after them.
 pub(super) struct ServerLoad {
     waiting: SeriesFamily<TargetLabels, F64Gauge>,
     running: SeriesFamily<TargetLabels, F64Gauge>,
     kv_ratio: SeriesFamily<TargetLabels, F64Gauge>,
     scrape_failures: SeriesFamily<WithLabel<TargetLabels>, Counter>,
+    /// A hosted API's quota left.
+    quota: RateLimitGauges,
 }
 
 impl ServerLoad {
-    /// Registers the engine-load families in `r`.
+    /// Registers the engine-load families in `r`, then the quota-left ones.
     pub(super) fn register(r: &mut Catalog) -> Self {
         let waiting = r.register(
             "server_requests_waiting",
@@ -47,6 +51,7 @@ impl ServerLoad {
             running,
             kv_ratio,
             scrape_failures,
+            quota: RateLimitGauges::register(r),
         }
     }
 
@@ -60,10 +65,17 @@ impl ServerLoad {
         }
     }
 
+    /// The engine's load read before a probe ([`ServerLoad::observe_engine`]) and the quota left
+    /// after it.
+    pub(super) fn observe(&self, labels: &ProbeLabels, outcome: &ProbeOutcome) {
+        self.observe_engine(labels, outcome);
+        self.quota.observe(labels, outcome);
+    }
+
     /// The engine's load read before a probe, if it was read: sets the gauges it published and
     /// removes the others (an absent series, not a stale or made-up value); a failed read counts
     /// in `llm_probe_server_metrics_scrape_failures_total{reason}` and removes all three gauges.
-    pub(super) fn observe(&self, labels: &ProbeLabels, outcome: &ProbeOutcome) {
+    fn observe_engine(&self, labels: &ProbeLabels, outcome: &ProbeOutcome) {
         let Some(scrape) = &outcome.observations.server_load else {
             return;
         };
@@ -108,5 +120,6 @@ impl ServerLoad {
     pub(super) fn forget_target(&self, t: &TargetLabels) {
         self.forget_load(t);
         self.scrape_failures.remove_all_of(t);
+        self.quota.forget_target(t);
     }
 }

@@ -1,4 +1,5 @@
-//! The repository itself: its docs, its layering and its one definition per quantile.
+//! The repository itself: its docs, its layering (and `Metrics` in groups) and its one
+//! definition per quantile.
 
 mod docs;
 mod layering;
