@@ -493,7 +493,12 @@ impl Supervisor {
                 self.metrics.replica_discovery_failed(&name, e.reason());
                 let message = e.to_string();
                 if pool.last_error.as_deref() != Some(message.as_str()) {
-                    tracing::warn!(target = %name, reason = e.reason(), error = %message, replicas = pool.replicas.len(), "replica discovery failed; the last good set of replicas stays probed");
+                    // An empty set is never a good discovery: empty is "none yet".
+                    let kept = match pool.replicas.is_empty() {
+                        true => "replica discovery failed; no replica was discovered yet, so this target probes nothing until a discovery succeeds",
+                        false => "replica discovery failed; the last good set of replicas stays probed",
+                    };
+                    tracing::warn!(target = %name, reason = e.reason(), error = %message, replicas = pool.replicas.len(), "{kept}");
                     pool.last_error = Some(message);
                 }
                 return;

@@ -31,6 +31,7 @@ pub(super) async fn run(
     );
     for t in &cfg.targets {
         out += &format!("  {}\n", t.summary());
+        out += &file_sd_replicas(&cfg, t).await;
         if let Some(spend) = config::cost::spend(t) {
             out += &format!("    {}\n", config::cost::describe(t, &spend));
         }
@@ -46,6 +47,43 @@ pub(super) async fn run(
     }
     stdout_text(out);
     ExitCode::SUCCESS
+}
+
+/// A `file_sd` target's replicas as `run` would discover them now: a line with the count, or a
+/// warning on stderr when the file cannot be used yet (`run` then probes the target once a
+/// discovery succeeds; a sidecar may write the file later, so it is not an error). DNS and
+/// http_sd are not asked: the machine checking may not reach the fleet's name server.
+async fn file_sd_replicas(cfg: &Config, t: &config::Target) -> String {
+    let Some(spec) = t.replicas.as_ref() else {
+        return String::new();
+    };
+    let config::replicas::ReplicaSource::FileSd(path) = &spec.source else {
+        return String::new();
+    };
+    match crate::replicas::discover(spec, &t.base_url).await {
+        Ok(found) => match found.capped() {
+            true => format!(
+                "    replicas: {} listed in {}, the first {} probed (replicas.max)\n",
+                found.found,
+                path.display(),
+                found.replicas.len()
+            ),
+            false => format!(
+                "    replicas: {} listed in {}\n",
+                found.replicas.len(),
+                path.display()
+            ),
+        },
+        Err(e) => {
+            stderr_line(format_args!(
+                "{}: warning: target {:?}: {}; `run` probes this target only once a discovery succeeds",
+                cfg.source,
+                t.name,
+                crate::sanitize::terminal_safe(&e.to_string())
+            ));
+            String::new()
+        }
+    }
 }
 
 /// `check-config --shard.count N`: one block per replica with the pairs it probes.

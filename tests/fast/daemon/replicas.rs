@@ -797,6 +797,23 @@ fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
         )),
         "{out}"
     );
+    // A file_sd file is read as `run` would read it: the count, or a warning that names the
+    // target (never the entry's credentials); DNS and http_sd are not asked.
+    assert!(
+        out.contains(&format!(
+            "    replicas: 10000 listed in {}, the first 64 probed (replicas.max)\n",
+            huge.display()
+        )),
+        "{out}"
+    );
+    let warned = String::from_utf8_lossy(&check.stderr);
+    assert!(
+        warned.contains("warning: target \"secret\": ")
+            && warned.contains("probes this target only once a discovery succeeds"),
+        "{warned}"
+    );
+    assert!(!warned.contains("target \"sd\""), "{warned}");
+    assert!(!format!("{out}{warned}").contains("hunter2"));
 
     let (child, mut err) = common::spawn_logged(
         BIN,
@@ -818,6 +835,7 @@ fn the_binary_prints_the_source_and_logs_the_cap_and_a_failure_once() {
     let log = err.finish();
     // Once per failing target (secret, sd), not once per refresh.
     assert_eq!(log.matches("replica discovery failed").count(), 2, "{log}");
+    assert!(log.contains("no replica was discovered yet"), "{log}");
     assert_eq!(
         log.matches("more replicas were discovered").count(),
         1,
