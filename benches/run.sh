@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite of BENCHMARKS.md, run by hand (never by CI or `cargo test`):
 #
-#   benches/run.sh [fidelity|peers|real|scale|render|ceiling|decoder|all]   (default: all)
+#   benches/run.sh [fidelity|peers|real|scale|render|ceiling|decoder|event|all]   (default: all)
 #   benches/run.sh [kernel|kernel-idle|kernel-hog|kernel-ab|kernel-cpu]     (not in all)
 #   benches/run.sh [sweep|sweep-ceiling|sweep-real]                         (not in all)
 #   benches/run.sh daemon-soak   (§20: the shipped binary as its own process, 22 min; not in all)
@@ -348,6 +348,7 @@ run() {
     render) "$SUITE" render --targets 1000 --renders 30 ;;
     daemon-soak) env -u BIN benches/daemon-soak.sh 22 64 10s ;;  # its own build: the shipped one (--profile dist)
     decoder) "$SUITE" decoder ;;
+    event) "$SUITE" event ;;
     sweep) sweep ;;
     sweep-ceiling) sweep_ceiling ;;
     sweep-real) sweep_real ;;
@@ -356,7 +357,7 @@ run() {
 }
 
 if [[ $TABLE == all ]]; then
-  for t in decoder fidelity peers real scale render ceiling; do run $t; done
+  for t in decoder event fidelity peers real scale render ceiling; do run $t; done
 else
   run "$TABLE"
 fi

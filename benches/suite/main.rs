@@ -9,6 +9,7 @@
 //!   `/metrics` render time and size.
 //! - `render`: `/metrics` encoding time and size at many targets, without probing.
 //! - `decoder`: SSE decoder throughput, ours and the `eventsource-stream` crate's.
+//! - `event`: the per-event hot path (decoder, adapter, observations), nanoseconds per event.
 //! - `sim`: the simulator with its load model as a server on a port, writing every request's
 //!   ground truth as JSON lines when it stops (for out-of-process load generators).
 //! - `loadtest`: `llm-probe bench`, AIPerf and GuideLLM on one concurrency sweep, next to the
@@ -17,6 +18,7 @@
 
 mod checks;
 mod decoder;
+mod event;
 mod fidelity;
 mod genceiling;
 mod loadtest;
@@ -106,7 +108,7 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("usage: suite fidelity|real|scale|render|decoder|sim|loadtest|genceiling|checks [--option value …]");
+        eprintln!("usage: suite fidelity|real|scale|render|decoder|event|sim|loadtest|genceiling|checks [--option value …]");
         std::process::exit(2);
     };
     let opts = Opts::parse(rest);
@@ -120,13 +122,14 @@ fn main() {
         "real" => real::main(&opts),
         "scale" => scale::main(&opts),
         "decoder" => decoder::main(&opts),
+        "event" => event::main(&opts),
         "checks" => checks::main(&opts),
         "render" => render::main(&opts),
         "sim" => sim::main(&opts),
         "loadtest" => loadtest::main(&opts),
         "genceiling" => genceiling::main(&opts),
         other => {
-            eprintln!("unknown table {other:?}: fidelity, real, scale, render, decoder, sim, loadtest or genceiling");
+            eprintln!("unknown table {other:?}: fidelity, real, scale, render, decoder, event, sim, loadtest or genceiling");
             std::process::exit(2);
         }
     }
