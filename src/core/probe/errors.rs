@@ -65,9 +65,9 @@ fn describe(e: &reqwest::Error, replica: Option<&str>) -> String {
 /// The head of a body error's detail.
 const READING: &str = "reading the response failed";
 
-/// "could not connect to {host}:{port}" for `url`; for a replica (`replica`: its label, the
-/// address it was dialled at), "could not connect to replica {replica} of {host}:{port}": the
-/// host name is the pool's, and only the replica says which machine refused.
+/// "could not connect to {host}:{port}" for `url`; for a replica (`replica`: its label, with the
+/// address it was dialled at when that is another), "could not connect to replica {replica} of
+/// {host}:{port}": the host name is the pool's, and only the replica says which machine refused.
 fn connect_head(url: Option<&reqwest::Url>, replica: Option<&str>) -> String {
     let host_port = url.and_then(|u| Some((u.host_str()?, u.port_or_known_default()?)));
     if let Some(replica) = replica {

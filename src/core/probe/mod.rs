@@ -533,9 +533,16 @@ impl Armed {
         self.redactor.redact(text);
     }
 
-    /// The label of the replica this target's probes go to, if it is one.
-    fn replica(&self) -> Option<&str> {
-        self.target.replica.as_ref().map(|r| &*r.label)
+    /// The replica this target's probes go to, if it is one, as a failure's detail names it:
+    /// its label, and the address it is dialled at when the label is another (a host name of
+    /// a file_sd entry, resolved when it was discovered): `vllm-0:8000 (10.1.2.3:8000)`.
+    fn replica(&self) -> Option<String> {
+        let r = self.target.replica.as_ref()?;
+        let addr = r.addr.to_string();
+        Some(match *r.label == *addr {
+            true => addr,
+            false => format!("{} ({addr})", r.label),
+        })
     }
 
     fn conclude(
@@ -632,7 +639,7 @@ impl Armed {
             .headers(headers)
             .json(&spec.body)
             .build()
-            .map_err(|e| errors::classify(&e, self.replica()))
+            .map_err(|e| errors::classify(&e, self.replica().as_deref()))
     }
 
     /// Sends the request and reads the stream until its end; every read is stamped as it
@@ -671,7 +678,7 @@ impl Armed {
                         &e,
                         &url,
                         transport::answer_bytes(&captured),
-                        self.replica(),
+                        self.replica().as_deref(),
                     )
                 })?;
                 let response = transport::Response::stamped(response, url);
@@ -684,7 +691,7 @@ impl Armed {
                 self.client
                     .execute(request)
                     .await
-                    .map_err(|e| errors::classify(&e, self.replica()))?,
+                    .map_err(|e| errors::classify(&e, self.replica().as_deref()))?,
             ),
         };
         let head_read = std::time::Instant::now();

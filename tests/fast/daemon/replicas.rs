@@ -129,6 +129,45 @@ async fn a_replica_that_refuses_is_named_in_the_failure_detail() {
     d.stop().await;
 }
 
+/// A file_sd entry may be a host name, resolved when the set is read: the label alone does not
+/// say which machine was dialled, so the detail names its address too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_replica_that_refuses_is_named_with_the_address_it_was_dialled_at() {
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let named = format!("localhost:{}", refused.port());
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, std::slice::from_ref(&named));
+    let cfg = common::parse(&pool_yaml(
+        &format!("      file_sd: {}\n", sd.display()),
+        "300ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let detail = loop {
+        let failed = d.history.pair_failures("pool", "chat");
+        if let Some(p) = failed.iter().find(|p| *p.replica == *named) {
+            break p.failure.clone().unwrap().1;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failure at {named}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        detail.starts_with(&format!(
+            "could not connect to replica {named} ({refused}) of pool.test:8000"
+        )),
+        "{detail}"
+    );
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn departed_replicas_stop_at_once_and_their_series_go_after_the_grace() {
     let sims = [
