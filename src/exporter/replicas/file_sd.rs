@@ -99,6 +99,9 @@ pub(super) async fn from_bytes(
     }
     // Two entries for one address are one replica (the first, as sorted, names it).
     super::one_per_address(&mut replicas);
+    // Found: the distinct replicas among the entries looked at, and the entries the cap left
+    // out (not looked up, so not known apart).
+    let found = replicas.len() + found.saturating_sub(max);
     Ok(Discovered {
         replicas,
         found,

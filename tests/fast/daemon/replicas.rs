@@ -168,6 +168,33 @@ async fn a_named_replica_that_refuses_is_named_with_the_address_it_was_dialled_a
     d.stop().await;
 }
 
+/// Two entries of a file_sd file that are one address (an IP address and a host name that
+/// resolves to it) are one replica: one is discovered, and nothing says the cap left one out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_and_an_address_of_one_replica_are_discovered_once() {
+    let up = simulator_at("127.0.0.1", 0, common::stream(20, 2, 4)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    let named = format!("localhost:{}", up.addr.port());
+    write_sd(&sd, &[up.addr.to_string(), named]);
+    let cfg = common::parse(&pool_yaml(
+        &format!("      file_sd: {}\n", sd.display()),
+        "300ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let text = until(&d, "one success", Duration::from_secs(30), |t| {
+        ttft(t, &up.addr.to_string()).1 >= 1.0
+    })
+    .await;
+    assert_eq!(gauge(&text, "llm_probe_replicas", "pool"), Some(1.0));
+    assert_eq!(
+        gauge(&text, "llm_probe_replicas_discovered", "pool"),
+        Some(1.0)
+    );
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn departed_replicas_stop_at_once_and_their_series_go_after_the_grace() {
     let sims = [
