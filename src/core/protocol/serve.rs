@@ -390,6 +390,12 @@ pub(super) fn segment_between<'a>(path: &'a str, before: &str, after: &str) -> O
         .filter(|s| !s.is_empty() && !s.contains('/'))
 }
 
+/// A tool call's arguments as the protocols that send them as a JSON object (Gemini, Ollama)
+/// carry them: the object, or the text as a string when it is not JSON.
+pub(crate) fn arguments_value(arguments: &str) -> Value {
+    serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,18 +102,7 @@ async fn a_replica_that_refuses_is_named_in_the_failure_detail() {
         "",
     ));
     let d = common::daemon(cfg).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let detail = loop {
-        let failed = d.history.pair_failures("pool", "chat");
-        if let Some(p) = failed.iter().find(|p| *p.replica == *refused.to_string()) {
-            break p.failure.clone().unwrap().1;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no failure at {refused}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let detail = first_failure_at(&d, &refused.to_string()).await;
     // The pool's host name alone would not say which machine refused.
     assert!(
         detail.starts_with(&format!(
@@ -127,6 +116,22 @@ async fn a_replica_that_refuses_is_named_in_the_failure_detail() {
         .iter()
         .all(|p| *p.replica != *up.addr.to_string()));
     d.stop().await;
+}
+
+/// The detail of the first failure of the pool's `replica` kept in the history (within 30 s).
+async fn first_failure_at(d: &Daemon, replica: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let failed = d.history.pair_failures("pool", "chat");
+        if let Some(p) = failed.iter().find(|p| &*p.replica == replica) {
+            return p.failure.clone().unwrap().1;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failure at {replica}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A file_sd entry may be a host name, resolved when the set is read: the label alone does not
@@ -147,18 +152,7 @@ async fn a_named_replica_that_refuses_is_named_with_the_address_it_was_dialled_a
         "",
     ));
     let d = common::daemon(cfg).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let detail = loop {
-        let failed = d.history.pair_failures("pool", "chat");
-        if let Some(p) = failed.iter().find(|p| *p.replica == *named) {
-            break p.failure.clone().unwrap().1;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no failure at {named}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let detail = first_failure_at(&d, &named).await;
     assert!(
         detail.starts_with(&format!(
             "could not connect to replica {named} ({refused}) of pool.test:8000"

@@ -112,8 +112,7 @@ impl ServeWire for GeminiWire {
         let Some(n) = name else {
             return self.token(ctx, "", false, false, 0);
         };
-        let args: Value = serde_json::from_str(arguments)
-            .unwrap_or_else(|_| Value::String(arguments.to_string()));
+        let args = crate::protocol::serve::arguments_value(arguments);
         let parts = json!([{"functionCall": {"name": n, "args": args}}]);
         self.frame(&[chunk(ctx, parts, None, prompt_usage(ctx))])
     }

@@ -58,8 +58,7 @@ impl ServeWire for OllamaWire {
         let Some(n) = name else {
             return self.token(ctx, "", false, false, 0);
         };
-        let args: Value = serde_json::from_str(arguments)
-            .unwrap_or_else(|_| Value::String(arguments.to_string()));
+        let args = crate::protocol::serve::arguments_value(arguments);
         let call = json!({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": n, "arguments": args}}]});
         self.frame(&[line(ctx, call, false)])
     }
