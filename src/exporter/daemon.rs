@@ -494,11 +494,11 @@ impl Supervisor {
                 let message = e.to_string();
                 if pool.last_error.as_deref() != Some(message.as_str()) {
                     // An empty set is never a good discovery: empty is "none yet".
-                    let kept = match pool.replicas.is_empty() {
+                    let warning = match pool.replicas.is_empty() {
                         true => "replica discovery failed; no replica was discovered yet, so this target probes nothing until a discovery succeeds",
                         false => "replica discovery failed; the last good set of replicas stays probed",
                     };
-                    tracing::warn!(target = %name, reason = e.reason(), error = %message, replicas = pool.replicas.len(), "{kept}");
+                    tracing::warn!(target = %name, reason = e.reason(), error = %message, replicas = pool.replicas.len(), "{warning}");
                     pool.last_error = Some(message);
                 }
                 return;

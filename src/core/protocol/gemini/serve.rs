@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::{AI_STUDIO_MODELS, STREAM_METHOD, VERTEX_MODELS};
-use crate::protocol::serve::{sse, stream_error_message, Ctx, End, ServeWire};
+use crate::protocol::serve::{arguments_value, sse, stream_error_message, Ctx, End, ServeWire};
 
 /// The `GenerateContentResponse` chunk stream.
 pub(crate) struct GeminiWire;
@@ -112,7 +112,7 @@ impl ServeWire for GeminiWire {
         let Some(n) = name else {
             return self.token(ctx, "", false, false, 0);
         };
-        let args = crate::protocol::serve::arguments_value(arguments);
+        let args = arguments_value(arguments);
         let parts = json!([{"functionCall": {"name": n, "args": args}}]);
         self.frame(&[chunk(ctx, parts, None, prompt_usage(ctx))])
     }

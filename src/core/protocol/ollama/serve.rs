@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use crate::protocol::serve::{stream_error_message, Ctx, End, ServeWire};
+use crate::protocol::serve::{arguments_value, stream_error_message, Ctx, End, ServeWire};
 
 /// The NDJSON chat stream.
 pub(crate) struct OllamaWire;
@@ -58,7 +58,7 @@ impl ServeWire for OllamaWire {
         let Some(n) = name else {
             return self.token(ctx, "", false, false, 0);
         };
-        let args = crate::protocol::serve::arguments_value(arguments);
+        let args = arguments_value(arguments);
         let call = json!({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": n, "arguments": args}}]});
         self.frame(&[line(ctx, call, false)])
     }
