@@ -230,10 +230,14 @@ pub fn reread(target: &Target) -> Result<Reread, String> {
     };
     let mut tls = target.tls.clone();
     if let Some(ca) = &tls.ca_file {
-        tls.ca_pem = read_ca(ca).map_err(|e| problems.push(e)).ok();
+        tls.ca_pem = read_ca(ca)
+            .map_err(|e| problems.push(e))
+            .ok()
+            .map(Into::into);
     }
     if let Some((cert, key)) = &tls.client_files {
-        tls.client_identity_pem = read_identity(cert, key).map_err(|e| problems.push(e)).ok();
+        tls.client_identity_pem =
+            (read_identity(cert, key).map_err(|e| problems.push(e)).ok()).map(Into::into);
     }
     let mut aws = target.aws.clone();
     if let Some(a) = aws.as_mut() {

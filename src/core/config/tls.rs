@@ -3,22 +3,24 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default longest time to set up a connection (capped by the probe's `timeout`).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// TLS settings. File contents are kept as PEM bytes; `Debug` shows the paths only.
+/// TLS settings. File contents are kept as PEM bytes, shared by every copy (the replicas of a
+/// pool, the client keys); `Debug` shows the paths only.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Tls {
     /// `tls.ca_file`: extra CA certificate(s) to trust, PEM, besides the system roots.
     pub ca_file: Option<PathBuf>,
     /// Contents of `ca_file`.
-    pub ca_pem: Option<Vec<u8>>,
+    pub ca_pem: Option<Arc<[u8]>>,
     /// `tls.cert_file` and `tls.key_file`: the client certificate and key for mTLS.
     pub client_files: Option<(PathBuf, PathBuf)>,
     /// The client certificate chain followed by its private key, PEM (a secret).
-    pub client_identity_pem: Option<Vec<u8>>,
+    pub client_identity_pem: Option<Arc<[u8]>>,
     /// `tls.insecure_skip_verify`: accept any server certificate. Logged loudly.
     pub insecure_skip_verify: bool,
 }

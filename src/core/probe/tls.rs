@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn unusable_material_is_an_error_that_shows_none_of_it() {
         let ca = Tls {
-            ca_pem: Some(b"not a certificate SECRET-ca".to_vec()),
+            ca_pem: Some(b"not a certificate SECRET-ca".to_vec().into()),
             ..Tls::default()
         };
         let e = client_config(&ca).unwrap_err();
@@ -243,7 +243,8 @@ mod tests {
         let key_only = Tls {
             client_identity_pem: Some(
                 b"-----BEGIN PRIVATE KEY-----\nU0VDUkVULWtleQ==\n-----END PRIVATE KEY-----\n"
-                    .to_vec(),
+                    .to_vec()
+                    .into(),
             ),
             ..Tls::default()
         };
