@@ -29,7 +29,7 @@ use crate::failure_log::FailureLog;
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
-use crate::probe::{build_client, client_key, ClientKey, Prober};
+use crate::probe::{build_replica_client, client_key, ClientKey, Prober};
 use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
 use crate::replicas::{Discovered, DiscoveryError, Replica};
 use crate::schedule::{panic_message, panic_text, probe_loop};
@@ -270,10 +270,10 @@ fn cap_lingering(
 /// How long the series of `run`'s pair stay after it stopped: its target's `replicas.grace`
 /// when it probed a replica of a target `config` still discovers replicas of (same model);
 /// `None`: they go at once.
-fn grace_of(config: &Config, run: &Target) -> Option<std::time::Duration> {
+fn grace_of(config: &Config, run: &Running) -> Option<std::time::Duration> {
     run.replica.as_ref()?;
-    let t = config.targets.iter().find(|t| t.name == run.name)?;
-    (t.model == run.model).then_some(t.replicas.as_ref()?.grace)
+    let t = config.targets.iter().find(|t| t.name == run.target.name)?;
+    (t.model == run.target.model).then_some(t.replicas.as_ref()?.grace)
 }
 
 /// Sleeps until `at`, forever when `None`.
@@ -334,6 +334,8 @@ struct DiscoveryUpdate {
 /// One running (target, scenario) probe task.
 struct Running {
     target: Arc<Target>,
+    /// The replica probed, for a target with `replicas:`.
+    replica: Option<Replica>,
     scenario: Arc<Scenario>,
     stop: CancellationToken,
     /// Whether the schedule's outcomes are still recorded; closed (under its lock) by
@@ -352,26 +354,22 @@ impl Running {
     }
 
     fn labels(&self) -> ProbeLabels {
-        labels(&self.target, &self.scenario)
+        labels(&self.target, self.replica.as_ref(), &self.scenario)
     }
 }
 
-fn labels(t: &Target, s: &Scenario) -> ProbeLabels {
+fn labels(t: &Target, replica: Option<&Replica>, s: &Scenario) -> ProbeLabels {
     ProbeLabels::new(
         t.name.as_str(),
         t.model.as_str(),
         s.name.as_str(),
-        t.replica
-            .as_ref()
-            .map_or_else(|| "".into(), |r| r.label.clone()),
+        replica.map_or_else(|| "".into(), |r| r.label.clone()),
     )
 }
 
-/// The label of `t`'s replica, empty for a target without `replicas:`.
-fn replica_label(t: &Target) -> String {
-    t.replica
-        .as_ref()
-        .map_or_else(String::new, |r| r.label.to_string())
+/// The label of `replica`, empty for a target without `replicas:`.
+fn replica_label(replica: Option<&Replica>) -> String {
+    replica.map_or_else(String::new, |r| r.label.to_string())
 }
 
 /// Owns the probe tasks; applies configurations one at a time.
@@ -719,25 +717,24 @@ impl Supervisor {
         for t in &config.targets {
             let prober = match self.probers.get(&t.name) {
                 Some(p) if p.target().same_settings(t) => p.clone(),
-                _ => Prober::with_client(t.clone(), self.client(t)?),
+                _ => Prober::with_client(t.clone(), self.client(t, None)?),
             };
             probers.insert(t.name.clone(), prober);
         }
-        // Each replica of a target with `replicas:` is a copy of the target that connects to
-        // the replica's address, with a prober of its own.
+        // Each replica of a target with `replicas:` has a prober of its own that connects to
+        // the replica's address; they share the target's settings (one `Arc<Target>`).
         self.sync_pools(config);
         let mut replica_probers = HashMap::new();
         for t in config.targets.iter().filter(|t| t.replicas.is_some()) {
             let replicas = self.pools.get(&t.name).map(|p| p.replicas.clone());
             for r in replicas.unwrap_or_default() {
-                let rt = Arc::new(Target {
-                    replica: Some(r.clone()),
-                    ..(**t).clone()
-                });
                 let key = (t.name.clone(), r.label.to_string());
                 let prober = match self.replica_probers.get(&key) {
-                    Some(p) if p.target().same_settings(&rt) => p.clone(),
-                    _ => Prober::with_client(rt.clone(), self.client(&rt)?),
+                    Some(p) if p.target().same_settings(t) && p.replica() == Some(&r) => p.clone(),
+                    _ => {
+                        let client = self.client(t, Some(&r))?;
+                        Prober::for_replica(t.clone(), r, client)
+                    }
                 };
                 replica_probers.insert(key, prober);
             }
@@ -756,7 +753,7 @@ impl Supervisor {
             };
             for prober in copies {
                 let target = prober.target().clone();
-                let replica = replica_label(&target);
+                let replica = replica_label(prober.replica());
                 for s in &t.scenarios {
                     all_pairs += 1;
                     if shard.owns_replica(&t.name, &replica, &s.name) {
@@ -774,13 +771,18 @@ impl Supervisor {
         // keep a departed replica's for its target's grace.
         let (metrics, lingering) = (&self.metrics, &mut self.lingering);
         self.running.retain(|key, run| match wanted.get(key) {
-            Some((t, s, _)) if run.target.same_settings(t) && run.scenario == *s => {
+            Some((t, s, p))
+                if run.target.same_settings(t)
+                    && run.replica.as_ref() == p.replica()
+                    && run.scenario == *s =>
+            {
                 kept += 1;
                 true
             }
             other => {
                 run.close();
-                let still_labelled = other.is_some_and(|(t, s, _)| labels(t, s) == run.labels());
+                let still_labelled =
+                    other.is_some_and(|(t, s, p)| labels(t, p.replica(), s) == run.labels());
                 if let Some((_, s, _)) = other.filter(|_| still_labelled) {
                     // The same labels, another scenario: its turns or its generated prompt may
                     // be gone, and their series with them.
@@ -791,7 +793,7 @@ impl Supervisor {
                     );
                 }
                 if !still_labelled {
-                    match grace_of(config, &run.target) {
+                    match grace_of(config, run) {
                         Some(grace) => {
                             lingering.insert(run.labels(), now + grace);
                         }
@@ -842,9 +844,12 @@ impl Supervisor {
         // the old value: baselines do not change how a pair is probed).
         let pinned: Vec<_> = wanted
             .values()
-            .filter_map(|(t, s, _)| {
+            .filter_map(|(t, s, p)| {
                 let configured = config.targets.iter().find(|c| c.name == t.name)?;
-                Some((labels(t, s), &**configured.baseline_for(&s.name)?))
+                Some((
+                    labels(t, p.replica(), s),
+                    &**configured.baseline_for(&s.name)?,
+                ))
             })
             .collect();
         self.metrics.set_baselines(&pinned);
@@ -855,6 +860,7 @@ impl Supervisor {
             }
             let run = Running {
                 target: t.clone(),
+                replica: prober.replica().cloned(),
                 scenario: s.clone(),
                 stop: self.shutdown.child_token(),
                 recording: Arc::new(std::sync::Mutex::new(true)),
@@ -875,8 +881,8 @@ impl Supervisor {
         // Clients no target uses any more (e.g. after a TLS change, a departed replica) are
         // dropped.
         let used: std::collections::HashSet<ClientKey> = (config.targets.iter())
-            .map(|t| client_key(t))
-            .chain(replica_probers.values().map(|p| client_key(p.target())))
+            .map(|t| client_key(t, None))
+            .chain((replica_probers.values()).map(|p| client_key(p.target(), p.replica())))
             .collect();
         self.clients.retain(|k, _| used.contains(k));
         *self
@@ -940,15 +946,20 @@ impl Supervisor {
         ))
     }
 
-    /// The shared HTTP client of `t`'s [`ClientKey`], built if there is none yet.
+    /// The shared HTTP client of the [`ClientKey`] of `t` (or of its `replica`), built if there is
+    /// none yet.
     ///
     /// Errors: the client cannot be built.
-    fn client(&mut self, t: &Target) -> Result<reqwest::Client, ReloadError> {
-        let key = client_key(t);
+    fn client(
+        &mut self,
+        t: &Target,
+        replica: Option<&Replica>,
+    ) -> Result<reqwest::Client, ReloadError> {
+        let key = client_key(t, replica);
         if let Some(c) = self.clients.get(&key) {
             return Ok(c.clone());
         }
-        let c = build_client(t).map_err(|source| ReloadError::Client {
+        let c = build_replica_client(t, replica).map_err(|source| ReloadError::Client {
             target: t.name.clone(),
             source,
         })?;

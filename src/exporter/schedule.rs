@@ -85,7 +85,7 @@ pub async fn probe_loop<F>(
     let names: Vec<&str> = target.scenarios.iter().map(|s| s.name.as_str()).collect();
     let index = names.iter().position(|n| *n == scenario.name).unwrap_or(0);
     // The replicas of a target are spread like targets: each its own phase.
-    let key = match &target.replica {
+    let key = match prober.replica() {
         Some(r) => format!("{}\u{0}{}", target.name, r.label),
         None => target.name.clone(),
     };

@@ -368,11 +368,6 @@ pub struct Target {
     /// Where its replicas are discovered (`replicas:`); `None`: the target is probed at
     /// `base_url` as resolved by the system, one pair per scenario.
     pub replicas: Option<replicas::Replicas>,
-    /// The one replica this copy of the target probes: set by the daemon on the per-replica
-    /// copies it makes of a target with `replicas:` (never by the config). Its requests connect
-    /// to the replica's address while `Host`, TLS SNI and certificate checks keep `base_url`'s
-    /// host name; its series carry the `replica` label.
-    pub replica: Option<replicas::Replica>,
 }
 
 /// Where and how a target's engine metrics are read before each probe ([`crate::engine`]).
@@ -434,7 +429,6 @@ impl Target {
             aws,
             server_metrics,
             replicas,
-            replica,
         } = self;
         *name == other.name
             && *protocol == other.protocol
@@ -461,7 +455,6 @@ impl Target {
             && *aws == other.aws
             && *server_metrics == other.server_metrics
             && *replicas == other.replicas
-            && *replica == other.replica
     }
 
     /// One line for `check-config`: name, protocol, base_url, model, interval,
@@ -617,7 +610,6 @@ impl fmt::Debug for Target {
             .field("aws", &self.aws)
             .field("server_metrics", &self.server_metrics)
             .field("replicas", &self.replicas)
-            .field("replica", &self.replica)
             .field(
                 "baselines",
                 &self

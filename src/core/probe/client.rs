@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::config::replicas::Replica;
 use crate::config::{ConnectionPolicy, Target, Tls};
 
 /// The `User-Agent` of every probe request.
@@ -25,13 +26,13 @@ pub struct ClientKey {
     replica: Option<(String, std::net::SocketAddr)>,
 }
 
-/// The [`ClientKey`] of `target`.
-pub fn client_key(target: &Target) -> ClientKey {
+/// The [`ClientKey`] of `target`, or of its `replica`.
+pub fn client_key(target: &Target, replica: Option<&Replica>) -> ClientKey {
     ClientKey {
         connect_timeout: target.connect_timeout.min(target.timeout),
         connection: target.connection,
         tls: target.tls.clone(),
-        replica: super::resolve::pin_of(target).map(|p| (p.host.clone(), p.addr)),
+        replica: super::resolve::pin_of(target, replica).map(|p| (p.host.clone(), p.addr)),
     }
 }
 
@@ -52,7 +53,19 @@ pub fn client_key(target: &Target) -> ClientKey {
 ///
 /// Errors: the TLS material cannot be used (validated at config load, so rare).
 pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
-    let key = client_key(target);
+    build_replica_client(target, None)
+}
+
+/// [`build_client`] for one `replica` of `target` (`None`: the target itself): its requests
+/// connect to the replica's address, never through a proxy, while `Host`, TLS SNI and
+/// certificate checks keep the target's host name.
+///
+/// Errors: as [`build_client`].
+pub fn build_replica_client(
+    target: &Target,
+    replica: Option<&Replica>,
+) -> Result<reqwest::Client, reqwest::Error> {
+    let key = client_key(target, replica);
     let mut b = reqwest::Client::builder()
         .user_agent(USER_AGENT)
         .retry(reqwest::retry::never())
@@ -60,10 +73,10 @@ pub fn build_client(target: &Target) -> Result<reqwest::Client, reqwest::Error> 
         .connect_timeout(key.connect_timeout)
         .connector_layer(super::connect::TimeConnects)
         .dns_resolver(std::sync::Arc::new(super::resolve::Resolver::pinned(
-            super::resolve::pin_of(target),
+            super::resolve::pin_of(target, replica),
         )))
         .tcp_nodelay(true);
-    if target.replica.is_some() {
+    if replica.is_some() {
         // A replica is reached at its own address: a proxy would choose its own.
         b = b.no_proxy();
     }

@@ -28,6 +28,7 @@ use reqwest::header::{
 };
 use tokio::time::Instant;
 
+use crate::config::replicas::Replica;
 use crate::config::{PrefixCache, Scenario, Target};
 use crate::decode::content::{Coding, ContentDecoder};
 use crate::decode::DEFAULT_MAX_EVENT_BYTES;
@@ -38,7 +39,7 @@ use crate::measure::{
 use crate::protocol;
 
 pub use body::excerpt;
-pub use client::{build_client, client_key, ClientKey, USER_AGENT};
+pub use client::{build_client, build_replica_client, client_key, ClientKey, USER_AGENT};
 pub use resolve::ResolveError;
 pub use stream::StreamReader;
 
@@ -90,8 +91,10 @@ const MAX_RECORDED_HEADER: usize = 1024;
 /// variable or file. Clones share the clients and the credential state.
 #[derive(Debug, Clone)]
 pub struct Prober {
-    /// The target as configured.
+    /// The target as configured (shared by the probers of its replicas).
     target: Arc<Target>,
+    /// The one replica this prober probes, for a target with `replicas:`.
+    replica: Option<Replica>,
     /// What probes use now.
     live: Arc<tokio::sync::Mutex<Live>>,
     limits: Limits,
@@ -111,6 +114,8 @@ struct Live {
 #[derive(Debug)]
 struct Armed {
     client: reqwest::Client,
+    /// The replica probed, if any (the clients connect to its address).
+    replica: Option<Replica>,
     /// The stamped client for the streaming request, when the target allows it
     /// ([`transport`]); `None`: the streaming request goes over `client` too.
     stamped: Option<transport::StampedClient>,
@@ -124,7 +129,12 @@ struct Armed {
 }
 
 impl Armed {
-    fn new(target: Arc<Target>, client: reqwest::Client, error: Option<String>) -> Self {
+    fn new(
+        target: Arc<Target>,
+        replica: Option<Replica>,
+        client: reqwest::Client,
+        error: Option<String>,
+    ) -> Self {
         let proxy = route::proxy_secrets(&target.base_url);
         let key = target.api_key.as_ref().map(|k| k.expose());
         let headers = (target.headers.iter())
@@ -141,7 +151,8 @@ impl Armed {
         );
         Armed {
             client,
-            stamped: transport::stamped_client(&target),
+            stamped: transport::stamped_client(&target, replica.as_ref()),
+            replica,
             redactor,
             target,
             error,
@@ -164,10 +175,23 @@ impl Prober {
     /// behind an `https://` or SOCKS proxy, the `version_path` request). Building the first prober of a process
     /// turns the kernel's receive timestamping on (see [`arrival::prepare`]).
     pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
+        Self::build(target, None, client)
+    }
+
+    /// A prober of one `replica` of `target` (a target with `replicas:`), as
+    /// [`Prober::with_client`], with `client` built by [`build_replica_client`] for it. Its
+    /// requests connect to the replica's address; its outcomes carry the replica's label.
+    pub fn for_replica(target: Arc<Target>, replica: Replica, client: reqwest::Client) -> Self {
+        Self::build(target, Some(replica), client)
+    }
+
+    fn build(target: Arc<Target>, replica: Option<Replica>, client: reqwest::Client) -> Self {
         client::warn_if_insecure(&target);
-        let armed = Armed::new(target.clone(), client, target.credentials_error.clone());
+        let error = target.credentials_error.clone();
+        let armed = Armed::new(target.clone(), replica.clone(), client, error);
         Prober {
             target,
+            replica,
             live: Arc::new(tokio::sync::Mutex::new(Live {
                 armed: Arc::new(armed),
                 stamps: None,
@@ -185,6 +209,11 @@ impl Prober {
     /// The target this prober probes, as configured.
     pub fn target(&self) -> &Arc<Target> {
         &self.target
+    }
+
+    /// The replica this prober probes, for a target with `replicas:`.
+    pub fn replica(&self) -> Option<&Replica> {
+        self.replica.as_ref()
     }
 
     /// Runs one probe of `scenario` and concludes it. Never panics on server input and never
@@ -318,7 +347,12 @@ impl Prober {
             Some(Err(e)) if current.error.as_ref() == Some(&e) => return (current, false),
             Some(Err(e)) => {
                 tracing::warn!(target = %self.target.name, error = %e, "credentials cannot be read; probes of this target fail with reason credentials until they can");
-                Armed::new(current.target.clone(), current.client.clone(), Some(e))
+                Armed::new(
+                    current.target.clone(),
+                    self.replica.clone(),
+                    current.client.clone(),
+                    Some(e),
+                )
             }
             Some(Ok((key, tls, aws))) => {
                 let t = &current.target;
@@ -335,7 +369,7 @@ impl Prober {
                 });
                 let client = match tls_changed {
                     false => Ok(current.client.clone()),
-                    true => build_client(&target),
+                    true => build_replica_client(&target, self.replica.as_ref()),
                 };
                 match client {
                     Ok(client) => {
@@ -344,11 +378,16 @@ impl Prober {
                             .map(|p| p.display().to_string())
                             .collect();
                         tracing::info!(target = %self.target.name, files = %files.join(", "), "credentials reloaded from their files; the next probes use them");
-                        Armed::new(target, client, None)
+                        Armed::new(target, self.replica.clone(), client, None)
                     }
                     Err(e) => {
                         let e = format!("the TLS files cannot be used ({e}); check tls.ca_file, tls.cert_file and tls.key_file.");
-                        Armed::new(current.target.clone(), current.client.clone(), Some(e))
+                        Armed::new(
+                            current.target.clone(),
+                            self.replica.clone(),
+                            current.client.clone(),
+                            Some(e),
+                        )
                     }
                 }
             }
@@ -536,8 +575,8 @@ impl Armed {
     /// The replica this target's probes go to, if it is one, as a failure's detail names it:
     /// its label, and the address it is dialled at when the label is another (a host name of
     /// a file_sd entry, resolved when it was discovered): `vllm-0:8000 (10.1.2.3:8000)`.
-    fn replica(&self) -> Option<String> {
-        let r = self.target.replica.as_ref()?;
+    fn replica_detail(&self) -> Option<String> {
+        let r = self.replica.as_ref()?;
         let addr = r.addr.to_string();
         Some(match *r.label == *addr {
             true => addr,
@@ -560,7 +599,7 @@ impl Armed {
             obs,
             failure,
         );
-        if let Some(r) = &self.target.replica {
+        if let Some(r) = &self.replica {
             outcome.replica = r.label.clone();
         }
         // A complete, measured stream is then checked for being the right answer: a failed
@@ -639,7 +678,7 @@ impl Armed {
             .headers(headers)
             .json(&spec.body)
             .build()
-            .map_err(|e| errors::classify(&e, self.replica().as_deref()))
+            .map_err(|e| errors::classify(&e, self.replica_detail().as_deref()))
     }
 
     /// Sends the request and reads the stream until its end; every read is stamped as it
@@ -678,7 +717,7 @@ impl Armed {
                         &e,
                         &url,
                         transport::answer_bytes(&captured),
-                        self.replica().as_deref(),
+                        self.replica_detail().as_deref(),
                     )
                 })?;
                 let response = transport::Response::stamped(response, url);
@@ -691,7 +730,7 @@ impl Armed {
                 self.client
                     .execute(request)
                     .await
-                    .map_err(|e| errors::classify(&e, self.replica().as_deref()))?,
+                    .map_err(|e| errors::classify(&e, self.replica_detail().as_deref()))?,
             ),
         };
         let head_read = std::time::Instant::now();

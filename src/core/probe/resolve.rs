@@ -64,9 +64,12 @@ impl Resolver {
     }
 }
 
-/// The pin of `target`'s host name to its replica's address, if it is a replica.
-pub(super) fn pin_of(target: &crate::config::Target) -> Option<Arc<Pin>> {
-    let replica = target.replica.as_ref()?;
+/// The pin of `target`'s host name to `replica`'s address, if a replica is probed.
+pub(super) fn pin_of(
+    target: &crate::config::Target,
+    replica: Option<&crate::config::replicas::Replica>,
+) -> Option<Arc<Pin>> {
+    let replica = replica?;
     Some(Arc::new(Pin {
         host: target.base_url.host_str()?.to_ascii_lowercase(),
         addr: replica.addr,

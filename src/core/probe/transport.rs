@@ -92,7 +92,10 @@ impl StampedClient {
 /// nor `https`, a proxy from the environment the stamped client does not take (`https://` or
 /// SOCKS, [`super::route`]), a platform without receive timestamps, or TLS material rustls
 /// refuses (checked at load, so rare; logged).
-pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
+pub(super) fn stamped_client(
+    target: &Target,
+    replica: Option<&crate::config::replicas::Replica>,
+) -> Option<StampedClient> {
     let https = match target.base_url.scheme() {
         "https" => true,
         "http" => false,
@@ -103,7 +106,7 @@ pub(super) fn stamped_client(target: &Target) -> Option<StampedClient> {
     }
     // A replica is reached at its own address, never through a proxy (which would resolve the
     // host name itself).
-    let pin = super::resolve::pin_of(target);
+    let pin = super::resolve::pin_of(target, replica);
     let route = match pin {
         Some(_) => Route::Direct,
         None => super::route::route(&target.base_url)?,

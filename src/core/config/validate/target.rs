@@ -126,7 +126,6 @@ impl Validator<'_> {
             aws,
             server_metrics,
             replicas,
-            replica: None,
         })
     }
 
