@@ -178,8 +178,14 @@ tokio::task_local! {
 /// exchange holds its own guard ([`claim`]) or `probe` ends: so that from before the start to
 /// the response headers no worker waits, and no batch of reads has gathered when the request
 /// goes out.
-pub async fn starting<F: std::future::Future>(early: Option<Urgent>, probe: F) -> F::Output {
-    EARLY.scope(std::cell::Cell::new(early), probe).await
+///
+/// Not an `async fn`: one would keep `probe` twice in its state, as its argument and inside
+/// the scope it awaits (a probe's future is several KiB, and hundreds are in flight).
+pub fn starting<F: std::future::Future>(
+    early: Option<Urgent>,
+    probe: F,
+) -> impl std::future::Future<Output = F::Output> {
+    EARLY.scope(std::cell::Cell::new(early), probe)
 }
 
 /// Drops the guard [`starting`] handed to the current task, if any (a probe's exchange calls

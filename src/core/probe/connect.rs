@@ -83,11 +83,16 @@ impl Slot {
 /// opened the connection its request went out on, how that connect went ([`Setup`]). Without
 /// a response (a failure before the headers) a connection the probe opened is taken to be the
 /// one its request used.
-pub async fn attribute<F: Future>(exchange: F) -> (F::Output, Option<Setup>) {
+///
+/// Not an `async fn`: one would keep `exchange` twice in its state, as its argument and inside
+/// the scope it awaits.
+pub fn attribute<F: Future>(exchange: F) -> impl Future<Output = (F::Output, Option<Setup>)> {
+    use futures::FutureExt;
     let slot = Arc::new(Slot::default());
-    let out = SLOT.scope(slot.clone(), exchange).await;
-    let marks = slot.with(|m| used(m.opened, m.response_on));
-    (out, marks)
+    SLOT.scope(slot.clone(), exchange).map(move |out| {
+        let marks = slot.with(|m| used(m.opened, m.response_on));
+        (out, marks)
+    })
 }
 
 /// Notes the connection a response came on, from its `extensions`; call it inside

@@ -295,14 +295,25 @@ impl Prober {
             ),
             false => {
                 let cost = self.target.cost.as_ref();
-                turns::converse(&armed, scenario, &self.limits, nonce.clone(), cost).await
+                // Boxed: a conversation's future is the largest, and every other probe would
+                // carry its size in flight.
+                Box::pin(turns::converse(
+                    &armed,
+                    scenario,
+                    &self.limits,
+                    nonce.clone(),
+                    cost,
+                ))
+                .await
             }
         };
         outcome.observations.server_load = server_load;
         if scenario.cache_canary {
             // The same prompt again, right after: its prefix (nonce included) is now in the
             // server's cache, so this request should start faster. It is paid for too.
-            let warm = armed.probe(scenario, &self.limits, nonce).await;
+            // Boxed: the cold probe's outcome is held meanwhile, and every other probe would
+            // carry both sizes in flight.
+            let warm = Box::pin(armed.probe(scenario, &self.limits, nonce)).await;
             if let Some(cost) = &self.target.cost {
                 warm_spent += spent(cost, &warm);
             }
@@ -1182,5 +1193,28 @@ mod tests {
         assert!(!sent.get("x-team").unwrap().is_sensitive());
         let debug = format!("{request:?}");
         assert!(!debug.contains("\"v\""), "{debug}");
+    }
+
+    /// A fleet keeps hundreds of probes in flight (2,000 pairs of 1.5 s streams every 10 s:
+    /// about 300), each holding its future's state, so that state stays small: an `async fn`
+    /// that awaits a future it was given keeps it twice (`coalesce::starting`,
+    /// `connect::attribute` are plain functions for that), and the rare large paths (a
+    /// conversation, a cache canary's warm probe) are boxed. It was about 20 KiB a probe.
+    #[tokio::test]
+    async fn a_probe_in_flight_keeps_a_small_state() {
+        let yaml = "scenarios: [{name: s, messages: [{role: user, content: hi}], max_tokens: 1}]\ntargets: [{name: t, protocol: openai-chat, base_url: 'http://127.0.0.1:9/v1', model: m}]\n";
+        let cfg = crate::config::parse(yaml, "t.yaml", &|_| None).unwrap_or_else(|e| panic!("{e}"));
+        let target = Arc::clone(&cfg.targets[0]);
+        let prober = Prober::new(Arc::clone(&target)).unwrap();
+        let scenario = Arc::clone(&target.scenarios[0]);
+        // As the schedule spawns it (`exporter::schedule`).
+        let scheduled = coalesce::starting(None, async move {
+            prober.probe_with_load(&scenario, None).await
+        });
+        let bytes = std::mem::size_of_val(&scheduled);
+        assert!(
+            bytes <= 6 * 1024,
+            "a scheduled probe's future is {bytes} bytes"
+        );
     }
 }
