@@ -29,7 +29,7 @@ use crate::failure_log::FailureLog;
 use crate::history::History;
 use crate::measure::ProbeOutcome;
 use crate::metrics::{Metrics, ProbeLabels};
-use crate::probe::{build_replica_client, client_key, ClientKey, Prober};
+use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
 use crate::replicas::{Discovered, DiscoveryError, Replica};
 use crate::schedule::{panic_message, panic_text, probe_loop};
@@ -717,7 +717,7 @@ impl Supervisor {
         for t in &config.targets {
             let prober = match self.probers.get(&t.name) {
                 Some(p) if p.target().same_settings(t) => p.clone(),
-                _ => Prober::with_client(t.clone(), self.client(t, None)?),
+                _ => Prober::with_client(t.clone(), self.client(t)?),
             };
             probers.insert(t.name.clone(), prober);
         }
@@ -726,15 +726,15 @@ impl Supervisor {
         self.sync_pools(config);
         let mut replica_probers = HashMap::new();
         for t in config.targets.iter().filter(|t| t.replicas.is_some()) {
+            // Each replica's client is built when first needed (most never need one): the
+            // target's own, built here, fails the reload where theirs would.
+            self.client(t)?;
             let replicas = self.pools.get(&t.name).map(|p| p.replicas.clone());
             for r in replicas.unwrap_or_default() {
                 let key = (t.name.clone(), r.label.to_string());
                 let prober = match self.replica_probers.get(&key) {
                     Some(p) if p.target().same_settings(t) && p.replica() == Some(&r) => p.clone(),
-                    _ => {
-                        let client = self.client(t, Some(&r))?;
-                        Prober::for_replica(t.clone(), r, client)
-                    }
+                    _ => Prober::for_replica(t.clone(), r),
                 };
                 replica_probers.insert(key, prober);
             }
@@ -882,7 +882,6 @@ impl Supervisor {
         // dropped.
         let used: std::collections::HashSet<ClientKey> = (config.targets.iter())
             .map(|t| client_key(t, None))
-            .chain((replica_probers.values()).map(|p| client_key(p.target(), p.replica())))
             .collect();
         self.clients.retain(|k, _| used.contains(k));
         *self
@@ -946,20 +945,15 @@ impl Supervisor {
         ))
     }
 
-    /// The shared HTTP client of the [`ClientKey`] of `t` (or of its `replica`), built if there is
-    /// none yet.
+    /// The shared HTTP client of `t`'s [`ClientKey`], built if there is none yet.
     ///
     /// Errors: the client cannot be built.
-    fn client(
-        &mut self,
-        t: &Target,
-        replica: Option<&Replica>,
-    ) -> Result<reqwest::Client, ReloadError> {
-        let key = client_key(t, replica);
+    fn client(&mut self, t: &Target) -> Result<reqwest::Client, ReloadError> {
+        let key = client_key(t, None);
         if let Some(c) = self.clients.get(&key) {
             return Ok(c.clone());
         }
-        let c = build_replica_client(t, replica).map_err(|source| ReloadError::Client {
+        let c = build_client(t).map_err(|source| ReloadError::Client {
             target: t.name.clone(),
             source,
         })?;

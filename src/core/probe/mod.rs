@@ -19,7 +19,7 @@ pub mod trace;
 mod transport;
 mod turns;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{
@@ -113,7 +113,7 @@ struct Live {
 /// those secrets; or why the credentials cannot be read.
 #[derive(Debug)]
 struct Armed {
-    client: reqwest::Client,
+    client: HttpClient,
     /// The replica probed, if any (the clients connect to its address).
     replica: Option<Replica>,
     /// The stamped client for the streaming request, when the target allows it
@@ -128,11 +128,25 @@ struct Armed {
     error: Option<String>,
 }
 
+/// A prober's reqwest client, for every request the stamped client does not carry (the
+/// `version_path` and engine-metrics requests, and the stream where the stamped client cannot
+/// go: [`transport`]).
+#[derive(Debug, Clone)]
+enum HttpClient {
+    /// Given when the prober was made (shared by targets with equal [`client_key`]s).
+    Given(reqwest::Client),
+    /// A replica's, built on its first use: each replica needs a client of its own (it
+    /// connects to the replica's address), and most never use one, since their streams go over
+    /// the stamped client. About 2 KiB a replica otherwise. The daemon checks that the
+    /// target's TLS material can be used before it makes the replicas' probers.
+    OnFirstUse(Arc<OnceLock<Result<reqwest::Client, String>>>),
+}
+
 impl Armed {
     fn new(
         target: Arc<Target>,
         replica: Option<Replica>,
-        client: reqwest::Client,
+        client: HttpClient,
         error: Option<String>,
     ) -> Self {
         let proxy = route::proxy_secrets(&target.base_url);
@@ -175,17 +189,20 @@ impl Prober {
     /// behind an `https://` or SOCKS proxy, the `version_path` request). Building the first prober of a process
     /// turns the kernel's receive timestamping on (see [`arrival::prepare`]).
     pub fn with_client(target: Arc<Target>, client: reqwest::Client) -> Self {
-        Self::build(target, None, client)
+        Self::build(target, None, HttpClient::Given(client))
     }
 
     /// A prober of one `replica` of `target` (a target with `replicas:`), as
-    /// [`Prober::with_client`], with `client` built by [`build_replica_client`] for it. Its
-    /// requests connect to the replica's address; its outcomes carry the replica's label.
-    pub fn for_replica(target: Arc<Target>, replica: Replica, client: reqwest::Client) -> Self {
+    /// [`Prober::with_client`]; its own client ([`build_replica_client`]) is built when a
+    /// request first needs it. Its requests connect to the replica's address; its outcomes
+    /// carry the replica's label. Check first that the target's client can be built
+    /// ([`build_client`]): a replica's fails only where the target's does.
+    pub fn for_replica(target: Arc<Target>, replica: Replica) -> Self {
+        let client = HttpClient::OnFirstUse(Arc::default());
         Self::build(target, Some(replica), client)
     }
 
-    fn build(target: Arc<Target>, replica: Option<Replica>, client: reqwest::Client) -> Self {
+    fn build(target: Arc<Target>, replica: Option<Replica>, client: HttpClient) -> Self {
         client::warn_if_insecure(&target);
         let error = target.credentials_error.clone();
         let armed = Armed::new(target.clone(), replica.clone(), client, error);
@@ -272,7 +289,16 @@ impl Prober {
     async fn read_engine_with(&self, armed: &Armed, budget: Duration) -> Option<EngineScrape> {
         let sm = self.target.server_metrics.as_ref()?;
         let key = armed.target.api_key.as_ref();
-        let mut scraped = engine_scrape::scrape(&armed.client, sm, key, budget).await;
+        let client = match armed.client() {
+            Ok(client) => client,
+            Err(e) => {
+                return Some(Err(crate::engine::ScrapeFailure {
+                    reason: crate::engine::ScrapeFailureReason::Connect,
+                    detail: e.to_string(),
+                }))
+            }
+        };
+        let mut scraped = engine_scrape::scrape(client, sm, key, budget).await;
         if let Err(f) = &mut scraped {
             armed.redact(&mut f.detail);
         }
@@ -380,7 +406,9 @@ impl Prober {
                 });
                 let client = match tls_changed {
                     false => Ok(current.client.clone()),
-                    true => build_replica_client(&target, self.replica.as_ref()),
+                    true => {
+                        build_replica_client(&target, self.replica.as_ref()).map(HttpClient::Given)
+                    }
                 };
                 match client {
                     Ok(client) => {
@@ -555,7 +583,7 @@ impl Armed {
         let mut url = self.target.base_url.clone();
         url.set_path(path);
         url.set_query(None);
-        let mut req = self.client.get(url);
+        let mut req = self.client().ok()?.get(url);
         for (k, v) in &self.target.headers {
             // Valid (checked at load); secret ones marked as on the probe's own request.
             if let Ok(mut v) = HeaderValue::from_str(v) {
@@ -574,6 +602,22 @@ impl Armed {
             (!version.is_empty()).then(|| version.chars().take(128).collect())
         };
         tokio::time::timeout(budget, fetch).await.ok().flatten()
+    }
+
+    /// The reqwest client ([`HttpClient`]); the reason it cannot be built, which names no
+    /// secret.
+    fn client(&self) -> Result<&reqwest::Client, &str> {
+        match &self.client {
+            HttpClient::Given(client) => Ok(client),
+            HttpClient::OnFirstUse(cell) => cell
+                .get_or_init(|| {
+                    build_replica_client(&self.target, self.replica.as_ref()).map_err(|e| {
+                        format!("the HTTP client cannot be built ({e}); check tls.ca_file, tls.cert_file and tls.key_file.")
+                    })
+                })
+                .as_ref()
+                .map_err(String::as_str),
+        }
     }
 
     /// Replaces the target's API key, its secret header values and its proxy's credentials in
@@ -684,12 +728,21 @@ impl Armed {
                 }
             }
         }
-        self.client
-            .post(spec.url)
-            .headers(headers)
-            .json(&spec.body)
-            .build()
-            .map_err(|e| errors::classify(&e, self.replica_detail().as_deref()))
+        // Built without a client (as reqwest's `RequestBuilder::json` does): a replica's
+        // client is built only if a request goes over it.
+        let body = serde_json::to_vec(&spec.body).map_err(|_| {
+            Failure::new(
+                FailureReason::HttpProtocol,
+                "the request body could not be serialised",
+            )
+        })?;
+        if !headers.contains_key(CONTENT_TYPE) {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        let mut request = reqwest::Request::new(reqwest::Method::POST, spec.url);
+        *request.headers_mut() = headers;
+        *request.body_mut() = Some(body.into());
+        Ok(request)
     }
 
     /// Sends the request and reads the stream until its end; every read is stamped as it
@@ -738,7 +791,8 @@ impl Armed {
                 response
             }
             None => transport::Response::Reqwest(
-                self.client
+                (self.client())
+                    .map_err(|e| Failure::new(FailureReason::Tls, e))?
                     .execute(request)
                     .await
                     .map_err(|e| errors::classify(&e, self.replica_detail().as_deref()))?,

@@ -15,8 +15,8 @@ use llm_probe::daemon::Daemon;
 use llm_probe::simulate::Simulator;
 
 use common::fleet::{
-    addrs, gauge, host_header, pool_yaml, scrape, series_of, simulator_at, ttft, until, write_sd,
-    write_whole,
+    addrs, gauge, host_header, pool_yaml, pool_yaml_at, scrape, series_of, simulator_at, ttft,
+    until, write_sd, write_whole,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,6 +81,45 @@ async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_
             &[("target", "pool"), ("reason", "format")]
         ),
         Some(0.0)
+    );
+    d.stop().await;
+}
+
+/// A replica's engine metrics are read at its own address too, over its own client (built
+/// when first needed, pinned like its stream's): the target's host name does not resolve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_replica_s_engine_metrics_are_read_at_its_own_address() {
+    let first = simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await;
+    let port = first.addr.port();
+    let sims = [
+        first,
+        simulator_at("127.0.0.3", port, common::stream(20, 2, 4)).await,
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &addrs(&[&sims[0], &sims[1]]));
+    let cfg = common::parse(&pool_yaml_at(
+        port,
+        &format!("      file_sd: {}\n      refresh: 200ms\n", sd.display()),
+        "400ms",
+        &format!("    server_metrics_url: http://pool.test:{port}/metrics\n"),
+    ));
+    let d = common::daemon(cfg).await;
+    let text = until(
+        &d,
+        "three successes per replica",
+        Duration::from_secs(30),
+        |t| sims.iter().all(|s| ttft(t, &s.addr.to_string()).1 >= 3.0),
+    )
+    .await;
+    let failures: Vec<&str> = (text.lines())
+        .filter(|l| l.starts_with("llm_probe_server_metrics_scrape_failures_total{"))
+        .filter(|l| !l.ends_with(" 0"))
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(
+        gauge(&text, "llm_probe_server_requests_running", "pool").is_some(),
+        "{text}"
     );
     d.stop().await;
 }
