@@ -22,16 +22,23 @@ pub fn budget(timeout: Duration) -> Duration {
 /// `GET` the engine's metrics over `client` (the target's, with its TLS settings) within
 /// `budget`, and read the three numbers with the configured adapter. The API key is sent only
 /// when `server_metrics_send_api_key` is on. Failure details name no URL and no secret.
+/// `route` points the request at a replica's port ([`super::resolve::to_replica_port`]).
 pub async fn scrape(
     client: &reqwest::Client,
     sm: &ServerMetrics,
     api_key: Option<&Secret>,
     budget: Duration,
+    route: impl FnOnce(&mut reqwest::Url) -> Option<HeaderValue>,
 ) -> EngineScrape {
-    let mut req = client.get(sm.url.clone()).header(
+    let mut url = sm.url.clone();
+    let host = route(&mut url);
+    let mut req = client.get(url).header(
         ACCEPT,
         "text/plain;version=0.0.4;q=1,text/plain;q=0.5,*/*;q=0.1",
     );
+    if let Some(host) = host {
+        req = req.header(reqwest::header::HOST, host);
+    }
     if let (true, Some(key)) = (sm.send_api_key, api_key) {
         if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
             v.set_sensitive(true);

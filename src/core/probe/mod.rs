@@ -23,8 +23,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{
-    HeaderMap, HeaderName, HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, RETRY_AFTER,
-    SERVER,
+    HeaderMap, HeaderName, HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, HOST, LOCATION,
+    RETRY_AFTER, SERVER,
 };
 use tokio::time::Instant;
 
@@ -298,7 +298,8 @@ impl Prober {
                 }))
             }
         };
-        let mut scraped = engine_scrape::scrape(client, sm, key, budget).await;
+        let route = |url: &mut reqwest::Url| armed.to_replica_port(url);
+        let mut scraped = engine_scrape::scrape(client, sm, key, budget, route).await;
         if let Err(f) = &mut scraped {
             armed.redact(&mut f.detail);
         }
@@ -583,7 +584,11 @@ impl Armed {
         let mut url = self.target.base_url.clone();
         url.set_path(path);
         url.set_query(None);
+        let host = self.to_replica_port(&mut url);
         let mut req = self.client().ok()?.get(url);
+        if let Some(host) = host {
+            req = req.header(HOST, host);
+        }
         for (k, v) in &self.target.headers {
             // Valid (checked at load); secret ones marked as on the probe's own request.
             if let Ok(mut v) = HeaderValue::from_str(v) {
@@ -618,6 +623,12 @@ impl Armed {
                 .as_ref()
                 .map_err(String::as_str),
         }
+    }
+
+    /// [`resolve::to_replica_port`] for this prober's replica, if it probes one.
+    fn to_replica_port(&self, url: &mut reqwest::Url) -> Option<HeaderValue> {
+        let pin = resolve::pin_of(&self.target, self.replica.as_ref())?;
+        resolve::to_replica_port(url, &pin)
     }
 
     /// Replaces the target's API key, its secret header values and its proxy's credentials in
@@ -790,13 +801,17 @@ impl Armed {
                 }
                 response
             }
-            None => transport::Response::Reqwest(
+            None => transport::Response::Reqwest({
+                let mut request = request;
+                if let Some(host) = self.to_replica_port(request.url_mut()) {
+                    request.headers_mut().insert(HOST, host);
+                }
                 (self.client())
                     .map_err(|e| Failure::new(FailureReason::Tls, e))?
                     .execute(request)
                     .await
-                    .map_err(|e| errors::classify(&e, self.replica_detail().as_deref()))?,
-            ),
+                    .map_err(|e| errors::classify(&e, self.replica_detail().as_deref()))?
+            }),
         };
         let head_read = std::time::Instant::now();
         let _urgent = urgent;

@@ -76,6 +76,23 @@ pub(super) fn pin_of(
     }))
 }
 
+/// Points a request for `url` over a replica's reqwest client at the replica's port: reqwest
+/// connects to the URL's port whatever the resolver answers, and a replica may listen on
+/// another port than `base_url`'s (an SRV record's, a file_sd entry's). Returns the `Host`
+/// header the request keeps (the URL's authority as written), or `None` when `url` is not on
+/// the pinned host or already on the replica's port (nothing changes then). The stamped client
+/// connects to the pinned address itself and needs none of this.
+pub(super) fn to_replica_port(url: &mut reqwest::Url, pin: &Pin) -> Option<http::HeaderValue> {
+    let host = url.host_str()?;
+    if !pin.matches(host) || url.port_or_known_default() == Some(pin.addr.port()) {
+        return None;
+    }
+    let authority = &url[url::Position::BeforeHost..url::Position::AfterPort];
+    let header = http::HeaderValue::from_str(authority).ok()?;
+    url.set_port(Some(pin.addr.port())).ok()?;
+    Some(header)
+}
+
 /// Whether `host` is a name under `localhost.` (RFC 6761 §6.3), other than `localhost` itself
 /// (left to the system's `/etc/hosts`).
 fn under_localhost(host: &str) -> bool {
@@ -150,6 +167,44 @@ impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replica on another port than the URL's is reached at its port with the URL's `Host`;
+    /// a URL on another host, or on the replica's port already, is left alone.
+    #[test]
+    fn a_request_goes_to_the_replica_s_port_with_the_url_s_host() {
+        let pin = Pin {
+            host: "pool.test".into(),
+            addr: "10.1.2.3:8001".parse().unwrap(),
+        };
+        let cases = [
+            (
+                "http://pool.test:8000/metrics",
+                Some("pool.test:8000"),
+                "http://pool.test:8001/metrics",
+            ),
+            (
+                "https://POOL.test/version",
+                Some("pool.test"),
+                "https://pool.test:8001/version",
+            ),
+            (
+                "http://pool.test:8001/metrics",
+                None,
+                "http://pool.test:8001/metrics",
+            ),
+            (
+                "http://other.test:8000/metrics",
+                None,
+                "http://other.test:8000/metrics",
+            ),
+        ];
+        for (before, host, after) in cases {
+            let mut url = reqwest::Url::parse(before).unwrap();
+            let got = to_replica_port(&mut url, &pin);
+            assert_eq!(got.as_ref().map(|h| h.to_str().unwrap()), host, "{before}");
+            assert_eq!(url.as_str(), after, "{before}");
+        }
+    }
 
     #[test]
     fn names_under_localhost() {

@@ -86,15 +86,16 @@ async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_
 }
 
 /// A replica's engine metrics are read at its own address too, over its own client (built
-/// when first needed, pinned like its stream's): the target's host name does not resolve.
+/// when first needed, pinned like its stream's): the target's host name does not resolve, and
+/// each replica listens on a port of its own, not `base_url`'s (as an SRV record or a file_sd
+/// entry may say).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_replica_s_engine_metrics_are_read_at_its_own_address() {
-    let first = simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await;
-    let port = first.addr.port();
     let sims = [
-        first,
-        simulator_at("127.0.0.3", port, common::stream(20, 2, 4)).await,
+        simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await,
+        simulator_at("127.0.0.3", 0, common::stream(20, 2, 4)).await,
     ];
+    let port = 9;
     let dir = tempfile::tempdir().unwrap();
     let sd = dir.path().join("pool.json");
     write_sd(&sd, &addrs(&[&sims[0], &sims[1]]));
