@@ -770,6 +770,7 @@ impl Supervisor {
         // Stop what is gone or different; forget the series whose labels no longer exist, but
         // keep a departed replica's for its target's grace.
         let (metrics, lingering) = (&self.metrics, &mut self.lingering);
+        let failure_log = &self.failure_log;
         self.running.retain(|key, run| match wanted.get(key) {
             Some((t, s, p))
                 if run.target.same_settings(t)
@@ -793,6 +794,8 @@ impl Supervisor {
                     );
                 }
                 if !still_labelled {
+                    let l = run.labels();
+                    failure_log.forget(&l.target, &l.scenario, &l.replica);
                     match grace_of(config, run) {
                         Some(grace) => {
                             lingering.insert(run.labels(), now + grace);

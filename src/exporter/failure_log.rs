@@ -80,6 +80,20 @@ impl FailureLog {
         }
     }
 
+    /// Forgets a pair that is no longer probed (a departed replica, a removed target or
+    /// scenario): no reminder says it is still failing, and a change of it not yet written is
+    /// dropped. `replica` is empty for a target without `replicas:`.
+    pub fn forget(&self, target: &str, scenario: &str, replica: &str) {
+        let scenario = match replica {
+            "" => scenario.to_string(),
+            replica => format!("{scenario}@{replica}"),
+        };
+        let is = |p: &Pair| *p.0 == *target && *p.1 == *scenario;
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.failing.retain(|p, _| !is(p));
+        inner.held.retain(|h| !is(&h.pair));
+    }
+
     /// Takes one finished probe: a success is logged at debug; a failure or recovery that
     /// changes the pair's state is logged now or held (see the module docs).
     pub fn record(&self, o: &ProbeOutcome) {

@@ -138,3 +138,45 @@ async fn one_failing_replica_among_healthy_ones_is_one_failure_not_a_flapping_pa
     assert_eq!(failed.len(), 1, "{text}");
     assert!(failed[0].contains("chat@127.0.0.2:8000"), "{text}");
 }
+
+/// A replica that departs while it fails is forgotten: no reminder says it is still failing
+/// minutes after it was last probed.
+#[tokio::test(start_paused = true)]
+async fn a_departed_failing_replica_gets_no_reminder() {
+    let log = Buffer::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let failure_log = Arc::new(FailureLog::new(Timing::default()));
+    let shutdown = CancellationToken::new();
+    let writer_task = tokio::spawn(failure_log.clone().run(shutdown.clone()));
+    for gone in [false, true] {
+        for _ in 0..3 {
+            let mut o = refused("pool", "chat");
+            o.replica = "127.0.0.9:8000".into();
+            failure_log.record(&o);
+            failure_log.record(&refused("other", "chat"));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        if gone {
+            failure_log.forget("pool", "chat", "127.0.0.9:8000");
+        }
+        // Past a reminder's 5 minutes.
+        tokio::time::sleep(Duration::from_secs(310)).await;
+    }
+    shutdown.cancel();
+    writer_task.await.unwrap();
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let reminders: Vec<&str> = (text.lines())
+        .filter(|l| l.contains("probes still failing"))
+        .collect();
+    // The first reminder names both; the second, after the replica departed, only the other.
+    assert_eq!(reminders.len(), 2, "{text}");
+    assert!(reminders[0].contains("127.0.0.9:8000"), "{text}");
+    assert!(!reminders[1].contains("127.0.0.9:8000"), "{text}");
+    assert!(reminders[1].contains("other/chat"), "{text}");
+}
