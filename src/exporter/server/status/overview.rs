@@ -127,7 +127,8 @@ pub(super) fn page(state: &ExporterState, query: &[(String, String)], now: Syste
             h1 { "Status" }
             p.muted {
                 @if shard.shard.count > 1 { (shard.shard) ": " (all.len()) " of " (shard.all_pairs) } @else { (all.len()) }
-                " (target, scenario) pairs probed here, worst first. State over the last "
+                @if all.len() == 1 && shard.shard.count <= 1 { " (target, scenario) pair" } @else { " (target, scenario) pairs" }
+                " probed here, worst first. State over the last "
                 (humantime::format_duration(super::WINDOW)) " (the alerts' window): "
                 strong { "down" } " every probe failed, " strong { "failing" } " some failed, "
                 strong { "breached" } " P95 TTFT above the objective or P5 tokens/s below the floor, "
