@@ -689,6 +689,22 @@ fn secret_never_appears_in_debug_summary_or_errors() {
     assert!(outputs.iter().any(|o| o.contains("<redacted>")));
 }
 
+/// An http_sd URL may carry a user name, a password and a token in its query: every message
+/// shows it without them, and so must a target's (and the config's) `Debug`.
+#[test]
+fn an_http_sd_urls_credentials_never_appear_in_debug() {
+    let text = format!(
+        "{SCENARIOS}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: http://pool.test:8000/v1\n    model: m\n    replicas: {{http_sd: 'http://sd-user:{SECRET}@sd.test:8080/targets?token={SECRET}'}}\n"
+    );
+    let cfg = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let t = &cfg.targets[0];
+    assert!(t.replicas.is_some());
+    for out in [format!("{cfg:?}"), format!("{cfg:#?}"), format!("{t:?}"), t.summary()] {
+        assert!(!out.contains("UNIQUE-9f3b"), "secret leaked in: {out}");
+        assert!(!out.contains("sd-user"), "user name leaked in: {out}");
+    }
+}
+
 /// YAML merge keys apply: a target built from an anchored one gets its keys (its own win),
 /// and a problem in a merged target is placed in the file as written.
 #[test]
