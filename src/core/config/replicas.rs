@@ -17,8 +17,9 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(5 * 60);
 /// Shortest `replicas.refresh` (a discovery per refresh: a typo must not become a busy loop).
 pub const MIN_REFRESH: Duration = Duration::from_millis(100);
 
-/// Where a target's replicas come from (exactly one source).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where a target's replicas come from (exactly one source). `Debug` shows an http_sd URL
+/// without its user-info and query values, as every message does.
+#[derive(Clone, PartialEq, Eq)]
 pub enum ReplicaSource {
     /// Every A and AAAA address of `base_url`'s host, at `base_url`'s port: the system's
     /// resolver, or the DNS server `nameserver` when set.
@@ -39,6 +40,27 @@ pub enum ReplicaSource {
     FileSd(PathBuf),
     /// A Prometheus http_sd URL (http or https): a GET answers the file_sd JSON format.
     HttpSd(reqwest::Url),
+}
+
+impl std::fmt::Debug for ReplicaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplicaSource::Dns { nameserver } => f
+                .debug_struct("Dns")
+                .field("nameserver", nameserver)
+                .finish(),
+            ReplicaSource::DnsSrv { name, nameserver } => f
+                .debug_struct("DnsSrv")
+                .field("name", name)
+                .field("nameserver", nameserver)
+                .finish(),
+            ReplicaSource::FileSd(path) => f.debug_tuple("FileSd").field(path).finish(),
+            ReplicaSource::HttpSd(url) => f
+                .debug_tuple("HttpSd")
+                .field(&crate::sanitize::redact_url(url.as_str()))
+                .finish(),
+        }
+    }
 }
 
 /// A target's `replicas:`, with defaults applied.
