@@ -139,6 +139,51 @@ async fn only_configured_targets_can_be_probed() {
     d.stop().await;
 }
 
+/// A reload that only adds a scenario keeps the target's prober (its clients and connections
+/// stay), yet the scenario is configured from then on: `/probe` probes it and the target's
+/// summary lists it; a reload that removes it again makes `/probe` refuse it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_added_by_a_reload_can_be_probed_on_demand() {
+    let sim = common::simulator(Script::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let probes = dir.path().join("probes.yaml");
+    let one = common::yaml(&sim.base_url(), "24h", &common::scenario("a2", 8), "");
+    let two = common::yaml(
+        &sim.base_url(),
+        "24h",
+        &format!("{}{}", common::scenario("a2", 8), common::scenario("b2", 4)),
+        "",
+    );
+    std::fs::write(&probes, &one).unwrap();
+    let options = llm_probe::server::ServerOptions {
+        debug_probe: llm_probe::server::DebugProbePolicy {
+            enabled: true,
+            min_interval: Some(Duration::ZERO),
+        },
+        ..Default::default()
+    };
+    let d = llm_probe::daemon::Daemon::start_with(
+        common::parse(&one),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(probes.clone()),
+        options,
+    )
+    .await
+    .unwrap();
+    std::fs::write(&probes, &two).unwrap();
+    let summary = d.reload().await.expect("the file with b2 reloads");
+    assert!(summary.contains("started 1"), "{summary}");
+    let (status, _, body) = common::get(d.addr, "/probe?target=sim&scenario=b2", None).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, _, page) = common::get(d.addr, "/targets/sim", None).await;
+    assert!(page.contains("scenarios=[a2, b2]"), "{page}");
+    std::fs::write(&probes, &one).unwrap();
+    d.reload().await.expect("the file without b2 reloads");
+    let (status, _, body) = common::get(d.addr, "/probe?target=sim&scenario=b2", None).await;
+    assert_eq!(status, 404, "{body}");
+    d.stop().await;
+}
+
 /// The slots the tests above rely on (a scheduled probe must not land inside them).
 #[test]
 fn the_slots_these_tests_rely_on() {
