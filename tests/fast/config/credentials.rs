@@ -342,3 +342,31 @@ async fn a_refreshed_vertex_access_token_file_is_used_by_the_next_probe() {
     assert!(reloads(&daemon).await >= 1.0);
     daemon.stop().await;
 }
+
+/// Every prober of a pool's replicas re-reads a rewritten CA bundle itself: the copies they
+/// read must be one shared copy, or 1,000 replicas trusting a 200 KiB bundle hold 200 MB
+/// after its first rotation (the bytes are shared among the replicas until then).
+#[test]
+fn a_rewritten_ca_bundle_read_by_every_replica_is_held_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, common::pki::pki().ca_pem).unwrap();
+    let text = format!(
+        "scenarios:\n{}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: https://pool.test:8443/v1\n    model: m\n    tls: {{ca_file: {}}}\n    replicas: {{dns: {{}}}}\n",
+        common::scenario("chat", 4),
+        ca.display()
+    );
+    let cfg = common::parse(&text);
+    let target = &cfg.targets[0];
+    // The bundle is rotated; two replicas' probers see the change and read it.
+    std::fs::write(&ca, common::pki::pki().ca_pem).unwrap();
+    let (_, first, _) = config::credentials::reread(target).unwrap();
+    let (_, second, _) = config::credentials::reread(target).unwrap();
+    let (first, second) = (first.ca_pem.unwrap(), second.ca_pem.unwrap());
+    assert_ne!(Some(&first), target.tls.ca_pem.as_ref(), "the bundle was rewritten");
+    assert!(
+        Arc::ptr_eq(&first, &second),
+        "two copies of one {} byte bundle",
+        first.len()
+    );
+}
