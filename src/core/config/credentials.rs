@@ -201,6 +201,26 @@ pub fn stamps(paths: &[&Path]) -> Vec<Option<FileStamp>> {
         .collect()
 }
 
+/// `pem` as one shared copy of equal bytes read before and still held (by a target, a client
+/// key): each prober of a pool's replicas re-reads the files after a change, and 1,000 replicas
+/// trusting a rewritten 200 KiB CA bundle must not keep 1,000 copies of it. Only weak
+/// references are kept here.
+pub fn shared_pem(pem: Vec<u8>) -> std::sync::Arc<[u8]> {
+    use std::sync::{Arc, Mutex, Weak};
+    static SEEN: Mutex<Vec<Weak<[u8]>>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    seen.retain(|w| w.strong_count() > 0);
+    if let Some(held) = (seen.iter())
+        .filter_map(Weak::upgrade)
+        .find(|held| **held == *pem)
+    {
+        return held;
+    }
+    let pem: Arc<[u8]> = pem.into();
+    seen.push(Arc::downgrade(&pem));
+    pem
+}
+
 /// What [`reread`] read: the API key, the TLS material and a `bedrock` target's AWS signing.
 pub type Reread = (Option<Secret>, Tls, Option<AwsAuth>);
 
@@ -233,11 +253,11 @@ pub fn reread(target: &Target) -> Result<Reread, String> {
         tls.ca_pem = read_ca(ca)
             .map_err(|e| problems.push(e))
             .ok()
-            .map(Into::into);
+            .map(shared_pem);
     }
     if let Some((cert, key)) = &tls.client_files {
         tls.client_identity_pem =
-            (read_identity(cert, key).map_err(|e| problems.push(e)).ok()).map(Into::into);
+            (read_identity(cert, key).map_err(|e| problems.push(e)).ok()).map(shared_pem);
     }
     let mut aws = target.aws.clone();
     if let Some(a) = aws.as_mut() {

@@ -30,7 +30,7 @@ impl Validator<'_> {
         if let Some(file) = &raw.ca_file {
             let p = self.relative_to_config(file);
             match credentials::read_ca(&p) {
-                Ok(pem) => tls.ca_pem = Some(pem.into()),
+                Ok(pem) => tls.ca_pem = Some(credentials::shared_pem(pem)),
                 Err(e) => {
                     self.credential_problem(format!("{path}.tls.ca_file"), format!("{pre}{e}"))
                 }
@@ -53,7 +53,7 @@ impl Validator<'_> {
             (Some(cert), Some(key)) => {
                 let (cp, kp) = (self.relative_to_config(cert), self.relative_to_config(key));
                 match credentials::read_identity(&cp, &kp) {
-                    Ok(pem) => tls.client_identity_pem = Some(pem.into()),
+                    Ok(pem) => tls.client_identity_pem = Some(credentials::shared_pem(pem)),
                     Err(e) => {
                         self.credential_problem(format!("{path}.tls.key_file"), format!("{pre}{e}"))
                     }
