@@ -363,7 +363,11 @@ fn a_rewritten_ca_bundle_read_by_every_replica_is_held_once() {
     let (_, first, _) = config::credentials::reread(target).unwrap();
     let (_, second, _) = config::credentials::reread(target).unwrap();
     let (first, second) = (first.ca_pem.unwrap(), second.ca_pem.unwrap());
-    assert_ne!(Some(&first), target.tls.ca_pem.as_ref(), "the bundle was rewritten");
+    assert_ne!(
+        Some(&first),
+        target.tls.ca_pem.as_ref(),
+        "the bundle was rewritten"
+    );
     assert!(
         Arc::ptr_eq(&first, &second),
         "two copies of one {} byte bundle",

@@ -699,7 +699,12 @@ fn an_http_sd_urls_credentials_never_appear_in_debug() {
     let cfg = parse(&text).unwrap_or_else(|e| panic!("{e}"));
     let t = &cfg.targets[0];
     assert!(t.replicas.is_some());
-    for out in [format!("{cfg:?}"), format!("{cfg:#?}"), format!("{t:?}"), t.summary()] {
+    for out in [
+        format!("{cfg:?}"),
+        format!("{cfg:#?}"),
+        format!("{t:?}"),
+        t.summary(),
+    ] {
         assert!(!out.contains("UNIQUE-9f3b"), "secret leaked in: {out}");
         assert!(!out.contains("sd-user"), "user name leaked in: {out}");
     }
