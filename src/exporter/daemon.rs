@@ -716,7 +716,9 @@ impl Supervisor {
         let mut probers = HashMap::new();
         for t in &config.targets {
             let prober = match self.probers.get(&t.name) {
-                Some(p) if p.target().same_settings(t) => p.clone(),
+                // The new target: its scenario list is what `/probe` and the status pages
+                // offer.
+                Some(p) if p.target().same_settings(t) => p.retargeted(t.clone()),
                 _ => Prober::with_client(t.clone(), self.client(t)?),
             };
             probers.insert(t.name.clone(), prober);
@@ -733,7 +735,9 @@ impl Supervisor {
             for r in replicas.unwrap_or_default() {
                 let key = (t.name.clone(), r.label.to_string());
                 let prober = match self.replica_probers.get(&key) {
-                    Some(p) if p.target().same_settings(t) && p.replica() == Some(&r) => p.clone(),
+                    Some(p) if p.target().same_settings(t) && p.replica() == Some(&r) => {
+                        p.retargeted(t.clone())
+                    }
                     _ => Prober::for_replica(t.clone(), r),
                 };
                 replica_probers.insert(key, prober);

@@ -217,6 +217,17 @@ impl Prober {
         }
     }
 
+    /// The same prober (its clients, connections and credential state) for `target`, a newer
+    /// copy of its target with the same settings ([`Target::same_settings`]) whose scenarios
+    /// or baselines may differ: a reload keeps the prober and takes the new scenario list.
+    pub fn retargeted(&self, target: Arc<Target>) -> Self {
+        debug_assert!(self.target.same_settings(&target));
+        Prober {
+            target,
+            ..self.clone()
+        }
+    }
+
     /// The same prober with other limits.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
