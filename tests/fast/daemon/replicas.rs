@@ -1164,3 +1164,47 @@ async fn a_reload_to_a_smaller_max_shows_what_is_probed_at_once() {
     );
     d.stop().await;
 }
+
+/// `check-config --shard.count N` prints which shard probes each pair before a rollout. `run`
+/// spreads the replicas of a pool over the shards (per (target, replica, scenario)), so a
+/// pool's pair is probed on every shard that owns one of its replicas: the assignment must
+/// show it there, not on the one shard that would own (target, scenario) without replicas.
+#[test]
+fn check_config_shows_a_pools_pair_on_every_shard_that_probes_a_replica_of_it() {
+    use llm_probe::shard::Shard;
+    const BIN: &str = env!("CARGO_BIN_EXE_llm-probe");
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    let replicas: Vec<String> = (10..30).map(|i| format!("127.0.0.{i}:18001")).collect();
+    write_sd(&sd, &replicas);
+    let cfg = dir.path().join("probes.yaml");
+    std::fs::write(
+        &cfg,
+        pool_yaml(&format!("      file_sd: {}\n", sd.display()), "1d", ""),
+    )
+    .unwrap();
+    let check = std::process::Command::new(BIN)
+        .args(["check-config", "--shard.count", "3", "--config.file"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{out}");
+    for index in 0..3u32 {
+        let shard = Shard::new(index, 3).unwrap();
+        let probes_some = (replicas.iter()).any(|r| shard.owns_replica("pool", r, "chat"));
+        assert!(
+            probes_some,
+            "20 replicas over 3 shards: shard {index} has none"
+        );
+        let block = out
+            .split(&format!("  shard {index}: "))
+            .nth(1)
+            .and_then(|rest| rest.split("  shard ").next())
+            .unwrap_or_else(|| panic!("no block for shard {index}:\n{out}"));
+        assert!(
+            block.contains("pool/chat"),
+            "shard {index} probes replicas of pool, its block does not say so:\n{out}"
+        );
+    }
+}
