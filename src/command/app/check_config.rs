@@ -40,7 +40,7 @@ pub(super) async fn run(
         out += &format!("{total}\n");
     }
     if let Some(count) = shard_count {
-        out += &shard_assignment(&cfg, count);
+        out += &shard_assignment(&cfg, count).await;
     }
     if secrets == config::Secrets::Skip {
         out += "API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read\n";
@@ -86,23 +86,55 @@ async fn file_sd_replicas(cfg: &Config, t: &config::Target) -> String {
     }
 }
 
-/// `check-config --shard.count N`: one block per replica with the pairs it probes.
-fn shard_assignment(cfg: &Config, count: u32) -> String {
+/// `check-config --shard.count N`: one block per replica with the pairs it probes. The
+/// replicas of a `replicas:` target are spread over the shards per (target, replica,
+/// scenario), as `run` spreads them: a `file_sd` file's are listed by replica
+/// (`pool/chat@10.0.0.1:8000`); those of a source not asked here (DNS, http_sd, a file not
+/// readable yet) are named in every shard's block, as spread.
+async fn shard_assignment(cfg: &Config, count: u32) -> String {
+    let shards: Vec<crate::shard::Shard> = (0..count)
+        .filter_map(|i| crate::shard::Shard::new(i, count).ok())
+        .collect();
     let mut by_shard = vec![Vec::new(); count as usize];
+    let mut spread = Vec::new();
     for t in &cfg.targets {
+        let replicas = match &t.replicas {
+            None => None,
+            Some(spec) => match &spec.source {
+                config::replicas::ReplicaSource::FileSd(_) => {
+                    crate::replicas::discover(spec, &t.base_url).await.ok()
+                }
+                _ => None,
+            },
+        };
         for s in &t.scenarios {
-            by_shard[crate::shard::owner(&t.name, &s.name, count) as usize]
-                .push(format!("{}/{}", t.name, s.name));
+            match (&t.replicas, &replicas) {
+                (None, _) => by_shard[crate::shard::owner(&t.name, &s.name, count) as usize]
+                    .push(format!("{}/{}", t.name, s.name)),
+                (Some(_), Some(found)) => {
+                    for r in &found.replicas {
+                        for (i, shard) in shards.iter().enumerate() {
+                            if shard.owns_replica(&t.name, &r.label, &s.name) {
+                                by_shard[i].push(format!("{}/{}@{}", t.name, s.name, r.label));
+                            }
+                        }
+                    }
+                }
+                (Some(_), None) => spread.push(format!("{}/{}", t.name, s.name)),
+            }
         }
     }
     let total: usize = by_shard.iter().map(Vec::len).sum();
-    let mut out =
-        format!("shard assignment for --shard.count {count} ({total} target/scenario pairs):\n");
+    let mut out = format!("shard assignment for --shard.count {count} ({total} pairs):\n");
     for (i, pairs) in by_shard.iter_mut().enumerate() {
         pairs.sort();
         out += &format!("  shard {i}: {} pairs\n", pairs.len());
         for p in pairs.iter() {
             out += &format!("    {p}\n");
+        }
+        for p in &spread {
+            out +=
+                &format!("    {p} (its replicas, spread over the shards; not discovered here)\n");
         }
     }
     out

@@ -266,7 +266,7 @@ fn check_config_prints_each_pair_under_its_owner() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{stdout}");
     assert!(
-        stdout.contains("shard assignment for --shard.count 3 (30 target/scenario pairs)"),
+        stdout.contains("shard assignment for --shard.count 3 (30 pairs)"),
         "{stdout}"
     );
     let mut shard = None;
