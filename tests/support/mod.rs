@@ -550,3 +550,14 @@ pub fn split_at_offsets(input: &[u8], offsets: &[usize]) -> Vec<Vec<u8>> {
     parts.push(input[start..].to_vec());
     parts
 }
+
+/// Server options with on-demand probes (`/probe`) on and no period between two of a target.
+pub fn on_demand_probes() -> llm_probe::server::ServerOptions {
+    llm_probe::server::ServerOptions {
+        debug_probe: llm_probe::server::DebugProbePolicy {
+            enabled: true,
+            min_interval: Some(Duration::ZERO),
+        },
+        ..Default::default()
+    }
+}

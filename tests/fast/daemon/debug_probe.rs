@@ -19,13 +19,7 @@ async fn debug_probe_of_a_configured_target_returns_its_timeline() {
     let scenarios = format!("{}{}", common::scenario("a2", 8), common::scenario("b2", 4));
     // Two on-demand probes of one target in a row: no per-target period here (see
     // tests/fast/exporter/server.rs for the limit).
-    let options = llm_probe::server::ServerOptions {
-        debug_probe: llm_probe::server::DebugProbePolicy {
-            enabled: true,
-            min_interval: Some(Duration::ZERO),
-        },
-        ..Default::default()
-    };
+    let options = common::on_demand_probes();
     let d = llm_probe::daemon::Daemon::start_with(
         common::parse(&common::yaml(&sim.base_url(), "60s", &scenarios, "")),
         "127.0.0.1:0".parse().unwrap(),
@@ -155,13 +149,7 @@ async fn a_scenario_added_by_a_reload_can_be_probed_on_demand() {
         "",
     );
     std::fs::write(&probes, &one).unwrap();
-    let options = llm_probe::server::ServerOptions {
-        debug_probe: llm_probe::server::DebugProbePolicy {
-            enabled: true,
-            min_interval: Some(Duration::ZERO),
-        },
-        ..Default::default()
-    };
+    let options = common::on_demand_probes();
     let d = llm_probe::daemon::Daemon::start_with(
         common::parse(&one),
         "127.0.0.1:0".parse().unwrap(),

@@ -27,6 +27,18 @@ impl Write for Buffer {
     }
 }
 
+/// What is logged at info and above on this thread while the guard lives.
+fn capture_log() -> (Buffer, tracing::subscriber::DefaultGuard) {
+    let log = Buffer::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    (log, tracing::subscriber::set_default(subscriber))
+}
+
 /// A probe of (`target`, `scenario`) that could not connect.
 fn refused(target: &str, scenario: &str) -> ProbeOutcome {
     ProbeOutcome::conclude(
@@ -44,15 +56,8 @@ fn refused(target: &str, scenario: &str) -> ProbeOutcome {
 
 #[tokio::test(start_paused = true)]
 async fn a_dead_endpoint_behind_twenty_pairs_logs_a_few_lines() {
-    let log = Buffer::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
     // This thread only: the paused runtime runs the log's task here too.
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (log, _guard) = capture_log();
     let timing = Timing::default();
     assert_eq!(
         (timing.repeat, timing.batch),
@@ -102,14 +107,8 @@ async fn a_dead_endpoint_behind_twenty_pairs_logs_a_few_lines() {
 
 #[tokio::test(start_paused = true)]
 async fn one_failing_replica_among_healthy_ones_is_one_failure_not_a_flapping_pair() {
-    let log = Buffer::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // This thread only: the paused runtime runs the log's task here too.
+    let (log, _guard) = capture_log();
     let failure_log = Arc::new(FailureLog::new(Timing::default()));
     let shutdown = CancellationToken::new();
     let writer_task = tokio::spawn(failure_log.clone().run(shutdown.clone()));
@@ -143,14 +142,8 @@ async fn one_failing_replica_among_healthy_ones_is_one_failure_not_a_flapping_pa
 /// minutes after it was last probed.
 #[tokio::test(start_paused = true)]
 async fn a_departed_failing_replica_gets_no_reminder() {
-    let log = Buffer::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // This thread only: the paused runtime runs the log's task here too.
+    let (log, _guard) = capture_log();
     let failure_log = Arc::new(FailureLog::new(Timing::default()));
     let shutdown = CancellationToken::new();
     let writer_task = tokio::spawn(failure_log.clone().run(shutdown.clone()));

@@ -300,13 +300,7 @@ async fn the_probe_page_shows_the_waterfall() {
         ..Script::default()
     })
     .await;
-    let options = llm_probe::server::ServerOptions {
-        debug_probe: llm_probe::server::DebugProbePolicy {
-            enabled: true,
-            min_interval: Some(Duration::ZERO),
-        },
-        ..Default::default()
-    };
+    let options = common::on_demand_probes();
     let d = llm_probe::daemon::Daemon::start_with(
         common::parse(&common::yaml(
             &sim.base_url(),

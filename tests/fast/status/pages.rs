@@ -197,13 +197,7 @@ async fn control_char_server() -> SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_characters_in_a_failure_detail_are_escaped_on_every_page() {
     let addr = control_char_server().await;
-    let options = llm_probe::server::ServerOptions {
-        debug_probe: llm_probe::server::DebugProbePolicy {
-            enabled: true,
-            min_interval: Some(Duration::ZERO),
-        },
-        ..Default::default()
-    };
+    let options = common::on_demand_probes();
     let d = Daemon::start_with(
         common::parse(&common::sim_target_yaml(
             &format!("http://{addr}/v1"),
