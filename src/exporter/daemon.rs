@@ -268,12 +268,13 @@ fn cap_lingering(
 }
 
 /// How long the series of `run`'s pair stay after it stopped: its target's `replicas.grace`
-/// when it probed a replica of a target `config` still discovers replicas of (same model);
-/// `None`: they go at once.
+/// when it probed a replica of a target `config` still discovers replicas of (same model) with
+/// the same scenario; `None`: they go at once (a removed scenario's alerts end with it).
 fn grace_of(config: &Config, run: &Running) -> Option<std::time::Duration> {
     run.replica.as_ref()?;
     let t = config.targets.iter().find(|t| t.name == run.target.name)?;
-    (t.model == run.target.model).then_some(t.replicas.as_ref()?.grace)
+    let probed = t.scenarios.iter().any(|s| s.name == run.scenario.name);
+    (t.model == run.target.model && probed).then_some(t.replicas.as_ref()?.grace)
 }
 
 /// Sleeps until `at`, forever when `None`.

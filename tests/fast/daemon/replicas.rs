@@ -792,6 +792,59 @@ async fn a_reload_keeps_replica_pairs_consistent_and_removing_replicas_removes_t
     d.stop().await;
 }
 
+/// A scenario removed from a pool takes its replica pairs' series with it at once: the grace
+/// is for replicas that leave discovery, not for a scenario that is no longer probed (its
+/// alerts would fire on for the grace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_removed_from_a_pool_takes_its_series_at_once() {
+    let sim = simulator_at("127.0.0.15", 0, common::stream(5, 1, 2)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &addrs(&[&sim]));
+    let one = pool_yaml(
+        &format!(
+            "      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
+            sd.display()
+        ),
+        "200ms",
+        "",
+    );
+    let two = one.replacen(
+        "scenarios:\n",
+        &format!("scenarios:\n{}", common::scenario("chat2", 4)),
+        1,
+    );
+    let probes = dir.path().join("probes.yaml");
+    std::fs::write(&probes, &two).unwrap();
+    let d = Daemon::start(
+        common::parse(&two),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(probes.clone()),
+    )
+    .await
+    .unwrap();
+    let replica = sim.addr.to_string();
+    let series = |t: &str, scenario: &str| {
+        t.contains(&format!(
+            "llm_probe_probes_total{{target=\"pool\",model=\"m\",scenario=\"{scenario}\",replica=\"{replica}\"}}"
+        ))
+    };
+    until(&d, "both scenarios probed", Duration::from_secs(30), |t| {
+        series(t, "chat") && series(t, "chat2")
+    })
+    .await;
+    std::fs::write(&probes, &one).unwrap();
+    let summary = d.reload().await.expect("the file without chat2 reloads");
+    assert!(summary.contains("removed 1"), "{summary}");
+    let text = scrape(&d).await;
+    assert!(series(&text, "chat"), "{text}");
+    assert!(
+        !series(&text, "chat2"),
+        "chat2's series outlive its removal:\n{text}"
+    );
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_replica_is_verified_and_named_by_the_target_host() {
     // The certificate names localhost and 127.0.0.1, not the replica's 127.0.0.15: the probe
