@@ -22,7 +22,7 @@ pub fn budget(timeout: Duration) -> Duration {
 /// `GET` the engine's metrics over `client` (the target's, with its TLS settings) within
 /// `budget`, and read the three numbers with the configured adapter. The API key is sent only
 /// when `server_metrics_send_api_key` is on. Failure details name no URL and no secret.
-/// `route` points the request at a replica's port ([`super::resolve::to_replica_port`]).
+/// `route` points the request at a replica's port, and gives the `Host` header it keeps then.
 pub async fn scrape(
     client: &reqwest::Client,
     sm: &ServerMetrics,
