@@ -39,6 +39,16 @@ const NAMED_PAIRS: usize = 5;
 
 type Pair = (Arc<str>, Arc<str>);
 
+/// The log's pair of (`target`, `scenario`) probing `replica` (empty: none). Each replica of a
+/// target with `replicas:` is a pair of its own, `scenario@replica`: one failing replica among
+/// healthy ones is one failure, not a failure and a recovery at every probe.
+fn pair(target: Arc<str>, scenario: Arc<str>, replica: &str) -> Pair {
+    match replica {
+        "" => (target, scenario),
+        replica => (target, format!("{scenario}@{replica}").into()),
+    }
+}
+
 /// A pair's state as the log last told it.
 struct PairState {
     reason: FailureReason,
@@ -84,11 +94,8 @@ impl FailureLog {
     /// scenario): no reminder says it is still failing, and a change of it not yet written is
     /// dropped. `replica` is empty for a target without `replicas:`.
     pub fn forget(&self, target: &str, scenario: &str, replica: &str) {
-        let scenario = match replica {
-            "" => scenario.to_string(),
-            replica => format!("{scenario}@{replica}"),
-        };
-        let is = |p: &Pair| *p.0 == *target && *p.1 == *scenario;
+        let (target, scenario) = pair(target.into(), scenario.into(), replica);
+        let is = |p: &Pair| p.0 == target && p.1 == scenario;
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.failing.retain(|p, _| !is(p));
         inner.held.retain(|h| !is(&h.pair));
@@ -97,13 +104,7 @@ impl FailureLog {
     /// Takes one finished probe: a success is logged at debug; a failure or recovery that
     /// changes the pair's state is logged now or held (see the module docs).
     pub fn record(&self, o: &ProbeOutcome) {
-        // Each replica of a target with `replicas:` is a pair of its own: one failing replica
-        // among healthy ones is one failure, not a failure and a recovery at every probe.
-        let scenario = match &*o.replica {
-            "" => o.scenario.clone(),
-            replica => format!("{}@{replica}", o.scenario).into(),
-        };
-        let pair: Pair = (o.target.clone(), scenario);
+        let pair = pair(o.target.clone(), o.scenario.clone(), &o.replica);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let held = match &o.result {
             Ok(m) => {
