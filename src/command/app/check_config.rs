@@ -29,9 +29,15 @@ pub(super) async fn run(
         plural(cfg.targets.len(), "target"),
         plural(cfg.scenarios.len(), "scenario")
     );
+    // Each file_sd target's replicas, read once for its line and the shard assignment.
+    let mut discovered = Vec::with_capacity(cfg.targets.len());
     for t in &cfg.targets {
+        let found = file_sd_replicas(&cfg, t).await;
         out += &format!("  {}\n", t.summary());
-        out += &file_sd_replicas(&cfg, t).await;
+        out += &found
+            .as_ref()
+            .map_or_else(String::new, |(line, _)| line.clone());
+        discovered.push(found.map(|(_, d)| d));
         if let Some(spend) = config::cost::spend(t) {
             out += &format!("    {}\n", config::cost::describe(t, &spend));
         }
@@ -40,7 +46,7 @@ pub(super) async fn run(
         out += &format!("{total}\n");
     }
     if let Some(count) = shard_count {
-        out += &shard_assignment(&cfg, count).await;
+        out += &shard_assignment(&cfg, &discovered, count);
     }
     if secrets == config::Secrets::Skip {
         out += "API keys not checked (--skip-secrets): api_key_env variables were not looked up, api_key_file files not read\n";
@@ -49,31 +55,35 @@ pub(super) async fn run(
     ExitCode::SUCCESS
 }
 
-/// A `file_sd` target's replicas as `run` would discover them now: a line with the count, or a
-/// warning on stderr when the file cannot be used yet (`run` then probes the target once a
+/// A `file_sd` target's replicas as `run` would discover them now, with a line giving their
+/// count; `None` and a warning on stderr when the file cannot be used yet (`run` then probes the target once a
 /// discovery succeeds; a sidecar may write the file later, so it is not an error). DNS and
 /// http_sd are not asked: the machine checking may not reach the fleet's name server.
-async fn file_sd_replicas(cfg: &Config, t: &config::Target) -> String {
-    let Some(spec) = t.replicas.as_ref() else {
-        return String::new();
-    };
+async fn file_sd_replicas(
+    cfg: &Config,
+    t: &config::Target,
+) -> Option<(String, crate::replicas::Discovered)> {
+    let spec = t.replicas.as_ref()?;
     let config::replicas::ReplicaSource::FileSd(path) = &spec.source else {
-        return String::new();
+        return None;
     };
     match crate::replicas::discover(spec, &t.base_url).await {
-        Ok(found) => match found.capped() {
-            true => format!(
-                "    replicas: {} listed in {}, the first {} probed (replicas.max)\n",
-                found.found,
-                path.display(),
-                found.replicas.len()
-            ),
-            false => format!(
-                "    replicas: {} listed in {}\n",
-                found.replicas.len(),
-                path.display()
-            ),
-        },
+        Ok(found) => {
+            let line = match found.capped() {
+                true => format!(
+                    "    replicas: {} listed in {}, the first {} probed (replicas.max)\n",
+                    found.found,
+                    path.display(),
+                    found.replicas.len()
+                ),
+                false => format!(
+                    "    replicas: {} listed in {}\n",
+                    found.replicas.len(),
+                    path.display()
+                ),
+            };
+            Some((line, found))
+        }
         Err(e) => {
             stderr_line(format_args!(
                 "{}: warning: target {:?}: {}; `run` probes this target only once a discovery succeeds",
@@ -81,7 +91,7 @@ async fn file_sd_replicas(cfg: &Config, t: &config::Target) -> String {
                 t.name,
                 crate::sanitize::terminal_safe(&e.to_string())
             ));
-            String::new()
+            None
         }
     }
 }
@@ -91,24 +101,19 @@ async fn file_sd_replicas(cfg: &Config, t: &config::Target) -> String {
 /// scenario), as `run` spreads them: a `file_sd` file's are listed by replica
 /// (`pool/chat@10.0.0.1:8000`); those of a source not asked here (DNS, http_sd, a file not
 /// readable yet) are named in every shard's block, as spread.
-async fn shard_assignment(cfg: &Config, count: u32) -> String {
+fn shard_assignment(
+    cfg: &Config,
+    discovered: &[Option<crate::replicas::Discovered>],
+    count: u32,
+) -> String {
     let shards: Vec<crate::shard::Shard> = (0..count)
         .filter_map(|i| crate::shard::Shard::new(i, count).ok())
         .collect();
     let mut by_shard = vec![Vec::new(); count as usize];
     let mut spread = Vec::new();
-    for t in &cfg.targets {
-        let replicas = match &t.replicas {
-            None => None,
-            Some(spec) => match &spec.source {
-                config::replicas::ReplicaSource::FileSd(_) => {
-                    crate::replicas::discover(spec, &t.base_url).await.ok()
-                }
-                _ => None,
-            },
-        };
+    for (t, replicas) in cfg.targets.iter().zip(discovered) {
         for s in &t.scenarios {
-            match (&t.replicas, &replicas) {
+            match (&t.replicas, replicas) {
                 (None, _) => by_shard[crate::shard::owner(&t.name, &s.name, count) as usize]
                     .push(format!("{}/{}", t.name, s.name)),
                 (Some(_), Some(found)) => {
