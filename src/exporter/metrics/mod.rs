@@ -192,12 +192,15 @@ impl Metrics {
             .forget_load(&TargetLabels::new(target, model));
     }
 
-    /// Removes every series of one (target, model, scenario), e.g. when it leaves the config.
+    /// Removes every series of one (target, model, scenario), e.g. when it leaves the config;
+    /// a replica's pair also takes the replica's identity and engine load with it (a replica
+    /// still probed with another scenario sets them again at its next probe).
     pub fn forget(&self, labels: &ProbeLabels) {
         self.timings.forget(labels);
         self.probes.forget(labels);
         self.turns.forget(labels);
         self.identity.forget(labels);
+        self.server_load.forget_replica(labels);
     }
 
     /// Removes the series a pair keeps only for a scenario shape it no longer has: the turn

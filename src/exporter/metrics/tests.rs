@@ -298,6 +298,77 @@ fn a_departed_replica_leaves_no_series_and_a_plain_pair_has_no_replica_label() {
     assert_eq!(reference, text);
 }
 
+/// Each replica is its own engine: its queue and KV cache are its own series, so two replicas'
+/// reads never overwrite each other; a target's own engine (no `replicas:`) keeps no `replica`
+/// label; a departed replica's load goes, and a change of engine takes every replica's.
+#[test]
+fn each_replica_s_engine_load_is_its_own_series() {
+    let metrics = Metrics::new(&[]);
+    let replica = |r: &str| pair("pool", "s").with_replica(r);
+    let loaded = |labels: &ProbeLabels, waiting: f64| {
+        let mut o = outcome(labels, Ok(success()));
+        o.observations.server_load = Some(Ok(EngineLoad {
+            engine: Engine::Vllm,
+            requests_waiting: Some(waiting),
+            requests_running: Some(1.0),
+            kv_cache_usage_ratio: None,
+        }));
+        o
+    };
+    let (busy, idle, solo) = (
+        replica("127.0.0.2:80"),
+        replica("127.0.0.3:80"),
+        pair("solo", "s"),
+    );
+    for labels in [&busy, &idle, &solo] {
+        populate(&metrics, labels);
+    }
+    metrics.observe(&loaded(&busy, 9.0));
+    metrics.observe(&loaded(&idle, 0.0));
+    metrics.observe(&loaded(&solo, 4.0));
+    let waiting = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("llm_probe_server_requests_waiting{"))
+            .map(String::from)
+            .collect()
+    };
+    let text = metrics.render(None).1;
+    assert_eq!(
+        waiting(&text),
+        [
+            "llm_probe_server_requests_waiting{target=\"pool\",model=\"m\",replica=\"127.0.0.2:80\"} 9.0",
+            "llm_probe_server_requests_waiting{target=\"pool\",model=\"m\",replica=\"127.0.0.3:80\"} 0.0",
+            "llm_probe_server_requests_waiting{target=\"solo\",model=\"m\"} 4.0",
+        ],
+        "{text}"
+    );
+    // The failure counters stay per target: a sum over the replicas' reads.
+    assert!(
+        text.contains("llm_probe_server_metrics_scrape_failures_total{target=\"pool\",model=\"m\",reason=\"timeout\"} 0"),
+        "{text}"
+    );
+    let reference =
+        String::from_utf8(metrics.render_reference(super::Exposition::Text).unwrap()).unwrap();
+    assert_eq!(reference, text);
+
+    metrics.forget(&busy);
+    let text = metrics.render(None).1;
+    assert_eq!(waiting(&text).len(), 2, "{text}");
+    assert!(!text.contains("127.0.0.2:80"), "{text}");
+    // Another engine behind the pool: none of its replicas' old numbers stand.
+    metrics.forget_server_load("pool", "m");
+    let text = metrics.render(None).1;
+    assert_eq!(
+        waiting(&text),
+        ["llm_probe_server_requests_waiting{target=\"solo\",model=\"m\"} 4.0"],
+        "{text}"
+    );
+    assert!(
+        text.contains("llm_probe_server_requests_running{target=\"solo\",model=\"m\"} 1.0"),
+        "{text}"
+    );
+}
+
 #[test]
 fn every_series_of_a_pair_shares_the_registered_label_set() {
     let metrics = Metrics::new(&[]);

@@ -118,10 +118,15 @@ async fn each_replica_s_engine_metrics_are_read_at_its_own_address() {
         .filter(|l| !l.ends_with(" 0"))
         .collect();
     assert!(failures.is_empty(), "{failures:#?}");
-    assert!(
-        gauge(&text, "llm_probe_server_requests_running", "pool").is_some(),
-        "{text}"
-    );
+    // Each replica's engine has its own gauges: two reads never overwrite each other.
+    for s in &sims {
+        let labels = [("target", "pool"), ("replica", &*s.addr.to_string())];
+        assert!(
+            common::sample(&text, "llm_probe_server_requests_running", &labels).is_some(),
+            "{}: {text}",
+            s.addr
+        );
+    }
     d.stop().await;
 }
 
