@@ -32,7 +32,7 @@ use crate::metrics::{Metrics, ProbeLabels};
 use crate::probe::{build_client, client_key, ClientKey, Prober};
 use crate::reload::{ReloadError, ReloadRequest, ReloadResult};
 use crate::replicas::{Discovered, DiscoveryError, Replica};
-use crate::schedule::{panic_message, panic_text, probe_loop};
+use crate::schedule::{panic_text, probe_loop};
 use crate::server::{self, ExporterState, ListenError};
 use crate::shard::Shard;
 
@@ -987,23 +987,17 @@ impl Supervisor {
             history.push(&o);
             let _ = tx.send(Arc::new(o));
         };
-        let schedule = tokio::spawn(probe_loop(
-            prober,
-            run.scenario.clone(),
-            record,
-            run.stop.clone(),
-        ));
+        let schedule = probe_loop(prober, run.scenario.clone(), record, run.stop.clone());
         // A schedule that ends other than by its stop token (a panic outside a probe) no longer
-        // probes: say so in the log and on /-/healthy.
-        let (state, names) = (
-            self.state.clone(),
-            (run.target.name.clone(), run.scenario.name.clone()),
-        );
+        // probes: say so in the log and on /-/healthy. Caught in the schedule's own task (one
+        // task per pair, not a second one to watch it).
+        let (state, target, scenario) =
+            (self.state.clone(), run.target.clone(), run.scenario.clone());
         self.tasks.spawn(async move {
-            if let Err(e) = schedule.await {
+            if let Err(panic) = AssertUnwindSafe(schedule).catch_unwind().await {
                 state.stopped_schedules.fetch_add(1, Ordering::AcqRel);
                 tracing::error!(
-                    target = %names.0, scenario = %names.1, panic = %panic_message(e),
+                    target = %target.name, scenario = %scenario.name, panic = %panic_text(panic.as_ref()),
                     "a probe schedule stopped (a bug in llm-probe; please report it); this pair is no longer probed and /-/healthy answers 503 until a restart"
                 );
             }
