@@ -13,13 +13,13 @@
 //! the fast ones.
 
 use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
-use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::encoding::{prometheus_text, text, EncodeLabelSet, MetricEncoder};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use super::series::{SeriesFamily, SeriesLabels};
 
 mod histogram;
-mod protobuf;
+pub(super) mod protobuf;
 
 /// The text exposition formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +65,34 @@ pub trait FastMetric: Metric + prometheus_client::metrics::TypedMetric + Clone {
 
     /// Appends the value fields of this series' protobuf `Metric` (after its labels).
     fn write_protobuf(&self, out: &mut Vec<u8>, scratch: &mut Scratch);
+
+    /// Appends this series' protobuf `Metric` messages (field 4 of its family), `labels`
+    /// writing its label pairs into each: one message, unless the series holds one metric per
+    /// value of a label of its own ([`super::by_label::CountsByLabel`]).
+    fn write_protobuf_metrics(
+        &self,
+        out: &mut Vec<u8>,
+        labels: &dyn Fn(&mut Vec<u8>),
+        scratch: &mut Scratch,
+    ) {
+        protobuf::nested(out, 4, |m| {
+            labels(m);
+            self.write_protobuf(m, scratch);
+        });
+    }
+
+    /// Encodes this series under `labels` with prometheus-client's encoder (the reference the
+    /// fast path is tested against): one metric, unless it holds one per value of a label of
+    /// its own.
+    ///
+    /// Errors: the crate's encoder failed.
+    fn encode_reference<L: EncodeLabelSet>(
+        &self,
+        labels: &L,
+        encoder: &mut MetricEncoder<'_>,
+    ) -> std::fmt::Result {
+        self.encode(encoder.encode_family(labels)?)
+    }
 }
 
 /// One family on the fast path, with the descriptors the crate wrote for it.
@@ -120,10 +148,10 @@ impl<L: SeriesLabels, M: FastMetric> RenderFamily for FastFamily<L, M> {
             .encode(&mut body)
             .expect("a Vec grows as needed");
         for (labels, s) in series.iter() {
-            protobuf::nested(&mut body, 4, |m| {
+            let labels = |m: &mut Vec<u8>| {
                 labels.for_each_label(&mut |name, value| protobuf::label(m, 1, name, value));
-                s.write_protobuf(m, scratch);
-            });
+            };
+            s.write_protobuf_metrics(&mut body, &labels, scratch);
         }
         if !self.pb_unit.is_empty() {
             prost::encoding::string::encode(5, &self.pb_unit, &mut body);

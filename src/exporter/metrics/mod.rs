@@ -24,6 +24,7 @@ pub mod accept;
 mod baselines;
 mod buckets;
 mod build;
+mod by_label;
 pub mod exemplars;
 pub mod fast;
 pub mod histogram;

@@ -10,16 +10,24 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Unit;
 
+use std::sync::LazyLock;
+
+use super::by_label::{CountsByLabel, LabelValues};
 use super::fast::Catalog;
 use super::labels::{ProbeLabels, WithLabel};
 use super::series::SeriesFamily;
 use super::{unix_seconds, F64Gauge};
 use crate::measure::{FailureReason, ProbeOutcome};
 
+/// `reason`: every failure reason.
+static FAILURE_REASONS: LazyLock<LabelValues> =
+    LazyLock::new(|| LabelValues::new("reason", FailureReason::ALL.map(FailureReason::as_str)));
+
 /// The counter and last-probe families.
 pub(super) struct ProbeCounters {
     probes: SeriesFamily<ProbeLabels, Counter>,
-    failures: SeriesFamily<WithLabel<ProbeLabels>, Counter>,
+    /// By reason: one series per pair holds all its reasons' counts.
+    failures: SeriesFamily<ProbeLabels, CountsByLabel>,
     anomalies: SeriesFamily<WithLabel<ProbeLabels>, Counter>,
     output_tokens: SeriesFamily<ProbeLabels, Counter>,
     prompt_tokens: SeriesFamily<ProbeLabels, Counter>,
@@ -53,7 +61,7 @@ impl ProbeCounters {
         let failures = r.register(
             "probe_failures",
             "Failed probes by reason",
-            SeriesFamily::default(),
+            SeriesFamily::new(|| CountsByLabel::new(&FAILURE_REASONS)),
         );
         let anomalies = r.register("stream_anomalies", "Streams that succeeded or failed with something that makes their numbers less trustworthy, by kind", SeriesFamily::default());
         let output_tokens = r.register(
@@ -122,11 +130,7 @@ impl ProbeCounters {
     /// Creates the probe count and the failure counts (every reason) of a pair at zero.
     pub(super) fn register_pair(&self, labels: &ProbeLabels) {
         let _ = self.probes.get_or_create(labels);
-        for reason in FailureReason::ALL {
-            let _ = self
-                .failures
-                .get_or_create(&labels.with("reason", reason.as_str()));
-        }
+        let _ = self.failures.get_or_create(labels);
     }
 
     /// Creates a pair's cost counter at zero when its target has prices; removes it when it has
@@ -171,9 +175,7 @@ impl ProbeCounters {
                 self.last_success.get_or_create(labels).set(1);
             }
             Err(f) => {
-                self.failures
-                    .get_or_create(&labels.with("reason", f.reason.as_str()))
-                    .inc();
+                self.failures.get_or_create(labels).inc(f.reason.as_str());
                 // Tokens the server generated before failing were still spent.
                 if let Some(n) = obs.usage.completion_tokens {
                     add_saturating(&self.output_tokens.get_or_create(labels), n);
@@ -221,7 +223,7 @@ impl ProbeCounters {
         ] {
             c.remove(labels);
         }
-        self.failures.remove_all_of(labels);
+        self.failures.remove(labels);
         self.anomalies.remove_all_of(labels);
         self.last_success.remove(labels);
         self.last_timestamp.remove(labels);

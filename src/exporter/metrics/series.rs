@@ -15,6 +15,8 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
+use super::fast::FastMetric;
+
 /// A label set the fast encoder can write: its `(name, value)` pairs, in the order its
 /// [`EncodeLabelSet`] implementation writes them (field order).
 pub trait SeriesLabels: EncodeLabelSet + Clone + Ord + fmt::Debug + Send + Sync + 'static {
@@ -188,11 +190,11 @@ pub fn escape_label_value(value: &str, out: &mut String) {
 impl<L, M> EncodeMetric for SeriesFamily<L, M>
 where
     L: SeriesLabels,
-    M: EncodeMetric + TypedMetric,
+    M: FastMetric,
 {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
         for (labels, metric) in self.read().iter() {
-            metric.encode(encoder.encode_family(labels)?)?;
+            metric.encode_reference(labels, &mut encoder)?;
         }
         Ok(())
     }
