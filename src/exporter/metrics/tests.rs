@@ -470,3 +470,51 @@ fn a_scenario_that_lost_its_turns_or_long_prompt_loses_their_series() {
     // The pair's other series stay.
     assert!(has("llm_probe_time_to_first_token_seconds"));
 }
+
+/// A replica probed with two scenarios keeps its engine load and its `endpoint_info` when one
+/// of its pairs goes (a reload took that scenario out): they are the replica's, not the pair's,
+/// and go with its last pair. Its other pair's next probe may be an interval away (up to a
+/// day), and the gauges must not be absent meanwhile.
+#[test]
+fn a_replica_still_probed_with_another_scenario_keeps_its_engine_load() {
+    let metrics = Metrics::new(&[]);
+    let (s1, s2) = (
+        pair("pool", "s1").with_replica("127.0.0.2:80"),
+        pair("pool", "s2").with_replica("127.0.0.2:80"),
+    );
+    for labels in [&s1, &s2] {
+        populate(&metrics, labels);
+    }
+    let replica_s = |text: &str, family: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .filter(|l| l.contains("replica=\"127.0.0.2:80\""))
+            .count()
+    };
+    let families = [
+        "llm_probe_server_requests_waiting",
+        "llm_probe_server_requests_running",
+        "llm_probe_server_kv_cache_usage_ratio",
+        "llm_probe_endpoint_info",
+    ];
+    let text = metrics.render(None).1;
+    for family in families {
+        assert_eq!(replica_s(&text, family), 1, "{family}:\n{text}");
+    }
+
+    metrics.forget(&s2);
+    let text = metrics.render(None).1;
+    assert!(!text.contains("scenario=\"s2\""), "{text}");
+    for family in families {
+        assert_eq!(
+            replica_s(&text, family),
+            1,
+            "{family} went with s2:\n{text}"
+        );
+    }
+
+    // The replica's last pair takes them.
+    metrics.forget(&s1);
+    let text = metrics.render(None).1;
+    assert!(!text.contains("127.0.0.2:80"), "{text}");
+}
