@@ -228,21 +228,25 @@ impl Identity {
         }
     }
 
-    /// Removes every series of one pair; a replica's pair also takes the replica's identity
-    /// with it (a replica still probed with another scenario reports it again at its next
-    /// probe).
+    /// Removes every series of one pair (not its replica's identity: [`Identity::forget_replica`]).
     pub(super) fn forget(&self, labels: &ProbeLabels) {
         self.interval.remove(labels);
-        if !labels.replica.is_empty() {
-            let key = (labels.target.clone(), labels.replica.clone());
-            let old = self
-                .current_identity
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
-            if let Some(old) = old {
-                self.endpoint_info.remove(&old);
-            }
+    }
+
+    /// Removes the identity of the replica `labels` probed (its last pair is gone). Nothing for
+    /// a pair without a replica: a target's own identity goes with the target.
+    pub(super) fn forget_replica(&self, labels: &ProbeLabels) {
+        if labels.replica.is_empty() {
+            return;
+        }
+        let key = (labels.target.clone(), labels.replica.clone());
+        let old = self
+            .current_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        if let Some(old) = old {
+            self.endpoint_info.remove(&old);
         }
     }
 

@@ -194,14 +194,18 @@ impl Metrics {
     }
 
     /// Removes every series of one (target, model, scenario), e.g. when it leaves the config;
-    /// a replica's pair also takes the replica's identity and engine load with it (a replica
-    /// still probed with another scenario sets them again at its next probe).
+    /// a replica's last pair also takes the replica's identity and engine load with it (a
+    /// replica still probed with another scenario keeps them: its next probe of that scenario
+    /// may be an interval away).
     pub fn forget(&self, labels: &ProbeLabels) {
         self.timings.forget(labels);
         self.probes.forget(labels);
         self.turns.forget(labels);
         self.identity.forget(labels);
-        self.server_load.forget_replica(labels);
+        if !self.probes.has_pair_of_replica(labels) {
+            self.identity.forget_replica(labels);
+            self.server_load.forget_replica(labels);
+        }
     }
 
     /// Removes the series a pair keeps only for a scenario shape it no longer has: the turn

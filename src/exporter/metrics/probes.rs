@@ -213,6 +213,21 @@ impl ProbeCounters {
             .set(obs.retry_after.map_or(0.0, |d| d.as_secs_f64()));
     }
 
+    /// Whether a pair of `labels`' replica (same target and model, any scenario) has series:
+    /// the replica is still probed, or its series linger. False for a pair without a replica.
+    pub(super) fn has_pair_of_replica(&self, labels: &ProbeLabels) -> bool {
+        if labels.replica.is_empty() {
+            return false;
+        }
+        // A target's pairs sort together (target, model, scenario, replica): its run starts at
+        // the empty scenario.
+        let first = ProbeLabels::new(labels.target.clone(), labels.model.clone(), "", "");
+        let series = self.probes.read();
+        let mut run = (series.range(first..).map(|(l, _)| l))
+            .take_while(|l| l.target == labels.target && l.model == labels.model);
+        run.any(|l| l.replica == labels.replica)
+    }
+
     /// Removes every series of one pair.
     pub(super) fn forget(&self, labels: &ProbeLabels) {
         for c in [

@@ -175,9 +175,8 @@ impl ServerLoad {
         }
     }
 
-    /// Removes the load gauges of the replica `labels` probed (its pair is gone; a replica still
-    /// probed with another scenario sets them again at its next probe). Nothing for a pair
-    /// without a replica: a target's own gauges go with the target.
+    /// Removes the load gauges of the replica `labels` probed (its last pair is gone). Nothing
+    /// for a pair without a replica: a target's own gauges go with the target.
     pub(super) fn forget_replica(&self, labels: &ProbeLabels) {
         if labels.replica.is_empty() {
             return;
