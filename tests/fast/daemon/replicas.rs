@@ -1266,3 +1266,78 @@ fn check_config_shows_a_pools_pair_on_every_shard_that_probes_a_replica_of_it() 
         );
     }
 }
+
+/// A scenario removed while a departed replica's pairs are in their grace takes those pairs'
+/// series with it too: the grace keeps a departed replica's series for a scenario still
+/// probed, not for one the file no longer has (its alerts would fire on for the grace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_removed_during_a_replica_s_grace_takes_its_lingering_series() {
+    let sims = [
+        simulator_at("127.0.0.16", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.17", 0, common::stream(5, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &all);
+    let one = pool_yaml(
+        &format!(
+            "      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
+            sd.display()
+        ),
+        "200ms",
+        "",
+    );
+    let two = one.replacen(
+        "scenarios:\n",
+        &format!("scenarios:\n{}", common::scenario("chat2", 4)),
+        1,
+    );
+    let probes = dir.path().join("probes.yaml");
+    std::fs::write(&probes, &two).unwrap();
+    let d = Daemon::start(
+        common::parse(&two),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(probes.clone()),
+    )
+    .await
+    .unwrap();
+    let series = |t: &str, scenario: &str, replica: &str| {
+        t.contains(&format!(
+            "llm_probe_probes_total{{target=\"pool\",model=\"m\",scenario=\"{scenario}\",replica=\"{replica}\"}}"
+        ))
+    };
+    until(
+        &d,
+        "both scenarios of both replicas",
+        Duration::from_secs(30),
+        |t| {
+            all.iter()
+                .all(|r| series(t, "chat", r) && series(t, "chat2", r))
+        },
+    )
+    .await;
+    // The first replica departs: its pairs stop, their series stay for the grace.
+    write_sd(&sd, &all[1..]);
+    let text = until(&d, "one replica", Duration::from_secs(10), |t| {
+        gauge(t, "llm_probe_replicas", "pool") == Some(1.0)
+    })
+    .await;
+    assert!(series(&text, "chat2", &all[0]), "{text}");
+
+    std::fs::write(&probes, &one).unwrap();
+    let summary = d.reload().await.expect("the file without chat2 reloads");
+    assert!(summary.contains("removed 1"), "{summary}");
+    let text = scrape(&d).await;
+    let left: Vec<&str> = (text.lines())
+        .filter(|l| l.contains("scenario=\"chat2\""))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "chat2's series outlive its removal:\n{}",
+        left.join("\n")
+    );
+    // The departed replica's pair of the scenario still probed keeps its grace.
+    assert!(series(&text, "chat", &all[0]), "{text}");
+    d.stop().await;
+}
