@@ -816,10 +816,15 @@ impl Supervisor {
                 false
             }
         });
-        // Lingering series of a target that no longer has replicas (or another model) go now.
+        // Lingering series of a target that no longer has replicas (or another model), or of a
+        // scenario it no longer has, go now.
         lingering.retain(|l, _| {
-            let keep = (config.targets.iter())
-                .any(|t| *t.name == *l.target && *t.model == *l.model && t.replicas.is_some());
+            let keep = (config.targets.iter()).any(|t| {
+                *t.name == *l.target
+                    && *t.model == *l.model
+                    && t.replicas.is_some()
+                    && t.scenarios.iter().any(|s| *s.name == *l.scenario)
+            });
             if !keep {
                 metrics.forget(l);
             }
