@@ -1341,3 +1341,62 @@ async fn a_scenario_removed_during_a_replica_s_grace_takes_its_lingering_series(
     assert!(series(&text, "chat", &all[0]), "{text}");
     d.stop().await;
 }
+
+/// A replica back within its grace keeps its series, even when the same new set sends more
+/// replicas into their grace than the cap keeps (`replicas.max` × scenarios): the cap bounds
+/// the departed replicas, and a returning one is not departed. Its counters go on; they do not
+/// start again at zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_back_within_its_grace_keeps_its_series_past_the_lingering_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    // Nothing listens on port 9 of these addresses: probes fail fast, series exist all the same.
+    let [a, b, c, d2, e] = [1, 2, 3, 4, 5].map(|i| format!("127.0.2.{i}:9"));
+    write_sd(&sd, &[a.clone(), b.clone()]);
+    let cfg = common::parse(&pool_yaml(
+        &format!(
+            "      file_sd: {}\n      refresh: 100ms\n      max: 2\n      grace: 1h\n",
+            sd.display()
+        ),
+        "100ms",
+        "",
+    ));
+    let d = common::daemon(cfg).await;
+    let probes = |t: &str, r: &str| {
+        common::sample(
+            t,
+            "llm_probe_probes_total",
+            &[("target", "pool"), ("replica", r)],
+        )
+    };
+    let text = until(&d, "a probed ten times", Duration::from_secs(30), |t| {
+        probes(t, &a).is_some_and(|n| n >= 10.0)
+    })
+    .await;
+    let before = probes(&text, &a).unwrap();
+    // a and b depart: two pairs in their grace, as many as the cap keeps.
+    write_sd(&sd, &[c.clone(), d2.clone()]);
+    until(&d, "c and d probed", Duration::from_secs(30), |t| {
+        series_of(t, &c) && series_of(t, &d2)
+    })
+    .await;
+    // a returns as c and d depart: three departed pairs (b, c, d), one over the cap.
+    write_sd(&sd, &[a.clone(), e.clone()]);
+    let text = until(&d, "e probed", Duration::from_secs(30), |t| {
+        series_of(t, &e)
+    })
+    .await;
+    let after = probes(&text, &a).unwrap_or(0.0);
+    assert!(
+        after >= before,
+        "a's probes counter went from {before} back to {after}:\n{text}"
+    );
+    let departed: Vec<String> = [&b, &c, &d2]
+        .into_iter()
+        .filter(|r| series_of(&text, r))
+        .cloned()
+        .collect();
+    // The cap keeps the last two to depart.
+    assert_eq!(departed, [c, d2]);
+    d.stop().await;
+}
