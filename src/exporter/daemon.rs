@@ -819,6 +819,19 @@ impl Supervisor {
         // Lingering series of a target that no longer has replicas (or another model), or of a
         // scenario it no longer has, go now.
         lingering.retain(|l, _| {
+            let key = (
+                l.target.to_string(),
+                l.replica.to_string(),
+                l.scenario.to_string(),
+            );
+            if wanted
+                .get(&key)
+                .is_some_and(|(t, _, _)| *t.model == *l.model)
+            {
+                // A replica back within its grace: probed again with its series kept, and no
+                // longer departed (the cap below counts only departed pairs).
+                return false;
+            }
             let keep = (config.targets.iter()).any(|t| {
                 *t.name == *l.target
                     && *t.model == *l.model
