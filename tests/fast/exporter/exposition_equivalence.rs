@@ -9,6 +9,7 @@ use crate::common;
 use std::time::{Duration, SystemTime};
 
 use llm_probe::config::Slo;
+use llm_probe::engine::{Engine, EngineLoad, ScrapeFailure, ScrapeFailureReason};
 use llm_probe::measure::{Anomaly, Failure, FailureReason, ProbeOutcome};
 use llm_probe::metrics::{
     Exposition, HistogramKinds, HistogramOptions, Metrics, NativeBucketFactor, ProbeLabels,
@@ -42,6 +43,14 @@ enum Event {
     Register { pair: usize, interval_s: u16 },
     /// `pair` leaves the configuration.
     Forget { pair: usize },
+    /// A probe of `pair` read its engine's load first: `waiting` and `kv` (a KV-cache share in
+    /// percent) when published, or the read failed with the `failed`-th reason.
+    Engine {
+        pair: usize,
+        waiting: Option<u16>,
+        kv: Option<u8>,
+        failed: Option<usize>,
+    },
 }
 
 fn event(pairs: usize) -> impl Strategy<Value = Event> {
@@ -55,7 +64,10 @@ fn event(pairs: usize) -> impl Strategy<Value = Event> {
         2 => (p.clone(), 0usize..64).prop_map(|(pair, reason)| Event::Failure { pair, reason }),
         1 => (p.clone(), 0usize..64).prop_map(|(pair, kind)| Event::Anomaly { pair, kind }),
         2 => (p.clone(), 1u16..3_600).prop_map(|(pair, interval_s)| Event::Register { pair, interval_s }),
-        1 => p.prop_map(|pair| Event::Forget { pair }),
+        1 => p.clone().prop_map(|pair| Event::Forget { pair }),
+        2 => (p, proptest::option::of(any::<u16>()), proptest::option::of(0u8..=100),
+              proptest::option::weighted(0.25, 0usize..64))
+            .prop_map(|(pair, waiting, kv, failed)| Event::Engine { pair, waiting, kv, failed }),
     ]
 }
 
@@ -135,6 +147,29 @@ fn apply(metrics: &Metrics, pairs: &[ProbeLabels], e: &Event) {
             );
         }
         Event::Forget { pair } => metrics.forget(&pairs[pair]),
+        Event::Engine {
+            pair,
+            waiting,
+            kv,
+            failed,
+        } => {
+            let l = &pairs[pair];
+            metrics.register_server_metrics(&l.target, &l.model);
+            let mut o = outcome(l, Err(Failure::new(FailureReason::ALL[0], "x")));
+            o.observations.server_load = Some(match failed {
+                Some(r) => Err(ScrapeFailure {
+                    reason: ScrapeFailureReason::ALL[r % ScrapeFailureReason::ALL.len()],
+                    detail: "x".into(),
+                }),
+                None => Ok(EngineLoad {
+                    engine: Engine::Vllm,
+                    requests_waiting: waiting.map(f64::from),
+                    requests_running: waiting.map(|w| f64::from(w) / 3.0),
+                    kv_cache_usage_ratio: kv.map(|k| f64::from(k) / 100.0),
+                }),
+            });
+            metrics.observe(&o);
+        }
     }
 }
 
@@ -247,6 +282,14 @@ fn every_family_renders_the_same_as_the_reference() {
         for kind in 0..Anomaly::ALL.len() {
             apply(&metrics, &pairs, &Event::Anomaly { pair: i, kind });
         }
+        // The engine's load: the target's own, and a replica's (with its `replica` label).
+        let engine = Event::Engine {
+            pair: i,
+            waiting: Some(3),
+            kv: Some(41),
+            failed: None,
+        };
+        apply(&metrics, &pairs, &engine);
         for t in 0..20u8 {
             apply(
                 &metrics,
@@ -272,5 +315,17 @@ fn every_family_renders_the_same_as_the_reference() {
         "escaped labels"
     );
     assert!(text.contains(" # {trace_id=\""), "exemplars written");
+    assert!(
+        text.contains(
+            "llm_probe_server_requests_waiting{target=\"t2\",model=\"m\",replica=\"[::1]:8000\"} 3.0"
+        ),
+        "a replica's engine load:\n{text}"
+    );
+    assert!(
+        text.contains(
+            "llm_probe_server_kv_cache_usage_ratio{target=\"t\\\"1\",model=\"m\\\\\"} 0.41"
+        ),
+        "a target's own engine load:\n{text}"
+    );
     assert!(text.ends_with("# EOF\n"));
 }
