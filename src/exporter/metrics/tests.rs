@@ -518,3 +518,40 @@ fn a_replica_still_probed_with_another_scenario_keeps_its_engine_load() {
     let text = metrics.render(None).1;
     assert!(!text.contains("127.0.0.2:80"), "{text}");
 }
+
+/// The daemon forgets the engine metrics of a target without `server_metrics_url` each time
+/// one of its pairs starts (a reload that adds a scenario or changes a setting, a replica that
+/// joins). Its quota left comes from its response heads, not from an engine: it stays (an
+/// exhausted quota held back by a 429's `Retry-After` must not vanish from the gauges and end
+/// its alert).
+#[test]
+fn forgetting_a_target_s_engine_metrics_keeps_its_quota_left() {
+    let metrics = Metrics::new(&[]);
+    let hosted = pair("hosted", "s");
+    populate(&metrics, &hosted);
+    let quota = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("llm_probe_rate_limit_"))
+            .filter(|l| l.contains("target=\"hosted\""))
+            .map(String::from)
+            .collect()
+    };
+    let before = quota(&metrics.render(None).1);
+    assert!(before.len() >= 3, "{before:#?}");
+
+    metrics.forget_server_metrics("hosted", "m");
+    let text = metrics.render(None).1;
+    assert_eq!(quota(&text), before, "{text}");
+    for family in [
+        "llm_probe_server_requests_waiting{",
+        "llm_probe_server_metrics_scrape_failures_total{",
+    ] {
+        assert!(
+            !text.lines().any(|l| l.starts_with(family)),
+            "{family}: {text}"
+        );
+    }
+    // The target's removal takes the quota too.
+    metrics.forget_target("hosted", "m");
+    assert_eq!(quota(&metrics.render(None).1), Vec::<String>::new());
+}
