@@ -178,11 +178,11 @@ impl Metrics {
             .register_target(&TargetLabels::new(target, model));
     }
 
-    /// Removes a target's engine-metrics gauges and failure counters (its `server_metrics_url`
-    /// was removed, or the target left the config).
+    /// Removes a target's engine-metrics gauges and failure counters (it has no
+    /// `server_metrics_url`); its quota left (rate-limit headers) stays.
     pub fn forget_server_metrics(&self, target: &str, model: &str) {
         self.server_load
-            .forget_target(&TargetLabels::new(target, model));
+            .forget_engine(&TargetLabels::new(target, model));
     }
 
     /// Removes a target's three engine-load gauges (its `server_metrics_url` or adapter

@@ -187,10 +187,16 @@ impl ServerLoad {
         }
     }
 
-    /// Removes every series of a target.
-    pub(super) fn forget_target(&self, t: &TargetLabels) {
+    /// Removes a target's engine series: the load gauges and the failure counters (its quota
+    /// left, from its response heads, stays).
+    pub(super) fn forget_engine(&self, t: &TargetLabels) {
         self.forget_load(t);
         self.scrape_failures.remove_all_of(t);
+    }
+
+    /// Removes every series of a target.
+    pub(super) fn forget_target(&self, t: &TargetLabels) {
+        self.forget_engine(t);
         self.quota.forget_target(t);
     }
 }
