@@ -1062,6 +1062,82 @@ mod tests {
             .unwrap_or_else(|_| panic!("no probe of {target}"));
     }
 
+    /// The log lines written while it is the thread's subscriber.
+    #[derive(Clone, Default)]
+    struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Log {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    /// A schedule that panics outside a probe (a zero interval, which the config refuses)
+    /// ends its own task: the log names the pair, `/-/healthy` counts it, the other pair goes
+    /// on, and the daemon still stops (no task is left waiting on it). One runtime thread: the
+    /// thread's log subscriber sees every task.
+    #[tokio::test]
+    async fn a_schedule_that_panics_is_logged_and_counted_and_the_daemon_still_stops() {
+        let log = Log::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let log = log.clone();
+                move || log.clone()
+            })
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let mut config = config::parse(
+            &probes_file("broken", "s").replace(
+                "targets:\n",
+                "targets:\n  - name: fine\n    protocol: openai-chat\n    base_url: http://127.0.0.1:1/v1\n    model: m\n",
+            ),
+            "<test>",
+            &|_| None,
+        )
+        .unwrap();
+        let broken = (config.targets.iter_mut())
+            .find(|t| t.name == "broken")
+            .unwrap();
+        Arc::get_mut(broken).unwrap().interval = Duration::ZERO;
+        let listen = "127.0.0.1:0".parse().unwrap();
+        let daemon = Daemon::start(config, listen, None).await.unwrap();
+        let mut outcomes = daemon.subscribe();
+        let stopped = async {
+            while daemon.server.stopped_schedules.load(Ordering::Acquire) == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), stopped)
+            .await
+            .expect("the schedule's panic is counted");
+        let text = log.text();
+        let line = (text.lines())
+            .find(|l| l.contains("a probe schedule stopped"))
+            .unwrap_or_else(|| panic!("no log line of the stopped schedule:\n{text}"));
+        assert!(
+            line.contains("ERROR") && line.contains("target=broken"),
+            "{line}"
+        );
+        assert!(line.contains("a probe interval of zero"), "{line}");
+        // The other pair is still probed.
+        probed(&mut outcomes, "fine").await;
+        assert_eq!(daemon.server.stopped_schedules.load(Ordering::Acquire), 1);
+        tokio::time::timeout(Duration::from_secs(30), daemon.stop())
+            .await
+            .expect("the daemon stops");
+    }
+
     #[tokio::test]
     async fn a_reload_that_panics_fails_keeps_the_old_pairs_and_the_next_reload_works() {
         let dir = tempfile::tempdir().unwrap();
