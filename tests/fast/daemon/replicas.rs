@@ -1400,3 +1400,107 @@ async fn a_replica_back_within_its_grace_keeps_its_series_past_the_lingering_cap
     assert_eq!(departed, [c, d2]);
     d.stop().await;
 }
+
+/// A pool's engine-load gauges, one per replica, follow the pool through reloads: a new model
+/// or a target without `replicas:` takes every replica's at once, grace or not (their numbers
+/// describe engines no longer probed under those labels), and a target without replicas has
+/// no `replica` label on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_s_engine_gauges_follow_it_through_reloads() {
+    let sims = [
+        simulator_at("127.0.0.18", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.19", 0, common::stream(5, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &all);
+    let replicas = format!(
+        "    replicas:\n      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
+        sd.display()
+    );
+    let pool = pool_yaml_at(
+        9,
+        &replicas["    replicas:\n".len()..],
+        "200ms",
+        "    server_metrics_url: http://pool.test:9/metrics\n",
+    );
+    let probes = dir.path().join("probes.yaml");
+    std::fs::write(&probes, &pool).unwrap();
+    let d = Daemon::start(
+        common::parse(&pool),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(probes.clone()),
+    )
+    .await
+    .unwrap();
+    let engine_gauges = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| {
+                ["waiting", "running"]
+                    .iter()
+                    .any(|g| l.starts_with(&format!("llm_probe_server_requests_{g}{{")))
+            })
+            .map(String::from)
+            .collect()
+    };
+    until(
+        &d,
+        "each replica's engine read",
+        Duration::from_secs(30),
+        |t| {
+            all.iter().all(|r| {
+                let labels = [("target", "pool"), ("replica", r.as_str())];
+                common::sample(t, "llm_probe_server_requests_running", &labels).is_some()
+            })
+        },
+    )
+    .await;
+
+    // Another model: the old labels' gauges go at once.
+    std::fs::write(&probes, pool.replace("model: m\n", "model: m2\n")).unwrap();
+    d.reload().await.expect("another model reloads");
+    let text = scrape(&d).await;
+    let old: Vec<String> = (engine_gauges(&text).into_iter())
+        .filter(|l| l.contains("model=\"m\""))
+        .collect();
+    assert!(old.is_empty(), "{old:#?}");
+
+    // Back, then without replicas: no replica's gauge stays, and the target's own has none.
+    std::fs::write(&probes, &pool).unwrap();
+    d.reload().await.expect("the pool reloads");
+    until(
+        &d,
+        "each replica's engine read again",
+        Duration::from_secs(30),
+        |t| {
+            engine_gauges(t)
+                .iter()
+                .filter(|l| l.contains("model=\"m\""))
+                .count()
+                == 4
+        },
+    )
+    .await;
+    let plain = pool
+        .replace(&replicas, "")
+        .replace("http://pool.test:9/", &format!("http://{}/", all[0]));
+    assert!(!plain.contains("replicas:"), "{plain}");
+    std::fs::write(&probes, &plain).unwrap();
+    d.reload()
+        .await
+        .expect("the target without replicas reloads");
+    let text = scrape(&d).await;
+    assert!(!text.contains("replica="), "{text}");
+    let text = until(
+        &d,
+        "the target's own engine read",
+        Duration::from_secs(30),
+        |t| engine_gauges(t).len() == 2,
+    )
+    .await;
+    for line in engine_gauges(&text) {
+        assert!(line.contains("{target=\"pool\",model=\"m\"}"), "{line}");
+    }
+    d.stop().await;
+}
