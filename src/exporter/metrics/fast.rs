@@ -68,7 +68,7 @@ pub trait FastMetric: Metric + prometheus_client::metrics::TypedMetric + Clone {
 
     /// Appends this series' protobuf `Metric` messages (field 4 of its family), `labels`
     /// writing its label pairs into each: one message, unless the series holds one metric per
-    /// value of a label of its own ([`super::by_label::CountsByLabel`]).
+    /// value of a label of its own (`CountsByLabel`: a pair's failure counts by reason).
     fn write_protobuf_metrics(
         &self,
         out: &mut Vec<u8>,
