@@ -309,7 +309,7 @@ impl Prober {
                 }))
             }
         };
-        let route = |url: &mut reqwest::Url| armed.to_replica_port(url);
+        let route = |url: &mut reqwest::Url| armed.to_replica_address(url);
         let mut scraped = engine_scrape::scrape(client, sm, key, budget, route).await;
         if let Err(f) = &mut scraped {
             armed.redact(&mut f.detail);
@@ -595,7 +595,7 @@ impl Armed {
         let mut url = self.target.base_url.clone();
         url.set_path(path);
         url.set_query(None);
-        let host = self.to_replica_port(&mut url);
+        let host = self.to_replica_address(&mut url);
         let mut req = self.client().ok()?.get(url);
         if let Some(host) = host {
             req = req.header(HOST, host);
@@ -636,10 +636,10 @@ impl Armed {
         }
     }
 
-    /// [`resolve::to_replica_port`] for this prober's replica, if it probes one.
-    fn to_replica_port(&self, url: &mut reqwest::Url) -> Option<HeaderValue> {
+    /// [`resolve::to_replica_address`] for this prober's replica, if it probes one.
+    fn to_replica_address(&self, url: &mut reqwest::Url) -> Option<HeaderValue> {
         let pin = resolve::pin_of(&self.target, self.replica.as_ref())?;
-        resolve::to_replica_port(url, &pin)
+        resolve::to_replica_address(url, &pin)
     }
 
     /// Replaces the target's API key, its secret header values and its proxy's credentials in
@@ -814,7 +814,7 @@ impl Armed {
             }
             None => transport::Response::Reqwest({
                 let mut request = request;
-                if let Some(host) = self.to_replica_port(request.url_mut()) {
+                if let Some(host) = self.to_replica_address(request.url_mut()) {
                     request.headers_mut().insert(HOST, host);
                 }
                 (self.client())

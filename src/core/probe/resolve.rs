@@ -10,7 +10,7 @@
 //!   replica's address and nothing else, so the request keeps the name (`Host`, TLS SNI and
 //!   certificate checks) and connects to the replica.
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -76,20 +76,36 @@ pub(super) fn pin_of(
     }))
 }
 
-/// Points a request for `url` over a replica's reqwest client at the replica's port: reqwest
-/// connects to the URL's port whatever the resolver answers, and a replica may listen on
-/// another port than `base_url`'s (an SRV record's, a file_sd entry's). Returns the `Host`
-/// header the request keeps (the URL's authority as written), or `None` when `url` is not on
-/// the pinned host or already on the replica's port (nothing changes then). The stamped client
-/// connects to the pinned address itself and needs none of this.
-pub(super) fn to_replica_port(url: &mut reqwest::Url, pin: &Pin) -> Option<http::HeaderValue> {
+/// Points a request for `url` over a replica's reqwest client at the replica: reqwest connects
+/// to the URL's port whatever the resolver answers, and a replica may listen on another port
+/// than `base_url`'s (an SRV record's, a file_sd entry's); and a URL whose host is an IP
+/// address is never resolved at all, so its address becomes the replica's too. Returns the
+/// `Host` header the request keeps (the URL's authority as written), or `None` when `url` is
+/// not on the pinned host or already at the replica's address (nothing changes then). The
+/// stamped client connects to the pinned address itself and needs none of this.
+pub(super) fn to_replica_address(url: &mut reqwest::Url, pin: &Pin) -> Option<http::HeaderValue> {
     let host = url.host_str()?;
-    if !pin.matches(host) || url.port_or_known_default() == Some(pin.addr.port()) {
+    if !pin.matches(host) {
+        return None;
+    }
+    let ip = match url.host()? {
+        url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        url::Host::Domain(_) => None,
+    };
+    let move_ip = ip.is_some_and(|ip| ip != pin.addr.ip());
+    let move_port = url.port_or_known_default() != Some(pin.addr.port());
+    if !move_ip && !move_port {
         return None;
     }
     let authority = &url[url::Position::BeforeHost..url::Position::AfterPort];
     let header = http::HeaderValue::from_str(authority).ok()?;
-    url.set_port(Some(pin.addr.port())).ok()?;
+    if move_ip {
+        url.set_ip_host(pin.addr.ip()).ok()?;
+    }
+    if move_port {
+        url.set_port(Some(pin.addr.port())).ok()?;
+    }
     Some(header)
 }
 
@@ -200,7 +216,56 @@ mod tests {
         ];
         for (before, host, after) in cases {
             let mut url = reqwest::Url::parse(before).unwrap();
-            let got = to_replica_port(&mut url, &pin);
+            let got = to_replica_address(&mut url, &pin);
+            assert_eq!(got.as_ref().map(|h| h.to_str().unwrap()), host, "{before}");
+            assert_eq!(url.as_str(), after, "{before}");
+        }
+    }
+
+    /// A `base_url` on an IP address is never resolved, so the pin alone would not move it:
+    /// the request goes to the replica's address (and port) with the URL's `Host`.
+    #[test]
+    fn a_request_to_an_ip_address_goes_to_the_replica_s_address() {
+        let pin = |host: &str, addr: &str| Pin {
+            host: host.into(),
+            addr: addr.parse().unwrap(),
+        };
+        let cases = [
+            (
+                pin("127.0.0.1", "127.0.0.2:18777"),
+                "http://127.0.0.1:18777/metrics",
+                Some("127.0.0.1:18777"),
+                "http://127.0.0.2:18777/metrics",
+            ),
+            (
+                pin("127.0.0.1", "127.0.0.3:9001"),
+                "http://127.0.0.1:8000/version",
+                Some("127.0.0.1:8000"),
+                "http://127.0.0.3:9001/version",
+            ),
+            (
+                pin("[::1]", "[fd00::7]:8000"),
+                "http://[::1]:8000/metrics",
+                Some("[::1]:8000"),
+                "http://[fd00::7]:8000/metrics",
+            ),
+            (
+                pin("127.0.0.1", "127.0.0.1:8000"),
+                "http://127.0.0.1:8000/metrics",
+                None,
+                "http://127.0.0.1:8000/metrics",
+            ),
+            // Another address than base_url's: not this replica's host.
+            (
+                pin("127.0.0.1", "127.0.0.2:8000"),
+                "http://10.0.0.9:8000/metrics",
+                None,
+                "http://10.0.0.9:8000/metrics",
+            ),
+        ];
+        for (pin, before, host, after) in cases {
+            let mut url = reqwest::Url::parse(before).unwrap();
+            let got = to_replica_address(&mut url, &pin);
             assert_eq!(got.as_ref().map(|h| h.to_str().unwrap()), host, "{before}");
             assert_eq!(url.as_str(), after, "{before}");
         }

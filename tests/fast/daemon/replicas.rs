@@ -91,6 +91,20 @@ async fn each_replica_is_probed_at_its_address_with_the_target_host_and_its_own_
 /// entry may say).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_replica_s_engine_metrics_are_read_at_its_own_address() {
+    engine_metrics_read_at_each_replica("pool.test").await;
+}
+
+/// A `base_url` on an IP address is never resolved: its engine reads still go to each
+/// replica's address, not to `base_url`'s with the replica's port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_on_an_ip_address_reads_each_replica_s_engine_metrics() {
+    engine_metrics_read_at_each_replica("127.0.0.1").await;
+}
+
+/// A pool whose `base_url` and `server_metrics_url` are on `host` (a name that does not
+/// resolve, or an address nothing listens on), its two replicas elsewhere: every engine read
+/// succeeds, and each replica has gauges of its own.
+async fn engine_metrics_read_at_each_replica(host: &str) {
     let sims = [
         simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await,
         simulator_at("127.0.0.3", 0, common::stream(20, 2, 4)).await,
@@ -99,12 +113,15 @@ async fn each_replica_s_engine_metrics_are_read_at_its_own_address() {
     let dir = tempfile::tempdir().unwrap();
     let sd = dir.path().join("pool.json");
     write_sd(&sd, &addrs(&[&sims[0], &sims[1]]));
-    let cfg = common::parse(&pool_yaml_at(
-        port,
-        &format!("      file_sd: {}\n      refresh: 200ms\n", sd.display()),
-        "400ms",
-        &format!("    server_metrics_url: http://pool.test:{port}/metrics\n"),
-    ));
+    let cfg = common::parse(
+        &pool_yaml_at(
+            port,
+            &format!("      file_sd: {}\n      refresh: 200ms\n", sd.display()),
+            "400ms",
+            &format!("    server_metrics_url: http://pool.test:{port}/metrics\n"),
+        )
+        .replace("pool.test", host),
+    );
     let d = common::daemon(cfg).await;
     let text = until(
         &d,
