@@ -803,6 +803,10 @@ impl Supervisor {
                     failure_log.forget(&l.target, &l.scenario, &l.replica);
                     match grace_of(config, run) {
                         Some(grace) => {
+                            // Its series stay for the grace; its engine's load is a now, not
+                            // a history: a departed replica's last numbers would stand in a
+                            // pool's `max` for the whole grace.
+                            metrics.forget_replica_load(&run.labels());
                             lingering.insert(run.labels(), now + grace);
                         }
                         None => metrics.forget(&run.labels()),

@@ -208,6 +208,13 @@ impl Metrics {
         }
     }
 
+    /// Removes the engine-load gauges of the replica `labels` probed (it left discovery: its
+    /// other series stay for its grace, but its engine's numbers would be stale). Nothing for
+    /// a pair without a replica.
+    pub fn forget_replica_load(&self, labels: &ProbeLabels) {
+        self.server_load.forget_replica(labels);
+    }
+
     /// Removes the series a pair keeps only for a scenario shape it no longer has: the turn
     /// families without `turns`, the prefill speeds without a generated prompt (a reload that
     /// changed the scenario but kept its labels).

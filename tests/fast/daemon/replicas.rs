@@ -1474,6 +1474,23 @@ async fn a_pool_s_engine_gauges_follow_it_through_reloads() {
     )
     .await;
 
+    // A replica that leaves discovery: its series stay for the grace, but its engine's
+    // numbers, a now and not a history, go at once.
+    write_sd(&sd, &all[..1]);
+    let gone = all[1].as_str();
+    let text = until(
+        &d,
+        "the departed replica's engine gauges gone",
+        Duration::from_secs(30),
+        |t| {
+            let labels = [("target", "pool"), ("replica", gone)];
+            common::sample(t, "llm_probe_server_requests_running", &labels).is_none()
+        },
+    )
+    .await;
+    assert!(ttft(&text, gone).1 > 0.0, "{text}");
+    write_sd(&sd, &all);
+
     // Another model: the old labels' gauges go at once.
     std::fs::write(&probes, pool.replace("model: m\n", "model: m2\n")).unwrap();
     d.reload().await.expect("another model reloads");
