@@ -52,6 +52,21 @@ pub fn pool_yaml(replicas: &str, interval: &str, extra: &str) -> String {
     pool_yaml_at(8000, replicas, interval, extra)
 }
 
+/// A daemon started from `yaml`, which is written to `dir/probes.yaml` so that its reloads
+/// (`Daemon::reload`) read that file: the daemon and the file.
+pub async fn reloadable(dir: &Path, yaml: &str) -> (Daemon, PathBuf) {
+    let probes = dir.join("probes.yaml");
+    std::fs::write(&probes, yaml).unwrap();
+    let d = Daemon::start(
+        super::parse(yaml),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(probes.clone()),
+    )
+    .await
+    .unwrap();
+    (d, probes)
+}
+
 /// The daemon's text exposition.
 pub async fn scrape(d: &Daemon) -> String {
     super::get(d.addr, "/metrics", None).await.2

@@ -15,8 +15,8 @@ use llm_probe::daemon::Daemon;
 use llm_probe::simulate::Simulator;
 
 use common::fleet::{
-    addrs, gauge, host_header, pool_yaml, pool_yaml_at, scrape, series_of, simulator_at, ttft,
-    until, write_sd, write_whole,
+    addrs, gauge, host_header, pool_yaml, pool_yaml_at, reloadable, scrape, series_of,
+    simulator_at, ttft, until, write_sd, write_whole,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -762,15 +762,7 @@ async fn a_reload_keeps_replica_pairs_consistent_and_removing_replicas_removes_t
         "200ms",
         "",
     );
-    let probes = dir.path().join("probes.yaml");
-    std::fs::write(&probes, &with_replicas).unwrap();
-    let d = Daemon::start(
-        common::parse(&with_replicas),
-        "127.0.0.1:0".parse().unwrap(),
-        Some(probes.clone()),
-    )
-    .await
-    .unwrap();
+    let (d, probes) = reloadable(dir.path(), &with_replicas).await;
     until(&d, "both replicas probed", Duration::from_secs(30), |t| {
         all.iter().all(|r| ttft(t, r).1 >= 1.0)
     })
@@ -831,20 +823,8 @@ async fn a_scenario_removed_from_a_pool_takes_its_series_at_once() {
         "200ms",
         "",
     );
-    let two = one.replacen(
-        "scenarios:\n",
-        &format!("scenarios:\n{}", common::scenario("chat2", 4)),
-        1,
-    );
-    let probes = dir.path().join("probes.yaml");
-    std::fs::write(&probes, &two).unwrap();
-    let d = Daemon::start(
-        common::parse(&two),
-        "127.0.0.1:0".parse().unwrap(),
-        Some(probes.clone()),
-    )
-    .await
-    .unwrap();
+    let two = with_chat2(&one);
+    let (d, probes) = reloadable(dir.path(), &two).await;
     let replica = sim.addr.to_string();
     let series = |t: &str, scenario: &str| {
         t.contains(&format!(
@@ -1213,15 +1193,7 @@ async fn a_reload_to_a_smaller_max_shows_what_is_probed_at_once() {
             "",
         )
     };
-    let probes = dir.path().join("probes.yaml");
-    std::fs::write(&probes, yaml(&sd, 64)).unwrap();
-    let d = Daemon::start(
-        common::parse(&yaml(&sd, 64)),
-        "127.0.0.1:0".parse().unwrap(),
-        Some(probes.clone()),
-    )
-    .await
-    .unwrap();
+    let (d, probes) = reloadable(dir.path(), &yaml(&sd, 64)).await;
     until(&d, "three replicas", Duration::from_secs(30), |t| {
         gauge(t, "llm_probe_replicas", "pool") == Some(3.0)
     })
@@ -1305,20 +1277,8 @@ async fn a_scenario_removed_during_a_replica_s_grace_takes_its_lingering_series(
         "200ms",
         "",
     );
-    let two = one.replacen(
-        "scenarios:\n",
-        &format!("scenarios:\n{}", common::scenario("chat2", 4)),
-        1,
-    );
-    let probes = dir.path().join("probes.yaml");
-    std::fs::write(&probes, &two).unwrap();
-    let d = Daemon::start(
-        common::parse(&two),
-        "127.0.0.1:0".parse().unwrap(),
-        Some(probes.clone()),
-    )
-    .await
-    .unwrap();
+    let two = with_chat2(&one);
+    let (d, probes) = reloadable(dir.path(), &two).await;
     let series = |t: &str, scenario: &str, replica: &str| {
         t.contains(&format!(
             "llm_probe_probes_total{{target=\"pool\",model=\"m\",scenario=\"{scenario}\",replica=\"{replica}\"}}"
@@ -1442,15 +1402,7 @@ async fn a_pool_s_engine_gauges_follow_it_through_reloads() {
         "200ms",
         "    server_metrics_url: http://pool.test:9/metrics\n",
     );
-    let probes = dir.path().join("probes.yaml");
-    std::fs::write(&probes, &pool).unwrap();
-    let d = Daemon::start(
-        common::parse(&pool),
-        "127.0.0.1:0".parse().unwrap(),
-        Some(probes.clone()),
-    )
-    .await
-    .unwrap();
+    let (d, probes) = reloadable(dir.path(), &pool).await;
     let engine_gauges = |t: &str| -> Vec<String> {
         t.lines()
             .filter(|l| {
@@ -1537,4 +1489,13 @@ async fn a_pool_s_engine_gauges_follow_it_through_reloads() {
         assert!(line.contains("{target=\"pool\",model=\"m\"}"), "{line}");
     }
     d.stop().await;
+}
+
+/// `yaml` with a second scenario, `chat2`, before its first.
+fn with_chat2(yaml: &str) -> String {
+    yaml.replacen(
+        "scenarios:\n",
+        &format!("scenarios:\n{}", common::scenario("chat2", 4)),
+        1,
+    )
 }
