@@ -746,14 +746,7 @@ async fn dns_replicas_are_every_address_of_the_host_name_from_a_configured_names
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_keeps_replica_pairs_consistent_and_removing_replicas_removes_their_series() {
-    let sims = [
-        simulator_at("127.0.0.13", 0, common::stream(5, 1, 2)).await,
-        simulator_at("127.0.0.14", 0, common::stream(5, 1, 2)).await,
-    ];
-    let all = addrs(&[&sims[0], &sims[1]]);
-    let dir = tempfile::tempdir().unwrap();
-    let sd = dir.path().join("pool.json");
-    write_sd(&sd, &all);
+    let (_sims, all, dir, sd) = two_listed(["127.0.0.13", "127.0.0.14"]).await;
     let with_replicas = pool_yaml(
         &format!(
             "      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
@@ -1261,14 +1254,7 @@ fn check_config_shows_a_pools_pair_on_every_shard_that_probes_a_replica_of_it() 
 /// probed, not for one the file no longer has (its alerts would fire on for the grace).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scenario_removed_during_a_replica_s_grace_takes_its_lingering_series() {
-    let sims = [
-        simulator_at("127.0.0.16", 0, common::stream(5, 1, 2)).await,
-        simulator_at("127.0.0.17", 0, common::stream(5, 1, 2)).await,
-    ];
-    let all = addrs(&[&sims[0], &sims[1]]);
-    let dir = tempfile::tempdir().unwrap();
-    let sd = dir.path().join("pool.json");
-    write_sd(&sd, &all);
+    let (_sims, all, dir, sd) = two_listed(["127.0.0.16", "127.0.0.17"]).await;
     let one = pool_yaml(
         &format!(
             "      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
@@ -1384,14 +1370,7 @@ async fn a_replica_back_within_its_grace_keeps_its_series_past_the_lingering_cap
 /// no `replica` label on its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_s_engine_gauges_follow_it_through_reloads() {
-    let sims = [
-        simulator_at("127.0.0.18", 0, common::stream(5, 1, 2)).await,
-        simulator_at("127.0.0.19", 0, common::stream(5, 1, 2)).await,
-    ];
-    let all = addrs(&[&sims[0], &sims[1]]);
-    let dir = tempfile::tempdir().unwrap();
-    let sd = dir.path().join("pool.json");
-    write_sd(&sd, &all);
+    let (_sims, all, dir, sd) = two_listed(["127.0.0.18", "127.0.0.19"]).await;
     let replicas = format!(
         "    replicas:\n      file_sd: {}\n      refresh: 200ms\n      grace: 1h\n",
         sd.display()
@@ -1498,4 +1477,25 @@ fn with_chat2(yaml: &str) -> String {
         &format!("scenarios:\n{}", common::scenario("chat2", 4)),
         1,
     )
+}
+
+/// Two simulators (TTFT 5 ms) on the loopback addresses `ips` and, in a new directory, a
+/// file_sd file that lists them: the simulators, their addresses, the directory and the file.
+async fn two_listed(
+    ips: [&str; 2],
+) -> (
+    [Simulator; 2],
+    Vec<String>,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
+    let sims = [
+        simulator_at(ips[0], 0, common::stream(5, 1, 2)).await,
+        simulator_at(ips[1], 0, common::stream(5, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &all);
+    (sims, all, dir, sd)
 }
