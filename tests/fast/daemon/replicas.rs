@@ -147,6 +147,93 @@ async fn engine_metrics_read_at_each_replica(host: &str) {
     d.stop().await;
 }
 
+/// A `server_metrics_url` on another port than `base_url`'s (Triton's metrics port, an
+/// exporter beside the engine) is read at each replica's address at that port: the replica's
+/// own port stands for `base_url`'s, not for every port of its host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_metrics_port_of_its_own_is_kept_for_each_replica() {
+    engine_metrics_port_kept("pool.test").await;
+}
+
+/// [`an_engine_metrics_port_of_its_own_is_kept_for_each_replica`] for a pool on an IP address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_metrics_port_of_its_own_is_kept_on_an_ip_address() {
+    engine_metrics_port_kept("127.0.0.1").await;
+}
+
+/// A pool on `host` whose replica serves its API at `base_url`'s port and its engine metrics
+/// (7 requests waiting) at another: the gauge says 7, not the API server's own /metrics.
+async fn engine_metrics_port_kept(host: &str) {
+    let ip = if host == "pool.test" {
+        "127.0.0.22"
+    } else {
+        "127.0.0.23"
+    };
+    let sim = simulator_at(ip, 0, common::stream(5, 1, 2)).await;
+    let sidecar = metrics_sidecar(ip, 7).await;
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &[sim.addr.to_string()]);
+    let cfg = common::parse(
+        &pool_yaml_at(
+            sim.addr.port(),
+            &format!("      file_sd: {}\n      refresh: 200ms\n", sd.display()),
+            "300ms",
+            &format!(
+                "    server_metrics_url: http://pool.test:{}/metrics\n",
+                sidecar.port()
+            ),
+        )
+        .replace("pool.test", host),
+    );
+    let d = common::daemon(cfg).await;
+    let replica = sim.addr.to_string();
+    let labels = [("target", "pool"), ("replica", replica.as_str())];
+    until(
+        &d,
+        "the engine's metrics read at their own port",
+        Duration::from_secs(10),
+        |t| common::sample(t, "llm_probe_server_requests_waiting", &labels) == Some(7.0),
+    )
+    .await;
+    d.stop().await;
+}
+
+/// An engine's metrics alone on `ip` (port chosen by the system), in vLLM's names: `waiting`
+/// requests waiting, none running. Returns its address.
+async fn metrics_sidecar(ip: &str, waiting: u32) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut head, mut chunk) = (Vec::new(), [0u8; 1024]);
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = format!(
+                    "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} {waiting}\n\
+                     # TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} 0\n\
+                     # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name=\"m\"}} 0\n"
+                );
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tcp.write_all(response.as_bytes()).await;
+                let _ = tcp.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_refuses_is_named_in_the_failure_detail() {
     let up = simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await;
