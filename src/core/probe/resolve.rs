@@ -41,6 +41,8 @@ pub(super) struct Pin {
     pub(super) host: String,
     /// The replica's address (with its port).
     pub(super) addr: SocketAddr,
+    /// `base_url`'s port: the one the replica's port stands for.
+    pub(super) port: u16,
 }
 
 impl Pin {
@@ -73,16 +75,19 @@ pub(super) fn pin_of(
     Some(Arc::new(Pin {
         host: target.base_url.host_str()?.to_ascii_lowercase(),
         addr: replica.addr,
+        port: target.base_url.port_or_known_default()?,
     }))
 }
 
 /// Points a request for `url` over a replica's reqwest client at the replica: reqwest connects
 /// to the URL's port whatever the resolver answers, and a replica may listen on another port
-/// than `base_url`'s (an SRV record's, a file_sd entry's); and a URL whose host is an IP
-/// address is never resolved at all, so its address becomes the replica's too. Returns the
-/// `Host` header the request keeps (the URL's authority as written), or `None` when `url` is
-/// not on the pinned host or already at the replica's address (nothing changes then). The
-/// stamped client connects to the pinned address itself and needs none of this.
+/// than `base_url`'s (an SRV record's, a file_sd entry's), so a URL at `base_url`'s port goes
+/// to the replica's (a URL at another port, an engine's metrics port of its own, keeps it);
+/// and a URL whose host is an IP address is never resolved at all, so its address becomes the
+/// replica's too. Returns the `Host` header the request keeps (the URL's authority as
+/// written), or `None` when `url` is not on the pinned host or already at the replica's
+/// address (nothing changes then). The stamped client connects to the pinned address itself
+/// and needs none of this.
 pub(super) fn to_replica_address(url: &mut reqwest::Url, pin: &Pin) -> Option<http::HeaderValue> {
     let host = url.host_str()?;
     if !pin.matches(host) {
@@ -94,7 +99,7 @@ pub(super) fn to_replica_address(url: &mut reqwest::Url, pin: &Pin) -> Option<ht
         url::Host::Domain(_) => None,
     };
     let move_ip = ip.is_some_and(|ip| ip != pin.addr.ip());
-    let move_port = url.port_or_known_default() != Some(pin.addr.port());
+    let move_port = url.port_or_known_default() == Some(pin.port) && pin.port != pin.addr.port();
     if !move_ip && !move_port {
         return None;
     }
@@ -188,33 +193,46 @@ mod tests {
     /// a URL on another host, or on the replica's port already, is left alone.
     #[test]
     fn a_request_goes_to_the_replica_s_port_with_the_url_s_host() {
-        let pin = Pin {
+        let pin = |port: u16| Pin {
             host: "pool.test".into(),
             addr: "10.1.2.3:8001".parse().unwrap(),
+            port,
         };
         let cases = [
             (
+                pin(8000),
                 "http://pool.test:8000/metrics",
                 Some("pool.test:8000"),
                 "http://pool.test:8001/metrics",
             ),
             (
+                pin(443),
                 "https://POOL.test/version",
                 Some("pool.test"),
                 "https://pool.test:8001/version",
             ),
             (
+                pin(8001),
                 "http://pool.test:8001/metrics",
                 None,
                 "http://pool.test:8001/metrics",
             ),
+            // Another port than base_url's (an engine's metrics port of its own): kept, and
+            // the pinned resolver takes it to the replica's address.
             (
+                pin(8000),
+                "http://pool.test:8002/metrics",
+                None,
+                "http://pool.test:8002/metrics",
+            ),
+            (
+                pin(8000),
                 "http://other.test:8000/metrics",
                 None,
                 "http://other.test:8000/metrics",
             ),
         ];
-        for (before, host, after) in cases {
+        for (pin, before, host, after) in cases {
             let mut url = reqwest::Url::parse(before).unwrap();
             let got = to_replica_address(&mut url, &pin);
             assert_eq!(got.as_ref().map(|h| h.to_str().unwrap()), host, "{before}");
@@ -229,6 +247,7 @@ mod tests {
         let pin = |host: &str, addr: &str| Pin {
             host: host.into(),
             addr: addr.parse().unwrap(),
+            port: 8000,
         };
         let cases = [
             (
@@ -242,6 +261,26 @@ mod tests {
                 "http://127.0.0.1:8000/version",
                 Some("127.0.0.1:8000"),
                 "http://127.0.0.3:9001/version",
+            ),
+            // Another port than base_url's: the replica's address at that port.
+            (
+                pin("127.0.0.1", "127.0.0.3:9001"),
+                "http://127.0.0.1:8002/metrics",
+                Some("127.0.0.1:8002"),
+                "http://127.0.0.3:8002/metrics",
+            ),
+            // A replica of another address family than base_url's.
+            (
+                pin("127.0.0.1", "[fd00::7]:8000"),
+                "http://127.0.0.1:8000/metrics",
+                Some("127.0.0.1:8000"),
+                "http://[fd00::7]:8000/metrics",
+            ),
+            (
+                pin("[::ffff:7f00:1]", "127.0.0.2:8000"),
+                "http://[::ffff:127.0.0.1]:8000/metrics",
+                Some("[::ffff:7f00:1]:8000"),
+                "http://127.0.0.2:8000/metrics",
             ),
             (
                 pin("[::1]", "[fd00::7]:8000"),
