@@ -234,6 +234,44 @@ async fn metrics_sidecar(ip: &str, waiting: u32) -> SocketAddr {
     addr
 }
 
+/// A pool on an IP address over https: a replica's engine read is verified as its probe is,
+/// against `base_url`'s address (which the certificate names), not the replica's (which it
+/// does not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_pool_on_an_ip_address_verifies_engine_reads_as_base_url() {
+    let sim = simulator_at("127.0.0.24", 0, common::stream(5, 1, 2)).await;
+    let pki = common::pki::pki();
+    let (front, _) = common::https::tls_front("127.0.0.24:0", &pki, &[b"http/1.1"], sim.addr).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &[front.to_string()]);
+    let text = format!(
+        "defaults:\n  interval: 300ms\n  timeout: 300ms\nscenarios:\n{}targets:\n  - name: pool\n    protocol: openai-chat\n    base_url: https://127.0.0.1:8443/v1\n    model: m\n    tls: {{ca_file: {}}}\n    server_metrics_url: https://127.0.0.1:8443/metrics\n    replicas: {{file_sd: {}, refresh: 200ms}}\n",
+        common::scenario("chat", 4),
+        ca.display(),
+        sd.display()
+    );
+    let d = common::daemon(common::parse(&text)).await;
+    let replica = front.to_string();
+    let text = until(&d, "three probes", Duration::from_secs(30), |t| {
+        ttft(t, &replica).1 >= 3.0
+    })
+    .await;
+    let failures: Vec<&str> = (text.lines())
+        .filter(|l| l.starts_with("llm_probe_server_metrics_scrape_failures_total{"))
+        .filter(|l| !l.ends_with(" 0"))
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    let labels = [("target", "pool"), ("replica", replica.as_str())];
+    assert!(
+        common::sample(&text, "llm_probe_server_requests_running", &labels).is_some(),
+        "{text}"
+    );
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_refuses_is_named_in_the_failure_detail() {
     let up = simulator_at("127.0.0.2", 0, common::stream(20, 2, 4)).await;
