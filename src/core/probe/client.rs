@@ -89,7 +89,21 @@ pub fn build_replica_client(
         // roots are loaded once, not once per client (each replica has a client of its own,
         // and reqwest's own setup loads them again for every client it builds: about 180 KiB
         // and 3 ms apiece).
-        Ok(config) => b = b.use_preconfigured_tls(rustls::ClientConfig::clone(&config)),
+        Ok(config) => {
+            let mut config = rustls::ClientConfig::clone(&config);
+            // A replica of a target on an IP address is reached at the replica's address
+            // (`super::resolve::to_replica_address`) and verified as base_url's, as its
+            // probe's stream is.
+            let base_ip = match target.base_url.host() {
+                Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+                Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+                _ => None,
+            };
+            if let (Some(name), Some(r)) = (base_ip, replica) {
+                super::tls::verify_as(&mut config, &key.tls, r.addr.ip(), name);
+            }
+            b = b.use_preconfigured_tls(config)
+        }
         // Material our setup refuses (checked at load, so rare): reqwest's own setup, which
         // reports it in its terms.
         Err(_) => {

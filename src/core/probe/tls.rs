@@ -9,16 +9,20 @@
 //! - `tls.insecure_skip_verify`: any server certificate and handshake signature is accepted, as
 //!   reqwest's `danger_accept_invalid_certs`;
 //! - TLS 1.2 and 1.3 with the *ring* provider, the server name (SNI) from the URL's host (an IP
-//!   address is verified as one and not sent as SNI), ALPN `h2` then `http/1.1`.
+//!   address is verified as one and not sent as SNI), ALPN `h2` then `http/1.1`;
+//! - a replica of a target on an IP address, reached at the replica's own address by its
+//!   reqwest client, is verified as `base_url`'s address ([`verify_as`]), as its stream is.
 //!
 //! Targets with equal TLS settings share one configuration (and so its TLS session cache and
 //! its roots): 1,000 targets trusting the same `tls.ca_file`, or 2,000 replicas with a client
 //! each, hold one copy of the roots, not 1,000 or 2,000.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
@@ -96,21 +100,7 @@ fn build(tls: &Tls) -> Result<ClientConfig, TlsSetupError> {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyServer))
     } else {
-        let roots = match &tls.ca_pem {
-            None => system_roots(),
-            Some(pem) => {
-                let mut roots = RootCertStore::clone(&system_roots());
-                let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| TlsSetupError::Ca)?;
-                let (added, _) = roots.add_parsable_certificates(certs);
-                if added == 0 {
-                    return Err(TlsSetupError::Ca);
-                }
-                Arc::new(roots)
-            }
-        };
-        builder.with_root_certificates(roots)
+        builder.with_root_certificates(roots(tls)?)
     };
     Ok(match &tls.client_identity_pem {
         None => builder.with_no_client_auth(),
@@ -125,6 +115,117 @@ fn build(tls: &Tls) -> Result<ClientConfig, TlsSetupError> {
             builder.with_client_auth_cert(chain, key)?
         }
     })
+}
+
+/// The roots `tls` trusts: the system's, and `tls.ca_file`'s.
+fn roots(tls: &Tls) -> Result<Arc<RootCertStore>, TlsSetupError> {
+    let Some(pem) = &tls.ca_pem else {
+        return Ok(system_roots());
+    };
+    let mut roots = RootCertStore::clone(&system_roots());
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|_| TlsSetupError::Ca)?;
+    let (added, _) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(TlsSetupError::Ca);
+    }
+    Ok(Arc::new(roots))
+}
+
+/// Makes `config` (built for `tls`) verify a server reached at the IP address `at` as the IP
+/// address `name`: a replica of a target whose `base_url` is on `name`, its URL moved to the
+/// replica's address (`super::resolve::to_replica_address`), is verified as `base_url`'s
+/// host, as its probe's stream is. Other names are verified as themselves. Nothing changes
+/// for `tls.insecure_skip_verify`, or when the roots give no verifier (none would verify).
+pub(super) fn verify_as(config: &mut ClientConfig, tls: &Tls, at: IpAddr, name: IpAddr) {
+    if tls.insecure_skip_verify || at == name {
+        return;
+    }
+    let Some(inner) = webpki_verifier(tls) else {
+        return;
+    };
+    let verifier = VerifyAs {
+        inner,
+        at: ServerName::IpAddress(at.into()),
+        name: ServerName::IpAddress(name.into()),
+    };
+    config
+        .dangerous()
+        .set_certificate_verifier(Arc::new(verifier));
+}
+
+/// The webpki verifier of `tls`'s roots, shared by every replica client of equal settings
+/// (a `ca_file`'s roots are a copy of the system's: one per settings, not one per replica).
+fn webpki_verifier(tls: &Tls) -> Option<Arc<WebPkiServerVerifier>> {
+    static SHARED: Mutex<Option<HashMap<Tls, Arc<WebPkiServerVerifier>>>> = Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    let shared = shared.get_or_insert_with(HashMap::new);
+    if let Some(v) = shared.get(tls) {
+        return Some(v.clone());
+    }
+    let v = WebPkiServerVerifier::builder_with_provider(roots(tls).ok()?, provider())
+        .build()
+        .ok()?;
+    // Settings no client uses any more go.
+    shared.retain(|_, v| Arc::strong_count(v) > 1);
+    shared.insert(tls.clone(), v.clone());
+    Some(v)
+}
+
+/// A server reached at `at` verified as `name` ([`verify_as`]); every other check as `inner`.
+#[derive(Debug)]
+struct VerifyAs {
+    inner: Arc<WebPkiServerVerifier>,
+    at: ServerName<'static>,
+    name: ServerName<'static>,
+}
+
+impl ServerCertVerifier for VerifyAs {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let name = match *server_name == self.at {
+            true => &self.name,
+            false => server_name,
+        };
+        (self.inner).verify_server_cert(end_entity, intermediates, name, ocsp, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+
+    fn requires_raw_public_keys(&self) -> bool {
+        self.inner.requires_raw_public_keys()
+    }
+
+    fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
+        self.inner.root_hint_subjects()
+    }
 }
 
 /// A configuration that is never used for a handshake: the connector of a plain `http://`
@@ -219,6 +320,40 @@ mod tests {
         };
         let _other = client_config(&other).unwrap();
         assert!(weak.upgrade().is_none());
+    }
+
+    /// A replica reached at its own IP address is verified as base_url's: a certificate for
+    /// base_url's address passes there, and nowhere else; one for another address never.
+    #[test]
+    fn a_replica_s_address_is_verified_as_base_url_s_and_no_other() {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        let tls = Tls {
+            ca_pem: Some(ca.pem().into_bytes().into()),
+            ..Tls::default()
+        };
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let verifies = |at: &str, name: &str, asked: &str| {
+            let v = VerifyAs {
+                inner: webpki_verifier(&tls).unwrap(),
+                at: ServerName::IpAddress(ip(at).into()),
+                name: ServerName::IpAddress(ip(name).into()),
+            };
+            let asked = ServerName::IpAddress(ip(asked).into());
+            v.verify_server_cert(cert.der(), &[], &asked, &[], UnixTime::now())
+                .is_ok()
+        };
+        assert!(verifies("127.0.0.2", "127.0.0.1", "127.0.0.2"));
+        assert!(verifies("127.0.0.2", "127.0.0.1", "127.0.0.1"));
+        assert!(!verifies("127.0.0.2", "127.0.0.1", "127.0.0.3"));
+        assert!(!verifies("127.0.0.2", "10.0.0.1", "127.0.0.2"));
     }
 
     #[test]
