@@ -1624,3 +1624,73 @@ async fn two_listed(
     write_sd(&sd, &all);
     (sims, all, dir, sd)
 }
+
+/// The probes file of a pool listed in `sd` with engine metrics at `pool.test:9`, a grace of
+/// an hour, probed every `interval`.
+fn pool_with_engine(sd: &Path, interval: &str) -> llm_probe::config::Config {
+    common::parse(&pool_yaml_at(
+        9,
+        &format!(
+            "      file_sd: {}\n      refresh: 100ms\n      grace: 1h\n",
+            sd.display()
+        ),
+        interval,
+        "    server_metrics_url: http://pool.test:9/metrics\n",
+    ))
+}
+
+/// Whether the exposition has `replica`'s running-requests gauge.
+fn has_load(text: &str, replica: &str) -> bool {
+    let labels = [("target", "pool"), ("replica", replica)];
+    common::sample(text, "llm_probe_server_requests_running", &labels).is_some()
+}
+
+/// A replica back within its grace has its engine gauges again at its next read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_back_within_its_grace_has_its_engine_load_again() {
+    let (_sims, all, _dir, sd) = two_listed(["127.0.0.25", "127.0.0.26"]).await;
+    let d = common::daemon(pool_with_engine(&sd, "200ms")).await;
+    let limit = Duration::from_secs(20);
+    until(&d, "both read", limit, |t| {
+        all.iter().all(|r| has_load(t, r))
+    })
+    .await;
+    write_sd(&sd, &all[..1]);
+    until(&d, "gone", limit, |t| !has_load(t, &all[1])).await;
+    write_sd(&sd, &all);
+    until(&d, "back", limit, |t| has_load(t, &all[1])).await;
+    d.stop().await;
+}
+
+/// A replica that departs while a probe of it (its engine read done) is in flight: the probe's
+/// outcome, arriving after the departure, does not bring the engine gauges back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_in_flight_at_departure_does_not_bring_engine_load_back() {
+    let sims = [
+        simulator_at("127.0.0.27", 0, common::stream(5, 1, 2)).await,
+        simulator_at("127.0.0.28", 0, common::stream(1500, 1, 2)).await,
+    ];
+    let all = addrs(&[&sims[0], &sims[1]]);
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("pool.json");
+    write_sd(&sd, &all);
+    let d = common::daemon(pool_with_engine(&sd, "3s")).await;
+    let slow = all[1].as_str();
+    until(&d, "the slow replica read", Duration::from_secs(20), |t| {
+        has_load(t, slow) && ttft(t, slow).1 >= 1.0
+    })
+    .await;
+    // Its next probe: the engine read done, the stream 1.5 s from its first token.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while sims[1].received().len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no second probe");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    write_sd(&sd, &all[..1]);
+    until(&d, "gone", Duration::from_secs(5), |t| !has_load(t, slow)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = scrape(&d).await;
+    assert!(!has_load(&text, slow), "{text}");
+    assert_eq!(ttft(&text, slow).1, 1.0, "{text}");
+    d.stop().await;
+}
