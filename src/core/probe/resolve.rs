@@ -310,6 +310,29 @@ mod tests {
         }
     }
 
+    /// A name with and without its trailing dot is one host (the same FQDN): a
+    /// `server_metrics_url` on `pool.test` with `base_url` on `pool.test.` is the replica's,
+    /// not the system resolver's answer for the name.
+    #[test]
+    fn a_trailing_dot_is_the_same_host() {
+        let pin = |host: &str| Pin {
+            host: host.into(),
+            addr: "10.1.2.3:8001".parse().unwrap(),
+            port: 8000,
+        };
+        for (host, url) in [
+            ("pool.test.", "http://pool.test:8000/metrics"),
+            ("pool.test", "http://POOL.test.:8000/metrics"),
+        ] {
+            let pin = pin(host);
+            let mut url = reqwest::Url::parse(url).unwrap();
+            assert!(pin.matches(url.host_str().unwrap()), "{host} {url}");
+            assert!(to_replica_address(&mut url, &pin).is_some(), "{host} {url}");
+            assert_eq!(url.port(), Some(8001));
+        }
+        assert!(!pin("pool.test").matches("pool.test.."));
+    }
+
     #[test]
     fn names_under_localhost() {
         for yes in ["a.localhost", "tls-gateway.LOCALHOST", "x.y.localhost."] {
