@@ -46,9 +46,13 @@ pub(super) struct Pin {
 }
 
 impl Pin {
-    /// Whether `host` is the pinned name.
+    /// Whether `host` is the pinned name (with or without one trailing dot: the same FQDN).
     pub(super) fn matches(&self, host: &str) -> bool {
-        host.eq_ignore_ascii_case(&self.host)
+        fn bare(h: &str) -> &str {
+            h.strip_suffix('.').unwrap_or(h)
+        }
+        let host = bare(host);
+        !host.is_empty() && host.eq_ignore_ascii_case(bare(&self.host))
     }
 }
 
