@@ -123,27 +123,30 @@ async fn engine_metrics_read_at_each_replica(host: &str) {
         .replace("pool.test", host),
     );
     let d = common::daemon(cfg).await;
+    // Each replica's engine has its own gauges: two reads never overwrite each other. (A read
+    // that failed leaves none until the next one: waited for, not sampled once.)
     let text = until(
         &d,
-        "three successes per replica",
+        "three successes and engine gauges per replica",
         Duration::from_secs(30),
-        |t| sims.iter().all(|s| ttft(t, &s.addr.to_string()).1 >= 3.0),
+        |t| {
+            sims.iter().all(|s| {
+                let replica = s.addr.to_string();
+                let labels = [("target", "pool"), ("replica", replica.as_str())];
+                ttft(t, &replica).1 >= 3.0
+                    && common::sample(t, "llm_probe_server_requests_running", &labels).is_some()
+            })
+        },
     )
     .await;
+    // A read sent to the wrong address fails as `connect` (or reads something that is not
+    // this engine: `http_status`, `malformed` …); a `timeout` is the machine's load (the read's
+    // budget is the 400 ms timeout), not the address, and is allowed.
     let failures: Vec<&str> = (text.lines())
         .filter(|l| l.starts_with("llm_probe_server_metrics_scrape_failures_total{"))
-        .filter(|l| !l.ends_with(" 0"))
+        .filter(|l| !l.ends_with(" 0") && !l.contains("reason=\"timeout\""))
         .collect();
     assert!(failures.is_empty(), "{failures:#?}");
-    // Each replica's engine has its own gauges: two reads never overwrite each other.
-    for s in &sims {
-        let labels = [("target", "pool"), ("replica", &*s.addr.to_string())];
-        assert!(
-            common::sample(&text, "llm_probe_server_requests_running", &labels).is_some(),
-            "{}: {text}",
-            s.addr
-        );
-    }
     d.stop().await;
 }
 
@@ -255,20 +258,24 @@ async fn an_https_pool_on_an_ip_address_verifies_engine_reads_as_base_url() {
     );
     let d = common::daemon(common::parse(&text)).await;
     let replica = front.to_string();
-    let text = until(&d, "three probes", Duration::from_secs(30), |t| {
-        ttft(t, &replica).1 >= 3.0
-    })
+    let labels = [("target", "pool"), ("replica", replica.as_str())];
+    let text = until(
+        &d,
+        "three probes and an engine read",
+        Duration::from_secs(30),
+        |t| {
+            ttft(t, &replica).1 >= 3.0
+                && common::sample(t, "llm_probe_server_requests_running", &labels).is_some()
+        },
+    )
     .await;
+    // A certificate refused fails the read as `connect`; a `timeout` is the machine's load
+    // (the read's budget is the 300 ms timeout, a TLS handshake included), not the check.
     let failures: Vec<&str> = (text.lines())
         .filter(|l| l.starts_with("llm_probe_server_metrics_scrape_failures_total{"))
-        .filter(|l| !l.ends_with(" 0"))
+        .filter(|l| !l.ends_with(" 0") && !l.contains("reason=\"timeout\""))
         .collect();
     assert!(failures.is_empty(), "{failures:#?}");
-    let labels = [("target", "pool"), ("replica", replica.as_str())];
-    assert!(
-        common::sample(&text, "llm_probe_server_requests_running", &labels).is_some(),
-        "{text}"
-    );
     d.stop().await;
 }
 
