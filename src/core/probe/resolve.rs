@@ -193,6 +193,18 @@ impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for 
 mod tests {
     use super::*;
 
+    /// Each `(pin, url before, Host kept, url after)`: what [`to_replica_address`] makes of it.
+    fn moves(
+        cases: impl IntoIterator<Item = (Pin, &'static str, Option<&'static str>, &'static str)>,
+    ) {
+        for (pin, before, host, after) in cases {
+            let mut url = reqwest::Url::parse(before).unwrap();
+            let got = to_replica_address(&mut url, &pin);
+            assert_eq!(got.as_ref().map(|h| h.to_str().unwrap()), host, "{before}");
+            assert_eq!(url.as_str(), after, "{before}");
+        }
+    }
+
     /// A replica on another port than the URL's is reached at its port with the URL's `Host`;
     /// a URL on another host, or on the replica's port already, is left alone.
     #[test]
@@ -236,12 +248,7 @@ mod tests {
                 "http://other.test:8000/metrics",
             ),
         ];
-        for (pin, before, host, after) in cases {
-            let mut url = reqwest::Url::parse(before).unwrap();
-            let got = to_replica_address(&mut url, &pin);
-            assert_eq!(got.as_ref().map(|h| h.to_str().unwrap()), host, "{before}");
-            assert_eq!(url.as_str(), after, "{before}");
-        }
+        moves(cases);
     }
 
     /// A `base_url` on an IP address is never resolved, so the pin alone would not move it:
@@ -306,12 +313,7 @@ mod tests {
                 "http://10.0.0.9:8000/metrics",
             ),
         ];
-        for (pin, before, host, after) in cases {
-            let mut url = reqwest::Url::parse(before).unwrap();
-            let got = to_replica_address(&mut url, &pin);
-            assert_eq!(got.as_ref().map(|h| h.to_str().unwrap()), host, "{before}");
-            assert_eq!(url.as_str(), after, "{before}");
-        }
+        moves(cases);
     }
 
     /// A name with and without its trailing dot is one host (the same FQDN): a

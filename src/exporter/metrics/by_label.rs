@@ -15,7 +15,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use super::fast::protobuf;
-use super::fast::{FastMetric, Scratch, TextFormat};
+use super::fast::{push_u64, FastMetric, Scratch, TextFormat};
 use super::series::escape_label_value;
 
 /// The label of a [`CountsByLabel`] and its values, sorted.
@@ -136,9 +136,8 @@ impl FastMetric for CountsByLabel {
             out.push_str(self.label.name);
             out.push_str("=\"");
             escape_label_value(value, out);
-            out.push_str("\"} ");
-            out.push_str(itoa::Buffer::new().format(n));
-            out.push('\n');
+            out.push_str("\"}");
+            push_u64(out, n);
         }
     }
 

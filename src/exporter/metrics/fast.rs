@@ -388,7 +388,8 @@ fn series_name(out: &mut String, name: &str, suffix: &str, labels: &str) {
     out.push('}');
 }
 
-fn push_u64(out: &mut String, v: u64) {
+/// ` VALUE\n` for an integer.
+pub(super) fn push_u64(out: &mut String, v: u64) {
     out.push(' ');
     out.push_str(itoa::Buffer::new().format(v));
     out.push('\n');

@@ -132,20 +132,14 @@ async fn engine_metrics_read_at_each_replica(host: &str) {
         |t| {
             sims.iter().all(|s| {
                 let replica = s.addr.to_string();
-                let labels = [("target", "pool"), ("replica", replica.as_str())];
-                ttft(t, &replica).1 >= 3.0
-                    && common::sample(t, "llm_probe_server_requests_running", &labels).is_some()
+                ttft(t, &replica).1 >= 3.0 && has_load(t, &replica)
             })
         },
     )
     .await;
     // A read sent to the wrong address fails as `connect` (or reads something that is not
-    // this engine: `http_status`, `malformed` …); a `timeout` is the machine's load (the read's
-    // budget is the 400 ms timeout), not the address, and is allowed.
-    let failures: Vec<&str> = (text.lines())
-        .filter(|l| l.starts_with("llm_probe_server_metrics_scrape_failures_total{"))
-        .filter(|l| !l.ends_with(" 0") && !l.contains("reason=\"timeout\""))
-        .collect();
+    // this engine: `http_status`, `malformed` …).
+    let failures = engine_read_failures(&text);
     assert!(failures.is_empty(), "{failures:#?}");
     d.stop().await;
 }
@@ -258,23 +252,15 @@ async fn an_https_pool_on_an_ip_address_verifies_engine_reads_as_base_url() {
     );
     let d = common::daemon(common::parse(&text)).await;
     let replica = front.to_string();
-    let labels = [("target", "pool"), ("replica", replica.as_str())];
     let text = until(
         &d,
         "three probes and an engine read",
         Duration::from_secs(30),
-        |t| {
-            ttft(t, &replica).1 >= 3.0
-                && common::sample(t, "llm_probe_server_requests_running", &labels).is_some()
-        },
+        |t| ttft(t, &replica).1 >= 3.0 && has_load(t, &replica),
     )
     .await;
-    // A certificate refused fails the read as `connect`; a `timeout` is the machine's load
-    // (the read's budget is the 300 ms timeout, a TLS handshake included), not the check.
-    let failures: Vec<&str> = (text.lines())
-        .filter(|l| l.starts_with("llm_probe_server_metrics_scrape_failures_total{"))
-        .filter(|l| !l.ends_with(" 0") && !l.contains("reason=\"timeout\""))
-        .collect();
+    // A certificate refused fails the read as `connect`.
+    let failures = engine_read_failures(&text);
     assert!(failures.is_empty(), "{failures:#?}");
     d.stop().await;
 }
@@ -1650,6 +1636,16 @@ fn pool_with_engine(sd: &Path, interval: &str) -> llm_probe::config::Config {
 fn has_load(text: &str, replica: &str) -> bool {
     let labels = [("target", "pool"), ("replica", replica)];
     common::sample(text, "llm_probe_server_requests_running", &labels).is_some()
+}
+
+/// The engine-read failure counters of the exposition that are not at 0, but for `timeout`:
+/// that is the machine's load (a read's budget here is the target's timeout of a few hundred
+/// milliseconds, a TLS handshake included), not where the read went or what it found.
+fn engine_read_failures(text: &str) -> Vec<&str> {
+    (text.lines())
+        .filter(|l| l.starts_with("llm_probe_server_metrics_scrape_failures_total{"))
+        .filter(|l| !l.ends_with(" 0") && !l.contains("reason=\"timeout\""))
+        .collect()
 }
 
 /// A replica back within its grace has its engine gauges again at its next read.
