@@ -12,6 +12,8 @@
 #   bench-reuse   the same with `connection: reuse` (keep-alive, as curl and the SDK)
 #   curl          one `curl -sN` process given the same POST for REQUESTS URLs (libcurl reuses
 #                 its connection), the body to /dev/null
+#   curl-fresh    the same with `connection: close` on each request, so that each stream has a
+#                 connection of its own, as `bench` by default: bench's like-for-like peer
 #   openai-python the `openai` SDK's streaming loop (benches/peers/openai_stream_loop.py), when
 #                 `import openai` works in BENCH_VENV (default /work/bench-venv) or else python3;
 #                 skipped with a note otherwise
@@ -21,7 +23,9 @@
 # (getrusage of the child, microseconds) and its peak RSS; every run is checked (every stream
 # whole) before it counts. Prints each run, then per client the median, min and max of the
 # runs, the CPU per stream and per token event, and the ratio of the medians to curl's (and the
-# median of the per-round ratios); /proc/loadavg before and after.
+# median of the per-round ratios), and the like-for-like ratio: each llm-probe client to the
+# curl of its connection handling (bench to curl-fresh, bench-reuse to curl), the median of the
+# per-round ratios; /proc/loadavg before and after.
 #
 # Environment: BIN the llm-probe binary (default target/release/llm-probe, built with
 # `cargo build --release --locked`); BEFORE_BIN a second llm-probe binary (e.g. a build of an
@@ -129,12 +133,14 @@ run_client() {
       --requests "$REQUESTS" --pause 0s --quiet --output json ;;
     curl) cpu /dev/null taskset -c 0 curl -sN -H 'content-type: application/json' \
       -d @"$tmp/body.json" -K "$tmp/urls.cfg" ;;
+    curl-fresh) cpu /dev/null taskset -c 0 curl -sN -H 'content-type: application/json' \
+      -H 'connection: close' -d @"$tmp/body.json" -K "$tmp/urls.cfg" ;;
     openai-python) cpu "$out" taskset -c 0 "$PY" benches/peers/openai_stream_loop.py \
       --base-url "$base" --n "$REQUESTS" --max-tokens "$TOKENS" ;;
   esac
 }
 
-clients=(bench bench-reuse curl)
+clients=(bench bench-reuse curl curl-fresh)
 [[ -n ${BEFORE_BIN:-} ]] && clients=(before-bench before-bench-reuse "${clients[@]}")
 if [[ -n $OPENAI ]]; then
   clients+=(openai-python)
@@ -145,6 +151,9 @@ fi
 # curl writes its streams to /dev/null when measured: check once here that they are whole.
 curl -sN -H 'content-type: application/json' -d @"$tmp/body.json" -K "$tmp/urls.cfg" >"$tmp/curl.out"
 check curl "$tmp/curl.out" || { echo "curl did not read $REQUESTS whole streams" >&2; exit 1; }
+curl -sN -H 'content-type: application/json' -H 'connection: close' -d @"$tmp/body.json" \
+  -K "$tmp/urls.cfg" >"$tmp/curl.out"
+check curl "$tmp/curl.out" || { echo "curl-fresh did not read $REQUESTS whole streams" >&2; exit 1; }
 
 echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo -) -->"
 echo "llm-probe: $BIN ($("$BIN" --version 2>/dev/null | head -1))${BEFORE_BIN:+; before: $BEFORE_BIN}"
@@ -158,7 +167,7 @@ echo "|---:|---|---:|---:|---:|---:|"
 for r in $(seq "$RUNS"); do
   for c in "${clients[@]}"; do
     read -r u s rss code < <(run_client "$c" "$tmp/out")
-    if [[ $code != 0 ]] || { [[ $c != curl ]] && ! check "$c" "$tmp/out"; }; then
+    if [[ $code != 0 ]] || { [[ $c != curl* ]] && ! check "$c" "$tmp/out"; }; then
       echo "round $r: $c failed (exit $code); its output:" >&2
       head -c 2000 "$tmp/out" >&2
       exit 1
@@ -179,13 +188,20 @@ for line in open(path):
     r, c, u, s, rss = line.split()
     runs.setdefault(c, {})[int(r)] = (float(u) + float(s), int(rss) / 1024)
 med = {c: statistics.median(v[0] for v in runs[c].values()) for c in clients}
-print("| client | CPU median s (min–max) | per stream | per token event | peak RSS MiB | ÷ curl (medians) | ÷ curl (median of rounds) |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+# Each llm-probe client's like-for-like curl: the same connection handling.
+peer = {c: "curl-fresh" if c.endswith("bench") else "curl" for c in clients if "bench" in c}
+print("| client | CPU median s (min–max) | per stream | per token event | peak RSS MiB | ÷ curl (medians) | ÷ curl (median of rounds) | like for like: ÷ (median of rounds) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+def like(c):
+    if c not in peer:
+        return ""
+    p = peer[c]
+    return f"{statistics.median(runs[c][r][0] / runs[p][r][0] for r in runs[c]):.2f}× {p}"
 for c in clients:
     cpus = [v[0] for v in runs[c].values()]
     rounds = [runs[c][r][0] / runs["curl"][r][0] for r in runs[c]]
     rss = statistics.median(v[1] for v in runs[c].values())
     print(f"| {c} | {med[c]:.3f} ({min(cpus):.3f}–{max(cpus):.3f}) | {med[c] / n * 1e3:.2f} ms "
           f"| {med[c] / n / tokens * 1e6:.1f} µs | {rss:.1f} | {med[c] / med['curl']:.2f}× "
-          f"| {statistics.median(rounds):.2f}× |")
+          f"| {statistics.median(rounds):.2f}× | {like(c)} |")
 EOF
