@@ -33,6 +33,14 @@
 # CLIENT_CPU_PORT the simulator's port (default: a free one); TOKENS (default 64) and ITL
 # (default 1ms) the simulator's stream. Stops what it started, by PID.
 set -euo pipefail
+# BIN, BEFORE_BIN and BENCH_VENV, when named, are paths from the caller's directory.
+for v in BIN BEFORE_BIN; do
+  if [[ -n ${!v:-} ]]; then
+    [[ -f ${!v} && -x ${!v} ]] || { echo "$v=${!v} is not an executable file" >&2; exit 2; }
+    printf -v "$v" %s "$(realpath "${!v}")"
+  fi
+done
+[[ -n ${BENCH_VENV:-} ]] && BENCH_VENV=$(realpath -m "$BENCH_VENV")
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
 REQUESTS=${2:-200}
@@ -41,16 +49,9 @@ ITL=${ITL:-1ms}
 for v in RUNS REQUESTS TOKENS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
 done
-if [[ -n ${BIN:-} ]]; then
-  [[ -x $BIN ]] || { echo "BIN=$BIN is not an executable file" >&2; exit 2; }
-else
-  BIN=target/release/llm-probe
+if [[ -z ${BIN:-} ]]; then
   cargo build --release --locked --quiet
-fi
-BIN=$(realpath "$BIN")
-if [[ -n ${BEFORE_BIN:-} ]]; then
-  [[ -x $BEFORE_BIN ]] || { echo "BEFORE_BIN=$BEFORE_BIN is not an executable file" >&2; exit 2; }
-  BEFORE_BIN=$(realpath "$BEFORE_BIN")
+  BIN=$(realpath target/release/llm-probe)
 fi
 command -v curl >/dev/null || { echo "curl is needed" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "GNU time (/usr/bin/time) is needed" >&2; exit 2; }

@@ -27,6 +27,11 @@
 # probes and the time of each /metrics scrape (curl's time_total: min, median, max).
 # Stops what it started, by PID; a child that fails has its log printed.
 set -euo pipefail
+# BIN, when named, is a path from the caller's directory.
+if [[ -n ${BIN:-} ]]; then
+  [[ -f $BIN && -x $BIN ]] || { echo "BIN=$BIN is not an executable file" >&2; exit 2; }
+  BIN=$(realpath "$BIN")
+fi
 cd "$(dirname "$0")/.."
 MINUTES=${1:-22}
 TOKENS=${2:-64}
@@ -41,13 +46,10 @@ for v in MINUTES TOKENS TARGETS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
 done
 [[ $REPLICAS =~ ^[0-9]+$ ]] && ((REPLICAS <= 200)) || { echo "REPLICAS is '$REPLICAS': a whole number from 0 to 200 is needed" >&2; exit 2; }
-if [[ -n ${BIN:-} ]]; then
-  [[ -x $BIN ]] || { echo "BIN=$BIN is not an executable file" >&2; exit 2; }
-else
-  BIN=target/dist/llm-probe
-  [[ -x $BIN ]] || cargo build --locked --profile dist --quiet
+if [[ -z ${BIN:-} ]]; then
+  [[ -x target/dist/llm-probe ]] || cargo build --locked --profile dist --quiet
+  BIN=$(realpath target/dist/llm-probe)
 fi
-BIN=$(realpath "$BIN")
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 tmp=$(mktemp -d)
