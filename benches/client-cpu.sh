@@ -21,7 +21,8 @@
 # The clients run interleaved (round 1: every client once, round 2: …) so that the load of a
 # shared machine hits them alike. Each run's CPU is the client process's user + system time
 # (getrusage of the child, microseconds) and its peak RSS; every run is checked (every stream
-# whole) before it counts. Prints each run, then per client the median, min and max of the
+# whole, TOKENS token events each, the simulator this script started still running) before it
+# counts. Prints each run, then per client the median, min and max of the
 # runs, the CPU per stream and per token event, and the ratio of the medians to curl's (and the
 # median of the per-round ratios), and the like-for-like ratio: each llm-probe client to the
 # curl of its connection handling (bench to curl-fresh, bench-reuse to curl), the median of the
@@ -30,7 +31,7 @@
 # Environment: BIN the llm-probe binary (default target/release/llm-probe, built with
 # `cargo build --release --locked`); BEFORE_BIN a second llm-probe binary (e.g. a build of an
 # earlier commit) measured in the same rounds as `before-bench` and `before-bench-reuse`;
-# CLIENT_CPU_PORT the simulator's port (default: a free one); TOKENS (default 64) and ITL
+# CLIENT_CPU_PORT the simulator's port (default: a free one; one in use is refused); TOKENS (default 64) and ITL
 # (default 1ms) the simulator's stream. Stops what it started, by PID.
 set -euo pipefail
 # BIN, BEFORE_BIN and BENCH_VENV, when named, are paths from the caller's directory.
@@ -62,7 +63,15 @@ OPENAI=""
 if "$PY" -c 'import openai' 2>/dev/null; then
   OPENAI=$("$PY" -c 'import openai; print(openai.__version__)')
 fi
-PORT=${CLIENT_CPU_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+# A free port, or CLIENT_CPU_PORT if it is free: a server already there would answer for the
+# simulator (which then fails to listen) and be measured in its place.
+PORT=$(python3 -c 'import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except (OSError, OverflowError, ValueError) as e:
+    sys.exit(f"CLIENT_CPU_PORT={sys.argv[1]}: {e}")
+print(s.getsockname()[1])' "${CLIENT_CPU_PORT:-0}") || exit 2
 
 tmp=$(mktemp -d)
 SIM_PID=""
@@ -77,8 +86,15 @@ taskset -c 1 "$BIN" simulate --log.level warn --web.listen-address "127.0.0.1:$P
   --ttft 0ms --itl "$ITL" --tokens "$TOKENS" >"$tmp/sim.log" 2>&1 &
 SIM_PID=$!
 base=http://127.0.0.1:$PORT/v1
-for _ in $(seq 100); do curl -fs "$base/models" >/dev/null && break; sleep 0.1; done
-kill -0 "$SIM_PID" 2>/dev/null || { echo "the simulator did not start:" >&2; cat "$tmp/sim.log" >&2; exit 1; }
+sim_alive() {
+  kill -0 "$SIM_PID" 2>/dev/null || { echo "the simulator ($1) is not running:" >&2; cat "$tmp/sim.log" >&2; exit 1; }
+}
+for _ in $(seq 100); do
+  kill -0 "$SIM_PID" 2>/dev/null || break
+  curl -fs "$base/models" >/dev/null && break
+  sleep 0.1
+done
+sim_alive "at start"
 
 for conn in fresh reuse; do
   cat >"$tmp/$conn.yaml" <<YAML
@@ -117,9 +133,12 @@ print(f"{ru.ru_utime:.6f} {ru.ru_stime:.6f} {open(rss).read().split()[-1]} {os.w
 check() {
   case $1 in
     *bench*) python3 -c 'import json, sys
-r = json.load(open(sys.argv[1]))["levels"][0]["requests"]
-sys.exit(0 if r["succeeded"] == int(sys.argv[2]) else 1)' "$2" "$REQUESTS" ;;
-    curl) [[ $(grep -c '^data: \[DONE\]' "$2") == "$REQUESTS" ]] ;;
+l = json.load(open(sys.argv[1]))["levels"][0]
+n, tokens = int(sys.argv[2]), int(sys.argv[3])
+sys.exit(0 if l["requests"]["succeeded"] == n and l["output_tokens"] == n * tokens else 1)' \
+      "$2" "$REQUESTS" "$TOKENS" ;;
+    curl) [[ $(grep -c '^data: \[DONE\]' "$2") == "$REQUESTS" &&
+      $(grep -c '"content":"[^"]' "$2") == $((REQUESTS * TOKENS)) ]] ;;
     openai-python) grep -qx "streams $REQUESTS content_chunks $((REQUESTS * TOKENS))" "$2" ;;
   esac
 }
@@ -177,6 +196,8 @@ for r in $(seq "$RUNS"); do
     awk -v r="$r" -v c="$c" -v u="$u" -v s="$s" -v m="$rss" \
       'BEGIN { printf "| %d | %s | %.3f | %.3f | %.3f | %.1f |\n", r, c, u, s, u + s, m / 1024 }'
   done
+  # Still the simulator this script started that answered the round.
+  sim_alive "after round $r"
 done
 echo
 echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"
