@@ -114,6 +114,10 @@ done
 printf '{"model":"llm-probe-simulator","messages":[{"role":"user","content":"Say hello."}],"max_tokens":%s,"stream":true,"stream_options":{"include_usage":true}}' \
   "$TOKENS" >"$tmp/body.json"
 for _ in $(seq "$REQUESTS"); do echo "url = \"$base/chat/completions\""; done >"$tmp/urls.cfg"
+# curl's exit status is its last transfer's, and 0 for an HTTP error, unless --fail and
+# --fail-early: with them a measured run whose output is not read fails on any stream that did.
+CURL=(curl -sN --fail --fail-early -H 'content-type: application/json' -d @"$tmp/body.json"
+  -K "$tmp/urls.cfg")
 
 # Runs a command, its stdout to $1; prints "user_s system_s maxrss_kib exit_status". CPU is
 # getrusage of the child tree (microseconds; GNU time's own fork and wait add about 0.1 ms);
@@ -151,10 +155,8 @@ run_client() {
       --requests "$REQUESTS" --pause 0s --quiet --output json ;;
     *bench-reuse) cpu "$out" taskset -c 0 "$bin" bench --config.file "$tmp/reuse.yaml" --concurrency 1 \
       --requests "$REQUESTS" --pause 0s --quiet --output json ;;
-    curl) cpu /dev/null taskset -c 0 curl -sN -H 'content-type: application/json' \
-      -d @"$tmp/body.json" -K "$tmp/urls.cfg" ;;
-    curl-fresh) cpu /dev/null taskset -c 0 curl -sN -H 'content-type: application/json' \
-      -H 'connection: close' -d @"$tmp/body.json" -K "$tmp/urls.cfg" ;;
+    curl) cpu /dev/null taskset -c 0 "${CURL[@]}" ;;
+    curl-fresh) cpu /dev/null taskset -c 0 "${CURL[@]}" -H 'connection: close' ;;
     openai-python) cpu "$out" taskset -c 0 "$PY" benches/peers/openai_stream_loop.py \
       --base-url "$base" --n "$REQUESTS" --max-tokens "$TOKENS" ;;
   esac
@@ -169,11 +171,10 @@ else
 fi
 
 # curl writes its streams to /dev/null when measured: check once here that they are whole.
-curl -sN -H 'content-type: application/json' -d @"$tmp/body.json" -K "$tmp/urls.cfg" >"$tmp/curl.out"
-check curl "$tmp/curl.out" || { echo "curl did not read $REQUESTS whole streams" >&2; exit 1; }
-curl -sN -H 'content-type: application/json' -H 'connection: close' -d @"$tmp/body.json" \
-  -K "$tmp/urls.cfg" >"$tmp/curl.out"
-check curl "$tmp/curl.out" || { echo "curl-fresh did not read $REQUESTS whole streams" >&2; exit 1; }
+"${CURL[@]}" >"$tmp/curl.out" && check curl "$tmp/curl.out" ||
+  { echo "curl did not read $REQUESTS whole streams" >&2; exit 1; }
+"${CURL[@]}" -H 'connection: close' >"$tmp/curl.out" && check curl "$tmp/curl.out" ||
+  { echo "curl-fresh did not read $REQUESTS whole streams" >&2; exit 1; }
 
 echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo -) -->"
 echo "llm-probe: $BIN ($("$BIN" --version 2>/dev/null | head -1))${BEFORE_BIN:+; before: $BEFORE_BIN}"
