@@ -75,7 +75,7 @@ print(s.getsockname()[1])' "${CLIENT_CPU_PORT:-0}") || exit 2
 
 tmp=$(mktemp -d)
 SIM_PID=""
-export RSS_FILE=$tmp/rss
+export RSS_FILE=$tmp/rss ERR_FILE=$tmp/err
 cleanup() {
   [[ -n $SIM_PID ]] && { kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; }
   rm -rf "$tmp"
@@ -116,19 +116,20 @@ printf '{"model":"llm-probe-simulator","messages":[{"role":"user","content":"Say
 for _ in $(seq "$REQUESTS"); do echo "url = \"$base/chat/completions\""; done >"$tmp/urls.cfg"
 # curl's exit status is its last transfer's, and 0 for an HTTP error, unless --fail and
 # --fail-early: with them a measured run whose output is not read fails on any stream that did.
-CURL=(curl -sN --fail --fail-early -H 'content-type: application/json' -d @"$tmp/body.json"
+CURL=(curl -sSN --fail --fail-early -H 'content-type: application/json' -d @"$tmp/body.json"
   -K "$tmp/urls.cfg")
 
-# Runs a command, its stdout to $1; prints "user_s system_s maxrss_kib exit_status". CPU is
+# Runs a command, its stdout to $1 and its stderr to $ERR_FILE (empty in a good run of every
+# client); prints "user_s system_s maxrss_kib exit_status". CPU is
 # getrusage of the child tree (microseconds; GNU time's own fork and wait add about 0.1 ms);
 # the peak RSS is the command's own, from GNU time (the child of this Python would carry
 # Python's pages into its maximum before its exec).
 cpu() {
   python3 -c 'import os, subprocess, sys
 rss = os.environ["RSS_FILE"]
-with open(sys.argv[1], "wb") as out:
+with open(sys.argv[1], "wb") as out, open(os.environ["ERR_FILE"], "wb") as err:
     p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss] + sys.argv[2:], stdout=out,
-                         stderr=subprocess.DEVNULL)
+                         stderr=err)
     _, status, ru = os.wait4(p.pid, 0)
 print(f"{ru.ru_utime:.6f} {ru.ru_stime:.6f} {open(rss).read().split()[-1]} {os.waitstatus_to_exitcode(status)}")' "$@"
 }
@@ -187,10 +188,12 @@ echo "|---:|---|---:|---:|---:|---:|"
 : >"$tmp/runs"
 for r in $(seq "$RUNS"); do
   for c in "${clients[@]}"; do
+    : >"$tmp/out"
     read -r u s rss code < <(run_client "$c" "$tmp/out")
     if [[ $code != 0 ]] || { [[ $c != curl* ]] && ! check "$c" "$tmp/out"; }; then
-      echo "round $r: $c failed (exit $code); its output:" >&2
+      echo "round $r: $c failed (exit $code); its output and its stderr:" >&2
       head -c 2000 "$tmp/out" >&2
+      tail -c 2000 "$tmp/err" >&2
       exit 1
     fi
     echo "$r $c $u $s $rss" >>"$tmp/runs"
