@@ -2,7 +2,7 @@
 # CPU per streamed response: llm-probe beside libcurl and the openai-python loop, against one
 # simulator, in one sitting (BENCHMARKS §26).
 #
-#   benches/client-cpu.sh [RUNS (default 5)] [REQUESTS (default 200)]
+#   benches/client-cpu.sh [RUNS (default 5)] [REQUESTS (default 200, at most 10000)]
 #
 # One `llm-probe simulate --ttft 0ms --itl 1ms --tokens 64` pinned to CPU 1; each client, pinned
 # to CPU 0, reads REQUESTS sequential streams of 64 token events 1 ms apart, every event:
@@ -50,6 +50,9 @@ ITL=${ITL:-1ms}
 for v in RUNS REQUESTS TOKENS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
 done
+# bench refuses more (its --max-requests), after the curl checks have read REQUESTS streams twice.
+((${#REQUESTS} <= 5 && REQUESTS <= 10000)) ||
+  { echo "REQUESTS is $REQUESTS: at most 10000 (bench's --max-requests) is allowed" >&2; exit 2; }
 if [[ -z ${BIN:-} ]]; then
   cargo build --release --locked --quiet
   BIN=$(realpath target/release/llm-probe)
