@@ -77,13 +77,27 @@ except (OSError, OverflowError, ValueError) as e:
 print(s.getsockname()[1])' "${CLIENT_CPU_PORT:-0}") || exit 2
 
 tmp=$(mktemp -d)
-SIM_PID=""
+SIM_PID="" CHILD=""
 export RSS_FILE=$tmp/rss ERR_FILE=$tmp/err
 cleanup() {
-  [[ -n $SIM_PID ]] && { kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; }
+  for p in $CHILD $SIM_PID; do kill "$p" 2>/dev/null || true; done
+  for p in $CHILD $SIM_PID; do wait "$p" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Runs "$@" in the background and waits for it: bash runs a trap only once a command in the
+# foreground has ended, so a curl check or a client run in the foreground held off INT and TERM
+# (for good: a SIGINT that the foreground command did not die of was dropped). cleanup stops it.
+bg() {
+  "$@" &
+  CHILD=$!
+  local rc=0
+  wait "$CHILD" || rc=$?
+  CHILD=""
+  return "$rc"
+}
 
 taskset -c 1 "$BIN" simulate --log.level warn --web.listen-address "127.0.0.1:$PORT" \
   --ttft 0ms --itl "$ITL" --tokens "$TOKENS" >"$tmp/sim.log" 2>&1 &
@@ -127,12 +141,22 @@ CURL=(curl -sSN --fail --fail-early -H 'content-type: application/json' -d @"$tm
 # getrusage of the child tree (microseconds; GNU time's own fork and wait add about 0.1 ms);
 # the peak RSS is the command's own, from GNU time (the child of this Python would carry
 # Python's pages into its maximum before its exec).
+# Run by bg, it replaces its shell (exec), so that cleanup's TERM reaches it; it passes a TERM or
+# an INT on to the command, which runs in a session of its own.
 cpu() {
-  python3 -c 'import os, subprocess, sys
+  exec python3 -c 'import os, signal, subprocess, sys
 rss = os.environ["RSS_FILE"]
+child = []
+def stop(*_):
+    for pid in child:
+        os.killpg(pid, signal.SIGTERM)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
 with open(sys.argv[1], "wb") as out, open(os.environ["ERR_FILE"], "wb") as err:
     p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss] + sys.argv[2:], stdout=out,
-                         stderr=err)
+                         stderr=err, start_new_session=True)
+    child.append(p.pid)
     _, status, ru = os.wait4(p.pid, 0)
 print(f"{ru.ru_utime:.6f} {ru.ru_stime:.6f} {open(rss).read().split()[-1]} {os.waitstatus_to_exitcode(status)}")' "$@"
 }
@@ -175,9 +199,9 @@ else
 fi
 
 # curl writes its streams to /dev/null when measured: check once here that they are whole.
-"${CURL[@]}" >"$tmp/curl.out" && check curl "$tmp/curl.out" ||
+bg "${CURL[@]}" >"$tmp/curl.out" && check curl "$tmp/curl.out" ||
   { echo "curl did not read $REQUESTS whole streams" >&2; exit 1; }
-"${CURL[@]}" -H 'connection: close' >"$tmp/curl.out" && check curl "$tmp/curl.out" ||
+bg "${CURL[@]}" -H 'connection: close' >"$tmp/curl.out" && check curl "$tmp/curl.out" ||
   { echo "curl-fresh did not read $REQUESTS whole streams" >&2; exit 1; }
 
 echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo -) -->"
@@ -192,7 +216,9 @@ echo "|---:|---|---:|---:|---:|---:|"
 for r in $(seq "$RUNS"); do
   for c in "${clients[@]}"; do
     : >"$tmp/out"
-    read -r u s rss code < <(run_client "$c" "$tmp/out")
+    u="" s="" rss="" code=""
+    bg run_client "$c" "$tmp/out" >"$tmp/res" || true
+    read -r u s rss code <"$tmp/res" || true
     if [[ $code != 0 ]] || { [[ $c != curl* ]] && ! check "$c" "$tmp/out"; }; then
       echo "round $r: $c failed (exit $code); its output and its stderr:" >&2
       head -c 2000 "$tmp/out" >&2
