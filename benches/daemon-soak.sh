@@ -25,7 +25,8 @@
 # 30 s it prints the daemon's VmRSS, VmHWM (peak), RssAnon, RssFile and its CPU over those 30 s
 # (utime+stime from /proc/PID/stat); at the end (or on Ctrl-C) the successful and failed
 # probes and the time of each /metrics scrape (curl's time_total: min, median, max).
-# Stops what it started, by PID; a child that fails has its log printed.
+# Stops what it started, by PID; a child that fails (the daemon or a simulator, checked every
+# 15 s) has its log printed.
 set -euo pipefail
 # BIN, when named, is a path from the caller's directory.
 if [[ -n ${BIN:-} ]]; then
@@ -144,8 +145,13 @@ start=$(date +%s)
 last_t=$start last_ticks=$(ticks)
 end=$((start + MINUTES * 60))
 next_sample=$((start + 30))
-while (($(date +%s) < end)); do
+# The daemon, and the simulators it probes: a soak whose probes all fail measures another load.
+alive() {
   kill -0 "$DAEMON_PID" 2>/dev/null || died daemon "$DAEMON_PID" "$tmp/daemon.log"
+  for p in $SIM_PID; do kill -0 "$p" 2>/dev/null || died simulator "$p" "$tmp/sim.log"; done
+}
+while (($(date +%s) < end)); do
+  alive
   curl -fs --compressed -o /dev/null -w '%{time_total}\n' "$url" >>"$tmp/scrapes" ||
     echo "scrape failed at $(($(date +%s) - start)) s"
   # In the background, so that Ctrl-C and TERM act at once.
@@ -155,7 +161,7 @@ while (($(date +%s) < end)); do
   SLEEP_PID=""
   now=$(date +%s)
   if ((now >= next_sample)); then
-    kill -0 "$DAEMON_PID" 2>/dev/null || died daemon "$DAEMON_PID" "$tmp/daemon.log"
+    alive
     t=$(ticks)
     cpu=$(python3 -c "print(f'{100 * ($t - $last_ticks) / $hz / ($now - $last_t):.1f} %')")
     printf '| %.1f | %.1f | %.1f | %.1f / %.1f | %s | %s |\n' \
