@@ -114,16 +114,28 @@ url=http://127.0.0.1:$port/metrics
 for _ in $(seq 100); do curl -fs -o /dev/null "$url" && break; sleep 0.1; done
 kill -0 "$DAEMON_PID" 2>/dev/null || died daemon "$DAEMON_PID" "$tmp/daemon.log"
 
-summary() {
-  curl -fs "$url" | python3 -c '
+# The probes counted in the exposition file $1; $2 says when it was scraped.
+counts() {
+  python3 -c '
 import sys
 ok = failed = 0.0
-for line in sys.stdin:
+for line in open(sys.argv[1]):
     if line.startswith("llm_probe_request_duration_seconds_count"):
         ok += float(line.split()[-1])
     elif line.startswith("llm_probe_probe_failures_total"):
         failed += float(line.split()[-1])
-print(f"probes: {ok:.0f} successful, {failed:.0f} failed")' || echo "probes: /metrics did not answer"
+print(f"probes: {ok:.0f} successful, {failed:.0f} failed{sys.argv[2]}")' "$1" "$2"
+}
+# On Ctrl-C the daemon has the SIGINT too and may be gone: then the last scrape's counts.
+last_scrape=""
+summary() {
+  if curl -fs -o "$tmp/metrics.end" "$url"; then
+    counts "$tmp/metrics.end" ""
+  elif [[ -n $last_scrape ]]; then
+    counts "$tmp/metrics" " (by the last scrape, at $last_scrape s; /metrics did not answer at the end)"
+  else
+    echo "probes: /metrics did not answer"
+  fi
   if [[ -s $tmp/scrapes ]]; then
     python3 -c '
 import statistics, sys
@@ -152,8 +164,14 @@ alive() {
 }
 while (($(date +%s) < end)); do
   alive
-  curl -fs --compressed -o /dev/null -w '%{time_total}\n' "$url" >>"$tmp/scrapes" ||
+  # The time of the scrapes that answered; the body kept for a summary after Ctrl-C.
+  if scrape=$(curl -fs --compressed -o "$tmp/metrics.new" -w '%{time_total}' "$url"); then
+    mv "$tmp/metrics.new" "$tmp/metrics"
+    echo "$scrape" >>"$tmp/scrapes"
+    last_scrape=$(($(date +%s) - start))
+  else
     echo "scrape failed at $(($(date +%s) - start)) s"
+  fi
   # In the background, so that Ctrl-C and TERM act at once.
   sleep 15 &
   SLEEP_PID=$!
