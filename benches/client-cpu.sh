@@ -20,9 +20,11 @@
 #
 # The clients run interleaved (round 1: every client once, round 2: …) so that the load of a
 # shared machine hits them alike. Each run's CPU is the client process's user + system time
-# (getrusage of the child, microseconds) and its peak RSS; every run is checked (every stream
-# whole, TOKENS token events each, the simulator this script started still running) before it
-# counts. Prints each run, then per client the median, min and max of the
+# (getrusage of the child, microseconds) and its peak RSS; a run counts only if it read every
+# stream whole (bench and the Python loop: every stream, TOKENS token events each, checked in
+# their output; curl, whose measured runs write to /dev/null: no transfer failed, its streams
+# having been read whole and checked once before the rounds) and the simulator this script
+# started still runs after its round. Prints each run, then per client the median, min and max of the
 # runs, the CPU per stream and per token event, and the ratio of the medians to curl's (and the
 # median of the per-round ratios), and the like-for-like ratio: each llm-probe client to the
 # curl of its connection handling (bench to curl-fresh, bench-reuse to curl), the median of the
@@ -234,6 +236,7 @@ for r in $(seq "$RUNS"); do
 done
 echo
 echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"
+((RUNS >= 5)) || echo "note: $RUNS round(s); the medians and ratios below are indicative only (BENCHMARKS §31: a median of 5 is good to about ±10–15 %)"
 echo
 python3 - "$tmp/runs" "$REQUESTS" "$TOKENS" "${clients[@]}" <<'EOF'
 import statistics, sys
