@@ -42,11 +42,13 @@ REPLICAS=${REPLICAS:-0}
 PROMPT_TOKENS=${PROMPT_TOKENS:-0}
 DISTINCT_HOSTS=${DISTINCT_HOSTS:-0}
 [[ $DISTINCT_HOSTS =~ ^[01]$ ]] || { echo "DISTINCT_HOSTS is '$DISTINCT_HOSTS': 0 or 1 is needed" >&2; exit 2; }
-[[ $PROMPT_TOKENS =~ ^[0-9]+$ ]] || { echo "PROMPT_TOKENS is '$PROMPT_TOKENS': a whole number is needed" >&2; exit 2; }
+# Numbers as bash's arithmetic reads them: no leading zero (010 is octal 8 there, 08 an error,
+# and 10 for seq and YAML), at most 9 digits (past 2^63 it wraps: 18446744073709551621 is 5).
+[[ $PROMPT_TOKENS =~ ^(0|[1-9][0-9]{0,8})$ ]] || { echo "PROMPT_TOKENS is '$PROMPT_TOKENS': a whole number from 0 to 999999999 is needed" >&2; exit 2; }
 for v in MINUTES TOKENS TARGETS; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$v is '${!v}': a whole number ≥ 1 is needed" >&2; exit 2; }
+  [[ ${!v} =~ ^[1-9][0-9]{0,8}$ ]] || { echo "$v is '${!v}': a whole number from 1 to 999999999 is needed" >&2; exit 2; }
 done
-[[ $REPLICAS =~ ^[0-9]+$ ]] && ((REPLICAS <= 200)) || { echo "REPLICAS is '$REPLICAS': a whole number from 0 to 200 is needed" >&2; exit 2; }
+[[ $REPLICAS =~ ^(0|[1-9][0-9]{0,2})$ ]] && ((REPLICAS <= 200)) || { echo "REPLICAS is '$REPLICAS': a whole number from 0 to 200 is needed" >&2; exit 2; }
 if [[ -z ${BIN:-} ]]; then
   [[ -x target/dist/llm-probe ]] || cargo build --locked --profile dist --quiet
   BIN=$(realpath target/dist/llm-probe)
