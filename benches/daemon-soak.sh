@@ -71,6 +71,7 @@ died() {
 }
 
 sim_port=$(free_port)
+sd=$tmp/replicas.json  # quoted in the probes file: TMPDIR may hold a space, '#', ',' or '}'
 {
   printf 'defaults:\n  interval: %s\n  timeout: %s\n' "$INTERVAL" "$INTERVAL"
   if ((PROMPT_TOKENS > 0)); then
@@ -84,7 +85,7 @@ sim_port=$(free_port)
     ((DISTINCT_HOSTS)) && host=t$i.localhost
     printf '  - name: t%s\n    protocol: openai-chat\n    base_url: http://%s:%s/v1\n    model: sim\n' "$i" "$host" "$sim_port"
     if ((REPLICAS > 0)); then
-      printf '    replicas: {file_sd: %s, max: %s}\n' "$tmp/replicas.json" "$REPLICAS"
+      printf "    replicas: {file_sd: '%s', max: %s}\n" "${sd//\'/\'\'}" "$REPLICAS"
     fi
   done
 } >"$tmp/probes.yaml"
@@ -97,7 +98,7 @@ if ((REPLICAS > 0)); then
   sim_ips=()
   for r in $(seq 1 "$REPLICAS"); do sim_ips+=("127.0.$((r / 250)).$((r % 250 + 1))"); done
   python3 -c 'import json, sys; print(json.dumps([{"targets": sys.argv[2:], "labels": {}}]))' \
-    x $(for ip in "${sim_ips[@]}"; do echo "$ip:$sim_port"; done) >"$tmp/replicas.json"
+    x $(for ip in "${sim_ips[@]}"; do echo "$ip:$sim_port"; done) >"$sd"
 fi
 for ip in "${sim_ips[@]}"; do
   taskset -c 1 "$BIN" --log.level warn simulate --web.listen-address "$ip:$sim_port" \
