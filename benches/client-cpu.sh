@@ -28,7 +28,9 @@
 # runs, the CPU per stream and per token event, and the ratio of the medians to curl's (and the
 # median of the per-round ratios), and the like-for-like ratio: each llm-probe client to the
 # curl of its connection handling (bench to curl-fresh, bench-reuse to curl), the median of the
-# per-round ratios; /proc/loadavg before and after.
+# per-round ratios; /proc/loadavg before and after. A run's CPU includes the process's start:
+# about 7 ms for bench and curl, about 0.4 s for the Python loop (the interpreter and `import
+# openai`), which its "per stream" carries divided by REQUESTS.
 #
 # Environment: BIN the llm-probe binary (default target/release/llm-probe, built with
 # `cargo build --release --locked`); BEFORE_BIN a second llm-probe binary (e.g. a build of an
