@@ -54,6 +54,9 @@ if [[ -z ${BIN:-} ]]; then
   BIN=$(realpath target/dist/llm-probe)
 fi
 
+for t in curl python3 taskset; do
+  command -v "$t" >/dev/null || { echo "$t is needed" >&2; exit 2; }
+done
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 tmp=$(mktemp -d)
 SIM_PID="" DAEMON_PID="" SLEEP_PID=""
