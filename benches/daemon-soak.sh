@@ -160,7 +160,9 @@ kib() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"; }
 ticks() { awk '{ print $14 + $15 }' "/proc/$DAEMON_PID/stat"; }
 hz=$(getconf CLK_TCK)
 start=$(date +%s)
-last_t=$start last_ticks=$(ticks)
+# The CPU's interval timed to the nanosecond (date +%s.%N, beside each read of the ticks):
+# whole seconds would be up to 1 s off in 30.
+last_t=$(date +%s.%N) last_ticks=$(ticks)
 end=$((start + MINUTES * 60))
 next_sample=$((start + 30))
 # The daemon, and the simulators it probes: a soak whose probes all fail measures another load.
@@ -186,14 +188,14 @@ while (($(date +%s) < end)); do
   now=$(date +%s)
   if ((now >= next_sample)); then
     alive
-    t=$(ticks)
-    cpu=$(python3 -c "print(f'{100 * ($t - $last_ticks) / $hz / ($now - $last_t):.1f} %')")
+    t=$(ticks) t_at=$(date +%s.%N)
+    cpu=$(python3 -c "print(f'{100 * ($t - $last_ticks) / $hz / ($t_at - $last_t):.1f} %')")
     printf '| %.1f | %.1f | %.1f | %.1f / %.1f | %s | %s |\n' \
       "$(python3 -c "print(($now - $start) / 60)")" \
       "$(python3 -c "print($(kib VmRSS) / 1024)")" "$(python3 -c "print($(kib VmHWM) / 1024)")" \
       "$(python3 -c "print($(kib RssAnon) / 1024)")" "$(python3 -c "print($(kib RssFile) / 1024)")" \
       "$cpu" "$(cut -d' ' -f1 /proc/loadavg)"
-    last_t=$now last_ticks=$t next_sample=$((now + 30))
+    last_t=$t_at last_ticks=$t next_sample=$((now + 30))
   fi
 done
 summary
