@@ -15,7 +15,8 @@
 #   curl-fresh    the same with `connection: close` on each request, so that each stream has a
 #                 connection of its own, as `bench` by default: bench's like-for-like peer
 #   openai-python the `openai` SDK's streaming loop (benches/peers/openai_stream_loop.py), when
-#                 `import openai` works in BENCH_VENV (default /work/bench-venv) or else python3;
+#                 `import openai` works in BENCH_VENV (default /work/bench-venv, or else python3;
+#                 a BENCH_VENV named must have bin/python);
 #                 skipped with a note otherwise
 #
 # The clients run interleaved (round 1: every client once, round 2: …) so that the load of a
@@ -45,7 +46,11 @@ for v in BIN BEFORE_BIN; do
     printf -v "$v" %s "$(realpath "${!v}")"
   fi
 done
-[[ -n ${BENCH_VENV:-} ]] && BENCH_VENV=$(realpath -m "$BENCH_VENV")
+if [[ -n ${BENCH_VENV:-} ]]; then
+  # Named, it must be a venv: falling back to python3 would measure another interpreter.
+  [[ -x $BENCH_VENV/bin/python ]] || { echo "BENCH_VENV=$BENCH_VENV has no bin/python" >&2; exit 2; }
+  BENCH_VENV=$(realpath "$BENCH_VENV")
+fi
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
 REQUESTS=${2:-200}
@@ -210,7 +215,7 @@ bg "${CURL[@]}" -H 'connection: close' >"$tmp/curl.out" && check curl "$tmp/curl
 
 echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo -) -->"
 echo "llm-probe: $BIN ($("$BIN" --version 2>/dev/null | head -1))${BEFORE_BIN:+; before: $BEFORE_BIN}"
-echo "curl: $(curl --version | head -1 | cut -d' ' -f1-2,4-5)${OPENAI:+; openai $OPENAI on $("$PY" -c 'import sys; print(sys.version.split()[0])')}"
+echo "curl: $(curl --version | head -1 | cut -d' ' -f1-2,4-5)${OPENAI:+; openai $OPENAI on $("$PY" -c 'import sys; print(sys.version.split()[0], sys.executable)')}"
 echo "$RUNS runs × $REQUESTS streams of $TOKENS token events, $ITL apart (simulator on CPU 1, clients on CPU 0)"
 echo "loadavg before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
