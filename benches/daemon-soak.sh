@@ -66,6 +66,11 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# Set before any child starts: without a trap, a SIGINT that came while a command ran in the
+# foreground (a readiness check, check-config) and that it did not die of was dropped. The
+# summary once the daemon answers.
+trap 'echo "interrupted"; if declare -F summary >/dev/null; then summary; fi; exit 130' INT
+trap 'exit 143' TERM
 # A child that is gone: say which, with its log, and stop.
 died() {
   echo "the $1 (PID $2) is not running; its log:" >&2
@@ -150,8 +155,6 @@ print(f"/metrics scrapes ({len(t)}, gzip, curl time_total): min {t[0]:.1f} ms, m
   fi
   grep -v '^$' "$tmp/daemon.log" | tail -5 || true
 }
-trap 'echo "interrupted"; summary; exit 130' INT
-trap 'exit 143' TERM
 
 echo "<!-- $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $BIN ($("$BIN" --version 2>/dev/null | head -1)), repository at git $(git rev-parse --short HEAD), $TARGETS targets × ${REPLICAS} replicas (0: none), distinct hosts ${DISTINCT_HOSTS}, every $INTERVAL, $TOKENS tokens, prompt ${PROMPT_TOKENS} tokens (0: one sentence), $MINUTES min, daemon flags: ${DAEMON_ARGS:-none}, loadavg $(cut -d' ' -f1-3 /proc/loadavg) -->"
 echo "| minute | RSS MiB | peak (VmHWM) MiB | anon / file MiB | CPU over the last 30 s | loadavg |"
