@@ -39,6 +39,10 @@
 # CLIENT_CPU_PORT the simulator's port (default: a free one; one in use is refused); TOKENS (default 64) and ITL
 # (default 1ms) the simulator's stream. Stops what it started, by PID.
 set -euo pipefail
+# Without a trap, bash drops a SIGINT that a command in the foreground (the build, the Python
+# checks) did not die of; with it the script exits once that command has ended.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # BIN, BEFORE_BIN and BENCH_VENV, when named, are paths from the caller's directory.
 for v in BIN BEFORE_BIN; do
   if [[ -n ${!v:-} ]]; then
@@ -94,8 +98,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 # Runs "$@" in the background and waits for it: bash runs a trap only once a command in the
 # foreground has ended, so a curl check or a client run in the foreground held off INT and TERM
 # (for good: a SIGINT that the foreground command did not die of was dropped). cleanup stops it.
