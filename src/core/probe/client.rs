@@ -94,7 +94,12 @@ pub fn build_replica_client(
             // A replica of a target on an IP address is reached at the replica's address
             // (`super::resolve::to_replica_address`) and verified as base_url's, as its
             // probe's stream is.
-            if let (Some(name), Some(r)) = (super::resolve::host_ip(&target.base_url), replica) {
+            let base_ip = match target.base_url.host() {
+                Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+                Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+                _ => None,
+            };
+            if let (Some(name), Some(r)) = (base_ip, replica) {
                 super::tls::verify_as(&mut config, &key.tls, r.addr.ip(), name);
             }
             b = b.use_preconfigured_tls(config)

@@ -83,15 +83,6 @@ pub(super) fn pin_of(
     }))
 }
 
-/// `url`'s host, if it is an IP address.
-pub(super) fn host_ip(url: &url::Url) -> Option<IpAddr> {
-    match url.host()? {
-        url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
-        url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
-        url::Host::Domain(_) => None,
-    }
-}
-
 /// Points a request for `url` over a replica's reqwest client at the replica: reqwest connects
 /// to the URL's port whatever the resolver answers, and a replica may listen on another port
 /// than `base_url`'s (an SRV record's, a file_sd entry's), so a URL at `base_url`'s port goes
@@ -106,7 +97,11 @@ pub(super) fn to_replica_address(url: &mut reqwest::Url, pin: &Pin) -> Option<ht
     if !pin.matches(host) {
         return None;
     }
-    let ip = host_ip(url);
+    let ip = match url.host()? {
+        url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        url::Host::Domain(_) => None,
+    };
     let move_ip = ip.is_some_and(|ip| ip != pin.addr.ip());
     let move_port = url.port_or_known_default() == Some(pin.port) && pin.port != pin.addr.port();
     if !move_ip && !move_port {
